@@ -1,0 +1,2 @@
+//! The `stokehold` command line (placeholder).
+fn main() {}

@@ -1,0 +1,1 @@
+//! CPU decoding of JPEG and PNG (placeholder).

@@ -1,0 +1,22 @@
+//! # stokehold
+//!
+//! Keeps a GPU fed during training: a declarative image input pipeline (built from Rust or
+//! read from a TOML pipeline file) that reads files on CPU threads, decodes JPEG and PNG,
+//! augments (crop, resize, flip, color jitter, normalize, cast, layout, pad) and hands out
+//! batches. The CPU path documented here is also the reference the GPU path must match.
+
+#![warn(missing_docs)]
+
+pub mod decode;
+pub mod error;
+pub mod image;
+pub mod ops;
+pub mod pipeline;
+pub mod reader;
+pub mod rng;
+pub mod value;
+
+pub use error::{DecodeError, Error, Result, SampleError, SampleErrorKind};
+pub use image::{DType, Image, Layout, Pixels};
+pub use pipeline::{Batch, OpSpec, Pipeline, PipelineSpec};
+pub use value::{Value, ValueType};

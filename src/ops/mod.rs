@@ -1,0 +1,158 @@
+//! Operators: each lives in one folder with its schema and arguments, its CPU reference
+//! code and its tests (and, on the GPU path, its kernel launcher).
+//!
+//! An operator maps the values on its input edges to values on its output edges for one
+//! sample. Random choices are made by a pure `choose` step from a [`SampleRng`] keyed by
+//! (seed, epoch, sample index, operator name), recorded in [`OpParams`] and then applied,
+//! so the GPU path can recompute exactly the same parameters.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::SampleErrorKind;
+use crate::rng::SampleRng;
+use crate::value::{Value, ValueType};
+
+pub mod schema;
+
+pub mod cast;
+pub mod color_jitter;
+pub mod crop;
+pub mod decode;
+pub mod flip;
+pub mod layout;
+pub mod normalize;
+pub mod pad;
+pub mod random_resized_crop;
+pub mod resize;
+
+pub use schema::{ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec};
+
+/// A built operator, ready to run on samples.
+pub trait Operator: Send + Sync + fmt::Debug {
+    /// Output types from input types; an `Err` says what is wrong with the inputs.
+    fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String>;
+
+    /// Runs on one sample on the CPU. `inputs` are owned so operators can work in place.
+    fn run_cpu(
+        &self,
+        inputs: Vec<Value>,
+        ctx: &mut SampleContext<'_>,
+    ) -> Result<Vec<Value>, SampleErrorKind>;
+}
+
+/// Random parameters an operator chose for one sample, returned with the batch so users
+/// can transform boxes and masks the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpParams {
+    /// A crop window in the input image (after EXIF orientation), in pixels.
+    Crop {
+        /// First row.
+        top: usize,
+        /// First column.
+        left: usize,
+        /// Rows.
+        height: usize,
+        /// Columns.
+        width: usize,
+    },
+    /// Which flips were applied.
+    Flip {
+        /// Mirrored left–right.
+        horizontal: bool,
+        /// Mirrored top–bottom.
+        vertical: bool,
+    },
+    /// Color jitter factors and the order they were applied in.
+    ColorJitter {
+        /// Indices into [brightness, contrast, saturation, hue], in application order.
+        order: [u8; 4],
+        /// Brightness factor (1 = unchanged).
+        brightness: f64,
+        /// Contrast factor (1 = unchanged).
+        contrast: f64,
+        /// Saturation factor (1 = unchanged).
+        saturation: f64,
+        /// Hue shift in turns, in [-0.5, 0.5] (0 = unchanged).
+        hue: f64,
+    },
+}
+
+/// Per-sample state an operator sees while running: who the sample is, its random stream,
+/// and where to record the parameters it chose.
+pub struct SampleContext<'a> {
+    /// Pipeline seed.
+    pub seed: u64,
+    /// Epoch number (from 0).
+    pub epoch: u64,
+    /// Index of the sample in the dataset.
+    pub index: usize,
+    /// Path of the sample's file.
+    pub path: &'a Path,
+    /// Key of the operator now running (hash of its name).
+    pub op_key: u64,
+    /// Name of the operator now running.
+    pub op_name: &'a Arc<str>,
+    /// Parameters recorded so far for this sample.
+    pub params: &'a mut Vec<(Arc<str>, OpParams)>,
+}
+
+impl SampleContext<'_> {
+    /// The random stream of the running operator for this sample.
+    pub fn rng(&self) -> SampleRng {
+        SampleRng::for_sample(self.seed, self.epoch, self.index as u64, self.op_key)
+    }
+
+    /// Records the parameters the running operator chose.
+    pub fn record(&mut self, p: OpParams) {
+        self.params.push((self.op_name.clone(), p));
+    }
+
+    /// An operator error for this sample.
+    pub fn error(&self, message: impl Into<String>) -> SampleErrorKind {
+        SampleErrorKind::Op {
+            op: self.op_name.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The schema of the file reader: it is a graph node like any other, but runs on the
+/// reader threads rather than per sample on the workers.
+pub const READER_KIND: &str = "file_reader";
+
+/// All operator kinds, the reader first.
+pub fn registry() -> &'static [&'static OpSchema] {
+    static ALL: &[&OpSchema] = &[
+        &crate::reader::SCHEMA,
+        &decode::SCHEMA,
+        &crop::SCHEMA,
+        &random_resized_crop::SCHEMA,
+        &resize::SCHEMA,
+        &flip::SCHEMA,
+        &color_jitter::SCHEMA,
+        &normalize::SCHEMA,
+        &cast::SCHEMA,
+        &layout::SCHEMA,
+        &pad::SCHEMA,
+    ];
+    ALL
+}
+
+/// Looks up an operator kind by name.
+pub fn find(kind: &str) -> Option<&'static OpSchema> {
+    registry().iter().copied().find(|s| s.kind == kind)
+}
+
+/// Takes the single image out of `inputs`, or says what came instead.
+pub fn single_image(
+    inputs: Vec<Value>,
+    ctx: &SampleContext<'_>,
+) -> Result<crate::image::Image, SampleErrorKind> {
+    match inputs.into_iter().next() {
+        Some(Value::Image(im)) => Ok(im),
+        Some(other) => Err(ctx.error(format!("expected an image, got {}", other.value_type()))),
+        None => Err(ctx.error("missing input")),
+    }
+}

@@ -1,0 +1,568 @@
+//! Operator schemas: the arguments each operator takes, with types, ranges, defaults and
+//! docs. The same schema validates pipeline files, validates the Rust builder, and
+//! generates the pipeline-file reference in README.md.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::value::ValueType;
+
+use super::Operator;
+
+/// A value given for an argument (from TOML or from the builder).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// An array.
+    List(Vec<ArgValue>),
+}
+
+impl ArgValue {
+    /// A short name of the kind of value, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ArgValue::Bool(_) => "a boolean",
+            ArgValue::Int(_) => "an integer",
+            ArgValue::Float(_) => "a float",
+            ArgValue::Str(_) => "a string",
+            ArgValue::List(_) => "an array",
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match *self {
+            ArgValue::Int(i) => Some(i as f64),
+            ArgValue::Float(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ArgValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgValue::Bool(b) => write!(f, "{b}"),
+            ArgValue::Int(i) => write!(f, "{i}"),
+            ArgValue::Float(x) => {
+                if x.fract() == 0.0 && x.abs() < 1e15 {
+                    write!(f, "{x:.1}")
+                } else {
+                    write!(f, "{x}")
+                }
+            }
+            ArgValue::Str(s) => write!(f, "{s:?}"),
+            ArgValue::List(v) => {
+                write!(f, "[")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+        }
+    }
+}
+
+macro_rules! impl_from_arg {
+    ($t:ty, $v:ident => $e:expr) => {
+        impl From<$t> for ArgValue {
+            fn from($v: $t) -> Self {
+                $e
+            }
+        }
+    };
+}
+impl_from_arg!(bool, v => ArgValue::Bool(v));
+impl_from_arg!(i64, v => ArgValue::Int(v));
+impl_from_arg!(i32, v => ArgValue::Int(v.into()));
+impl_from_arg!(u32, v => ArgValue::Int(v.into()));
+impl_from_arg!(usize, v => ArgValue::Int(v as i64));
+impl_from_arg!(f64, v => ArgValue::Float(v));
+impl_from_arg!(f32, v => ArgValue::Float(v.into()));
+impl_from_arg!(&str, v => ArgValue::Str(v.to_string()));
+impl_from_arg!(String, v => ArgValue::Str(v));
+impl<T: Into<ArgValue>, const N: usize> From<[T; N]> for ArgValue {
+    fn from(v: [T; N]) -> Self {
+        ArgValue::List(v.into_iter().map(Into::into).collect())
+    }
+}
+impl<T: Into<ArgValue>> From<Vec<T>> for ArgValue {
+    fn from(v: Vec<T>) -> Self {
+        ArgValue::List(v.into_iter().map(Into::into).collect())
+    }
+}
+
+/// The type (and allowed range) of an argument.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgType {
+    /// `true` / `false`.
+    Bool,
+    /// An integer in `[min, max]`.
+    Int {
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// A number in `[min, max]` (integers are accepted).
+    Float {
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// One of the listed strings.
+    Choice(&'static [&'static str]),
+    /// Any string (a path, a name).
+    Str,
+    /// A size: one integer (square) or `[height, width]`, each in `[1, max]`.
+    Size {
+        /// Largest allowed side.
+        max: i64,
+    },
+    /// A pair `[low, high]` with `min <= low <= high <= max`.
+    Range {
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// `len` numbers (or one, repeated), each in `[min, max]`; `len == 0` allows any length ≥ 1.
+    Floats {
+        /// Required count (0: any).
+        len: usize,
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// A list of integers each in `[min, max]`, with `len` entries (0: any ≥ 1).
+    Ints {
+        /// Required count (0: any).
+        len: usize,
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+}
+
+impl fmt::Display for ArgType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ArgType::Bool => write!(f, "bool"),
+            ArgType::Int { min, max } if max == i64::MAX => write!(f, "integer ≥ {min}"),
+            ArgType::Int { min, max } => write!(f, "integer in [{min}, {max}]"),
+            ArgType::Float { min, max } => write!(f, "number in [{min}, {max}]"),
+            ArgType::Choice(c) => {
+                let quoted: Vec<String> = c.iter().map(|s| format!("\"{s}\"")).collect();
+                write!(f, "one of {}", quoted.join(", "))
+            }
+            ArgType::Str => write!(f, "string"),
+            ArgType::Size { .. } => write!(f, "size: N or [height, width]"),
+            ArgType::Range { min, max } => write!(f, "[low, high] within [{min}, {max}]"),
+            ArgType::Floats { len: 0, .. } => write!(f, "number or array of numbers"),
+            ArgType::Floats { len, .. } => write!(f, "number or array of {len} numbers"),
+            ArgType::Ints { len: 0, .. } => write!(f, "array of integers"),
+            ArgType::Ints { len, .. } => write!(f, "array of {len} integers"),
+        }
+    }
+}
+
+/// One argument of an operator.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgSpec {
+    /// Name in the pipeline file.
+    pub name: &'static str,
+    /// Type and range.
+    pub ty: ArgType,
+    /// Default, written as TOML; `None` means required.
+    pub default: Option<&'static str>,
+    /// One-line description.
+    pub doc: &'static str,
+}
+
+/// An input or output port of an operator.
+#[derive(Debug, Clone, Copy)]
+pub struct PortSpec {
+    /// Name of the port (for docs).
+    pub name: &'static str,
+    /// What flows through it.
+    pub doc: &'static str,
+}
+
+/// Where an operator can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backends {
+    /// CPU only (the reader).
+    CpuOnly,
+    /// CPU, and GPU kernels (or a mixed decoder) on the GPU path.
+    CpuAndGpu,
+}
+
+/// Everything about an operator kind that is known without running it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpSchema {
+    /// The `kind` string in pipeline files.
+    pub kind: &'static str,
+    /// A paragraph for the reference.
+    pub doc: &'static str,
+    /// Inputs, in order.
+    pub inputs: &'static [PortSpec],
+    /// Outputs, in order.
+    pub outputs: &'static [PortSpec],
+    /// Arguments.
+    pub args: &'static [ArgSpec],
+    /// Where it can run.
+    pub backends: Backends,
+    /// Builds the operator from validated arguments (defaults filled in).
+    pub build: fn(&Args) -> Result<Box<dyn Operator>, ArgError>,
+}
+
+/// An argument problem found while building an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgError {
+    /// The argument (None: the operator as a whole).
+    pub arg: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to change.
+    pub help: Option<String>,
+}
+
+impl ArgError {
+    /// An error about one argument.
+    pub fn arg(name: &str, message: impl Into<String>) -> ArgError {
+        ArgError {
+            arg: Some(name.to_string()),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// Adds a suggestion.
+    pub fn with_help(mut self, help: impl Into<String>) -> ArgError {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// Validated arguments of one operator, defaults included.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    values: BTreeMap<String, ArgValue>,
+}
+
+impl Args {
+    /// Checks `given` against `schema`, fills in defaults and normalises shapes
+    /// (a scalar for `Floats`/`Size` becomes a list). Unknown names, wrong types and
+    /// out-of-range values are errors naming the argument.
+    pub fn validate(
+        schema: &OpSchema,
+        given: &BTreeMap<String, ArgValue>,
+    ) -> Result<Args, ArgError> {
+        for name in given.keys() {
+            if !schema.args.iter().any(|a| a.name == name) {
+                let known: Vec<&str> = schema.args.iter().map(|a| a.name).collect();
+                let mut e = ArgError::arg(
+                    name,
+                    format!("unknown argument '{name}' for operator '{}'", schema.kind),
+                );
+                e.help = Some(match closest(name, &known) {
+                    Some(c) => format!("did you mean '{c}'? (arguments: {})", known.join(", ")),
+                    None if known.is_empty() => format!("'{}' takes no arguments", schema.kind),
+                    None => format!("arguments of '{}': {}", schema.kind, known.join(", ")),
+                });
+                return Err(e);
+            }
+        }
+        let mut values = BTreeMap::new();
+        for spec in schema.args {
+            let v = match given.get(spec.name) {
+                Some(v) => v.clone(),
+                None => match spec.default {
+                    Some(d) => parse_default(d),
+                    None => {
+                        return Err(ArgError::arg(
+                            spec.name,
+                            format!(
+                                "operator '{}' needs argument '{}' ({})",
+                                schema.kind, spec.name, spec.ty
+                            ),
+                        )
+                        .with_help(format!("add `{} = ...`: {}", spec.name, spec.doc)))
+                    }
+                },
+            };
+            let v = check_type(spec, v)?;
+            values.insert(spec.name.to_string(), v);
+        }
+        Ok(Args { values })
+    }
+
+    /// Raw access.
+    pub fn get(&self, name: &str) -> Option<&ArgValue> {
+        self.values.get(name)
+    }
+
+    fn expect(&self, name: &str) -> &ArgValue {
+        self.values
+            .get(name)
+            .unwrap_or_else(|| panic!("argument '{name}' is not in the schema"))
+    }
+
+    /// A validated `Bool`.
+    pub fn bool(&self, name: &str) -> bool {
+        matches!(self.expect(name), ArgValue::Bool(true))
+    }
+
+    /// A validated `Int`.
+    pub fn int(&self, name: &str) -> i64 {
+        match self.expect(name) {
+            ArgValue::Int(i) => *i,
+            other => panic!("argument '{name}' is {other:?}, not an integer"),
+        }
+    }
+
+    /// A validated `Float` (or `Int`).
+    pub fn float(&self, name: &str) -> f64 {
+        self.expect(name)
+            .as_f64()
+            .unwrap_or_else(|| panic!("argument '{name}' is not a number"))
+    }
+
+    /// A validated `Str` or `Choice`.
+    pub fn str(&self, name: &str) -> &str {
+        match self.expect(name) {
+            ArgValue::Str(s) => s,
+            other => panic!("argument '{name}' is {other:?}, not a string"),
+        }
+    }
+
+    /// An optional string: the empty string means "not given".
+    pub fn opt_str(&self, name: &str) -> Option<&str> {
+        Some(self.str(name)).filter(|s| !s.is_empty())
+    }
+
+    /// A validated `Size` as `(height, width)`.
+    pub fn size(&self, name: &str) -> (usize, usize) {
+        let v = self.floats(name);
+        (v[0] as usize, v[1] as usize)
+    }
+
+    /// A validated `Range` as `(low, high)`.
+    pub fn range(&self, name: &str) -> (f64, f64) {
+        let v = self.floats(name);
+        (v[0], v[1])
+    }
+
+    /// A validated list of numbers (`Floats`, `Size`, `Range`, `Ints`).
+    pub fn floats(&self, name: &str) -> Vec<f64> {
+        match self.expect(name) {
+            ArgValue::List(v) => v.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect(),
+            other => vec![other.as_f64().unwrap_or(f64::NAN)],
+        }
+    }
+}
+
+fn parse_default(d: &str) -> ArgValue {
+    let doc = format!("v = {d}");
+    let table: toml::Table = doc
+        .parse()
+        .unwrap_or_else(|e| panic!("schema default `{d}` is not TOML: {e}"));
+    from_toml(&table["v"])
+}
+
+/// Converts a plain TOML value into an [`ArgValue`].
+pub fn from_toml(v: &toml::Value) -> ArgValue {
+    match v {
+        toml::Value::Boolean(b) => ArgValue::Bool(*b),
+        toml::Value::Integer(i) => ArgValue::Int(*i),
+        toml::Value::Float(f) => ArgValue::Float(*f),
+        toml::Value::String(s) => ArgValue::Str(s.clone()),
+        toml::Value::Array(a) => ArgValue::List(a.iter().map(from_toml).collect()),
+        other => ArgValue::Str(other.to_string()),
+    }
+}
+
+fn type_error(spec: &ArgSpec, got: &ArgValue) -> ArgError {
+    ArgError::arg(
+        spec.name,
+        format!(
+            "argument '{}' must be {}, got {} ({got})",
+            spec.name,
+            spec.ty,
+            got.kind_name()
+        ),
+    )
+}
+
+fn range_error(spec: &ArgSpec, got: &ArgValue, lo: f64, hi: f64) -> ArgError {
+    ArgError::arg(
+        spec.name,
+        format!("argument '{}' = {got} is out of range", spec.name),
+    )
+    .with_help(format!("use values in [{lo}, {hi}]"))
+}
+
+fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
+    let num_in = |x: &ArgValue, lo: f64, hi: f64| -> Result<f64, ArgError> {
+        let f = x.as_f64().ok_or_else(|| type_error(spec, x))?;
+        if !(f.is_finite() && f >= lo && f <= hi) {
+            return Err(range_error(spec, x, lo, hi));
+        }
+        Ok(f)
+    };
+    match spec.ty {
+        ArgType::Bool => match v {
+            ArgValue::Bool(_) => Ok(v),
+            _ => Err(type_error(spec, &v)),
+        },
+        ArgType::Int { min, max } => match v {
+            ArgValue::Int(i) if i >= min && i <= max => Ok(v),
+            ArgValue::Int(_) => Err(range_error(spec, &v, min as f64, max as f64)),
+            _ => Err(type_error(spec, &v)),
+        },
+        ArgType::Float { min, max } => {
+            let f = num_in(&v, min, max)?;
+            Ok(ArgValue::Float(f))
+        }
+        ArgType::Str => match v {
+            ArgValue::Str(_) => Ok(v),
+            _ => Err(type_error(spec, &v)),
+        },
+        ArgType::Choice(choices) => match &v {
+            ArgValue::Str(s) if choices.contains(&s.as_str()) => Ok(v),
+            ArgValue::Str(s) => {
+                let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
+                let mut e = ArgError::arg(
+                    spec.name,
+                    format!("argument '{}' = \"{s}\" is not a valid choice", spec.name),
+                );
+                e.help = Some(match closest(s, choices) {
+                    Some(c) => format!("did you mean \"{c}\"? (choices: {})", quoted.join(", ")),
+                    None => format!("use one of {}", quoted.join(", ")),
+                });
+                Err(e)
+            }
+            _ => Err(type_error(spec, &v)),
+        },
+        ArgType::Size { max } => {
+            let items = match &v {
+                ArgValue::Int(_) => vec![v.clone(), v.clone()],
+                ArgValue::List(l) if l.len() == 2 => l.clone(),
+                _ => return Err(type_error(spec, &v)),
+            };
+            for x in &items {
+                match x {
+                    ArgValue::Int(i) if *i >= 1 && *i <= max => {}
+                    ArgValue::Int(_) => return Err(range_error(spec, &v, 1.0, max as f64)),
+                    _ => return Err(type_error(spec, &v)),
+                }
+            }
+            Ok(ArgValue::List(items))
+        }
+        ArgType::Range { min, max } => {
+            let ArgValue::List(l) = &v else {
+                return Err(type_error(spec, &v));
+            };
+            if l.len() != 2 {
+                return Err(type_error(spec, &v));
+            }
+            let lo = num_in(&l[0], min, max)?;
+            let hi = num_in(&l[1], min, max)?;
+            if lo > hi {
+                return Err(ArgError::arg(
+                    spec.name,
+                    format!("argument '{}' = {v}: low is greater than high", spec.name),
+                )
+                .with_help("write [low, high] with low <= high"));
+            }
+            Ok(ArgValue::List(vec![ArgValue::Float(lo), ArgValue::Float(hi)]))
+        }
+        ArgType::Floats { len, min, max } => {
+            let items = match &v {
+                ArgValue::Int(_) | ArgValue::Float(_) => vec![v.clone(); len.max(1)],
+                ArgValue::List(l) if (len == 0 && !l.is_empty()) || l.len() == len => l.clone(),
+                ArgValue::List(l) => {
+                    return Err(ArgError::arg(
+                        spec.name,
+                        format!(
+                            "argument '{}' has {} values, needs {len}",
+                            spec.name,
+                            l.len()
+                        ),
+                    ))
+                }
+                _ => return Err(type_error(spec, &v)),
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for x in &items {
+                out.push(ArgValue::Float(num_in(x, min, max)?));
+            }
+            Ok(ArgValue::List(out))
+        }
+        ArgType::Ints { len, min, max } => {
+            let ArgValue::List(l) = &v else {
+                return Err(type_error(spec, &v));
+            };
+            if (len == 0 && l.is_empty()) || (len != 0 && l.len() != len) {
+                return Err(type_error(spec, &v));
+            }
+            for x in l {
+                match x {
+                    ArgValue::Int(i) if *i >= min && *i <= max => {}
+                    ArgValue::Int(_) => return Err(range_error(spec, x, min as f64, max as f64)),
+                    _ => return Err(type_error(spec, &v)),
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// The closest candidate by edit distance, if it is close enough to be a likely typo.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Helper for operators: the single image input type, or a message saying what was given.
+pub fn expect_image(
+    kind: &str,
+    inputs: &[ValueType],
+) -> Result<crate::value::ImageType, String> {
+    match inputs {
+        [ValueType::Image(t)] => Ok(*t),
+        [other] => Err(format!("'{kind}' takes images, but its input carries {other}")),
+        _ => Err(format!("'{kind}' takes exactly one input")),
+    }
+}

@@ -1,0 +1,7 @@
+//! Batches (placeholder).
+/// placeholder
+pub struct Batch;
+/// placeholder
+pub struct BatchTensor;
+/// placeholder
+pub struct SampleInfo;

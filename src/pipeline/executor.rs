@@ -1,0 +1,5 @@
+//! Executor (placeholder).
+/// placeholder
+pub struct Pipeline;
+/// placeholder
+pub struct Stats;

@@ -1,0 +1,1 @@
+//! Pipeline files (TOML): parsing with source locations (placeholder).

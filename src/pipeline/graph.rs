@@ -1,0 +1,1 @@
+//! Validation and planning (placeholder).

@@ -1,0 +1,12 @@
+//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`]), validation
+//! and planning ([`graph`]), batches ([`batch`]) and the threaded executor ([`executor`]).
+
+pub mod batch;
+pub mod executor;
+pub mod file;
+pub mod graph;
+pub mod spec;
+
+pub use batch::{Batch, BatchTensor, SampleInfo};
+pub use executor::{Pipeline, Stats};
+pub use spec::{DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Placement, Settings};

@@ -1,0 +1,349 @@
+//! The definition of a pipeline, as written in a pipeline file or built from Rust:
+//! settings, operators joined by named edges, and the named outputs.
+//!
+//! A [`PipelineSpec`] is only a description; [`crate::pipeline::graph::Graph::build`]
+//! validates it and [`crate::Pipeline`] runs it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::ops::ArgValue;
+
+/// What to do with a sample that can't be read, decoded or transformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Drop the sample, report it, and fill the batch from the next samples.
+    #[default]
+    Skip,
+    /// Stop the run with the first error.
+    Fail,
+}
+
+impl OnError {
+    /// Pipeline-file names.
+    pub const NAMES: &'static [&'static str] = &["skip", "fail"];
+
+    /// Parses a pipeline-file name.
+    pub fn from_name(s: &str) -> Option<OnError> {
+        match s {
+            "skip" => Some(OnError::Skip),
+            "fail" => Some(OnError::Fail),
+            _ => None,
+        }
+    }
+}
+
+/// Which hardware runs the per-sample operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// The GPU when one is usable, else the CPU (with a notice saying why).
+    #[default]
+    Auto,
+    /// The CPU path only.
+    Cpu,
+    /// The GPU path, or an error if it can't be used.
+    Gpu,
+}
+
+impl DeviceChoice {
+    /// Pipeline-file and command-line names.
+    pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu"];
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<DeviceChoice> {
+        match s {
+            "auto" => Some(DeviceChoice::Auto),
+            "cpu" => Some(DeviceChoice::Cpu),
+            "gpu" => Some(DeviceChoice::Gpu),
+            _ => None,
+        }
+    }
+}
+
+/// What to do with the last, incomplete batch of an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LastBatch {
+    /// Return it with fewer samples.
+    #[default]
+    Partial,
+    /// Leave its samples out.
+    Drop,
+    /// Fill it by repeating its last sample; the batch says how many are padding.
+    Pad,
+}
+
+impl LastBatch {
+    /// Pipeline-file names.
+    pub const NAMES: &'static [&'static str] = &["partial", "drop", "pad"];
+
+    /// Parses a pipeline-file name.
+    pub fn from_name(s: &str) -> Option<LastBatch> {
+        match s {
+            "partial" => Some(LastBatch::Partial),
+            "drop" => Some(LastBatch::Drop),
+            "pad" => Some(LastBatch::Pad),
+            _ => None,
+        }
+    }
+}
+
+/// Pipeline-wide settings (`[pipeline]` in a file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Samples per batch.
+    pub batch: usize,
+    /// Worker threads; `None` means one per core.
+    pub threads: Option<usize>,
+    /// Batches prepared ahead of the consumer.
+    pub prefetch: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Epochs to run (`None`: until stopped).
+    pub epochs: Option<u64>,
+    /// Bad-sample policy.
+    pub on_error: OnError,
+    /// Where to run.
+    pub device: DeviceChoice,
+    /// GPU ordinal for the GPU path.
+    pub device_id: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            batch: 32,
+            threads: None,
+            prefetch: 2,
+            seed: 0,
+            epochs: Some(1),
+            on_error: OnError::Skip,
+            device: DeviceChoice::Auto,
+            device_id: 0,
+        }
+    }
+}
+
+/// Where an operator was asked to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On CPU worker threads.
+    Cpu,
+    /// On the GPU (the decoder: "mixed", CPU in, GPU out).
+    Gpu,
+}
+
+/// One operator node in a pipeline definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpSpec {
+    /// Operator kind (`decode`, `resize`, ...).
+    pub kind: String,
+    /// Unique name; defaults to the first output edge's name. Keys the operator's randomness.
+    pub name: Option<String>,
+    /// Input edge names, in port order.
+    pub inputs: Vec<String>,
+    /// Output edge names, in port order.
+    pub outputs: Vec<String>,
+    /// Requested placement (`None`: decided by the device choice).
+    pub placement: Option<Placement>,
+    /// Arguments as given (validated against the schema later).
+    pub args: BTreeMap<String, ArgValue>,
+}
+
+impl OpSpec {
+    /// A new node of `kind` with no edges or arguments.
+    pub fn new(kind: &str) -> OpSpec {
+        OpSpec {
+            kind: kind.to_string(),
+            name: None,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            placement: None,
+            args: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an input edge.
+    pub fn input(mut self, edge: &str) -> OpSpec {
+        self.inputs.push(edge.to_string());
+        self
+    }
+
+    /// Adds an output edge.
+    pub fn output(mut self, edge: &str) -> OpSpec {
+        self.outputs.push(edge.to_string());
+        self
+    }
+
+    /// Sets an argument.
+    pub fn arg(mut self, name: &str, value: impl Into<ArgValue>) -> OpSpec {
+        self.args.insert(name.to_string(), value.into());
+        self
+    }
+
+    /// Names the operator.
+    pub fn named(mut self, name: &str) -> OpSpec {
+        self.name = Some(name.to_string());
+        self
+    }
+
+    /// Asks for a placement.
+    pub fn on(mut self, placement: Placement) -> OpSpec {
+        self.placement = Some(placement);
+        self
+    }
+
+    /// The operator's effective name.
+    pub fn effective_name(&self, index: usize) -> String {
+        match (&self.name, self.outputs.first()) {
+            (Some(n), _) => n.clone(),
+            (None, Some(o)) => o.clone(),
+            (None, None) => format!("{}#{index}", self.kind),
+        }
+    }
+}
+
+/// A part of a pipeline definition that an error can point at. The pipeline-file loader
+/// maps these to line and column; for pipelines built in Rust they are described in words.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SpecPointer {
+    /// A setting of `[pipeline]`, by name (`outputs` included).
+    Setting(String),
+    /// The `i`-th name in `outputs`.
+    Output(usize),
+    /// An operator as a whole.
+    Op(usize),
+    /// An operator's `kind`.
+    OpKind(usize),
+    /// An argument of an operator.
+    OpArg(usize, String),
+    /// The `j`-th input edge of operator `i`.
+    OpInput(usize, usize),
+    /// The `j`-th output edge of operator `i`.
+    OpOutput(usize, usize),
+    /// The placement of an operator.
+    OpPlacement(usize),
+    /// The whole pipeline.
+    Whole,
+}
+
+/// A validation problem, before it is given a location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecError {
+    /// What it is about.
+    pub at: SpecPointer,
+    /// What is wrong.
+    pub message: String,
+    /// What to change.
+    pub help: Option<String>,
+}
+
+impl SpecError {
+    /// A problem at `at`.
+    pub fn new(at: SpecPointer, message: impl Into<String>) -> SpecError {
+        SpecError {
+            at,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// Adds a suggestion.
+    pub fn help(mut self, help: impl Into<String>) -> SpecError {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// A whole pipeline definition.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PipelineSpec {
+    /// Settings.
+    pub settings: Settings,
+    /// Operators, in the order written.
+    pub ops: Vec<OpSpec>,
+    /// Edge names handed to the consumer, in order.
+    pub outputs: Vec<String>,
+    /// The file it was read from, if any; relative paths in arguments resolve against its folder.
+    pub file: Option<PathBuf>,
+}
+
+impl PipelineSpec {
+    /// An empty pipeline with default settings.
+    pub fn builder() -> PipelineSpec {
+        PipelineSpec::default()
+    }
+
+    /// Adds an operator.
+    pub fn op(mut self, op: OpSpec) -> PipelineSpec {
+        self.ops.push(op);
+        self
+    }
+
+    /// Sets the outputs.
+    pub fn outputs<S: AsRef<str>>(mut self, names: &[S]) -> PipelineSpec {
+        self.outputs = names.iter().map(|s| s.as_ref().to_string()).collect();
+        self
+    }
+
+    /// Sets the batch size.
+    pub fn batch(mut self, n: usize) -> PipelineSpec {
+        self.settings.batch = n;
+        self
+    }
+
+    /// Sets the seed.
+    pub fn seed(mut self, seed: u64) -> PipelineSpec {
+        self.settings.seed = seed;
+        self
+    }
+
+    /// Sets the worker thread count.
+    pub fn threads(mut self, n: usize) -> PipelineSpec {
+        self.settings.threads = Some(n);
+        self
+    }
+
+    /// Sets the number of epochs (`None`: unbounded).
+    pub fn epochs(mut self, n: Option<u64>) -> PipelineSpec {
+        self.settings.epochs = n;
+        self
+    }
+
+    /// Sets the prefetch depth in batches.
+    pub fn prefetch(mut self, n: usize) -> PipelineSpec {
+        self.settings.prefetch = n;
+        self
+    }
+
+    /// Sets the bad-sample policy.
+    pub fn on_error(mut self, p: OnError) -> PipelineSpec {
+        self.settings.on_error = p;
+        self
+    }
+
+    /// Sets the device choice.
+    pub fn device(mut self, d: DeviceChoice) -> PipelineSpec {
+        self.settings.device = d;
+        self
+    }
+
+    /// Describes a pointer in words, for pipelines that don't come from a file.
+    pub fn describe(&self, at: &SpecPointer) -> String {
+        let op = |i: usize| {
+            self.ops
+                .get(i)
+                .map(|o| format!("operator #{} '{}' ({})", i + 1, o.effective_name(i), o.kind))
+                .unwrap_or_else(|| format!("operator #{}", i + 1))
+        };
+        match at {
+            SpecPointer::Setting(s) => format!("setting '{s}'"),
+            SpecPointer::Output(i) => format!("output #{}", i + 1),
+            SpecPointer::Op(i) | SpecPointer::OpKind(i) => op(*i),
+            SpecPointer::OpArg(i, a) => format!("{}, argument '{a}'", op(*i)),
+            SpecPointer::OpInput(i, j) => format!("{}, input #{}", op(*i), j + 1),
+            SpecPointer::OpOutput(i, j) => format!("{}, output #{}", op(*i), j + 1),
+            SpecPointer::OpPlacement(i) => format!("{}, device", op(*i)),
+            SpecPointer::Whole => "pipeline".to_string(),
+        }
+    }
+}
