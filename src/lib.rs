@@ -16,6 +16,9 @@ pub mod reader;
 pub mod rng;
 pub mod value;
 
+#[cfg(test)]
+pub(crate) mod testutil;
+
 pub use error::{DecodeError, Error, Result, SampleError, SampleErrorKind};
 pub use image::{DType, Image, Layout, Pixels};
 pub use pipeline::{Batch, OpSpec, Pipeline, PipelineSpec};
