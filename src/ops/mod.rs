@@ -27,7 +27,9 @@ pub mod pad;
 pub mod random_resized_crop;
 pub mod resize;
 
-pub use schema::{ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec};
+pub use schema::{
+    ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL,
+};
 
 /// A built operator, ready to run on samples.
 pub trait Operator: Send + Sync + fmt::Debug {

@@ -178,6 +178,9 @@ impl fmt::Display for ArgType {
     }
 }
 
+/// The `default` of an argument that may be left out and then has no value.
+pub const OPTIONAL: Option<&str> = Some("~");
+
 /// One argument of an operator.
 #[derive(Debug, Clone, Copy)]
 pub struct ArgSpec {
@@ -185,7 +188,8 @@ pub struct ArgSpec {
     pub name: &'static str,
     /// Type and range.
     pub ty: ArgType,
-    /// Default, written as TOML; `None` means required.
+    /// Default, written as TOML; `None` means required; [`OPTIONAL`] means it may be left
+    /// out and then has no value (check with [`Args::has`]).
     pub default: Option<&'static str>,
     /// One-line description.
     pub doc: &'static str,
@@ -289,6 +293,7 @@ impl Args {
         for spec in schema.args {
             let v = match given.get(spec.name) {
                 Some(v) => v.clone(),
+                None if spec.default == OPTIONAL => continue,
                 None => match spec.default {
                     Some(d) => parse_default(d),
                     None => {
@@ -307,6 +312,11 @@ impl Args {
             values.insert(spec.name.to_string(), v);
         }
         Ok(Args { values })
+    }
+
+    /// True when the argument has a value (given, or a default).
+    pub fn has(&self, name: &str) -> bool {
+        self.values.contains_key(name)
     }
 
     /// Raw access.
