@@ -14,6 +14,7 @@ pub mod ops;
 pub mod pipeline;
 pub mod reader;
 pub mod rng;
+pub mod samples;
 pub mod value;
 
 #[cfg(test)]

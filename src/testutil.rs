@@ -1,4 +1,5 @@
 //! Helpers shared by unit tests (compiled for tests only).
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 

@@ -1,2 +1,271 @@
-//! The `stokehold` command line (placeholder).
-fn main() {}
+//! The `stokehold` command line: run, bench and check pipeline files.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use stokehold::pipeline::executor::{has_no_data, set_data_root, StatsSnapshot};
+use stokehold::pipeline::graph::Graph;
+use stokehold::pipeline::{file, DeviceChoice, Pipeline, PipelineSpec};
+
+#[derive(Parser)]
+#[command(name = "stokehold", version, about = "Keeps a GPU fed: image input pipelines from TOML files")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline over its data, with a progress bar and a summary.
+    Run {
+        /// The pipeline file.
+        pipeline: PathBuf,
+        #[command(flatten)]
+        opts: RunOpts,
+        /// Print per-stage statistics at the end.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// One warm-up epoch, then `--epochs` timed epochs; prints a throughput line.
+    Bench {
+        /// The pipeline file.
+        pipeline: PathBuf,
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Validate a pipeline file and print its graph.
+    Check {
+        /// The pipeline file.
+        pipeline: PathBuf,
+        /// Print the graph in Graphviz dot format instead.
+        #[arg(long)]
+        dot: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DeviceArg {
+    Auto,
+    Cpu,
+    Gpu,
+}
+
+#[derive(Args, Clone)]
+struct RunOpts {
+    /// Dataset: a folder (class sub-folders, or flat) or a list file; overrides the file's reader.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Where to run.
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
+    /// Worker threads (default: the file's, else one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Samples per batch.
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Epochs (for bench: timed epochs after the warm-up).
+    #[arg(long)]
+    epochs: Option<u64>,
+    /// Seed of every random choice.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Batches prepared ahead.
+    #[arg(long)]
+    prefetch: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STOKEHOLD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_target(false)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { pipeline, opts, stats } => run(&pipeline, &opts, stats),
+        Command::Bench { pipeline, opts } => bench(&pipeline, &opts),
+        Command::Check { pipeline, dot } => check(&pipeline, dot),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads and validates a pipeline file with command-line overrides applied.
+fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Graph> {
+    let loaded = file::load(path)?;
+    let mut spec: PipelineSpec = loaded.spec;
+    if let Some(o) = opts {
+        apply(&mut spec, o)?;
+    }
+    Graph::build(&spec).map_err(|e| file::config_error(path, &loaded.locations, e).into())
+}
+
+fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
+    let s = &mut spec.settings;
+    if let Some(d) = o.device {
+        s.device = match d {
+            DeviceArg::Auto => DeviceChoice::Auto,
+            DeviceArg::Cpu => DeviceChoice::Cpu,
+            DeviceArg::Gpu => DeviceChoice::Gpu,
+        };
+    }
+    if let Some(t) = o.threads {
+        anyhow::ensure!(t >= 1, "--threads must be at least 1");
+        s.threads = Some(t);
+    }
+    if let Some(b) = o.batch {
+        anyhow::ensure!(b >= 1, "--batch must be at least 1");
+        s.batch = b;
+    }
+    if let Some(e) = o.epochs {
+        anyhow::ensure!(e >= 1, "--epochs must be at least 1");
+        s.epochs = Some(e);
+    }
+    if let Some(seed) = o.seed {
+        s.seed = seed;
+    }
+    if let Some(p) = o.prefetch {
+        anyhow::ensure!(p >= 1, "--prefetch must be at least 1");
+        s.prefetch = p;
+    }
+    if let Some(d) = &o.data {
+        anyhow::ensure!(d.exists(), "--data {}: no such file or folder", d.display());
+        set_data_root(spec, d);
+    } else if has_no_data(spec) {
+        let dir = stokehold::samples::ensure(&stokehold::samples::default_dir())
+            .context("generating the built-in sample set")?;
+        eprintln!("no data given: using the built-in sample set in {}", dir.display());
+        set_data_root(spec, &dir);
+    }
+    Ok(())
+}
+
+fn start(path: &Path, opts: &RunOpts) -> Result<Pipeline> {
+    let graph = load(path, Some(opts))?;
+    let p = Pipeline::from_graph(graph)?;
+    eprintln!(
+        "device: {} ({}); {} worker threads; {} samples per epoch",
+        p.device().device,
+        p.device().reason,
+        p.worker_threads(),
+        p.samples_per_epoch()
+    );
+    Ok(p)
+}
+
+fn progress(total: Option<u64>) -> ProgressBar {
+    let pb = match total {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} images  {per_sec}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    pb
+}
+
+fn run(path: &Path, opts: &RunOpts, show_stats: bool) -> Result<()> {
+    let mut p = start(path, opts)?;
+    let epochs = p.graph().spec.settings.epochs;
+    let pb = progress(epochs.map(|e| e * p.samples_per_epoch() as u64));
+    let t0 = Instant::now();
+    let mut skipped = 0u64;
+    while let Some(b) = p.next_batch() {
+        let b = b?;
+        skipped += b.skipped.len() as u64;
+        pb.inc((b.len() - b.padded + b.skipped.len()) as u64);
+        if skipped > 0 {
+            pb.set_message(format!("{skipped} skipped"));
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let st = p.stats();
+    if show_stats {
+        print_stats(&st, secs);
+    }
+    for (cause, n) in &st.skipped_by_cause {
+        println!("skipped {n} ({cause})");
+    }
+    println!(
+        "images={} skipped={} seconds={:.3} throughput={:.1} img/s",
+        st.images,
+        st.skipped,
+        secs,
+        st.images as f64 / secs.max(1e-9)
+    );
+    Ok(())
+}
+
+fn print_stats(st: &StatsSnapshot, secs: f64) {
+    let pct = |d: Duration| 100.0 * d.as_secs_f64() / secs.max(1e-9);
+    println!("stage times (summed over threads; % of wall time):");
+    println!("  read      {:>9.3} s  {:>6.1}%  ({:.1} MB)", st.read.as_secs_f64(), pct(st.read), st.read_bytes as f64 / 1e6);
+    for (name, d) in &st.ops {
+        println!("  {name:<9} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d));
+    }
+    println!("  assemble  {:>9.3} s  {:>6.1}%", st.assemble.as_secs_f64(), pct(st.assemble));
+    println!("  consumer waited {:.3} s ({:.1}% of the run)", st.consumer_wait.as_secs_f64(), pct(st.consumer_wait));
+    println!("  batches={} dropped={} padded={}", st.batches, st.dropped, st.padded);
+}
+
+fn bench(path: &Path, opts: &RunOpts) -> Result<()> {
+    let timed = opts.epochs.unwrap_or(3);
+    let mut o = opts.clone();
+    o.epochs = Some(timed + 1);
+    let mut p = start(path, &o)?;
+    let batch = p.graph().spec.settings.batch;
+    let pb = progress(Some((timed + 1) * p.samples_per_epoch() as u64));
+    let mut t0 = Instant::now();
+    let mut images = 0u64;
+    while let Some(b) = p.next_batch() {
+        let b = b?;
+        pb.inc((b.len() - b.padded + b.skipped.len()) as u64);
+        if b.epoch == 0 {
+            // Warm-up: the clock starts after its last batch.
+            t0 = Instant::now();
+        } else {
+            images += (b.len() - b.padded) as u64;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    println!(
+        "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
+        p.device().device,
+        p.worker_threads(),
+        batch,
+        images,
+        secs,
+        images as f64 / secs.max(1e-9)
+    );
+    Ok(())
+}
+
+fn check(path: &Path, dot: bool) -> Result<()> {
+    let g = load(path, None)?;
+    if dot {
+        print!("{}", g.to_dot());
+    } else {
+        println!("{}: ok", path.display());
+        print!("{}", g.describe());
+    }
+    Ok(())
+}

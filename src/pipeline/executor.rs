@@ -1,5 +1,759 @@
-//! Executor (placeholder).
-/// placeholder
-pub struct Pipeline;
-/// placeholder
-pub struct Stats;
+//! The threaded executor: a planner, reader threads, worker threads and an assembler joined
+//! by crossbeam channels.
+//!
+//! ```text
+//! planner --tasks--> readers --loaded--> workers --done--> assembler --batches(prefetch)--> consumer
+//!    ^                                                         |
+//!    +------------------------ credits -------------------------+
+//! ```
+//! The planner walks the epochs' sample orders and may only hand out a sample while it holds
+//! a credit; the assembler returns the credit once it has taken that sample in order. So at
+//! most `credits` samples are in flight, and with the bounded batch queue memory stays bounded
+//! whatever the consumer does. Results are reordered by sequence number, so batches are the
+//! same whatever the thread count. Dropping the [`Pipeline`] disconnects the shutdown channel
+//! every blocking call also waits on, and joins every thread.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+
+use crate::error::{Error, SampleError, SampleErrorKind};
+use crate::image::Image;
+use crate::ops::{OpParams, SampleContext};
+use crate::reader::{epoch_order, Dataset};
+use crate::value::Value;
+
+use super::batch::{Batch, BatchOutput, BatchTensor, SampleInfo};
+use super::graph::Graph;
+use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
+
+/// Counters and stage times, shared by all threads.
+#[derive(Debug, Default)]
+pub struct Stats {
+    images: AtomicU64,
+    skipped: AtomicU64,
+    dropped: AtomicU64,
+    padded: AtomicU64,
+    batches: AtomicU64,
+    read_ns: AtomicU64,
+    read_bytes: AtomicU64,
+    op_ns: Vec<AtomicU64>,
+    assemble_ns: AtomicU64,
+    consumer_wait_ns: AtomicU64,
+    skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// A copy of the statistics at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct StatsSnapshot {
+    /// Samples delivered (padding excluded).
+    pub images: u64,
+    /// Bad samples skipped.
+    pub skipped: u64,
+    /// Good samples left out by `last_batch = "drop"`.
+    pub dropped: u64,
+    /// Repeats added by `last_batch = "pad"`.
+    pub padded: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Time the reader threads spent reading files (summed over threads).
+    pub read: Duration,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Time spent in each operator (summed over threads), by operator name.
+    pub ops: Vec<(String, Duration)>,
+    /// Time spent assembling batches.
+    pub assemble: Duration,
+    /// Time the consumer waited inside `next_batch`.
+    pub consumer_wait: Duration,
+    /// Skipped samples by cause.
+    pub skipped_by_cause: BTreeMap<&'static str, u64>,
+}
+
+fn add_ns(a: &AtomicU64, d: Duration) {
+    a.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+}
+
+fn ns(a: &AtomicU64) -> Duration {
+    Duration::from_nanos(a.load(Ordering::Relaxed))
+}
+
+/// Per-sample work between the threads.
+#[derive(Debug)]
+enum Item {
+    Sample {
+        seq: u64,
+        epoch: u64,
+        index: usize,
+        bytes: Result<Arc<[u8]>, String>,
+    },
+    EpochEnd {
+        seq: u64,
+        epoch: u64,
+    },
+}
+
+struct Done {
+    seq: u64,
+    epoch: u64,
+    index: usize,
+    result: Result<(Vec<Value>, Vec<(Arc<str>, OpParams)>), Failure>,
+}
+
+#[derive(Debug)]
+enum Failure {
+    Sample(SampleErrorKind),
+    Panic(String),
+    EpochEnd,
+}
+
+/// Which path a pipeline runs on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceReport {
+    /// "cpu" or "gpu".
+    pub device: &'static str,
+    /// Why this path was taken, for `--device auto`.
+    pub reason: String,
+}
+
+/// Where the GPU path stands in this build, for `--device auto|gpu`.
+fn gpu_unavailable_reason() -> String {
+    "this build of stokehold has no GPU path yet; the CPU path runs everything".to_string()
+}
+
+/// A running pipeline: iterate over it (or call [`Pipeline::next_batch`]) to get batches.
+///
+/// ```no_run
+/// use stokehold::pipeline::{file, Pipeline};
+/// let loaded = file::load("pipelines/resnet50-train.toml".as_ref())?;
+/// let mut spec = loaded.spec;
+/// stokehold::pipeline::executor::set_data_root(&mut spec, "photos/".as_ref());
+/// for batch in Pipeline::new(spec)? {
+///     let batch = batch?;
+///     let images = batch.images("images").unwrap();
+///     println!("{:?} {}", images.shape(), batch.skipped.len());
+/// }
+/// # Ok::<(), stokehold::Error>(())
+/// ```
+pub struct Pipeline {
+    batches: Receiver<Result<Batch, Error>>,
+    shutdown: Option<Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+    stats: Arc<Stats>,
+    graph: Arc<Graph>,
+    dataset: Arc<Dataset>,
+    per_epoch: usize,
+    device: DeviceReport,
+    worker_threads: usize,
+    finished: bool,
+}
+
+/// Points the pipeline's file reader at `data`: a folder (its `root`) or a list file.
+pub fn set_data_root(spec: &mut PipelineSpec, data: &Path) {
+    let abs = if data.is_absolute() {
+        data.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(data)
+    };
+    for op in spec.ops.iter_mut().filter(|o| o.kind == crate::ops::READER_KIND) {
+        if abs.is_file() {
+            op.args.insert("list".into(), abs.to_string_lossy().into_owned().into());
+            op.args.insert("root".into(), "".into());
+        } else {
+            op.args.insert("root".into(), abs.to_string_lossy().into_owned().into());
+            op.args.remove("list");
+        }
+    }
+}
+
+/// True when the spec's reader has neither `root` nor `list`.
+pub fn has_no_data(spec: &PipelineSpec) -> bool {
+    spec.ops
+        .iter()
+        .filter(|o| o.kind == crate::ops::READER_KIND)
+        .all(|o| {
+            let empty = |k: &str| match o.args.get(k) {
+                None => true,
+                Some(crate::ops::ArgValue::Str(s)) => s.is_empty(),
+                Some(_) => false,
+            };
+            empty("root") && empty("list")
+        })
+}
+
+impl Pipeline {
+    /// Validates `spec`, lists the dataset and starts the threads.
+    pub fn new(spec: PipelineSpec) -> Result<Pipeline, Error> {
+        let graph = Graph::build(&spec).map_err(|e| match &spec.file {
+            Some(f) => Error::Config {
+                file: f.clone(),
+                line: 0,
+                column: 0,
+                message: format!("{}: {}", spec.describe(&e.at), e.message),
+                help: e.help.clone(),
+            },
+            None => Error::Invalid {
+                at: spec.describe(&e.at),
+                message: e.message,
+                help: e.help,
+            },
+        })?;
+        Self::from_graph(graph)
+    }
+
+    /// Starts a pipeline from a validated graph.
+    pub fn from_graph(mut graph: Graph) -> Result<Pipeline, Error> {
+        let settings = graph.spec.settings.clone();
+        let device = match settings.device {
+            DeviceChoice::Cpu => DeviceReport {
+                device: "cpu",
+                reason: "--device cpu".into(),
+            },
+            DeviceChoice::Auto => DeviceReport {
+                device: "cpu",
+                reason: gpu_unavailable_reason(),
+            },
+            DeviceChoice::Gpu => return Err(Error::GpuUnavailable(gpu_unavailable_reason())),
+        };
+        // Relative reader paths resolve against the pipeline file's folder.
+        if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
+            let r = &mut graph.reader;
+            if !r.root.as_os_str().is_empty() && r.root.is_relative() {
+                r.root = dir.join(&r.root);
+            }
+            if let Some(l) = r.list.as_mut().filter(|l| l.is_relative()) {
+                *l = dir.join(&*l);
+            }
+        }
+        let dataset = Arc::new(Dataset::list(&graph.reader)?);
+        for w in &dataset.warnings {
+            tracing::warn!("{w}");
+        }
+        let r = &graph.reader;
+        let per_epoch = epoch_order(dataset.entries.len(), 0, 0, false, r.shard_id, r.num_shards).len();
+        if r.last_batch == LastBatch::Drop && per_epoch < settings.batch {
+            return Err(Error::Dataset(format!(
+                "this shard has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
+                settings.batch
+            )));
+        }
+        let worker_threads = settings.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        });
+        let graph = Arc::new(graph);
+        let stats = Arc::new(Stats {
+            op_ns: graph.nodes.iter().map(|_| AtomicU64::new(0)).collect(),
+            ..Stats::default()
+        });
+        let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+        // Enough samples in flight for every worker to stay busy while a batch is assembled.
+        let credits = settings.batch + 4 * worker_threads + 8;
+        let (credit_tx, credit_rx) = bounded::<()>(credits);
+        for _ in 0..credits {
+            credit_tx.send(()).expect("capacity");
+        }
+        let (task_tx, task_rx) = bounded::<(u64, u64, Option<usize>)>(credits);
+        let (loaded_tx, loaded_rx) = unbounded::<Item>();
+        let (done_tx, done_rx) = unbounded::<Done>();
+        let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
+        let mut threads = Vec::new();
+
+        // Planner.
+        {
+            let sd = shutdown_rx.clone();
+            let ds = dataset.clone();
+            let g = graph.clone();
+            threads.push(spawn("stokehold-planner", move || {
+                let r = &g.reader;
+                let s = &g.spec.settings;
+                let mut seq = 0u64;
+                let mut epoch = 0u64;
+                while s.epochs.is_none_or(|n| epoch < n) {
+                    let order = epoch_order(ds.entries.len(), s.seed, epoch, r.shuffle, r.shard_id, r.num_shards);
+                    for idx in order {
+                        select! {
+                            recv(credit_rx) -> c => if c.is_err() { return },
+                            recv(sd) -> _ => return,
+                        }
+                        if task_tx.send((seq, epoch, Some(idx))).is_err() {
+                            return;
+                        }
+                        seq += 1;
+                    }
+                    if task_tx.send((seq, epoch, None)).is_err() {
+                        return;
+                    }
+                    seq += 1;
+                    epoch += 1;
+                }
+            }));
+        }
+        // Readers: file reading runs ahead of decoding.
+        let io_threads = (worker_threads / 4).clamp(1, 4);
+        for t in 0..io_threads {
+            let (tasks, out, sd, ds, st) = (task_rx.clone(), loaded_tx.clone(), shutdown_rx.clone(), dataset.clone(), stats.clone());
+            threads.push(spawn(&format!("stokehold-read-{t}"), move || loop {
+                let task = select! {
+                    recv(tasks) -> t => match t { Ok(t) => t, Err(_) => return },
+                    recv(sd) -> _ => return,
+                };
+                let item = match task {
+                    (seq, epoch, None) => Item::EpochEnd { seq, epoch },
+                    (seq, epoch, Some(index)) => {
+                        let t0 = Instant::now();
+                        let bytes = std::fs::read(&ds.entries[index].path)
+                            .map(|b| {
+                                st.read_bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+                                Arc::<[u8]>::from(b)
+                            })
+                            .map_err(|e| e.to_string());
+                        add_ns(&st.read_ns, t0.elapsed());
+                        Item::Sample { seq, epoch, index, bytes }
+                    }
+                };
+                if out.send(item).is_err() {
+                    return;
+                }
+            }));
+        }
+        drop(loaded_tx);
+        // Workers: decode and transform one sample at a time.
+        for t in 0..worker_threads {
+            let (inp, out, sd, ds, g, st) = (loaded_rx.clone(), done_tx.clone(), shutdown_rx.clone(), dataset.clone(), graph.clone(), stats.clone());
+            threads.push(spawn(&format!("stokehold-worker-{t}"), move || loop {
+                let item = select! {
+                    recv(inp) -> i => match i { Ok(i) => i, Err(_) => return },
+                    recv(sd) -> _ => return,
+                };
+                let done = match item {
+                    Item::EpochEnd { seq, epoch } => Done { seq, epoch, index: 0, result: Err(Failure::EpochEnd) },
+                    Item::Sample { seq, epoch, index, bytes } => {
+                        let result = match bytes {
+                            Err(e) => Err(Failure::Sample(SampleErrorKind::Read(e))),
+                            Ok(bytes) => {
+                                let e = &ds.entries[index];
+                                catch_unwind(AssertUnwindSafe(|| run_sample(&g, &st, epoch, index, &e.path, e.label, bytes)))
+                                    .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+                            }
+                        };
+                        Done { seq, epoch, index, result }
+                    }
+                };
+                if out.send(done).is_err() {
+                    return;
+                }
+            }));
+        }
+        drop(done_tx);
+        // Assembler.
+        {
+            let (sd, ds, g, st) = (shutdown_rx.clone(), dataset.clone(), graph.clone(), stats.clone());
+            threads.push(spawn("stokehold-assembler", move || {
+                Assembler::new(g, ds, st, batch_tx, credit_tx, sd).run(done_rx);
+            }));
+        }
+        Ok(Pipeline {
+            batches: batch_rx,
+            shutdown: Some(shutdown_tx),
+            threads,
+            stats,
+            graph,
+            dataset,
+            per_epoch,
+            device,
+            worker_threads,
+            finished: false,
+        })
+    }
+
+    /// The next batch; `None` once every epoch has been delivered (or after an error).
+    pub fn next_batch(&mut self) -> Option<Result<Batch, Error>> {
+        if self.finished {
+            return None;
+        }
+        let t0 = Instant::now();
+        let r = self.batches.recv();
+        add_ns(&self.stats.consumer_wait_ns, t0.elapsed());
+        match r {
+            Ok(Ok(b)) => Some(Ok(b)),
+            Ok(Err(e)) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.finished = true;
+                None
+            }
+        }
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.stats;
+        StatsSnapshot {
+            images: s.images.load(Ordering::Relaxed),
+            skipped: s.skipped.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            padded: s.padded.load(Ordering::Relaxed),
+            batches: s.batches.load(Ordering::Relaxed),
+            read: ns(&s.read_ns),
+            read_bytes: s.read_bytes.load(Ordering::Relaxed),
+            ops: self
+                .graph
+                .nodes
+                .iter()
+                .zip(&s.op_ns)
+                .map(|(n, t)| (n.name.to_string(), ns(t)))
+                .collect(),
+            assemble: ns(&s.assemble_ns),
+            consumer_wait: ns(&s.consumer_wait_ns),
+            skipped_by_cause: s.skipped_by_cause.lock().map(|m| m.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Samples per epoch for this shard (before skipping and the last-batch policy).
+    pub fn samples_per_epoch(&self) -> usize {
+        self.per_epoch
+    }
+
+    /// The listed dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    /// The validated graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Which path runs, and why.
+    pub fn device(&self) -> &DeviceReport {
+        &self.device
+    }
+
+    /// Worker threads in use.
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads
+    }
+}
+
+impl Iterator for Pipeline {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch()
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Disconnecting the shutdown channel wakes every thread blocked in a select.
+        self.shutdown.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .expect("spawning a pipeline thread")
+}
+
+fn panic_message(p: Box<dyn Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+type SampleOutput = (Vec<Value>, Vec<(Arc<str>, OpParams)>);
+
+/// Runs the per-sample operators of `graph` on one sample.
+fn run_sample(
+    graph: &Graph,
+    stats: &Stats,
+    epoch: u64,
+    index: usize,
+    path: &Path,
+    label: i64,
+    bytes: Arc<[u8]>,
+) -> Result<SampleOutput, Failure> {
+    let mut slots: Vec<Option<Value>> = vec![None; graph.slot_names.len()];
+    slots[graph.reader_encoded] = Some(Value::Encoded(bytes));
+    if let Some(l) = graph.reader_labels {
+        slots[l] = Some(Value::Label(label));
+    }
+    let mut params = Vec::new();
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let inputs: Vec<Value> = node
+            .inputs
+            .iter()
+            .zip(&node.last_use)
+            .map(|(&s, &last)| {
+                if last {
+                    slots[s].take()
+                } else {
+                    slots[s].clone()
+                }
+                .expect("inputs are produced before use")
+            })
+            .collect();
+        let mut ctx = SampleContext {
+            seed: graph.spec.settings.seed,
+            epoch,
+            index,
+            path,
+            op_key: node.key,
+            op_name: &node.name,
+            params: &mut params,
+        };
+        let t0 = Instant::now();
+        let outs = node.op.run_cpu(inputs, &mut ctx).map_err(Failure::Sample)?;
+        add_ns(&stats.op_ns[k], t0.elapsed());
+        for (&s, v) in node.outputs.iter().zip(outs) {
+            slots[s] = Some(v);
+        }
+    }
+    let outputs = graph
+        .outputs
+        .iter()
+        .map(|&s| slots[s].take().expect("outputs are produced"))
+        .collect();
+    Ok((outputs, params))
+}
+
+struct Pending {
+    index: usize,
+    values: Vec<Value>,
+    params: Vec<(Arc<str>, OpParams)>,
+}
+
+struct Assembler {
+    graph: Arc<Graph>,
+    dataset: Arc<Dataset>,
+    stats: Arc<Stats>,
+    out: Sender<Result<Batch, Error>>,
+    credits: Sender<()>,
+    shutdown: Receiver<()>,
+    names: Arc<[String]>,
+    pending: Vec<Pending>,
+    skipped: Vec<SampleError>,
+    reported: HashSet<usize>,
+    batch_in_epoch: usize,
+    epoch_images: u64,
+    epoch_skipped: u64,
+}
+
+impl Assembler {
+    fn new(
+        graph: Arc<Graph>,
+        dataset: Arc<Dataset>,
+        stats: Arc<Stats>,
+        out: Sender<Result<Batch, Error>>,
+        credits: Sender<()>,
+        shutdown: Receiver<()>,
+    ) -> Assembler {
+        let names: Arc<[String]> = graph.outputs.iter().map(|&s| graph.slot_names[s].clone()).collect();
+        Assembler {
+            graph,
+            dataset,
+            stats,
+            out,
+            credits,
+            shutdown,
+            names,
+            pending: Vec::new(),
+            skipped: Vec::new(),
+            reported: HashSet::new(),
+            batch_in_epoch: 0,
+            epoch_images: 0,
+            epoch_skipped: 0,
+        }
+    }
+
+    fn run(mut self, done: Receiver<Done>) {
+        let mut reorder: BTreeMap<u64, Done> = BTreeMap::new();
+        let mut next = 0u64;
+        loop {
+            let d = select! {
+                recv(done) -> d => match d { Ok(d) => d, Err(_) => return },
+                recv(self.shutdown) -> _ => return,
+            };
+            reorder.insert(d.seq, d);
+            while let Some(d) = reorder.remove(&next) {
+                next += 1;
+                if !self.take(d) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handles the next sample in order; false to stop.
+    fn take(&mut self, d: Done) -> bool {
+        let batch_size = self.graph.spec.settings.batch;
+        match d.result {
+            Err(Failure::EpochEnd) => return self.end_epoch(d.epoch),
+            Err(Failure::Panic(message)) => {
+                let path = self.dataset.entries[d.index].path.clone();
+                let _ = self.out.send(Err(Error::WorkerPanic { path, message }));
+                return false;
+            }
+            Err(Failure::Sample(kind)) => {
+                let _ = self.credits.try_send(());
+                let e = SampleError {
+                    path: self.dataset.entries[d.index].path.clone(),
+                    index: d.index,
+                    kind,
+                };
+                if self.graph.spec.settings.on_error == OnError::Fail {
+                    let _ = self.out.send(Err(Error::Sample(e)));
+                    return false;
+                }
+                if self.reported.insert(d.index) {
+                    tracing::warn!("skipped {e}");
+                }
+                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut m) = self.stats.skipped_by_cause.lock() {
+                    *m.entry(e.kind.category()).or_default() += 1;
+                }
+                self.epoch_skipped += 1;
+                self.skipped.push(e);
+            }
+            Ok((values, params)) => {
+                let _ = self.credits.try_send(());
+                self.pending.push(Pending {
+                    index: d.index,
+                    values,
+                    params,
+                });
+                if self.pending.len() == batch_size {
+                    return self.emit(d.epoch, 0);
+                }
+            }
+        }
+        true
+    }
+
+    fn end_epoch(&mut self, epoch: u64) -> bool {
+        let batch_size = self.graph.spec.settings.batch;
+        let mut ok = true;
+        if !self.pending.is_empty() {
+            match self.graph.reader.last_batch {
+                LastBatch::Partial => ok = self.emit(epoch, 0),
+                LastBatch::Drop => {
+                    self.stats.dropped.fetch_add(self.pending.len() as u64, Ordering::Relaxed);
+                    self.pending.clear();
+                }
+                LastBatch::Pad => {
+                    let pad = batch_size - self.pending.len();
+                    let last = self.pending.last().expect("non-empty");
+                    let copy = Pending {
+                        index: last.index,
+                        values: last.values.clone(),
+                        params: last.params.clone(),
+                    };
+                    for _ in 0..pad {
+                        self.pending.push(Pending {
+                            index: copy.index,
+                            values: copy.values.clone(),
+                            params: copy.params.clone(),
+                        });
+                    }
+                    ok = self.emit(epoch, pad);
+                }
+            }
+        }
+        tracing::info!(
+            epoch,
+            images = self.epoch_images,
+            skipped = self.epoch_skipped,
+            batches = self.batch_in_epoch,
+            "epoch done"
+        );
+        self.batch_in_epoch = 0;
+        self.epoch_images = 0;
+        self.epoch_skipped = 0;
+        ok
+    }
+
+    fn emit(&mut self, epoch: u64, padded: usize) -> bool {
+        let t0 = Instant::now();
+        let pending = std::mem::take(&mut self.pending);
+        let mut outputs = Vec::with_capacity(self.names.len());
+        for k in 0..self.names.len() {
+            let out = match pending.first().map(|p| &p.values[k]) {
+                Some(Value::Label(_)) => BatchOutput::Labels(
+                    pending
+                        .iter()
+                        .map(|p| match p.values[k] {
+                            Value::Label(l) => l,
+                            _ => -1,
+                        })
+                        .collect(),
+                ),
+                _ => {
+                    let images: Vec<&Image> = pending
+                        .iter()
+                        .filter_map(|p| match &p.values[k] {
+                            Value::Image(im) => Some(im),
+                            _ => None,
+                        })
+                        .collect();
+                    BatchOutput::Images(BatchTensor::from_images(&images))
+                }
+            };
+            outputs.push(out);
+        }
+        let samples: Vec<SampleInfo> = pending
+            .into_iter()
+            .map(|p| {
+                let e = &self.dataset.entries[p.index];
+                SampleInfo {
+                    index: p.index,
+                    path: e.path.clone(),
+                    label: e.label,
+                    params: p.params,
+                }
+            })
+            .collect();
+        let real = (samples.len() - padded) as u64;
+        self.stats.images.fetch_add(real, Ordering::Relaxed);
+        self.stats.padded.fetch_add(padded as u64, Ordering::Relaxed);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.epoch_images += real;
+        let batch = Batch {
+            epoch,
+            index: self.batch_in_epoch,
+            names: self.names.clone(),
+            outputs,
+            samples,
+            padded,
+            skipped: std::mem::take(&mut self.skipped),
+        };
+        self.batch_in_epoch += 1;
+        add_ns(&self.stats.assemble_ns, t0.elapsed());
+        select! {
+            send(self.out, Ok(batch)) -> r => r.is_ok(),
+            recv(self.shutdown) -> _ => false,
+        }
+    }
+}
+
+/// Paths of the samples a batch holds, for tests and diagnostics.
+pub fn batch_paths(b: &Batch) -> Vec<PathBuf> {
+    b.samples.iter().map(|s| s.path.clone()).collect()
+}

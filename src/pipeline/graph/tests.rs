@@ -1,0 +1,1 @@
+// Graph validation tests are added with the operators.

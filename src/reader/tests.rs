@@ -1,0 +1,144 @@
+use std::collections::BTreeSet;
+use std::fs;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn config(root: &Path) -> ReaderConfig {
+    ReaderConfig {
+        root: root.to_path_buf(),
+        list: None,
+        source: SourceKind::Auto,
+        extensions: vec!["jpg".into(), "jpeg".into(), "png".into()],
+        shuffle: true,
+        shard_id: 0,
+        num_shards: 1,
+        last_batch: LastBatch::Partial,
+    }
+}
+
+fn touch(p: &Path) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, b"x").unwrap();
+}
+
+#[test]
+fn class_folders_sorted_labels_recursive() {
+    let d = tempfile::tempdir().unwrap();
+    touch(&d.path().join("zebra/b.jpg"));
+    touch(&d.path().join("zebra/a.JPG"));
+    touch(&d.path().join("ant/sub/deep.png"));
+    touch(&d.path().join("ant/notes.txt"));
+    touch(&d.path().join("top-level.jpg")); // ignored, like ImageFolder
+    let ds = Dataset::list(&config(d.path())).unwrap();
+    let got: Vec<(String, i64)> = ds
+        .entries
+        .iter()
+        .map(|e| {
+            let rel = e.path.strip_prefix(d.path()).unwrap();
+            (rel.to_string_lossy().into_owned(), e.label)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("ant/sub/deep.png".to_string(), 0),
+            ("zebra/a.JPG".to_string(), 1),
+            ("zebra/b.jpg".to_string(), 1)
+        ]
+    );
+    assert_eq!(ds.classes, vec![OsString::from("ant"), OsString::from("zebra")]);
+}
+
+#[test]
+fn flat_folder_has_no_labels_and_odd_names() {
+    let d = tempfile::tempdir().unwrap();
+    let names = ["with space.jpg", "quote's \"x\".jpeg", "ünïcode.png", "skip.gif"];
+    for n in names {
+        touch(&d.path().join(n));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        touch(&d.path().join(OsStr::from_bytes(b"bad\xff\xfeutf8.jpg")));
+    }
+    let ds = Dataset::list(&config(d.path())).unwrap();
+    assert_eq!(ds.entries.len(), if cfg!(unix) { 4 } else { 3 });
+    assert!(ds.entries.iter().all(|e| e.label == -1 && e.path.exists()));
+}
+
+#[test]
+fn list_file_with_spaces_comments_and_missing_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let list = d.path().join("train.txt");
+    let mut text = b"# comment\n\nimgs/a b.jpg 3\r\n/abs/path.jpg   7\nno_label.jpg\nweird 12x.jpg\n".to_vec();
+    text.extend_from_slice(b"raw\xffname.jpg 1\n");
+    fs::write(&list, text).unwrap();
+    let mut c = config(Path::new(""));
+    c.list = Some(list.clone());
+    let ds = Dataset::list(&c).unwrap();
+    let got: Vec<(PathBuf, i64)> = ds.entries.iter().map(|e| (e.path.clone(), e.label)).collect();
+    assert_eq!(got[0], (d.path().join("imgs/a b.jpg"), 3));
+    assert_eq!(got[1], (PathBuf::from("/abs/path.jpg"), 7));
+    assert_eq!(got[2], (d.path().join("no_label.jpg"), -1));
+    assert_eq!(got[3], (d.path().join("weird 12x.jpg"), -1));
+    assert_eq!(got[4].1, 1);
+    assert_eq!(got.len(), 5);
+}
+
+#[test]
+fn empty_and_missing_folders_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let e = Dataset::list(&config(d.path())).unwrap_err().to_string();
+    assert!(e.contains("no image files found"), "{e}");
+    let e = Dataset::list(&config(&d.path().join("nope"))).unwrap_err().to_string();
+    assert!(e.contains("nope"), "{e}");
+    let mut c = config(d.path());
+    c.list = Some(d.path().join("missing.txt"));
+    let e = Dataset::list(&c).unwrap_err().to_string();
+    assert!(e.contains("missing.txt"), "{e}");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_loop_is_skipped_not_followed_forever() {
+    let d = tempfile::tempdir().unwrap();
+    touch(&d.path().join("cls/a.jpg"));
+    std::os::unix::fs::symlink(d.path().join("cls"), d.path().join("cls/loop")).unwrap();
+    let ds = Dataset::list(&config(d.path())).unwrap();
+    assert_eq!(ds.entries.len(), 1);
+    assert!(ds.warnings.iter().any(|w| w.contains("symlink loop")), "{:?}", ds.warnings);
+}
+
+#[test]
+fn order_is_deterministic_and_changes_per_epoch() {
+    let a = epoch_order(100, 7, 0, true, 0, 1);
+    assert_eq!(a, epoch_order(100, 7, 0, true, 0, 1));
+    assert_ne!(a, epoch_order(100, 7, 1, true, 0, 1));
+    assert_ne!(a, epoch_order(100, 8, 0, true, 0, 1));
+    assert_eq!(epoch_order(5, 7, 3, false, 0, 1), vec![0, 1, 2, 3, 4]);
+}
+
+proptest! {
+    #[test]
+    fn shards_are_equal_disjoint_and_cover(n in 1usize..300, shards in 1usize..9, seed: u64, epoch in 0u64..5) {
+        let parts: Vec<Vec<usize>> = (0..shards).map(|s| epoch_order(n, seed, epoch, true, s, shards)).collect();
+        let len = parts[0].len();
+        prop_assert!(parts.iter().all(|p| p.len() == len));
+        prop_assert_eq!(len, n.div_ceil(shards));
+        let all: BTreeSet<usize> = parts.iter().flatten().copied().collect();
+        prop_assert_eq!(all.len(), n);
+        // Without padding, shards are disjoint.
+        if n % shards == 0 {
+            prop_assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), n);
+        }
+    }
+
+    #[test]
+    fn each_epoch_is_a_permutation(n in 1usize..500, seed: u64, epoch in 0u64..100) {
+        let mut o = epoch_order(n, seed, epoch, true, 0, 1);
+        o.sort_unstable();
+        prop_assert_eq!(o, (0..n).collect::<Vec<_>>());
+    }
+}
