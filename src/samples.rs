@@ -91,7 +91,11 @@ pub fn ensure(dir: &Path) -> Result<PathBuf, Error> {
 
 /// A synthetic picture per class: smooth shapes plus a little noise, like a photo compresses.
 fn paint(class: usize, w: usize, h: usize, rng: &mut SampleRng) -> Vec<u8> {
-    let base: [f64; 3] = [rng.uniform() * 255.0, rng.uniform() * 255.0, rng.uniform() * 255.0];
+    let base: [f64; 3] = [
+        rng.uniform() * 255.0,
+        rng.uniform() * 255.0,
+        rng.uniform() * 255.0,
+    ];
     let (cx, cy) = (rng.uniform() * w as f64, rng.uniform() * h as f64);
     let r = (w.min(h) as f64) * (0.2 + 0.3 * rng.uniform());
     let period = 8.0 + rng.uniform() * 40.0;
@@ -103,7 +107,9 @@ fn paint(class: usize, w: usize, h: usize, rng: &mut SampleRng) -> Vec<u8> {
                 0 => f64::from(u8::from(((fx - cx).powi(2) + (fy - cy).powi(2)).sqrt() < r)),
                 1 => (fx / w as f64 + fy / h as f64) / 2.0,
                 2 => 0.5 + 0.5 * (fx / period).sin(),
-                _ => f64::from(u8::from(((fx / period) as i64 + (fy / period) as i64) % 2 == 0)),
+                _ => f64::from(u8::from(
+                    ((fx / period) as i64 + (fy / period) as i64) % 2 == 0,
+                )),
             };
             let noise = (rng.next_u64() % 9) as f64 - 4.0;
             for (k, b) in base.iter().enumerate() {
@@ -121,7 +127,9 @@ fn write_png(path: &Path, rgb: &[u8], w: usize, h: usize) -> std::io::Result<()>
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let mut writer = enc.write_header().map_err(std::io::Error::other)?;
-    writer.write_image_data(rgb).map_err(std::io::Error::other)?;
+    writer
+        .write_image_data(rgb)
+        .map_err(std::io::Error::other)?;
     Ok(())
 }
 
@@ -139,7 +147,10 @@ mod tests {
             for c in CLASSES {
                 for e in std::fs::read_dir(p.join(c)).unwrap() {
                     let e = e.unwrap().path();
-                    v.push((e.file_name().unwrap().to_string_lossy().into(), std::fs::read(&e).unwrap()));
+                    v.push((
+                        e.file_name().unwrap().to_string_lossy().into(),
+                        std::fs::read(&e).unwrap(),
+                    ));
                 }
             }
             v.sort();

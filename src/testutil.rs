@@ -13,7 +13,10 @@ pub fn shared_data() -> Option<PathBuf> {
     if data.is_dir() {
         Some(data)
     } else {
-        eprintln!("skipped: {} not found (set STOKEHOLD_SHARED)", data.display());
+        eprintln!(
+            "skipped: {} not found (set STOKEHOLD_SHARED)",
+            data.display()
+        );
         None
     }
 }

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::image::{DType, Layout};
 pub use crate::image::Image;
+use crate::image::{DType, Layout};
 
 /// One sample's value on one edge.
 #[derive(Debug, Clone)]

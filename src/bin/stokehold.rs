@@ -12,7 +12,11 @@ use stokehold::pipeline::graph::Graph;
 use stokehold::pipeline::{file, DeviceChoice, Pipeline, PipelineSpec};
 
 #[derive(Parser)]
-#[command(name = "stokehold", version, about = "Keeps a GPU fed: image input pipelines from TOML files")]
+#[command(
+    name = "stokehold",
+    version,
+    about = "Keeps a GPU fed: image input pipelines from TOML files"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -90,7 +94,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { pipeline, opts, stats } => run(&pipeline, &opts, stats),
+        Command::Run {
+            pipeline,
+            opts,
+            stats,
+        } => run(&pipeline, &opts, stats),
         Command::Bench { pipeline, opts } => bench(&pipeline, &opts),
         Command::Check { pipeline, dot } => check(&pipeline, dot),
     };
@@ -147,7 +155,10 @@ fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
     } else if has_no_data(spec) {
         let dir = stokehold::samples::ensure(&stokehold::samples::default_dir())
             .context("generating the built-in sample set")?;
-        eprintln!("no data given: using the built-in sample set in {}", dir.display());
+        eprintln!(
+            "no data given: using the built-in sample set in {}",
+            dir.display()
+        );
         set_data_root(spec, &dir);
     }
     Ok(())
@@ -217,13 +228,29 @@ fn run(path: &Path, opts: &RunOpts, show_stats: bool) -> Result<()> {
 fn print_stats(st: &StatsSnapshot, secs: f64) {
     let pct = |d: Duration| 100.0 * d.as_secs_f64() / secs.max(1e-9);
     println!("stage times (summed over threads; % of wall time):");
-    println!("  read      {:>9.3} s  {:>6.1}%  ({:.1} MB)", st.read.as_secs_f64(), pct(st.read), st.read_bytes as f64 / 1e6);
+    println!(
+        "  read      {:>9.3} s  {:>6.1}%  ({:.1} MB)",
+        st.read.as_secs_f64(),
+        pct(st.read),
+        st.read_bytes as f64 / 1e6
+    );
     for (name, d) in &st.ops {
         println!("  {name:<9} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d));
     }
-    println!("  assemble  {:>9.3} s  {:>6.1}%", st.assemble.as_secs_f64(), pct(st.assemble));
-    println!("  consumer waited {:.3} s ({:.1}% of the run)", st.consumer_wait.as_secs_f64(), pct(st.consumer_wait));
-    println!("  batches={} dropped={} padded={}", st.batches, st.dropped, st.padded);
+    println!(
+        "  assemble  {:>9.3} s  {:>6.1}%",
+        st.assemble.as_secs_f64(),
+        pct(st.assemble)
+    );
+    println!(
+        "  consumer waited {:.3} s ({:.1}% of the run)",
+        st.consumer_wait.as_secs_f64(),
+        pct(st.consumer_wait)
+    );
+    println!(
+        "  batches={} dropped={} padded={}",
+        st.batches, st.dropped, st.padded
+    );
 }
 
 fn bench(path: &Path, opts: &RunOpts) -> Result<()> {

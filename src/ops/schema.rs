@@ -497,7 +497,10 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
                 )
                 .with_help("write [low, high] with low <= high"));
             }
-            Ok(ArgValue::List(vec![ArgValue::Float(lo), ArgValue::Float(hi)]))
+            Ok(ArgValue::List(vec![
+                ArgValue::Float(lo),
+                ArgValue::Float(hi),
+            ]))
         }
         ArgType::Floats { len, min, max } => {
             let items = match &v {
@@ -566,13 +569,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Helper for operators: the single image input type, or a message saying what was given.
-pub fn expect_image(
-    kind: &str,
-    inputs: &[ValueType],
-) -> Result<crate::value::ImageType, String> {
+pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<crate::value::ImageType, String> {
     match inputs {
         [ValueType::Image(t)] => Ok(*t),
-        [other] => Err(format!("'{kind}' takes images, but its input carries {other}")),
+        [other] => Err(format!(
+            "'{kind}' takes images, but its input carries {other}"
+        )),
         _ => Err(format!("'{kind}' takes exactly one input")),
     }
 }

@@ -76,10 +76,12 @@ impl BatchTensor {
     /// The batch shape `[n, ...sample shape]` when every sample has the same shape.
     pub fn shape(&self) -> Option<[usize; 4]> {
         let first = *self.shapes.first()?;
-        self.shapes
-            .iter()
-            .all(|s| *s == first)
-            .then_some([self.shapes.len(), first[0], first[1], first[2]])
+        self.shapes.iter().all(|s| *s == first).then_some([
+            self.shapes.len(),
+            first[0],
+            first[1],
+            first[2],
+        ])
     }
 
     /// The data as `f32`, if that is its type.

@@ -104,7 +104,7 @@ struct Done {
     seq: u64,
     epoch: u64,
     index: usize,
-    result: Result<(Vec<Value>, Vec<(Arc<str>, OpParams)>), Failure>,
+    result: Result<SampleOutput, Failure>,
 }
 
 #[derive(Debug)]
@@ -162,12 +162,18 @@ pub fn set_data_root(spec: &mut PipelineSpec, data: &Path) {
     } else {
         std::env::current_dir().unwrap_or_default().join(data)
     };
-    for op in spec.ops.iter_mut().filter(|o| o.kind == crate::ops::READER_KIND) {
+    for op in spec
+        .ops
+        .iter_mut()
+        .filter(|o| o.kind == crate::ops::READER_KIND)
+    {
         if abs.is_file() {
-            op.args.insert("list".into(), abs.to_string_lossy().into_owned().into());
+            op.args
+                .insert("list".into(), abs.to_string_lossy().into_owned().into());
             op.args.insert("root".into(), "".into());
         } else {
-            op.args.insert("root".into(), abs.to_string_lossy().into_owned().into());
+            op.args
+                .insert("root".into(), abs.to_string_lossy().into_owned().into());
             op.args.remove("list");
         }
     }
@@ -237,16 +243,17 @@ impl Pipeline {
             tracing::warn!("{w}");
         }
         let r = &graph.reader;
-        let per_epoch = epoch_order(dataset.entries.len(), 0, 0, false, r.shard_id, r.num_shards).len();
+        let per_epoch =
+            epoch_order(dataset.entries.len(), 0, 0, false, r.shard_id, r.num_shards).len();
         if r.last_batch == LastBatch::Drop && per_epoch < settings.batch {
             return Err(Error::Dataset(format!(
                 "this shard has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
                 settings.batch
             )));
         }
-        let worker_threads = settings.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        });
+        let worker_threads = settings
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let graph = Arc::new(graph);
         let stats = Arc::new(Stats {
             op_ns: graph.nodes.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -276,7 +283,14 @@ impl Pipeline {
                 let mut seq = 0u64;
                 let mut epoch = 0u64;
                 while s.epochs.is_none_or(|n| epoch < n) {
-                    let order = epoch_order(ds.entries.len(), s.seed, epoch, r.shuffle, r.shard_id, r.num_shards);
+                    let order = epoch_order(
+                        ds.entries.len(),
+                        s.seed,
+                        epoch,
+                        r.shuffle,
+                        r.shard_id,
+                        r.num_shards,
+                    );
                     for idx in order {
                         select! {
                             recv(credit_rx) -> c => if c.is_err() { return },
@@ -298,7 +312,13 @@ impl Pipeline {
         // Readers: file reading runs ahead of decoding.
         let io_threads = (worker_threads / 4).clamp(1, 4);
         for t in 0..io_threads {
-            let (tasks, out, sd, ds, st) = (task_rx.clone(), loaded_tx.clone(), shutdown_rx.clone(), dataset.clone(), stats.clone());
+            let (tasks, out, sd, ds, st) = (
+                task_rx.clone(),
+                loaded_tx.clone(),
+                shutdown_rx.clone(),
+                dataset.clone(),
+                stats.clone(),
+            );
             threads.push(spawn(&format!("stokehold-read-{t}"), move || loop {
                 let task = select! {
                     recv(tasks) -> t => match t { Ok(t) => t, Err(_) => return },
@@ -315,7 +335,12 @@ impl Pipeline {
                             })
                             .map_err(|e| e.to_string());
                         add_ns(&st.read_ns, t0.elapsed());
-                        Item::Sample { seq, epoch, index, bytes }
+                        Item::Sample {
+                            seq,
+                            epoch,
+                            index,
+                            bytes,
+                        }
                     }
                 };
                 if out.send(item).is_err() {
@@ -326,24 +351,48 @@ impl Pipeline {
         drop(loaded_tx);
         // Workers: decode and transform one sample at a time.
         for t in 0..worker_threads {
-            let (inp, out, sd, ds, g, st) = (loaded_rx.clone(), done_tx.clone(), shutdown_rx.clone(), dataset.clone(), graph.clone(), stats.clone());
+            let (inp, out, sd, ds, g, st) = (
+                loaded_rx.clone(),
+                done_tx.clone(),
+                shutdown_rx.clone(),
+                dataset.clone(),
+                graph.clone(),
+                stats.clone(),
+            );
             threads.push(spawn(&format!("stokehold-worker-{t}"), move || loop {
                 let item = select! {
                     recv(inp) -> i => match i { Ok(i) => i, Err(_) => return },
                     recv(sd) -> _ => return,
                 };
                 let done = match item {
-                    Item::EpochEnd { seq, epoch } => Done { seq, epoch, index: 0, result: Err(Failure::EpochEnd) },
-                    Item::Sample { seq, epoch, index, bytes } => {
+                    Item::EpochEnd { seq, epoch } => Done {
+                        seq,
+                        epoch,
+                        index: 0,
+                        result: Err(Failure::EpochEnd),
+                    },
+                    Item::Sample {
+                        seq,
+                        epoch,
+                        index,
+                        bytes,
+                    } => {
                         let result = match bytes {
                             Err(e) => Err(Failure::Sample(SampleErrorKind::Read(e))),
                             Ok(bytes) => {
                                 let e = &ds.entries[index];
-                                catch_unwind(AssertUnwindSafe(|| run_sample(&g, &st, epoch, index, &e.path, e.label, bytes)))
-                                    .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+                                catch_unwind(AssertUnwindSafe(|| {
+                                    run_sample(&g, &st, epoch, index, &e.path, e.label, bytes)
+                                }))
+                                .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
                             }
                         };
-                        Done { seq, epoch, index, result }
+                        Done {
+                            seq,
+                            epoch,
+                            index,
+                            result,
+                        }
                     }
                 };
                 if out.send(done).is_err() {
@@ -354,7 +403,12 @@ impl Pipeline {
         drop(done_tx);
         // Assembler.
         {
-            let (sd, ds, g, st) = (shutdown_rx.clone(), dataset.clone(), graph.clone(), stats.clone());
+            let (sd, ds, g, st) = (
+                shutdown_rx.clone(),
+                dataset.clone(),
+                graph.clone(),
+                stats.clone(),
+            );
             threads.push(spawn("stokehold-assembler", move || {
                 Assembler::new(g, ds, st, batch_tx, credit_tx, sd).run(done_rx);
             }));
@@ -414,7 +468,11 @@ impl Pipeline {
                 .collect(),
             assemble: ns(&s.assemble_ns),
             consumer_wait: ns(&s.consumer_wait_ns),
-            skipped_by_cause: s.skipped_by_cause.lock().map(|m| m.clone()).unwrap_or_default(),
+            skipped_by_cause: s
+                .skipped_by_cause
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -566,7 +624,11 @@ impl Assembler {
         credits: Sender<()>,
         shutdown: Receiver<()>,
     ) -> Assembler {
-        let names: Arc<[String]> = graph.outputs.iter().map(|&s| graph.slot_names[s].clone()).collect();
+        let names: Arc<[String]> = graph
+            .outputs
+            .iter()
+            .map(|&s| graph.slot_names[s].clone())
+            .collect();
         Assembler {
             graph,
             dataset,
@@ -655,7 +717,9 @@ impl Assembler {
             match self.graph.reader.last_batch {
                 LastBatch::Partial => ok = self.emit(epoch, 0),
                 LastBatch::Drop => {
-                    self.stats.dropped.fetch_add(self.pending.len() as u64, Ordering::Relaxed);
+                    self.stats
+                        .dropped
+                        .fetch_add(self.pending.len() as u64, Ordering::Relaxed);
                     self.pending.clear();
                 }
                 LastBatch::Pad => {
@@ -732,7 +796,9 @@ impl Assembler {
             .collect();
         let real = (samples.len() - padded) as u64;
         self.stats.images.fetch_add(real, Ordering::Relaxed);
-        self.stats.padded.fetch_add(padded as u64, Ordering::Relaxed);
+        self.stats
+            .padded
+            .fetch_add(padded as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.epoch_images += real;
         let batch = Batch {

@@ -17,11 +17,23 @@ pub struct LoadedSpec {
     pub locations: SpecLocations,
 }
 pub fn load(file: &Path) -> Result<LoadedSpec, Error> {
-    Err(Error::Config { file: file.into(), line: 1, column: 1, message: "stub".into(), help: None })
+    Err(Error::Config {
+        file: file.into(),
+        line: 1,
+        column: 1,
+        message: "stub".into(),
+        help: None,
+    })
 }
 pub fn config_error(file: &Path, locations: &SpecLocations, e: SpecError) -> Error {
     let (line, column) = locations.locate(&e.at);
-    Error::Config { file: file.into(), line, column, message: e.message, help: e.help }
+    Error::Config {
+        file: file.into(),
+        line,
+        column,
+        message: e.message,
+        help: e.help,
+    }
 }
 pub fn to_toml(_: &PipelineSpec) -> String {
     String::new()

@@ -313,7 +313,7 @@ fn has_extension(path: &Path, extensions: &[String]) -> bool {
     path.extension()
         .map(|e| {
             let e = e.to_string_lossy().to_ascii_lowercase();
-            extensions.iter().any(|x| *x == e)
+            extensions.contains(&e)
         })
         .unwrap_or(false)
 }
@@ -382,7 +382,10 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
         let (path_bytes, label) = match trimmed.iter().rposition(|b| b.is_ascii_whitespace()) {
             Some(pos) => {
                 let last = &trimmed[pos + 1..];
-                match std::str::from_utf8(last).ok().and_then(|s| s.parse::<i64>().ok()) {
+                match std::str::from_utf8(last)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                {
                     Some(l) => (trim_ascii(&trimmed[..pos]), l),
                     None => (trimmed, -1),
                 }
@@ -402,8 +405,14 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
-    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &b[start..end]
 }
 

@@ -48,13 +48,21 @@ fn class_folders_sorted_labels_recursive() {
             ("zebra/b.jpg".to_string(), 1)
         ]
     );
-    assert_eq!(ds.classes, vec![OsString::from("ant"), OsString::from("zebra")]);
+    assert_eq!(
+        ds.classes,
+        vec![OsString::from("ant"), OsString::from("zebra")]
+    );
 }
 
 #[test]
 fn flat_folder_has_no_labels_and_odd_names() {
     let d = tempfile::tempdir().unwrap();
-    let names = ["with space.jpg", "quote's \"x\".jpeg", "ünïcode.png", "skip.gif"];
+    let names = [
+        "with space.jpg",
+        "quote's \"x\".jpeg",
+        "ünïcode.png",
+        "skip.gif",
+    ];
     for n in names {
         touch(&d.path().join(n));
     }
@@ -72,13 +80,18 @@ fn flat_folder_has_no_labels_and_odd_names() {
 fn list_file_with_spaces_comments_and_missing_labels() {
     let d = tempfile::tempdir().unwrap();
     let list = d.path().join("train.txt");
-    let mut text = b"# comment\n\nimgs/a b.jpg 3\r\n/abs/path.jpg   7\nno_label.jpg\nweird 12x.jpg\n".to_vec();
+    let mut text =
+        b"# comment\n\nimgs/a b.jpg 3\r\n/abs/path.jpg   7\nno_label.jpg\nweird 12x.jpg\n".to_vec();
     text.extend_from_slice(b"raw\xffname.jpg 1\n");
     fs::write(&list, text).unwrap();
     let mut c = config(Path::new(""));
     c.list = Some(list.clone());
     let ds = Dataset::list(&c).unwrap();
-    let got: Vec<(PathBuf, i64)> = ds.entries.iter().map(|e| (e.path.clone(), e.label)).collect();
+    let got: Vec<(PathBuf, i64)> = ds
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.label))
+        .collect();
     assert_eq!(got[0], (d.path().join("imgs/a b.jpg"), 3));
     assert_eq!(got[1], (PathBuf::from("/abs/path.jpg"), 7));
     assert_eq!(got[2], (d.path().join("no_label.jpg"), -1));
@@ -92,7 +105,9 @@ fn empty_and_missing_folders_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
     let e = Dataset::list(&config(d.path())).unwrap_err().to_string();
     assert!(e.contains("no image files found"), "{e}");
-    let e = Dataset::list(&config(&d.path().join("nope"))).unwrap_err().to_string();
+    let e = Dataset::list(&config(&d.path().join("nope")))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("nope"), "{e}");
     let mut c = config(d.path());
     c.list = Some(d.path().join("missing.txt"));
@@ -108,7 +123,11 @@ fn symlink_loop_is_skipped_not_followed_forever() {
     std::os::unix::fs::symlink(d.path().join("cls"), d.path().join("cls/loop")).unwrap();
     let ds = Dataset::list(&config(d.path())).unwrap();
     assert_eq!(ds.entries.len(), 1);
-    assert!(ds.warnings.iter().any(|w| w.contains("symlink loop")), "{:?}", ds.warnings);
+    assert!(
+        ds.warnings.iter().any(|w| w.contains("symlink loop")),
+        "{:?}",
+        ds.warnings
+    );
 }
 
 #[test]

@@ -9,8 +9,14 @@ use super::{ArgError, Args, Backends, OpSchema, Operator, PortSpec, SampleContex
 pub static SCHEMA: OpSchema = OpSchema {
     kind: "color_jitter",
     doc: "not yet implemented",
-    inputs: &[PortSpec { name: "images", doc: "images" }],
-    outputs: &[PortSpec { name: "images", doc: "images" }],
+    inputs: &[PortSpec {
+        name: "images",
+        doc: "images",
+    }],
+    outputs: &[PortSpec {
+        name: "images",
+        doc: "images",
+    }],
     args: &[],
     backends: Backends::CpuAndGpu,
     build,
@@ -28,7 +34,11 @@ impl Operator for Placeholder {
         Ok(inputs.to_vec())
     }
 
-    fn run_cpu(&self, inputs: Vec<Value>, _: &mut SampleContext<'_>) -> Result<Vec<Value>, SampleErrorKind> {
+    fn run_cpu(
+        &self,
+        inputs: Vec<Value>,
+        _: &mut SampleContext<'_>,
+    ) -> Result<Vec<Value>, SampleErrorKind> {
         Ok(inputs)
     }
 }

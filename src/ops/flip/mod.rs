@@ -18,8 +18,14 @@ pub static SCHEMA: OpSchema = OpSchema {
     kind: "flip",
     doc: "Mirrors each image left–right with probability `horizontal` and top–bottom with \
           probability `vertical` (independent draws, horizontal first). Any dtype and layout.",
-    inputs: &[PortSpec { name: "images", doc: "images" }],
-    outputs: &[PortSpec { name: "images", doc: "flipped images" }],
+    inputs: &[PortSpec {
+        name: "images",
+        doc: "images",
+    }],
+    outputs: &[PortSpec {
+        name: "images",
+        doc: "flipped images",
+    }],
     args: &[
         ArgSpec {
             name: "horizontal",
@@ -171,7 +177,10 @@ mod tests {
 
     #[test]
     fn probability_is_respected() {
-        let f = Flip { horizontal: 0.5, vertical: 0.0 };
+        let f = Flip {
+            horizontal: 0.5,
+            vertical: 0.0,
+        };
         let n = 20_000;
         let hits = (0..n)
             .filter(|&i| f.choose(&mut SampleRng::for_sample(1, 0, i, 9)).0)

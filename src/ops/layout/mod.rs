@@ -16,8 +16,14 @@ pub static SCHEMA: OpSchema = OpSchema {
     kind: "layout",
     doc: "Reorders each image to `layout`: \"HWC\" (interleaved, as decoded) or \"CHW\" \
           (planar, what PyTorch models take). A no-op when already in that layout.",
-    inputs: &[PortSpec { name: "images", doc: "images, any dtype" }],
-    outputs: &[PortSpec { name: "images", doc: "images in the requested layout" }],
+    inputs: &[PortSpec {
+        name: "images",
+        doc: "images, any dtype",
+    }],
+    outputs: &[PortSpec {
+        name: "images",
+        doc: "images in the requested layout",
+    }],
     args: &[ArgSpec {
         name: "layout",
         ty: ArgType::Choice(&["CHW", "HWC"]),
@@ -36,7 +42,8 @@ pub struct ToLayout {
 }
 
 fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    let layout = Layout::from_name(args.str("layout")).ok_or_else(|| ArgError::arg("layout", "bad layout"))?;
+    let layout = Layout::from_name(args.str("layout"))
+        .ok_or_else(|| ArgError::arg("layout", "bad layout"))?;
     Ok(Box::new(ToLayout { layout }))
 }
 

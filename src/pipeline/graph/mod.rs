@@ -83,7 +83,10 @@ impl Graph {
             if let Some(&prev) = names.get(&name) {
                 return Err(SpecError::new(
                     SpecPointer::Op(i),
-                    format!("operator name '{name}' is already used by operator #{}", prev + 1),
+                    format!(
+                        "operator name '{name}' is already used by operator #{}",
+                        prev + 1
+                    ),
                 )
                 .help("give one of them a different `name` (names key the random choices)"));
             }
@@ -94,7 +97,10 @@ impl Graph {
                 if let Some((prev, _)) = reader {
                     return Err(SpecError::new(
                         SpecPointer::OpKind(i),
-                        format!("a pipeline has one file_reader; operator #{} is one already", prev + 1),
+                        format!(
+                            "a pipeline has one file_reader; operator #{} is one already",
+                            prev + 1
+                        ),
                     ));
                 }
                 let config = ReaderConfig::from_args(&args).map_err(|e| arg_error(i, e))?;
@@ -190,7 +196,12 @@ impl Graph {
         let deps: Vec<Vec<usize>> = spec
             .ops
             .iter()
-            .map(|op| op.inputs.iter().map(|e| producer[slot_of[e.as_str()]]).collect())
+            .map(|op| {
+                op.inputs
+                    .iter()
+                    .map(|e| producer[slot_of[e.as_str()]])
+                    .collect()
+            })
             .collect();
         let mut done = vec![false; n];
         let mut order = Vec::with_capacity(n);
@@ -204,8 +215,10 @@ impl Graph {
                 None => {
                     let stuck = (0..n).find(|&i| !done[i]).unwrap_or(0);
                     let cycle = find_cycle(stuck, &deps, &done);
-                    let names: Vec<String> =
-                        cycle.iter().map(|&i| spec.ops[i].effective_name(i)).collect();
+                    let names: Vec<String> = cycle
+                        .iter()
+                        .map(|&i| spec.ops[i].effective_name(i))
+                        .collect();
                     return Err(SpecError::new(
                         SpecPointer::Op(cycle[0]),
                         format!("the operators form a cycle: {} -> {}", names.join(" -> "), names[0]),
@@ -260,14 +273,18 @@ impl Graph {
         for (s, used) in consumed.iter().enumerate() {
             if !used {
                 let i = producer[s];
-                let j = spec.ops[i].outputs.iter().position(|o| *o == slot_names[s]).unwrap_or(0);
+                let j = spec.ops[i]
+                    .outputs
+                    .iter()
+                    .position(|o| *o == slot_names[s])
+                    .unwrap_or(0);
                 return Err(SpecError::new(
                     SpecPointer::OpOutput(i, j),
                     format!("edge '{}' is produced but never used", slot_names[s]),
                 )
-                .help(format!(
-                    "use it as an input, list it in [pipeline] outputs, or remove it (the reader's labels output is optional)"
-                )));
+                .help(
+                    "use it as an input, list it in [pipeline] outputs, or remove it (the reader's labels output is optional)",
+                ));
             }
         }
 
@@ -304,7 +321,10 @@ impl Graph {
         }
         for (k, &s) in outputs.iter().enumerate() {
             if slot_types[s] == ValueType::Label && on_gpu[s] {
-                return Err(SpecError::new(SpecPointer::Output(k), "labels can't be on the GPU"));
+                return Err(SpecError::new(
+                    SpecPointer::Output(k),
+                    "labels can't be on the GPU",
+                ));
             }
         }
 
@@ -368,7 +388,11 @@ impl Graph {
             let _ = writeln!(s, "  file_reader -> {}", r.outputs.join(", "));
         }
         for n in &self.nodes {
-            let ins: Vec<&str> = n.inputs.iter().map(|&i| self.slot_names[i].as_str()).collect();
+            let ins: Vec<&str> = n
+                .inputs
+                .iter()
+                .map(|&i| self.slot_names[i].as_str())
+                .collect();
             let outs: Vec<String> = n
                 .outputs
                 .iter()
@@ -379,7 +403,11 @@ impl Graph {
                 "  {} [{}{}] {} -> {}",
                 n.name,
                 n.kind,
-                if n.placement == Placement::Gpu { ", gpu" } else { "" },
+                if n.placement == Placement::Gpu {
+                    ", gpu"
+                } else {
+                    ""
+                },
                 ins.join(", "),
                 outs.join(", ")
             );
@@ -403,7 +431,11 @@ impl Graph {
         }
         let _ = writeln!(s, "  \"file_reader\" [shape=box];");
         for n in &self.nodes {
-            let _ = writeln!(s, "  \"{}\" [shape=box, label=\"{}\\n{}\"];", n.name, n.name, n.kind);
+            let _ = writeln!(
+                s,
+                "  \"{}\" [shape=box, label=\"{}\\n{}\"];",
+                n.name, n.name, n.kind
+            );
             for &o in &n.outputs {
                 producer.insert(o, n.name.to_string());
             }
@@ -447,16 +479,32 @@ fn check_settings(spec: &PipelineSpec) -> Result<(), SpecError> {
         Err(SpecError::new(SpecPointer::Setting(name.into()), msg).help(help))
     };
     if s.batch == 0 {
-        return bad("batch", "batch must be at least 1".into(), "set batch = 64, for example");
+        return bad(
+            "batch",
+            "batch must be at least 1".into(),
+            "set batch = 64, for example",
+        );
     }
     if s.prefetch == 0 {
-        return bad("prefetch", "prefetch must be at least 1".into(), "the default is 2");
+        return bad(
+            "prefetch",
+            "prefetch must be at least 1".into(),
+            "the default is 2",
+        );
     }
     if s.threads == Some(0) {
-        return bad("threads", "threads must be at least 1".into(), "leave it out to use one thread per core");
+        return bad(
+            "threads",
+            "threads must be at least 1".into(),
+            "leave it out to use one thread per core",
+        );
     }
     if s.epochs == Some(0) {
-        return bad("epochs", "epochs must be at least 1".into(), "leave it out for 1");
+        return bad(
+            "epochs",
+            "epochs must be at least 1".into(),
+            "leave it out for 1",
+        );
     }
     Ok(())
 }
@@ -478,13 +526,21 @@ fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), S
         };
         return Err(SpecError::new(
             at,
-            format!("'{}' takes {want_in} input(s), {} given", schema.kind, op.inputs.len()),
+            format!(
+                "'{}' takes {want_in} input(s), {} given",
+                schema.kind,
+                op.inputs.len()
+            ),
         )
         .help(help));
     }
     let max_out = schema.outputs.len();
     // The reader's second output (labels) is optional.
-    let min_out = if schema.kind == READER_KIND { 1 } else { max_out };
+    let min_out = if schema.kind == READER_KIND {
+        1
+    } else {
+        max_out
+    };
     if op.outputs.len() < min_out || op.outputs.len() > max_out {
         let names: Vec<&str> = schema.outputs.iter().map(|p| p.name).collect();
         let at = if op.outputs.len() > max_out {
@@ -494,7 +550,11 @@ fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), S
         };
         return Err(SpecError::new(
             at,
-            format!("'{}' has {max_out} output(s), {} given", schema.kind, op.outputs.len()),
+            format!(
+                "'{}' has {max_out} output(s), {} given",
+                schema.kind,
+                op.outputs.len()
+            ),
         )
         .help(format!("name its outputs: {}", names.join(", "))));
     }
