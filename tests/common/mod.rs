@@ -1,0 +1,75 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use stokehold::pipeline::executor::set_data_root;
+use stokehold::pipeline::{file, PipelineSpec};
+
+/// `../shared/data` beside the checkout (or `$STOKEHOLD_SHARED/data`); prints a notice when absent.
+pub fn shared_data() -> Option<PathBuf> {
+    let base = std::env::var_os("STOKEHOLD_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
+    let data = base.join("data");
+    if data.is_dir() {
+        Some(data)
+    } else {
+        eprintln!(
+            "skipped: {} not found (set STOKEHOLD_SHARED)",
+            data.display()
+        );
+        None
+    }
+}
+
+/// A shipped pipeline file.
+pub fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("pipelines")
+        .join(name)
+}
+
+/// A shipped pipeline pointed at `data`, with a few settings changed.
+pub fn spec_for(
+    name: &str,
+    data: &Path,
+    batch: usize,
+    threads: usize,
+    epochs: u64,
+) -> PipelineSpec {
+    let mut spec = file::load(&shipped(name))
+        .expect("shipped pipeline loads")
+        .spec;
+    set_data_root(&mut spec, data);
+    spec.settings.batch = batch;
+    spec.settings.threads = Some(threads);
+    spec.settings.epochs = Some(epochs);
+    spec.settings.device = stokehold::pipeline::DeviceChoice::Cpu;
+    spec
+}
+
+/// The built-in sample set in a fresh temporary folder.
+pub fn samples() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = stokehold::samples::ensure(&d.path().join("samples")).unwrap();
+    (d, p)
+}
+
+/// Writes a small RGB JPEG with the given size.
+pub fn write_jpeg(path: &Path, w: u16, h: u16, seed: u8) {
+    let mut rgb = Vec::with_capacity(w as usize * h as usize * 3);
+    for y in 0..h as usize {
+        for x in 0..w as usize {
+            rgb.extend_from_slice(&[(x * 3) as u8 ^ seed, (y * 5) as u8, seed.wrapping_mul(7)]);
+        }
+    }
+    let enc = jpeg_encoder::Encoder::new_file(path, 90).unwrap();
+    enc.encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+}
+
+/// Number of threads of this process (Linux), for leak checks.
+pub fn thread_count() -> Option<usize> {
+    std::fs::read_dir("/proc/self/task").ok().map(|d| d.count())
+}

@@ -1,0 +1,292 @@
+//! End-to-end runs of the shipped pipelines: shapes, determinism, policies, shutdown.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use stokehold::ops::OpParams;
+use stokehold::pipeline::{Batch, LastBatch, OnError, Pipeline, PipelineSpec};
+use stokehold::{DType, Layout};
+
+fn collect(spec: PipelineSpec) -> Vec<Batch> {
+    Pipeline::new(spec).unwrap().map(|b| b.unwrap()).collect()
+}
+
+fn set_reader(spec: &mut PipelineSpec, key: &str, v: impl Into<stokehold::ops::ArgValue>) {
+    let r = spec
+        .ops
+        .iter_mut()
+        .find(|o| o.kind == "file_reader")
+        .unwrap();
+    r.args.insert(key.into(), v.into());
+}
+
+#[test]
+fn train_pipeline_on_builtin_samples() {
+    let (_d, data) = samples();
+    let batches = collect(spec_for("resnet50-train.toml", &data, 16, 2, 2));
+    let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    assert_eq!(batches.len(), 2 * n.div_ceil(16));
+    let mut per_epoch = [0usize; 2];
+    for b in &batches {
+        let images = b.images("images").unwrap();
+        assert_eq!(images.dtype, DType::F32);
+        assert_eq!(images.layout, Layout::Chw);
+        assert_eq!(images.shape(), Some([b.len(), 3, 224, 224]));
+        assert_eq!(images.as_f32().unwrap().len(), b.len() * 3 * 224 * 224);
+        let labels = b.labels("labels").unwrap();
+        assert!(labels.iter().all(|&l| (0..4).contains(&l)));
+        for s in &b.samples {
+            assert!(s
+                .params
+                .iter()
+                .any(|(_, p)| matches!(p, OpParams::Crop { .. })));
+            assert!(s
+                .params
+                .iter()
+                .any(|(_, p)| matches!(p, OpParams::Flip { .. })));
+        }
+        assert!(b.skipped.is_empty(), "{:?}", b.skipped);
+        per_epoch[b.epoch as usize] += b.len();
+    }
+    assert_eq!(per_epoch, [n, n]);
+    // Normalized ImageNet-style values stay within the representable range.
+    let v = batches[0].images("images").unwrap().as_f32().unwrap();
+    assert!(v.iter().all(|x| x.is_finite() && (-2.2..=2.7).contains(x)));
+}
+
+#[test]
+fn same_batches_whatever_the_thread_count() {
+    let (_d, data) = samples();
+    let one = collect(spec_for("resnet50-train.toml", &data, 8, 1, 2));
+    let three = collect(spec_for("resnet50-train.toml", &data, 8, 3, 2));
+    assert_eq!(one.len(), three.len());
+    for (a, b) in one.iter().zip(&three) {
+        assert_eq!(a.samples, b.samples);
+        assert_eq!(a.outputs, b.outputs);
+    }
+    // Epochs are shuffled differently, and another seed changes the crops.
+    let e0: Vec<usize> = one
+        .iter()
+        .filter(|b| b.epoch == 0)
+        .flat_map(|b| b.samples.iter().map(|s| s.index))
+        .collect();
+    let e1: Vec<usize> = one
+        .iter()
+        .filter(|b| b.epoch == 1)
+        .flat_map(|b| b.samples.iter().map(|s| s.index))
+        .collect();
+    assert_ne!(e0, e1);
+    let mut other = spec_for("resnet50-train.toml", &data, 8, 2, 1);
+    other.settings.seed = 99;
+    let o = collect(other);
+    assert_ne!(o[0].samples, one[0].samples);
+}
+
+#[test]
+fn eval_pipeline_is_ordered_and_deterministic() {
+    let (_d, data) = samples();
+    let a = collect(spec_for("resnet50-eval.toml", &data, 10, 2, 1));
+    let idx: Vec<usize> = a
+        .iter()
+        .flat_map(|b| b.samples.iter().map(|s| s.index))
+        .collect();
+    assert_eq!(idx, (0..idx.len()).collect::<Vec<_>>());
+    for b in &a {
+        assert_eq!(
+            b.images("images").unwrap().shape(),
+            Some([b.len(), 3, 224, 224])
+        );
+    }
+    let b = collect(spec_for("resnet50-eval.toml", &data, 10, 1, 1));
+    assert_eq!(
+        a.iter().map(|x| &x.outputs).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.outputs).collect::<Vec<_>>()
+    );
+}
+
+fn small_folder(n: usize, bad: &[usize]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..n {
+        let p = d.path().join(format!("img_{i:03}.jpg"));
+        if bad.contains(&i) {
+            std::fs::write(&p, b"this is not a jpeg").unwrap();
+        } else {
+            write_jpeg(&p, 40 + i as u16, 30 + (i as u16 % 7), i as u8);
+        }
+    }
+    d
+}
+
+#[test]
+fn last_batch_policies() {
+    let d = small_folder(10, &[]);
+    let run = |policy: &str| {
+        let mut s = spec_for("resnet50-eval.toml", d.path(), 4, 2, 1);
+        set_reader(&mut s, "last_batch", policy);
+        collect(s)
+    };
+    let sizes = |bs: &[Batch]| bs.iter().map(|b| (b.len(), b.padded)).collect::<Vec<_>>();
+    assert_eq!(sizes(&run("partial")), vec![(4, 0), (4, 0), (2, 0)]);
+    assert_eq!(sizes(&run("drop")), vec![(4, 0), (4, 0)]);
+    let padded = run("pad");
+    assert_eq!(sizes(&padded), vec![(4, 0), (4, 0), (4, 2)]);
+    let last = &padded[2];
+    assert_eq!(last.samples[1].index, last.samples[3].index);
+    let _ = LastBatch::Pad;
+}
+
+#[test]
+fn bad_files_are_skipped_and_batches_stay_full() {
+    let d = small_folder(12, &[1, 5, 6]);
+    let batches = collect(spec_for("resnet50-eval.toml", d.path(), 4, 2, 1));
+    let sizes: Vec<usize> = batches.iter().map(Batch::len).collect();
+    assert_eq!(sizes, vec![4, 4, 1]);
+    let skipped: BTreeSet<String> = batches
+        .iter()
+        .flat_map(|b| {
+            b.skipped
+                .iter()
+                .map(|e| e.path.file_name().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        ["img_001.jpg", "img_005.jpg", "img_006.jpg"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+    for b in &batches {
+        for e in &b.skipped {
+            assert!(e.to_string().contains("img_00"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn fail_policy_stops_at_the_first_bad_file() {
+    let d = small_folder(12, &[5]);
+    let mut s = spec_for("resnet50-eval.toml", d.path(), 4, 2, 1);
+    s.settings.on_error = OnError::Fail;
+    let mut p = Pipeline::new(s).unwrap();
+    let first = p.next_batch().unwrap();
+    assert!(first.is_ok());
+    let err = p.next_batch().unwrap().unwrap_err().to_string();
+    assert!(err.contains("img_005.jpg"), "{err}");
+    assert!(p.next_batch().is_none());
+}
+
+#[test]
+fn all_bad_gives_no_batch_and_no_hang() {
+    let d = small_folder(5, &[0, 1, 2, 3, 4]);
+    let p = Pipeline::new(spec_for("resnet50-eval.toml", d.path(), 4, 2, 2)).unwrap();
+    let batches: Vec<_> = p.collect();
+    assert!(batches.is_empty());
+}
+
+#[test]
+fn shards_are_disjoint_and_equal() {
+    let d = small_folder(11, &[]);
+    let run = |shard: i64| {
+        let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
+        set_reader(&mut s, "num_shards", 2i64);
+        set_reader(&mut s, "shard_id", shard);
+        collect(s)
+            .iter()
+            .flat_map(|b| b.samples.iter().map(|s| s.index))
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (run(0), run(1));
+    assert_eq!(a.len(), 6);
+    assert_eq!(b.len(), 6);
+    let all: BTreeSet<usize> = a.iter().chain(&b).copied().collect();
+    assert_eq!(all.len(), 11);
+}
+
+#[test]
+fn dropping_mid_epoch_is_prompt_and_leaks_no_thread() {
+    let (_d, data) = samples();
+    let before = thread_count();
+    for _ in 0..3 {
+        let mut p = Pipeline::new(spec_for("resnet50-train.toml", &data, 4, 3, 100)).unwrap();
+        p.next_batch().unwrap().unwrap();
+        let t0 = Instant::now();
+        drop(p);
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "drop took {:?}",
+            t0.elapsed()
+        );
+    }
+    if let (Some(b), Some(a)) = (before, thread_count()) {
+        assert!(a <= b, "threads before {b}, after {a}");
+    }
+}
+
+#[test]
+fn imagenet_400_both_pipelines() {
+    let Some(data) = shared_data() else { return };
+    let dir = data.join("imagenet-400");
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let batches = collect(spec_for(name, &dir, 64, 2, 1));
+        let images: usize = batches.iter().map(Batch::len).sum();
+        let skipped: Vec<String> = batches
+            .iter()
+            .flat_map(|b| b.skipped.iter().map(|e| e.to_string()))
+            .collect();
+        assert_eq!(images, 400, "{name}: skipped {skipped:?}");
+        for b in &batches {
+            assert_eq!(
+                b.images("images").unwrap().shape(),
+                Some([b.len(), 3, 224, 224])
+            );
+            // Flat folder: no labels.
+            assert!(b.labels("labels").unwrap().iter().all(|&l| l == -1));
+        }
+    }
+}
+
+#[test]
+fn jpeg_edge_completes_with_bad_files_reported() {
+    let Some(data) = shared_data() else { return };
+    let dir = data.join("jpeg-edge");
+    let batches = collect(spec_for("resnet50-train.toml", &dir, 4, 2, 1));
+    let images: usize = batches.iter().map(Batch::len).sum();
+    let skipped: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            b.skipped
+                .iter()
+                .map(|e| e.path.file_name().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    let files = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "jpg")
+        })
+        .count();
+    assert_eq!(images + skipped.len(), files, "skipped: {skipped:?}");
+    for unsupported in ["testimgari.jpg", "monkey12.jpg"] {
+        assert!(
+            skipped.iter().any(|s| s == unsupported),
+            "{unsupported} should be reported: {skipped:?}"
+        );
+    }
+    for good in [
+        "pil_sample_cmyk.jpg",
+        "hopper_gray.jpg",
+        "hopper_orientation_6.jpg",
+        "testorig.jpg",
+        "jfif_unit_cm.jpg",
+    ] {
+        assert!(!skipped.iter().any(|s| s == good), "{good} should decode");
+    }
+}
