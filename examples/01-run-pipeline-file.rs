@@ -1,0 +1,41 @@
+//! Runs a pipeline file over a folder and prints each batch's shape.
+//!
+//! ```text
+//! cargo run --release --example 01-run-pipeline-file -- pipelines/resnet50-train.toml [DATA_DIR]
+//! ```
+//! Without DATA_DIR it uses the built-in sample set.
+
+use std::path::PathBuf;
+
+use stokehold::pipeline::executor::set_data_root;
+use stokehold::pipeline::{file, Pipeline};
+
+fn main() -> Result<(), stokehold::Error> {
+    let mut args = std::env::args().skip(1);
+    let pipeline = PathBuf::from(
+        args.next()
+            .unwrap_or_else(|| "pipelines/resnet50-train.toml".into()),
+    );
+    let data = match args.next() {
+        Some(d) => PathBuf::from(d),
+        None => stokehold::samples::ensure(&stokehold::samples::default_dir())?,
+    };
+    let mut spec = file::load(&pipeline)?.spec;
+    set_data_root(&mut spec, &data);
+    for batch in Pipeline::new(spec)? {
+        let batch = batch?;
+        let images = batch
+            .images("images")
+            .expect("an image output named 'images'");
+        println!(
+            "epoch {} batch {}: {:?} {:?} {:?}, {} skipped",
+            batch.epoch,
+            batch.index,
+            images.shape(),
+            images.dtype,
+            images.layout,
+            batch.skipped.len()
+        );
+    }
+    Ok(())
+}
