@@ -1,1 +1,0 @@
-//! Pipeline files (TOML): parsing with source locations (placeholder).
