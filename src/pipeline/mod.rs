@@ -5,6 +5,7 @@ pub mod batch;
 pub mod executor;
 pub mod file;
 pub mod graph;
+pub mod reference;
 pub mod spec;
 
 pub use batch::{Batch, BatchTensor, SampleInfo};
