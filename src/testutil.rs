@@ -33,3 +33,103 @@ pub fn pattern_rgb(h: usize, w: usize) -> Vec<u8> {
     }
     v
 }
+
+/// Chroma subsampling for [`encode_jpeg`] fixtures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    /// No subsampling.
+    S444,
+    /// Half horizontal.
+    S422,
+    /// Half both ways.
+    S420,
+    /// Half vertical.
+    S440,
+    /// Quarter horizontal.
+    S411,
+}
+
+/// Options for [`encode_jpeg_opts`].
+#[derive(Debug, Clone)]
+pub struct JpegOpts {
+    /// Encoder quality (1..=100).
+    pub quality: u8,
+    /// Chroma subsampling (ignored for gray).
+    pub sub: Sub,
+    /// Progressive instead of baseline.
+    pub progressive: bool,
+    /// TIFF-structured EXIF block to embed in an APP1 segment.
+    pub exif_tiff: Option<Vec<u8>>,
+}
+
+/// Encodes an 8-bit HWC buffer (`c` = 1 gray or 3 RGB) as a baseline JPEG.
+pub fn encode_jpeg(src: &[u8], h: usize, w: usize, c: usize, quality: u8, sub: Sub) -> Vec<u8> {
+    encode_jpeg_opts(
+        src,
+        h,
+        w,
+        c,
+        &JpegOpts {
+            quality,
+            sub,
+            progressive: false,
+            exif_tiff: None,
+        },
+    )
+}
+
+/// Encodes an 8-bit HWC buffer (`c` = 1 or 3) as a JPEG with the given options.
+pub fn encode_jpeg_opts(src: &[u8], h: usize, w: usize, c: usize, o: &JpegOpts) -> Vec<u8> {
+    use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
+    let mut out = Vec::new();
+    let mut enc = Encoder::new(&mut out, o.quality);
+    enc.set_sampling_factor(match o.sub {
+        Sub::S444 => SamplingFactor::R_4_4_4,
+        Sub::S422 => SamplingFactor::R_4_2_2,
+        Sub::S420 => SamplingFactor::R_4_2_0,
+        Sub::S440 => SamplingFactor::R_4_4_0,
+        Sub::S411 => SamplingFactor::R_4_1_1,
+    });
+    enc.set_progressive(o.progressive);
+    if let Some(t) = &o.exif_tiff {
+        enc.add_exif_metadata(t).expect("exif fits");
+    }
+    let ct = if c == 1 {
+        ColorType::Luma
+    } else {
+        ColorType::Rgb
+    };
+    enc.encode(src, w as u16, h as u16, ct)
+        .expect("encode jpeg");
+    out
+}
+
+/// A minimal TIFF block whose IFD0 holds only the orientation tag.
+pub fn exif_orientation_tiff(orientation: u16, big_endian: bool) -> Vec<u8> {
+    let p16 = |x: u16| {
+        if big_endian {
+            x.to_be_bytes()
+        } else {
+            x.to_le_bytes()
+        }
+    };
+    let p32 = |x: u32| {
+        if big_endian {
+            x.to_be_bytes()
+        } else {
+            x.to_le_bytes()
+        }
+    };
+    let mut v: Vec<u8> = Vec::new();
+    v.extend_from_slice(if big_endian { b"MM" } else { b"II" });
+    v.extend_from_slice(&p16(42));
+    v.extend_from_slice(&p32(8));
+    v.extend_from_slice(&p16(1));
+    v.extend_from_slice(&p16(0x0112));
+    v.extend_from_slice(&p16(3));
+    v.extend_from_slice(&p32(1));
+    v.extend_from_slice(&p16(orientation));
+    v.extend_from_slice(&p16(0));
+    v.extend_from_slice(&p32(0));
+    v
+}

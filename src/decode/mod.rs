@@ -1,1 +1,251 @@
-//! CPU decoding of JPEG and PNG (placeholder).
+//! CPU decoding of JPEG and PNG into 8-bit HWC images (the reference the GPU decoder must
+//! match).
+//!
+//! - The format is sniffed from the first bytes (JPEG: `FF D8 FF`, also found within the
+//!   first 64 KiB when junk precedes it; PNG: its 8-byte signature), never from a file name.
+//! - [`Limits`] are checked before any large allocation: the file size first, then
+//!   width × height from the header.
+//! - Output is RGB (3 channels) or gray (1 channel, Pillow's `L` formula
+//!   `(R*19595 + G*38470 + B*7471 + 0x8000) >> 16` from RGB; gray sources are passed through).
+//! - With [`DecodeOptions::apply_exif`], the EXIF orientation (JPEG APP1 `Exif`, PNG `eXIf`)
+//!   is applied exactly like Pillow's `ImageOps.exif_transpose` (see [`exif`]).
+//!
+//! JPEG specifics (what is supported, the truncation policy) are in [`jpeg`]; PNG conversions
+//! in [`png`]. No input panics: both decoders run under `catch_unwind` as a last line of
+//! defence, and a panic is reported as [`DecodeError::Corrupt`].
+
+pub mod exif;
+pub mod jpeg;
+pub mod png;
+
+#[cfg(test)]
+mod tests;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub use crate::error::DecodeError;
+use crate::image::Image;
+
+/// Resource limits, checked before decoding allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest width × height accepted (default 178 956 970, Pillow's decompression-bomb
+    /// error threshold, twice its `MAX_IMAGE_PIXELS`).
+    pub max_pixels: u64,
+    /// Largest encoded file accepted, in bytes (default 256 MiB).
+    pub max_file_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pixels: 178_956_970,
+            max_file_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Output colour of decoded images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColorMode {
+    /// Three channels, R G B.
+    Rgb,
+    /// One channel, luma by Pillow's `L` formula.
+    Gray,
+}
+
+impl ColorMode {
+    /// Channels in the output (3 or 1).
+    pub fn channels(self) -> usize {
+        match self {
+            ColorMode::Rgb => 3,
+            ColorMode::Gray => 1,
+        }
+    }
+}
+
+/// How to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Output colour.
+    pub color: ColorMode,
+    /// Apply the EXIF orientation (as Pillow's `exif_transpose`).
+    pub apply_exif: bool,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            color: ColorMode::Rgb,
+            apply_exif: true,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Encoded image formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// JPEG (baseline or progressive Huffman, 8-bit).
+    Jpeg,
+    /// PNG.
+    Png,
+}
+
+/// What [`probe`] learns from the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The format, from the magic bytes.
+    pub format: Format,
+    /// Width of the decoded image: after the EXIF orientation when
+    /// [`DecodeOptions::apply_exif`] is set (orientations 5–8 swap the axes), else as stored.
+    pub width: usize,
+    /// Height of the decoded image, with the same rule as `width`.
+    pub height: usize,
+    /// EXIF orientation, 1..=8 (1 when there is none or it is invalid).
+    pub orientation: u8,
+    /// Components stored in the file (JPEG: 1, 3 or 4; PNG: 1 gray, 2 gray+alpha,
+    /// 3 RGB or palette, 4 RGBA).
+    pub components: usize,
+}
+
+/// Sniffs the format from the first bytes.
+pub fn sniff(bytes: &[u8]) -> Option<Format> {
+    if bytes.starts_with(&png::SIGNATURE) {
+        Some(Format::Png)
+    } else if jpeg::find_soi(bytes).is_some() {
+        Some(Format::Jpeg)
+    } else {
+        None
+    }
+}
+
+/// Fails with [`DecodeError::Limits`] when `width * height` is over `limits.max_pixels`.
+pub(crate) fn check_pixels(
+    width: usize,
+    height: usize,
+    limits: &Limits,
+) -> Result<(), DecodeError> {
+    let px = (width as u64).saturating_mul(height as u64);
+    if px > limits.max_pixels {
+        return Err(DecodeError::Limits(format!(
+            "image is {width}x{height} = {} MP, over the limit of {} MP (max_pixels)",
+            mp(px),
+            mp(limits.max_pixels)
+        )));
+    }
+    Ok(())
+}
+
+fn mp(px: u64) -> String {
+    let m = px as f64 / 1e6;
+    if m >= 10.0 {
+        format!("{m:.0}")
+    } else {
+        format!("{m:.2}")
+    }
+}
+
+fn check_file_size(bytes: &[u8], limits: &Limits) -> Result<(), DecodeError> {
+    if bytes.len() as u64 > limits.max_file_bytes {
+        return Err(DecodeError::Limits(format!(
+            "file is {} bytes, over the limit of {} bytes (max_file_bytes)",
+            bytes.len(),
+            limits.max_file_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// Reads only the header: format, size (after orientation when `opts.apply_exif`),
+/// orientation and components. Cheap (no pixel data is touched) and checks the limits.
+pub fn probe(bytes: &[u8], opts: &DecodeOptions) -> Result<ImageInfo, DecodeError> {
+    check_file_size(bytes, &opts.limits)?;
+    let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
+    let (w, h, orientation, components) = match format {
+        Format::Jpeg => {
+            let hd = jpeg::scan(bytes, false, &opts.limits)?;
+            (hd.width, hd.height, hd.orientation, hd.components)
+        }
+        Format::Png => {
+            let hd = png::scan(bytes, &opts.limits)?;
+            (hd.width, hd.height, hd.orientation, hd.components)
+        }
+    };
+    let (width, height) = if opts.apply_exif && exif::swaps_axes(orientation) {
+        (h, w)
+    } else {
+        (w, h)
+    };
+    Ok(ImageInfo {
+        format,
+        width,
+        height,
+        orientation,
+        components,
+    })
+}
+
+/// Decodes a JPEG or PNG into an 8-bit HWC image with `opts.color.channels()` channels.
+pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> {
+    check_file_size(bytes, &opts.limits)?;
+    let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
+    let (w, h, orientation, pixels, channels) = match format {
+        Format::Jpeg => {
+            let hd = jpeg::scan(bytes, true, &opts.limits)?;
+            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd))?;
+            (hd.width, hd.height, hd.orientation, px, c)
+        }
+        Format::Png => {
+            let hd = png::scan(bytes, &opts.limits)?;
+            let (px, c) = guarded(|| png::decode_pixels(bytes, &hd))?;
+            (hd.width, hd.height, hd.orientation, px, c)
+        }
+    };
+    let pixels = convert_channels(pixels, channels, opts.color);
+    let c = opts.color.channels();
+    let (pixels, h, w) = if opts.apply_exif {
+        exif::apply_orientation(pixels, h, w, c, orientation)
+    } else {
+        (pixels, h, w)
+    };
+    Ok(Image::from_u8_hwc(h, w, c, pixels))
+}
+
+/// Runs a decoder, turning a panic into [`DecodeError::Corrupt`].
+fn guarded<T>(f: impl FnOnce() -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(DecodeError::Corrupt(format!("decoder panicked: {msg}")))
+        }
+    }
+}
+
+/// Pillow's RGB → `L`: `(R*19595 + G*38470 + B*7471 + 0x8000) >> 16`.
+#[inline]
+pub fn luma(r: u8, g: u8, b: u8) -> u8 {
+    ((u32::from(r) * 19595 + u32::from(g) * 38470 + u32::from(b) * 7471 + 0x8000) >> 16) as u8
+}
+
+/// 1 or 3 channels in, `mode` out.
+fn convert_channels(px: Vec<u8>, channels: usize, mode: ColorMode) -> Vec<u8> {
+    match (channels, mode) {
+        (1, ColorMode::Gray) | (3, ColorMode::Rgb) => px,
+        (1, ColorMode::Rgb) => {
+            let mut out = Vec::with_capacity(px.len() * 3);
+            for &v in &px {
+                out.extend_from_slice(&[v, v, v]);
+            }
+            out
+        }
+        _ => px.chunks_exact(3).map(|p| luma(p[0], p[1], p[2])).collect(),
+    }
+}

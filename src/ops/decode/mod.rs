@@ -1,44 +1,209 @@
-//! `decode` (placeholder until implemented).
+//! `decode`: encoded JPEG/PNG bytes to 8-bit HWC images (RGB or gray), applying the EXIF
+//! orientation. The CPU path is [`crate::decode::decode`]; see that module for what is
+//! supported and how files that end early are treated.
 
+use crate::decode::{decode, ColorMode, DecodeOptions, Limits};
 use crate::error::SampleErrorKind;
-use crate::value::{Value, ValueType};
+use crate::value::{ImageType, Value, ValueType};
 
-use super::{ArgError, Args, Backends, OpSchema, Operator, PortSpec, SampleContext};
+use super::{
+    ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec, SampleContext,
+};
 
 /// Schema of `decode`.
 pub static SCHEMA: OpSchema = OpSchema {
     kind: "decode",
-    doc: "not yet implemented",
+    doc: "Decodes JPEG (baseline and progressive, 8-bit; gray, YCbCr, RGB, CMYK, YCCK) and PNG \
+          (any color type and bit depth; alpha dropped, 16-bit to 8 by the high byte) into \
+          u8 HWC images, RGB or gray, applying the EXIF orientation like Pillow's \
+          exif_transpose. The format is sniffed from the bytes. Truncated files, arithmetic-coded, \
+          lossless and 12-bit JPEGs are errors, as are images over the limits (checked from \
+          the header before allocating).",
     inputs: &[PortSpec {
-        name: "images",
-        doc: "images",
+        name: "encoded",
+        doc: "encoded file bytes",
     }],
     outputs: &[PortSpec {
         name: "images",
-        doc: "images",
+        doc: "decoded u8 HWC images",
     }],
-    args: &[],
+    args: &[
+        ArgSpec {
+            name: "color",
+            ty: ArgType::Choice(&["rgb", "gray"]),
+            default: Some("\"rgb\""),
+            doc: "output colour: \"rgb\" (3 channels) or \"gray\" (1 channel, Pillow's L formula)",
+        },
+        ArgSpec {
+            name: "exif",
+            ty: ArgType::Bool,
+            default: Some("true"),
+            doc: "apply the EXIF orientation tag",
+        },
+        ArgSpec {
+            name: "max_pixels",
+            ty: ArgType::Int {
+                min: 1,
+                max: i64::MAX,
+            },
+            default: Some("178956970"),
+            doc:
+                "largest width × height decoded; larger images are errors (checked from the header)",
+        },
+        ArgSpec {
+            name: "max_file_bytes",
+            ty: ArgType::Int {
+                min: 1,
+                max: i64::MAX,
+            },
+            default: Some("268435456"),
+            doc: "largest encoded file decoded, in bytes",
+        },
+    ],
     backends: Backends::CpuAndGpu,
     build,
 };
 
-#[derive(Debug)]
-struct Placeholder;
-
-fn build(_: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    Ok(Box::new(Placeholder))
+/// The built operator.
+#[derive(Debug, Clone, Copy)]
+pub struct Decode {
+    options: DecodeOptions,
 }
 
-impl Operator for Placeholder {
+fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(Decode::from_args(args)))
+}
+
+impl Decode {
+    /// Builds from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Decode {
+        let color = match args.str("color") {
+            "gray" => ColorMode::Gray,
+            _ => ColorMode::Rgb,
+        };
+        // Validated as ≥ 1 by the schema.
+        let positive = |name: &str| u64::try_from(args.int(name)).unwrap_or(1);
+        Decode {
+            options: DecodeOptions {
+                color,
+                apply_exif: args.bool("exif"),
+                limits: Limits {
+                    max_pixels: positive("max_pixels"),
+                    max_file_bytes: positive("max_file_bytes"),
+                },
+            },
+        }
+    }
+
+    /// An operator with the given options.
+    pub fn new(options: DecodeOptions) -> Decode {
+        Decode { options }
+    }
+
+    /// The decoding options (used by the executor and the GPU decoder).
+    pub fn options(&self) -> &DecodeOptions {
+        &self.options
+    }
+}
+
+impl Operator for Decode {
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        Ok(inputs.to_vec())
+        match inputs {
+            [ValueType::Encoded] => Ok(vec![ValueType::Image(ImageType::decoded(
+                self.options.color.channels(),
+            ))]),
+            [other] => Err(format!(
+                "'decode' takes encoded bytes (from a file_reader), but its input carries {other}"
+            )),
+            _ => Err("'decode' takes exactly one input".into()),
+        }
     }
 
     fn run_cpu(
         &self,
         inputs: Vec<Value>,
-        _: &mut SampleContext<'_>,
+        ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
-        Ok(inputs)
+        match inputs.into_iter().next() {
+            Some(Value::Encoded(bytes)) => {
+                let im = decode(&bytes, &self.options)?;
+                Ok(vec![Value::Image(im)])
+            }
+            Some(other) => Err(ctx.error(format!(
+                "expected encoded bytes, got {}",
+                other.value_type()
+            ))),
+            None => Err(ctx.error("missing input")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ArgValue;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn built(pairs: &[(&str, ArgValue)]) -> Decode {
+        let given: BTreeMap<String, ArgValue> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let args = Args::validate(&SCHEMA, &given).expect("valid args");
+        Decode::from_args(&args)
+    }
+
+    #[test]
+    fn defaults_and_arguments() {
+        let d = built(&[]);
+        assert_eq!(*d.options(), DecodeOptions::default());
+        let d = built(&[
+            ("color", "gray".into()),
+            ("exif", false.into()),
+            ("max_pixels", 100i64.into()),
+            ("max_file_bytes", 1000i64.into()),
+        ]);
+        assert_eq!(d.options().color, ColorMode::Gray);
+        assert!(!d.options().apply_exif);
+        assert_eq!(d.options().limits.max_pixels, 100);
+        assert_eq!(d.options().limits.max_file_bytes, 1000);
+        assert_eq!(
+            d.infer(&[ValueType::Encoded]).unwrap(),
+            vec![ValueType::Image(ImageType::decoded(1))]
+        );
+        assert!(d.infer(&[ValueType::Label]).is_err());
+    }
+
+    #[test]
+    fn runs_and_maps_errors() {
+        let src = crate::testutil::pattern_rgb(20, 30);
+        let jpg = crate::testutil::encode_jpeg(&src, 20, 30, 3, 95, crate::testutil::Sub::S444);
+        let d = built(&[]);
+        let name: Arc<str> = "decode".into();
+        let mut params = Vec::new();
+        let mut ctx = SampleContext {
+            seed: 0,
+            epoch: 0,
+            index: 0,
+            path: Path::new("x.jpg"),
+            op_key: 0,
+            op_name: &name,
+            params: &mut params,
+        };
+        let out = d
+            .run_cpu(vec![Value::Encoded(jpg.into())], &mut ctx)
+            .unwrap();
+        match &out[0] {
+            Value::Image(im) => assert_eq!((im.height, im.width, im.channels), (20, 30, 3)),
+            v => panic!("unexpected {v:?}"),
+        }
+        let err = d
+            .run_cpu(vec![Value::Encoded(Arc::from(&b"hello"[..]))], &mut ctx)
+            .unwrap_err();
+        assert_eq!(err.category(), "decode:unknown-format");
+        let err = d.run_cpu(vec![Value::Label(3)], &mut ctx).unwrap_err();
+        assert_eq!(err.category(), "operator");
     }
 }

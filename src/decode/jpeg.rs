@@ -1,0 +1,290 @@
+//! JPEG: our own bounds-checked marker walk (what the file is, whether we decode it, whether
+//! it is complete), then `zune-jpeg` for the pixels.
+//!
+//! The marker walk runs before zune sees the data, so that
+//! - arithmetic coding (SOF9–SOF15, DAC), lossless (SOF3, SOF7, SOF11, SOF15), hierarchical
+//!   (SOF5–SOF7, DHP) and 12/16-bit precision are rejected as [`DecodeError::Unsupported`]
+//!   with a message naming the feature;
+//! - frame dimensions are checked against [`Limits`] before anything is allocated;
+//! - files that end before the image is complete are rejected (see below);
+//! - bytes before SOI or between segments (garbage that libjpeg skips with a warning) are
+//!   tolerated, as Pillow does.
+//!
+//! # Truncated files
+//!
+//! A JPEG whose data ends inside a scan or before the EOI marker is rejected with
+//! [`DecodeError::Corrupt`] ("truncated: ..."). zune (like libjpeg) would otherwise fill the
+//! missing blocks with gray and only warn, and a silently gray-filled image poisons training.
+//! Pillow also refuses such files unless `ImageFile.LOAD_TRUNCATED_IMAGES` is set.
+
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
+use super::exif::orientation_from_app1;
+use super::{check_pixels, DecodeError, Limits};
+
+/// What the marker walk found.
+#[derive(Debug, Clone)]
+pub(crate) struct JpegHeader {
+    /// Offset of the SOI marker in the input.
+    pub soi: usize,
+    /// Frame width (as stored, before orientation).
+    pub width: usize,
+    /// Frame height (as stored).
+    pub height: usize,
+    /// Components in the frame (1, 3 or 4).
+    pub components: usize,
+    /// EXIF orientation, 1 when absent.
+    pub orientation: u8,
+}
+
+fn corrupt(msg: impl Into<String>) -> DecodeError {
+    DecodeError::Corrupt(msg.into())
+}
+
+/// Where the JPEG starts: `FF D8 FF` at offset 0, or within the first 64 KiB (junk before
+/// SOI, e.g. a leftover container header).
+pub(crate) fn find_soi(bytes: &[u8]) -> Option<usize> {
+    let window = &bytes[..bytes.len().min(64 * 1024 + 3)];
+    window.windows(3).position(|w| w == [0xFF, 0xD8, 0xFF])
+}
+
+fn sof_name(m: u8) -> &'static str {
+    match m {
+        0xC0 => "baseline",
+        0xC1 => "extended sequential",
+        0xC2 => "progressive",
+        0xC3 => "lossless (SOF3)",
+        0xC5 => "differential sequential (SOF5)",
+        0xC6 => "differential progressive (SOF6)",
+        0xC7 => "differential lossless (SOF7)",
+        0xC9 => "arithmetic-coded (SOF9)",
+        0xCA => "arithmetic-coded progressive (SOF10)",
+        0xCB => "arithmetic-coded lossless (SOF11)",
+        0xCD => "arithmetic-coded differential (SOF13)",
+        0xCE => "arithmetic-coded differential progressive (SOF14)",
+        0xCF => "arithmetic-coded differential lossless (SOF15)",
+        _ => "unknown",
+    }
+}
+
+/// Walks the markers. With `full`, follows every scan to EOI and fails when the data ends
+/// first; without, stops at the first SOS (enough for [`super::probe`]).
+pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHeader, DecodeError> {
+    let soi = find_soi(bytes).ok_or(DecodeError::UnknownFormat)?;
+    let d = bytes;
+    let mut i = soi + 2;
+    let mut frame: Option<(usize, usize, usize)> = None;
+    let mut orientation: Option<u8> = None;
+    let mut scans = 0usize;
+    loop {
+        // Find the next marker: skip garbage up to 0xFF, then fill bytes.
+        while i < d.len() && d[i] != 0xFF {
+            i += 1;
+        }
+        while i < d.len() && d[i] == 0xFF {
+            i += 1;
+        }
+        let Some(&m) = d.get(i) else {
+            return Err(match (frame, scans) {
+                (None, _) => corrupt("truncated: the JPEG ends before its frame header (SOF)"),
+                (Some(_), 0) => corrupt("truncated: the JPEG ends before its first scan (SOS)"),
+                _ => corrupt("truncated: the JPEG ends without an end-of-image marker (EOI)"),
+            });
+        };
+        i += 1;
+        match m {
+            0x00 | 0x01 | 0xD0..=0xD7 => continue, // stray stuffing / TEM / RSTn: no length
+            0xD8 => {
+                return Err(corrupt(
+                    "a second start-of-image marker (SOI) inside the JPEG",
+                ))
+            }
+            0xD9 => {
+                return match frame {
+                    None => Err(corrupt("end-of-image marker (EOI) before any frame header")),
+                    Some(_) if scans == 0 => Err(corrupt("the JPEG has no image data (no SOS)")),
+                    Some((width, height, components)) => Ok(JpegHeader {
+                        soi,
+                        width,
+                        height,
+                        components,
+                        orientation: orientation.unwrap_or(1),
+                    }),
+                }
+            }
+            _ => {}
+        }
+        let len = match d.get(i..i + 2) {
+            Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
+            None => return Err(corrupt("truncated: the JPEG ends inside a marker segment")),
+        };
+        if len < 2 {
+            return Err(corrupt(format!(
+                "marker 0xFF{m:02X} has an invalid length {len}"
+            )));
+        }
+        let Some(payload) = d.get(i + 2..i + len) else {
+            return Err(corrupt(format!(
+                "truncated: the JPEG ends inside marker segment 0xFF{m:02X}"
+            )));
+        };
+        i += len;
+        match m {
+            0xC0..=0xCF if m != 0xC4 && m != 0xC8 && m != 0xCC => {
+                if frame.is_some() {
+                    return Err(corrupt("more than one frame header (SOF)"));
+                }
+                if !matches!(m, 0xC0..=0xC2) {
+                    return Err(DecodeError::Unsupported(format!(
+                        "{} JPEG is not supported",
+                        sof_name(m)
+                    )));
+                }
+                if payload.len() < 6 {
+                    return Err(corrupt("frame header (SOF) is too short"));
+                }
+                let precision = payload[0];
+                if precision != 8 {
+                    return Err(DecodeError::Unsupported(format!(
+                        "{precision}-bit JPEG is not supported (only 8-bit precision)"
+                    )));
+                }
+                let height = usize::from(u16::from_be_bytes([payload[1], payload[2]]));
+                let width = usize::from(u16::from_be_bytes([payload[3], payload[4]]));
+                let nc = usize::from(payload[5]);
+                if height == 0 {
+                    return Err(DecodeError::Unsupported(
+                        "JPEG with the height given later in a DNL marker is not supported".into(),
+                    ));
+                }
+                if width == 0 {
+                    return Err(corrupt("frame header (SOF) gives width 0"));
+                }
+                if !matches!(nc, 1 | 3 | 4) {
+                    return Err(DecodeError::Unsupported(format!(
+                        "JPEG with {nc} components is not supported (only 1, 3 or 4)"
+                    )));
+                }
+                if payload.len() < 6 + 3 * nc {
+                    return Err(corrupt("frame header (SOF) is too short"));
+                }
+                for c in payload[6..6 + 3 * nc].chunks_exact(3) {
+                    let (h, v) = (c[1] >> 4, c[1] & 15);
+                    if !(1..=4).contains(&h) || !(1..=4).contains(&v) {
+                        return Err(corrupt(format!(
+                            "invalid sampling factors {h}x{v} in the frame header"
+                        )));
+                    }
+                }
+                check_pixels(width, height, limits)?;
+                frame = Some((width, height, nc));
+            }
+            0xCC => {
+                return Err(DecodeError::Unsupported(
+                    "arithmetic-coded JPEG (DAC marker) is not supported".into(),
+                ))
+            }
+            0xDE => {
+                return Err(DecodeError::Unsupported(
+                    "hierarchical JPEG (DHP marker) is not supported".into(),
+                ))
+            }
+            0xE1 if orientation.is_none() && payload.starts_with(b"Exif\0\0") => {
+                orientation = Some(orientation_from_app1(payload).unwrap_or(1));
+            }
+            0xDA => {
+                if frame.is_none() {
+                    return Err(corrupt("scan (SOS) before the frame header (SOF)"));
+                }
+                scans += 1;
+                if !full {
+                    let (width, height, components) = frame.unwrap_or((0, 0, 0));
+                    return Ok(JpegHeader {
+                        soi,
+                        width,
+                        height,
+                        components,
+                        orientation: orientation.unwrap_or(1),
+                    });
+                }
+                // Skip the entropy-coded data: up to a 0xFF followed by a byte that is
+                // neither stuffing (0x00), fill (0xFF) nor a restart marker.
+                loop {
+                    match d[i.min(d.len())..].iter().position(|&b| b == 0xFF) {
+                        None => {
+                            return Err(corrupt(format!(
+                                "truncated: the JPEG data ends inside scan {scans}"
+                            )))
+                        }
+                        Some(p) => i += p,
+                    }
+                    let mut j = i + 1;
+                    while j < d.len() && d[j] == 0xFF {
+                        j += 1;
+                    }
+                    match d.get(j) {
+                        None => {
+                            return Err(corrupt(format!(
+                                "truncated: the JPEG data ends inside scan {scans}"
+                            )))
+                        }
+                        Some(0x00) | Some(0xD0..=0xD7) => i = j + 1,
+                        Some(_) => {
+                            i = j - 1; // at the 0xFF before the marker
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn map_zune(e: zune_jpeg::errors::DecodeErrors) -> DecodeError {
+    use zune_jpeg::errors::DecodeErrors as Z;
+    match e {
+        Z::Unsupported(s) => DecodeError::Unsupported(format!("JPEG: {s:?}")),
+        other => corrupt(format!("JPEG: {other}")),
+    }
+}
+
+/// Decodes a JPEG whose header `h` was found by a full [`scan`]; returns interleaved
+/// pixels with 1 channel (gray input) or 3 (everything else), before orientation.
+pub(crate) fn decode_pixels(bytes: &[u8], h: &JpegHeader) -> Result<(Vec<u8>, usize), DecodeError> {
+    let data = &bytes[h.soi..];
+    let out_cs = if h.components == 1 {
+        ColorSpace::Luma
+    } else {
+        ColorSpace::RGB
+    };
+    let options = DecoderOptions::default()
+        .set_max_width(usize::from(u16::MAX))
+        .set_max_height(usize::from(u16::MAX))
+        .set_strict_mode(false)
+        .jpeg_set_out_colorspace(out_cs);
+    let mut dec = JpegDecoder::new_with_options(ZCursor::new(data), options);
+    dec.decode_headers().map_err(map_zune)?;
+    let (w, hgt) = dec
+        .dimensions()
+        .ok_or_else(|| corrupt("JPEG: no dimensions after the headers"))?;
+    if (w, hgt) != (h.width, h.height) {
+        return Err(corrupt(format!(
+            "JPEG: decoder saw {w}x{hgt}, the frame header says {}x{}",
+            h.width, h.height
+        )));
+    }
+    let channels = out_cs.num_components();
+    let size = dec
+        .output_buffer_size()
+        .ok_or_else(|| corrupt("JPEG: output size overflows"))?;
+    if size != h.width * h.height * channels {
+        return Err(corrupt("JPEG: unexpected output size"));
+    }
+    let mut out = vec![0u8; size];
+    dec.decode_into(&mut out).map_err(map_zune)?;
+    Ok((out, channels))
+}
