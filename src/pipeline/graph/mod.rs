@@ -79,18 +79,6 @@ impl Graph {
                 )
                 .help(help)
             })?;
-            let name = op.effective_name(i);
-            if let Some(&prev) = names.get(&name) {
-                return Err(SpecError::new(
-                    SpecPointer::Op(i),
-                    format!(
-                        "operator name '{name}' is already used by operator #{}",
-                        prev + 1
-                    ),
-                )
-                .help("give one of them a different `name` (names key the random choices)"));
-            }
-            names.insert(name, i);
             let args = Args::validate(schema, &op.args).map_err(|e| arg_error(i, e))?;
             let node = (schema.build)(&args).map_err(|e| arg_error(i, e))?;
             if schema.kind == READER_KIND {
@@ -189,6 +177,23 @@ impl Graph {
                 "the pipeline has no outputs",
             )
             .help("add outputs = [\"images\", \"labels\"] to [pipeline]"));
+        }
+
+        // Names key the random streams, so they must be unique (checked after the edges,
+        // since a default name is the first output's and a clash there is a duplicate edge).
+        for (i, op) in spec.ops.iter().enumerate() {
+            let name = op.effective_name(i);
+            if let Some(&prev) = names.get(&name) {
+                return Err(SpecError::new(
+                    SpecPointer::Op(i),
+                    format!(
+                        "operator name '{name}' is already used by operator #{}",
+                        prev + 1
+                    ),
+                )
+                .help("give one of them a different `name` (names key the random choices)"));
+            }
+            names.insert(name, i);
         }
 
         // Topological order (Kahn), stable in spec order; what remains is a cycle.
