@@ -48,12 +48,14 @@ pub trait Operator: Send + Sync + fmt::Debug {
 /// can transform boxes and masks the same way.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpParams {
-    /// A crop window in the input image (after EXIF orientation), in pixels.
+    /// A crop window in the input image (after EXIF orientation), in pixels. `top` and `left`
+    /// are negative when the window starts above or left of the image (a crop larger than the
+    /// image, filled outside).
     Crop {
         /// First row.
-        top: usize,
+        top: i64,
         /// First column.
-        left: usize,
+        left: i64,
         /// Rows.
         height: usize,
         /// Columns.

@@ -1,44 +1,226 @@
-//! `resize` (placeholder until implemented).
+//! `resize`: scale 8-bit HWC images to an exact size or so the shorter side has a given
+//! length, bit-exact with Pillow's `Image.resize` (what torchvision does for PIL images).
+//!
+//! The arithmetic lives in [`kernel`]: per-axis coefficient tables plus integer passes that
+//! the GPU path replays. Any channel count works; channels are resampled independently
+//! (Pillow premultiplies alpha for `RGBA`, stokehold does not).
+
+pub mod kernel;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::SampleErrorKind;
-use crate::value::{Value, ValueType};
+use crate::image::{DType, Image, Layout};
+use crate::value::{ImageType, Value, ValueType};
 
-use super::{ArgError, Args, Backends, OpSchema, Operator, PortSpec, SampleContext};
+pub use kernel::{
+    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_u8,
+    vertical_first, Interp, ResizeError, SourceU8, Taps, Window, PRECISION_BITS,
+};
+
+use super::schema::expect_image;
+use super::{
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
+    SampleContext, OPTIONAL,
+};
+
+/// Largest side accepted by `size` and `shorter`.
+pub const MAX_SIDE: i64 = 1 << 15;
+
+/// Largest output an operator will allocate, in pixels (a sample asking for more fails).
+pub const MAX_OUTPUT_PIXELS: usize = 1 << 28;
 
 /// Schema of `resize`.
 pub static SCHEMA: OpSchema = OpSchema {
     kind: "resize",
-    doc: "not yet implemented",
-    inputs: &[PortSpec {
-        name: "images",
-        doc: "images",
-    }],
-    outputs: &[PortSpec {
-        name: "images",
-        doc: "images",
-    }],
-    args: &[],
+    doc: "Resizes 8-bit HWC images, either to an exact `size` or so that the `shorter` side \
+          becomes N with the aspect ratio kept (torchvision `Resize(N)`: the long side becomes \
+          int(N * long / short)). Bilinear is bit-exact with Pillow's `Image.resize(..., \
+          BILINEAR)` (torchvision on PIL images, antialias=True); nearest matches Pillow's \
+          NEAREST. Place it before normalize/cast/layout.",
+    inputs: &[PortSpec { name: "images", doc: "u8 HWC images, any channel count" }],
+    outputs: &[PortSpec { name: "images", doc: "resized u8 HWC images" }],
+    args: &[
+        ArgSpec {
+            name: "size",
+            ty: ArgType::Size { max: MAX_SIDE },
+            default: OPTIONAL,
+            doc: "exact output size, N or [height, width] (give this or `shorter`)",
+        },
+        ArgSpec {
+            name: "shorter",
+            ty: ArgType::Int { min: 1, max: MAX_SIDE },
+            default: OPTIONAL,
+            doc: "scale so the shorter side becomes N, keeping the aspect ratio (give this or `size`)",
+        },
+        ArgSpec {
+            name: "interp",
+            ty: ArgType::Choice(&["bilinear", "nearest"]),
+            default: Some("\"bilinear\""),
+            doc: "interpolation",
+        },
+        ArgSpec {
+            name: "antialias",
+            ty: ArgType::Bool,
+            default: Some("true"),
+            doc: "widen the bilinear filter when shrinking (Pillow/torchvision antialias); \
+                  false gives plain 2-tap bilinear",
+        },
+    ],
     backends: Backends::CpuAndGpu,
     build,
 };
 
-#[derive(Debug)]
-struct Placeholder;
-
-fn build(_: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    Ok(Box::new(Placeholder))
+/// The output size a [`Resize`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeTarget {
+    /// Exactly (height, width).
+    Exact(usize, usize),
+    /// The shorter side becomes this; the longer keeps the aspect ratio (truncated).
+    Shorter(usize),
 }
 
-impl Operator for Placeholder {
+impl ResizeTarget {
+    /// The output (height, width) for an input of `h` × `w`, as torchvision's
+    /// `_compute_resized_output_size` (without `max_size`).
+    pub fn output_size(&self, h: usize, w: usize) -> (usize, usize) {
+        match *self {
+            ResizeTarget::Exact(oh, ow) => (oh, ow),
+            ResizeTarget::Shorter(n) => {
+                let (short, long) = if w <= h { (w, h) } else { (h, w) };
+                // Python: int(n * long / short); the product is exact in f64 and true
+                // division of two exact integers is correctly rounded, as in f64.
+                let new_long = ((n as f64 * long as f64) / short.max(1) as f64) as usize;
+                if w <= h {
+                    (new_long, n)
+                } else {
+                    (n, new_long)
+                }
+            }
+        }
+    }
+}
+
+/// The built operator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resize {
+    /// Output size rule.
+    pub target: ResizeTarget,
+    /// Interpolation.
+    pub interp: Interp,
+    /// Widen the bilinear filter when downscaling.
+    pub antialias: bool,
+}
+
+fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    let target = match (args.has("size"), args.has("shorter")) {
+        (true, false) => {
+            let (h, w) = args.size("size");
+            ResizeTarget::Exact(h, w)
+        }
+        (false, true) => ResizeTarget::Shorter(args.int("shorter") as usize),
+        (both, _) => {
+            let message = if both {
+                "'resize' takes either `size` or `shorter`, not both"
+            } else {
+                "'resize' needs `size` or `shorter`"
+            };
+            return Err(ArgError {
+                arg: None,
+                message: message.to_string(),
+                help: Some(
+                    "use `size = [height, width]` for an exact size, or `shorter = N` to scale \
+                     the shorter side to N keeping the aspect ratio"
+                        .to_string(),
+                ),
+            });
+        }
+    };
+    let interp = Interp::from_name(args.str("interp"))
+        .ok_or_else(|| ArgError::arg("interp", "unknown interpolation"))?;
+    Ok(Box::new(Resize {
+        target,
+        interp,
+        antialias: args.bool("antialias"),
+    }))
+}
+
+/// Checks that an edge carries 8-bit HWC images, the only input the geometric resamplers take.
+pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
+    let t = expect_image(kind, inputs)?;
+    if t.dtype != DType::U8 || t.layout != Layout::Hwc {
+        return Err(format!(
+            "{kind} works on u8 HWC images, but its input carries {}; place it before \
+             normalize/cast/layout",
+            ValueType::Image(t)
+        ));
+    }
+    Ok(t)
+}
+
+impl Operator for Resize {
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        Ok(inputs.to_vec())
+        let mut t = expect_u8_hwc("resize", inputs)?;
+        t.size = match self.target {
+            ResizeTarget::Exact(h, w) => Some((h, w)),
+            ResizeTarget::Shorter(_) => t.size.map(|(h, w)| self.target.output_size(h, w)),
+        };
+        Ok(vec![ValueType::Image(t)])
     }
 
     fn run_cpu(
         &self,
         inputs: Vec<Value>,
-        _: &mut SampleContext<'_>,
+        ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
-        Ok(inputs)
+        let im = single_image(inputs, ctx)?;
+        let (oh, ow) = self.target.output_size(im.height, im.width);
+        if (oh, ow) == (im.height, im.width) {
+            return Ok(vec![Value::Image(im)]);
+        }
+        let out = resize_image(
+            &im,
+            (0, 0, im.height, im.width),
+            oh,
+            ow,
+            self.interp,
+            self.antialias,
+        )
+        .map_err(|e| ctx.error(e))?;
+        Ok(vec![Value::Image(out)])
     }
+}
+
+/// Resizes `window` of an 8-bit HWC image to `out_h` × `out_w` (see [`resize_u8`]); errors
+/// name what is wrong (not u8 HWC, window outside, output too large).
+pub fn resize_image(
+    im: &Image,
+    window: Window,
+    out_h: usize,
+    out_w: usize,
+    interp: Interp,
+    antialias: bool,
+) -> Result<Image, String> {
+    let src = im.as_u8_hwc().ok_or_else(|| {
+        format!(
+            "resize works on u8 HWC images, got {} {}",
+            im.dtype().name(),
+            im.layout.name()
+        )
+    })?;
+    if out_h
+        .checked_mul(out_w)
+        .is_none_or(|p| p > MAX_OUTPUT_PIXELS)
+    {
+        return Err(format!(
+            "output {out_h}x{out_w} exceeds the limit of {MAX_OUTPUT_PIXELS} pixels"
+        ));
+    }
+    let c = im.channels;
+    let data = resize_u8(
+        src, im.height, im.width, c, im.width, window, out_h, out_w, interp, antialias,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Image::from_u8_hwc(out_h, out_w, c, data))
 }
