@@ -3,7 +3,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use common::*;
 use stokehold::ops::OpParams;
@@ -204,26 +203,6 @@ fn shards_are_disjoint_and_equal() {
     assert_eq!(b.len(), 6);
     let all: BTreeSet<usize> = a.iter().chain(&b).copied().collect();
     assert_eq!(all.len(), 11);
-}
-
-#[test]
-fn dropping_mid_epoch_is_prompt_and_leaks_no_thread() {
-    let (_d, data) = samples();
-    let before = thread_count();
-    for _ in 0..3 {
-        let mut p = Pipeline::new(spec_for("resnet50-train.toml", &data, 4, 3, 100)).unwrap();
-        p.next_batch().unwrap().unwrap();
-        let t0 = Instant::now();
-        drop(p);
-        assert!(
-            t0.elapsed() < Duration::from_secs(1),
-            "drop took {:?}",
-            t0.elapsed()
-        );
-    }
-    if let (Some(b), Some(a)) = (before, thread_count()) {
-        assert!(a <= b, "threads before {b}, after {a}");
-    }
 }
 
 #[test]
