@@ -1,4 +1,4 @@
-//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`]), validation
+//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`](mod@file)), validation
 //! and planning ([`graph`]), batches ([`batch`]) and the threaded executor ([`executor`]).
 
 pub mod batch;
