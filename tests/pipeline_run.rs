@@ -269,3 +269,85 @@ fn jpeg_edge_completes_with_bad_files_reported() {
         assert!(!skipped.iter().any(|s| s == good), "{good} should decode");
     }
 }
+
+#[test]
+fn replace_policy_keeps_every_position_filled() {
+    let d = small_folder(12, &[1, 5, 6]);
+    let run = |threads: usize| {
+        let mut s = spec_for("resnet50-eval.toml", d.path(), 4, threads, 2);
+        s.settings.on_error = OnError::Replace;
+        collect(s)
+    };
+    let a = run(1);
+    let sizes: Vec<usize> = a.iter().map(Batch::len).collect();
+    assert_eq!(sizes, vec![4, 4, 4, 4, 4, 4]);
+    for b in &a {
+        assert!(b.samples.iter().all(|s| ![1, 5, 6].contains(&s.index)));
+    }
+    let replaced: usize = a.iter().map(|b| b.skipped.len()).sum();
+    assert!(
+        replaced >= 6,
+        "each epoch replaces the 3 bad files at least once: {replaced}"
+    );
+    let b = run(3);
+    assert_eq!(
+        a.iter().map(|x| &x.samples).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.samples).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn resuming_gives_the_remaining_batches() {
+    let d = small_folder(23, &[4, 9]);
+    let spec = || spec_for("resnet50-train.toml", d.path(), 5, 2, 3);
+    let all = collect(spec());
+    for stop_after in [1, 4, 5, 9] {
+        let mut p = Pipeline::new(spec()).unwrap();
+        let mut last = None;
+        for _ in 0..stop_after {
+            last = Some(p.next_batch().unwrap().unwrap());
+        }
+        drop(p);
+        let pos = last.unwrap().resume;
+        let text = pos.to_string();
+        let parsed: stokehold::pipeline::Position = text.parse().unwrap();
+        let rest: Vec<Batch> = Pipeline::resume(spec(), parsed)
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        assert_eq!(
+            rest.len(),
+            all.len() - stop_after,
+            "stopped after {stop_after} at {text}"
+        );
+        for (x, y) in rest.iter().zip(&all[stop_after..]) {
+            assert_eq!((x.epoch, x.index), (y.epoch, y.index));
+            assert_eq!(x.samples, y.samples);
+            assert_eq!(x.outputs, y.outputs);
+        }
+    }
+    let mut other = spec();
+    other.settings.seed = 5;
+    assert!(Pipeline::resume(other, all[0].resume).is_err());
+}
+
+#[test]
+fn epoch_summaries_account_for_every_sample() {
+    let d = small_folder(10, &[2]);
+    let mut p = Pipeline::new(spec_for("resnet50-eval.toml", d.path(), 4, 2, 2)).unwrap();
+    while let Some(b) = p.next_batch() {
+        b.unwrap();
+    }
+    let s = p.epoch_summaries();
+    assert_eq!(s.len(), 2);
+    for (e, summary) in s.iter().enumerate() {
+        assert_eq!(summary.epoch, e as u64);
+        assert_eq!(
+            (summary.images, summary.skipped, summary.batches),
+            (9, 1, 3)
+        );
+    }
+    let st = p.stats();
+    assert_eq!((st.images, st.skipped), (18, 2));
+    assert_eq!(st.skipped_by_cause.values().sum::<u64>(), 2);
+}

@@ -42,6 +42,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
         inputs: Vec<Value>,
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind>;
+
+    /// The largest encoded input this operator accepts, so readers can refuse bigger files
+    /// before reading them (decoders override this).
+    fn max_input_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Random parameters an operator chose for one sample, returned with the batch so users

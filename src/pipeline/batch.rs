@@ -156,8 +156,11 @@ pub struct Batch {
     pub samples: Vec<SampleInfo>,
     /// How many trailing samples are repeats added by `last_batch = "pad"`.
     pub padded: usize,
-    /// Bad samples met (and skipped) since the previous batch.
+    /// Bad samples met (skipped, or replaced under `on_error = "replace"`) since the
+    /// previous batch, each with its path and cause.
     pub skipped: Vec<SampleError>,
+    /// Where to resume to get the batches after this one ([`crate::Pipeline::resume`]).
+    pub resume: crate::pipeline::executor::Position,
 }
 
 impl Batch {

@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
-use crate::error::{Error, SampleError, SampleErrorKind};
+use crate::error::{DecodeError, Error, SampleError, SampleErrorKind};
 use crate::image::Image;
 use crate::ops::{OpParams, SampleContext};
 use crate::reader::{epoch_order, Dataset};
+use crate::rng::{domain, key};
 use crate::value::Value;
 
 use super::batch::{Batch, BatchOutput, BatchTensor, SampleInfo};
@@ -39,6 +40,7 @@ use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
 pub struct Stats {
     images: AtomicU64,
     skipped: AtomicU64,
+    replaced: AtomicU64,
     dropped: AtomicU64,
     padded: AtomicU64,
     batches: AtomicU64,
@@ -48,6 +50,67 @@ pub struct Stats {
     assemble_ns: AtomicU64,
     consumer_wait_ns: AtomicU64,
     skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
+    epochs: Mutex<Vec<EpochSummary>>,
+    queue_samples: AtomicU64,
+    queue_sum: AtomicU64,
+}
+
+/// What happened in one epoch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EpochSummary {
+    /// The epoch.
+    pub epoch: u64,
+    /// Samples delivered (padding excluded).
+    pub images: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Bad samples skipped.
+    pub skipped: u64,
+    /// Bad samples replaced.
+    pub replaced: u64,
+    /// Good samples left out by `last_batch = "drop"`.
+    pub dropped: u64,
+}
+
+/// Where a run stands: enough to resume it and get the same remaining batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// The seed of the run (resuming with another seed is refused).
+    pub seed: u64,
+    /// Epoch of the next sample.
+    pub epoch: u64,
+    /// Position of the next sample in that epoch's order.
+    pub sample: usize,
+    /// Index the next batch will have in its epoch.
+    pub batch: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.seed, self.epoch, self.sample, self.batch
+        )
+    }
+}
+
+impl std::str::FromStr for Position {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Position, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let bad = || format!("'{s}' is not a position (seed:epoch:sample:batch)");
+        if parts.len() != 4 {
+            return Err(bad());
+        }
+        Ok(Position {
+            seed: parts[0].parse().map_err(|_| bad())?,
+            epoch: parts[1].parse().map_err(|_| bad())?,
+            sample: parts[2].parse().map_err(|_| bad())?,
+            batch: parts[3].parse().map_err(|_| bad())?,
+        })
+    }
 }
 
 /// A copy of the statistics at one moment.
@@ -57,12 +120,18 @@ pub struct StatsSnapshot {
     pub images: u64,
     /// Bad samples skipped.
     pub skipped: u64,
+    /// Bad samples replaced by others (`on_error = "replace"`).
+    pub replaced: u64,
     /// Good samples left out by `last_batch = "drop"`.
     pub dropped: u64,
     /// Repeats added by `last_batch = "pad"`.
     pub padded: u64,
     /// Batches delivered.
     pub batches: u64,
+    /// Mean number of ready batches in the queue when the consumer asked for one.
+    pub mean_queue_depth: f64,
+    /// Per-epoch summaries, for finished epochs.
+    pub epochs: Vec<EpochSummary>,
     /// Time the reader threads spent reading files (summed over threads).
     pub read: Duration,
     /// Bytes read.
@@ -85,14 +154,30 @@ fn ns(a: &AtomicU64) -> Duration {
     Duration::from_nanos(a.load(Ordering::Relaxed))
 }
 
+/// What the planner hands the readers.
+#[derive(Debug, Clone, Copy)]
+enum Task {
+    Sample {
+        seq: u64,
+        epoch: u64,
+        pos: usize,
+        index: usize,
+    },
+    EpochEnd {
+        seq: u64,
+        epoch: u64,
+    },
+}
+
 /// Per-sample work between the threads.
 #[derive(Debug)]
 enum Item {
     Sample {
         seq: u64,
         epoch: u64,
+        pos: usize,
         index: usize,
-        bytes: Result<Arc<[u8]>, String>,
+        bytes: Result<Arc<[u8]>, SampleErrorKind>,
     },
     EpochEnd {
         seq: u64,
@@ -103,7 +188,14 @@ enum Item {
 struct Done {
     seq: u64,
     epoch: u64,
+    /// Position of the sample in its epoch's order.
+    pos: usize,
+    /// The sample delivered (a replacement's index under `on_error = "replace"`).
     index: usize,
+    /// Index of the sample originally planned at this position.
+    planned: usize,
+    /// Errors of samples this one replaced.
+    replaced: Vec<SampleError>,
     result: Result<SampleOutput, Failure>,
 }
 
@@ -215,7 +307,44 @@ impl Pipeline {
     }
 
     /// Starts a pipeline from a validated graph.
-    pub fn from_graph(mut graph: Graph) -> Result<Pipeline, Error> {
+    pub fn from_graph(graph: Graph) -> Result<Pipeline, Error> {
+        let seed = graph.spec.settings.seed;
+        Self::start(
+            graph,
+            Position {
+                seed,
+                ..Position::default()
+            },
+        )
+    }
+
+    /// Resumes a run at `position` (from [`Batch::resume`] of the last batch consumed):
+    /// the batches that follow are the ones the uninterrupted run would have given.
+    pub fn resume(spec: PipelineSpec, position: Position) -> Result<Pipeline, Error> {
+        let graph = Graph::build(&spec).map_err(|e| Error::Invalid {
+            at: spec.describe(&e.at),
+            message: e.message,
+            help: e.help,
+        })?;
+        Self::resume_graph(graph, position)
+    }
+
+    /// Resumes a validated graph at `position`.
+    pub fn resume_graph(graph: Graph, position: Position) -> Result<Pipeline, Error> {
+        if position.seed != graph.spec.settings.seed {
+            return Err(Error::Invalid {
+                at: "setting 'seed'".into(),
+                message: format!(
+                    "the position was recorded with seed {}, the pipeline has seed {}",
+                    position.seed, graph.spec.settings.seed
+                ),
+                help: Some("resume with the seed the run started with".into()),
+            });
+        }
+        Self::start(graph, position)
+    }
+
+    fn start(mut graph: Graph, start: Position) -> Result<Pipeline, Error> {
         let settings = graph.spec.settings.clone();
         let device = match settings.device {
             DeviceChoice::Cpu => DeviceReport {
@@ -266,13 +395,13 @@ impl Pipeline {
         for _ in 0..credits {
             credit_tx.send(()).expect("capacity");
         }
-        let (task_tx, task_rx) = bounded::<(u64, u64, Option<usize>)>(credits);
+        let (task_tx, task_rx) = bounded::<Task>(credits);
         let (loaded_tx, loaded_rx) = unbounded::<Item>();
         let (done_tx, done_rx) = unbounded::<Done>();
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
 
-        // Planner.
+        // Planner: walks the epochs' orders, one credit per sample.
         {
             let sd = shutdown_rx.clone();
             let ds = dataset.clone();
@@ -281,7 +410,8 @@ impl Pipeline {
                 let r = &g.reader;
                 let s = &g.spec.settings;
                 let mut seq = 0u64;
-                let mut epoch = 0u64;
+                let mut epoch = start.epoch;
+                let mut first = start.sample;
                 while s.epochs.is_none_or(|n| epoch < n) {
                     let order = epoch_order(
                         ds.entries.len(),
@@ -291,25 +421,40 @@ impl Pipeline {
                         r.shard_id,
                         r.num_shards,
                     );
-                    for idx in order {
+                    for (pos, &idx) in order.iter().enumerate().skip(first) {
                         select! {
                             recv(credit_rx) -> c => if c.is_err() { return },
                             recv(sd) -> _ => return,
                         }
-                        if task_tx.send((seq, epoch, Some(idx))).is_err() {
+                        if task_tx
+                            .send(Task::Sample {
+                                seq,
+                                epoch,
+                                pos,
+                                index: idx,
+                            })
+                            .is_err()
+                        {
                             return;
                         }
                         seq += 1;
                     }
-                    if task_tx.send((seq, epoch, None)).is_err() {
+                    if task_tx.send(Task::EpochEnd { seq, epoch }).is_err() {
                         return;
                     }
+                    first = 0;
                     seq += 1;
                     epoch += 1;
                 }
             }));
         }
         // Readers: file reading runs ahead of decoding.
+        let max_bytes = graph
+            .nodes
+            .iter()
+            .filter_map(|n| n.op.max_input_bytes())
+            .max()
+            .unwrap_or(crate::decode::Limits::default().max_file_bytes);
         let io_threads = (worker_threads / 4).clamp(1, 4);
         for t in 0..io_threads {
             let (tasks, out, sd, ds, st) = (
@@ -325,23 +470,19 @@ impl Pipeline {
                     recv(sd) -> _ => return,
                 };
                 let item = match task {
-                    (seq, epoch, None) => Item::EpochEnd { seq, epoch },
-                    (seq, epoch, Some(index)) => {
-                        let t0 = Instant::now();
-                        let bytes = std::fs::read(&ds.entries[index].path)
-                            .map(|b| {
-                                st.read_bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
-                                Arc::<[u8]>::from(b)
-                            })
-                            .map_err(|e| e.to_string());
-                        add_ns(&st.read_ns, t0.elapsed());
-                        Item::Sample {
-                            seq,
-                            epoch,
-                            index,
-                            bytes,
-                        }
-                    }
+                    Task::EpochEnd { seq, epoch } => Item::EpochEnd { seq, epoch },
+                    Task::Sample {
+                        seq,
+                        epoch,
+                        pos,
+                        index,
+                    } => Item::Sample {
+                        seq,
+                        epoch,
+                        pos,
+                        index,
+                        bytes: read_sample(&ds.entries[index].path, max_bytes, &st),
+                    },
                 };
                 if out.send(item).is_err() {
                     return;
@@ -368,32 +509,19 @@ impl Pipeline {
                     Item::EpochEnd { seq, epoch } => Done {
                         seq,
                         epoch,
+                        pos: 0,
                         index: 0,
+                        planned: 0,
+                        replaced: Vec::new(),
                         result: Err(Failure::EpochEnd),
                     },
                     Item::Sample {
                         seq,
                         epoch,
+                        pos,
                         index,
                         bytes,
-                    } => {
-                        let result = match bytes {
-                            Err(e) => Err(Failure::Sample(SampleErrorKind::Read(e))),
-                            Ok(bytes) => {
-                                let e = &ds.entries[index];
-                                catch_unwind(AssertUnwindSafe(|| {
-                                    run_sample(&g, &st, epoch, index, &e.path, e.label, bytes)
-                                }))
-                                .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
-                            }
-                        };
-                        Done {
-                            seq,
-                            epoch,
-                            index,
-                            result,
-                        }
-                    }
+                    } => process(&g, &ds, &st, max_bytes, seq, epoch, pos, index, bytes),
                 };
                 if out.send(done).is_err() {
                     return;
@@ -410,7 +538,7 @@ impl Pipeline {
                 stats.clone(),
             );
             threads.push(spawn("stokehold-assembler", move || {
-                Assembler::new(g, ds, st, batch_tx, credit_tx, sd).run(done_rx);
+                Assembler::new(g, ds, st, batch_tx, credit_tx, sd, start).run(done_rx);
             }));
         }
         Ok(Pipeline {
@@ -432,6 +560,10 @@ impl Pipeline {
         if self.finished {
             return None;
         }
+        self.stats.queue_samples.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .queue_sum
+            .fetch_add(self.batches.len() as u64, Ordering::Relaxed);
         let t0 = Instant::now();
         let r = self.batches.recv();
         add_ns(&self.stats.consumer_wait_ns, t0.elapsed());
@@ -454,6 +586,16 @@ impl Pipeline {
         StatsSnapshot {
             images: s.images.load(Ordering::Relaxed),
             skipped: s.skipped.load(Ordering::Relaxed),
+            replaced: s.replaced.load(Ordering::Relaxed),
+            mean_queue_depth: {
+                let n = s.queue_samples.load(Ordering::Relaxed);
+                if n == 0 {
+                    0.0
+                } else {
+                    s.queue_sum.load(Ordering::Relaxed) as f64 / n as f64
+                }
+            },
+            epochs: s.epochs.lock().map(|v| v.clone()).unwrap_or_default(),
             dropped: s.dropped.load(Ordering::Relaxed),
             padded: s.padded.load(Ordering::Relaxed),
             batches: s.batches.load(Ordering::Relaxed),
@@ -474,6 +616,15 @@ impl Pipeline {
                 .map(|m| m.clone())
                 .unwrap_or_default(),
         }
+    }
+
+    /// Summaries of the epochs finished so far.
+    pub fn epoch_summaries(&self) -> Vec<EpochSummary> {
+        self.stats
+            .epochs
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
     }
 
     /// Samples per epoch for this shard (before skipping and the last-batch policy).
@@ -538,6 +689,113 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 }
 
 type SampleOutput = (Vec<Value>, Vec<(Arc<str>, OpParams)>);
+
+/// How many replacements `on_error = "replace"` tries before giving up on a position.
+const MAX_REPLACEMENTS: u64 = 16;
+
+/// Reads one file, refusing what isn't a regular file (a FIFO would block forever, a
+/// directory can't be read) and anything over `max_bytes`, before allocating for it.
+fn read_sample(path: &Path, max_bytes: u64, stats: &Stats) -> Result<Arc<[u8]>, SampleErrorKind> {
+    use std::io::Read;
+    let t0 = Instant::now();
+    let read = || -> Result<Vec<u8>, SampleErrorKind> {
+        let meta = std::fs::metadata(path).map_err(|e| SampleErrorKind::Read(e.to_string()))?;
+        if !meta.is_file() {
+            let what = if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            };
+            return Err(SampleErrorKind::Read(format!("{what}, not an image file")));
+        }
+        if meta.len() > max_bytes {
+            return Err(SampleErrorKind::Decode(DecodeError::Limits(format!(
+                "file is {} bytes, over the limit of {max_bytes} (max_file_bytes)",
+                meta.len()
+            ))));
+        }
+        let mut buf = Vec::with_capacity(meta.len() as usize);
+        std::fs::File::open(path)
+            .and_then(|f| f.take(max_bytes + 1).read_to_end(&mut buf))
+            .map_err(|e| SampleErrorKind::Read(e.to_string()))?;
+        if buf.len() as u64 > max_bytes {
+            return Err(SampleErrorKind::Decode(DecodeError::Limits(format!(
+                "file grew over the limit of {max_bytes} bytes (max_file_bytes) while being read"
+            ))));
+        }
+        Ok(buf)
+    };
+    let r = read();
+    add_ns(&stats.read_ns, t0.elapsed());
+    if let Ok(b) = &r {
+        stats
+            .read_bytes
+            .fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
+    r.map(Arc::from)
+}
+
+/// Runs one sample, catching panics; under `on_error = "replace"` substitutes other samples
+/// (chosen from the seed, epoch, position and attempt) until one succeeds.
+#[allow(clippy::too_many_arguments)]
+fn process(
+    g: &Graph,
+    ds: &Dataset,
+    st: &Stats,
+    max_bytes: u64,
+    seq: u64,
+    epoch: u64,
+    pos: usize,
+    planned: usize,
+    bytes: Result<Arc<[u8]>, SampleErrorKind>,
+) -> Done {
+    let run = |index: usize,
+               bytes: Result<Arc<[u8]>, SampleErrorKind>|
+     -> Result<SampleOutput, Failure> {
+        let bytes = bytes.map_err(Failure::Sample)?;
+        let e = &ds.entries[index];
+        catch_unwind(AssertUnwindSafe(|| {
+            run_sample(g, st, epoch, index, &e.path, e.label, bytes)
+        }))
+        .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+    };
+    let mut index = planned;
+    let mut result = run(index, bytes);
+    let mut replaced = Vec::new();
+    if g.spec.settings.on_error == OnError::Replace {
+        let n = ds.entries.len() as u64;
+        let mut attempt = 0;
+        while let Err(Failure::Sample(kind)) = &result {
+            if attempt == MAX_REPLACEMENTS {
+                break;
+            }
+            replaced.push(SampleError {
+                path: ds.entries[index].path.clone(),
+                index,
+                kind: kind.clone(),
+            });
+            attempt += 1;
+            let k = key(&[
+                domain::REPLACE,
+                g.spec.settings.seed,
+                epoch,
+                pos as u64,
+                attempt,
+            ]);
+            index = (k % n) as usize;
+            result = run(index, read_sample(&ds.entries[index].path, max_bytes, st));
+        }
+    }
+    Done {
+        seq,
+        epoch,
+        pos,
+        index,
+        planned,
+        replaced,
+        result,
+    }
+}
 
 /// Runs the per-sample operators of `graph` on one sample.
 fn run_sample(
@@ -611,8 +869,9 @@ struct Assembler {
     skipped: Vec<SampleError>,
     reported: HashSet<usize>,
     batch_in_epoch: usize,
-    epoch_images: u64,
-    epoch_skipped: u64,
+    /// Position in the current epoch's order after the last sample taken.
+    next_pos: usize,
+    summary: EpochSummary,
 }
 
 impl Assembler {
@@ -623,6 +882,7 @@ impl Assembler {
         out: Sender<Result<Batch, Error>>,
         credits: Sender<()>,
         shutdown: Receiver<()>,
+        start: Position,
     ) -> Assembler {
         let names: Arc<[String]> = graph
             .outputs
@@ -640,9 +900,12 @@ impl Assembler {
             pending: Vec::new(),
             skipped: Vec::new(),
             reported: HashSet::new(),
-            batch_in_epoch: 0,
-            epoch_images: 0,
-            epoch_skipped: 0,
+            batch_in_epoch: start.batch,
+            next_pos: start.sample,
+            summary: EpochSummary {
+                epoch: start.epoch,
+                ..EpochSummary::default()
+            },
         }
     }
 
@@ -664,18 +927,47 @@ impl Assembler {
         }
     }
 
+    /// Records a bad sample: reported once per file in the log, counted every time.
+    fn report(&mut self, e: SampleError, replaced: bool) {
+        if self.reported.insert(e.index) {
+            if replaced {
+                tracing::warn!("replaced {e}");
+            } else {
+                tracing::warn!("skipped {e}");
+            }
+        }
+        if replaced {
+            self.stats.replaced.fetch_add(1, Ordering::Relaxed);
+            self.summary.replaced += 1;
+        } else {
+            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+            self.summary.skipped += 1;
+        }
+        if let Ok(mut m) = self.stats.skipped_by_cause.lock() {
+            *m.entry(e.kind.category()).or_default() += 1;
+        }
+        self.skipped.push(e);
+    }
+
     /// Handles the next sample in order; false to stop.
     fn take(&mut self, d: Done) -> bool {
         let batch_size = self.graph.spec.settings.batch;
+        if matches!(d.result, Err(Failure::EpochEnd)) {
+            return self.end_epoch(d.epoch);
+        }
+        self.next_pos = d.pos + 1;
+        let _ = self.credits.try_send(());
+        for e in d.replaced {
+            self.report(e, true);
+        }
         match d.result {
-            Err(Failure::EpochEnd) => return self.end_epoch(d.epoch),
+            Err(Failure::EpochEnd) => unreachable!("handled above"),
             Err(Failure::Panic(message)) => {
                 let path = self.dataset.entries[d.index].path.clone();
                 let _ = self.out.send(Err(Error::WorkerPanic { path, message }));
                 return false;
             }
             Err(Failure::Sample(kind)) => {
-                let _ = self.credits.try_send(());
                 let e = SampleError {
                     path: self.dataset.entries[d.index].path.clone(),
                     index: d.index,
@@ -685,25 +977,23 @@ impl Assembler {
                     let _ = self.out.send(Err(Error::Sample(e)));
                     return false;
                 }
-                if self.reported.insert(d.index) {
-                    tracing::warn!("skipped {e}");
-                }
-                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut m) = self.stats.skipped_by_cause.lock() {
-                    *m.entry(e.kind.category()).or_default() += 1;
-                }
-                self.epoch_skipped += 1;
-                self.skipped.push(e);
+                self.report(e, false);
             }
             Ok((values, params)) => {
-                let _ = self.credits.try_send(());
+                let _ = d.planned;
                 self.pending.push(Pending {
                     index: d.index,
                     values,
                     params,
                 });
                 if self.pending.len() == batch_size {
-                    return self.emit(d.epoch, 0);
+                    let resume = Position {
+                        seed: self.graph.spec.settings.seed,
+                        epoch: d.epoch,
+                        sample: self.next_pos,
+                        batch: self.batch_in_epoch + 1,
+                    };
+                    return self.emit(d.epoch, 0, resume);
                 }
             }
         }
@@ -712,49 +1002,64 @@ impl Assembler {
 
     fn end_epoch(&mut self, epoch: u64) -> bool {
         let batch_size = self.graph.spec.settings.batch;
+        let resume = Position {
+            seed: self.graph.spec.settings.seed,
+            epoch: epoch + 1,
+            sample: 0,
+            batch: 0,
+        };
         let mut ok = true;
         if !self.pending.is_empty() {
             match self.graph.reader.last_batch {
-                LastBatch::Partial => ok = self.emit(epoch, 0),
+                LastBatch::Partial => ok = self.emit(epoch, 0, resume),
                 LastBatch::Drop => {
                     self.stats
                         .dropped
                         .fetch_add(self.pending.len() as u64, Ordering::Relaxed);
+                    self.summary.dropped += self.pending.len() as u64;
                     self.pending.clear();
                 }
                 LastBatch::Pad => {
                     let pad = batch_size - self.pending.len();
                     let last = self.pending.last().expect("non-empty");
-                    let copy = Pending {
-                        index: last.index,
-                        values: last.values.clone(),
-                        params: last.params.clone(),
-                    };
-                    for _ in 0..pad {
-                        self.pending.push(Pending {
-                            index: copy.index,
-                            values: copy.values.clone(),
-                            params: copy.params.clone(),
-                        });
-                    }
-                    ok = self.emit(epoch, pad);
+                    let copies: Vec<Pending> = (0..pad)
+                        .map(|_| Pending {
+                            index: last.index,
+                            values: last.values.clone(),
+                            params: last.params.clone(),
+                        })
+                        .collect();
+                    self.pending.extend(copies);
+                    ok = self.emit(epoch, pad, resume);
                 }
             }
         }
-        tracing::info!(
-            epoch,
-            images = self.epoch_images,
-            skipped = self.epoch_skipped,
-            batches = self.batch_in_epoch,
-            "epoch done"
-        );
+        let summary = std::mem::take(&mut self.summary);
+        if summary.skipped + summary.replaced > 0 {
+            tracing::warn!(
+                "epoch {epoch}: {} images in {} batches; {} bad samples skipped, {} replaced",
+                summary.images,
+                summary.batches,
+                summary.skipped,
+                summary.replaced
+            );
+        } else {
+            tracing::info!(
+                "epoch {epoch}: {} images in {} batches",
+                summary.images,
+                summary.batches
+            );
+        }
+        if let Ok(mut v) = self.stats.epochs.lock() {
+            v.push(EpochSummary { epoch, ..summary });
+        }
+        self.summary.epoch = epoch + 1;
         self.batch_in_epoch = 0;
-        self.epoch_images = 0;
-        self.epoch_skipped = 0;
+        self.next_pos = 0;
         ok
     }
 
-    fn emit(&mut self, epoch: u64, padded: usize) -> bool {
+    fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
         let t0 = Instant::now();
         let pending = std::mem::take(&mut self.pending);
         let mut outputs = Vec::with_capacity(self.names.len());
@@ -800,7 +1105,8 @@ impl Assembler {
             .padded
             .fetch_add(padded as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.epoch_images += real;
+        self.summary.images += real;
+        self.summary.batches += 1;
         let batch = Batch {
             epoch,
             index: self.batch_in_epoch,
@@ -809,6 +1115,7 @@ impl Assembler {
             samples,
             padded,
             skipped: std::mem::take(&mut self.skipped),
+            resume,
         };
         self.batch_in_epoch += 1;
         add_ns(&self.stats.assemble_ns, t0.elapsed());
@@ -822,4 +1129,77 @@ impl Assembler {
 /// Paths of the samples a batch holds, for tests and diagnostics.
 pub fn batch_paths(b: &Batch) -> Vec<PathBuf> {
     b.samples.iter().map(|s| s.path.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::spec::OpSpec;
+    use crate::value::ValueType;
+
+    #[derive(Debug)]
+    struct PanicsOn(usize);
+
+    impl crate::ops::Operator for PanicsOn {
+        fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
+            Ok(inputs.to_vec())
+        }
+
+        fn run_cpu(
+            &self,
+            inputs: Vec<Value>,
+            ctx: &mut SampleContext<'_>,
+        ) -> Result<Vec<Value>, SampleErrorKind> {
+            assert_ne!(ctx.index, self.0, "operator bug on purpose");
+            Ok(inputs)
+        }
+    }
+
+    #[test]
+    fn a_panicking_operator_is_an_error_for_the_caller_not_a_hang() {
+        let d = tempfile::tempdir().unwrap();
+        let data = crate::samples::ensure(&d.path().join("s")).unwrap();
+        let spec = PipelineSpec::builder()
+            .batch(4)
+            .threads(2)
+            .op(OpSpec::new("file_reader")
+                .output("jpegs")
+                .arg("root", data.to_string_lossy().as_ref())
+                .arg("shuffle", false))
+            .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+            .op(OpSpec::new("flip").input("decoded").output("images"))
+            .outputs(&["images"]);
+        for on_error in [OnError::Skip, OnError::Replace] {
+            let mut graph = Graph::build(&spec.clone().on_error(on_error)).unwrap();
+            graph.nodes[1].op = Box::new(PanicsOn(6));
+            let p = Pipeline::from_graph(graph).unwrap();
+            let results: Vec<Result<Batch, Error>> = p.collect();
+            assert!(results[0].is_ok());
+            match results.last().unwrap() {
+                Err(Error::WorkerPanic { path, message }) => {
+                    assert!(message.contains("operator bug on purpose"), "{message}");
+                    assert!(
+                        path.to_string_lossy().contains("checks_06"),
+                        "{}",
+                        path.display()
+                    );
+                }
+                other => panic!("expected a worker panic, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn positions_print_and_parse() {
+        let p = Position {
+            seed: 3,
+            epoch: 2,
+            sample: 17,
+            batch: 4,
+        };
+        assert_eq!(p.to_string(), "3:2:17:4");
+        assert_eq!("3:2:17:4".parse::<Position>().unwrap(), p);
+        assert!("3:2:17".parse::<Position>().is_err());
+        assert!("a:b:c:d".parse::<Position>().is_err());
+    }
 }

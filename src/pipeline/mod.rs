@@ -9,5 +9,5 @@ pub mod reference;
 pub mod spec;
 
 pub use batch::{Batch, BatchTensor, SampleInfo};
-pub use executor::{Pipeline, Stats};
+pub use executor::{EpochSummary, Pipeline, Position, Stats, StatsSnapshot};
 pub use spec::{DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Placement, Settings};

@@ -55,10 +55,12 @@ pub const SETTINGS: &[KeyDoc] = &[
     },
     KeyDoc {
         name: "on_error",
-        ty: "\"skip\" or \"fail\"",
+        ty: "\"skip\", \"fail\" or \"replace\"",
         default: "\"skip\"",
-        doc: "a sample that can't be read, decoded or transformed is dropped and reported \
-              (\"skip\") or stops the run (\"fail\")",
+        doc:
+            "a sample that can't be read, decoded or transformed is reported (path and cause) and \
+              dropped, its batch filled from the next samples (\"skip\"); or stops the run \
+              (\"fail\"); or is replaced by another sample chosen from the seed (\"replace\")",
     },
     KeyDoc {
         name: "device",

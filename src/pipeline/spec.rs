@@ -17,17 +17,29 @@ pub enum OnError {
     Skip,
     /// Stop the run with the first error.
     Fail,
+    /// Substitute another sample, chosen deterministically from (seed, epoch, position).
+    Replace,
 }
 
 impl OnError {
+    /// The pipeline-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Skip => "skip",
+            OnError::Fail => "fail",
+            OnError::Replace => "replace",
+        }
+    }
+
     /// Pipeline-file names.
-    pub const NAMES: &'static [&'static str] = &["skip", "fail"];
+    pub const NAMES: &'static [&'static str] = &["skip", "fail", "replace"];
 
     /// Parses a pipeline-file name.
     pub fn from_name(s: &str) -> Option<OnError> {
         match s {
             "skip" => Some(OnError::Skip),
             "fail" => Some(OnError::Fail),
+            "replace" => Some(OnError::Replace),
             _ => None,
         }
     }

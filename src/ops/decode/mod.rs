@@ -107,6 +107,10 @@ impl Decode {
 }
 
 impl Operator for Decode {
+    fn max_input_bytes(&self) -> Option<u64> {
+        Some(self.options().limits.max_file_bytes)
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         match inputs {
             [ValueType::Encoded] => Ok(vec![ValueType::Image(ImageType::decoded(

@@ -213,10 +213,7 @@ pub fn to_toml(spec: &PipelineSpec) -> String {
         }
         None => out.push_str("# epochs: unbounded (has no pipeline-file form)\n"),
     }
-    let on_error = match s.on_error {
-        OnError::Skip => "skip",
-        OnError::Fail => "fail",
-    };
+    let on_error = s.on_error.name();
     let device = match s.device {
         DeviceChoice::Auto => "auto",
         DeviceChoice::Cpu => "cpu",
