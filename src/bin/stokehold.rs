@@ -40,6 +40,23 @@ enum Command {
         pipeline: PathBuf,
         #[command(flatten)]
         opts: RunOpts,
+        /// Simulate a training step of this many milliseconds per batch, and report whether
+        /// the run is loader-bound or compute-bound.
+        #[arg(long, value_name = "MS")]
+        consumer_ms: Option<f64>,
+    },
+    /// Try thread counts and prefetch depths on this machine and print the best setting.
+    Tune {
+        /// The pipeline file.
+        pipeline: PathBuf,
+        #[command(flatten)]
+        opts: RunOpts,
+        /// Thread counts to try (default: 1 up to the core count, and one more).
+        #[arg(long, value_delimiter = ',')]
+        thread_counts: Vec<usize>,
+        /// Prefetch depths to try.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 4])]
+        prefetch_depths: Vec<usize>,
     },
     /// Validate a pipeline file and print its graph.
     Check {
@@ -99,7 +116,17 @@ fn main() -> ExitCode {
             opts,
             stats,
         } => run(&pipeline, &opts, stats),
-        Command::Bench { pipeline, opts } => bench(&pipeline, &opts),
+        Command::Bench {
+            pipeline,
+            opts,
+            consumer_ms,
+        } => bench(&pipeline, &opts, consumer_ms),
+        Command::Tune {
+            pipeline,
+            opts,
+            thread_counts,
+            prefetch_depths,
+        } => tune(&pipeline, &opts, &thread_counts, &prefetch_depths),
         Command::Check { pipeline, dot } => check(&pipeline, dot),
     };
     match result {
@@ -164,9 +191,12 @@ fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
     Ok(())
 }
 
-fn start(path: &Path, opts: &RunOpts) -> Result<Pipeline> {
+fn start(path: &Path, opts: &RunOpts, verbose: bool) -> Result<Pipeline> {
     let graph = load(path, Some(opts))?;
     let p = Pipeline::from_graph(graph)?;
+    if !verbose {
+        return Ok(p);
+    }
     eprintln!(
         "device: {} ({}); {} worker threads; {} samples per epoch",
         p.device().device,
@@ -193,7 +223,7 @@ fn progress(total: Option<u64>) -> ProgressBar {
 }
 
 fn run(path: &Path, opts: &RunOpts, show_stats: bool) -> Result<()> {
-    let mut p = start(path, opts)?;
+    let mut p = start(path, opts, true)?;
     let epochs = p.graph().spec.settings.epochs;
     let pb = progress(epochs.map(|e| e * p.samples_per_epoch() as u64));
     let t0 = Instant::now();
@@ -253,36 +283,131 @@ fn print_stats(st: &StatsSnapshot, secs: f64) {
     );
 }
 
-fn bench(path: &Path, opts: &RunOpts) -> Result<()> {
-    let timed = opts.epochs.unwrap_or(3);
+/// What one timed run measured.
+struct Measurement {
+    device: &'static str,
+    threads: usize,
+    batch: usize,
+    images: u64,
+    seconds: f64,
+    /// Time the consumer spent waiting for batches during the timed epochs.
+    waited: f64,
+}
+
+impl Measurement {
+    fn throughput(&self) -> f64 {
+        self.images as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// One warm-up epoch, then `timed` epochs; `consumer_ms` simulates a training step per batch.
+fn measure(
+    path: &Path,
+    opts: &RunOpts,
+    timed: u64,
+    consumer_ms: Option<f64>,
+    show_progress: bool,
+) -> Result<Measurement> {
     let mut o = opts.clone();
     o.epochs = Some(timed + 1);
-    let mut p = start(path, &o)?;
+    let mut p = start(path, &o, show_progress)?;
     let batch = p.graph().spec.settings.batch;
-    let pb = progress(Some((timed + 1) * p.samples_per_epoch() as u64));
+    let pb = if show_progress {
+        progress(Some((timed + 1) * p.samples_per_epoch() as u64))
+    } else {
+        ProgressBar::hidden()
+    };
+    let step = consumer_ms.map(|ms| Duration::from_secs_f64(ms / 1000.0));
     let mut t0 = Instant::now();
     let mut images = 0u64;
-    while let Some(b) = p.next_batch() {
+    let mut waited = Duration::ZERO;
+    loop {
+        let w0 = Instant::now();
+        let Some(b) = p.next_batch() else { break };
         let b = b?;
+        let w = w0.elapsed();
         pb.inc((b.len() - b.padded + b.skipped.len()) as u64);
         if b.epoch == 0 {
             // Warm-up: the clock starts after its last batch.
             t0 = Instant::now();
+            waited = Duration::ZERO;
         } else {
             images += (b.len() - b.padded) as u64;
+            waited += w;
+        }
+        if let Some(step) = step {
+            std::thread::sleep(step);
         }
     }
-    let secs = t0.elapsed().as_secs_f64();
+    let seconds = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
-    println!(
-        "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
-        p.device().device,
-        p.worker_threads(),
+    Ok(Measurement {
+        device: p.device().device,
+        threads: p.worker_threads(),
         batch,
         images,
-        secs,
-        images as f64 / secs.max(1e-9)
+        seconds,
+        waited: waited.as_secs_f64(),
+    })
+}
+
+fn bench(path: &Path, opts: &RunOpts, consumer_ms: Option<f64>) -> Result<()> {
+    let m = measure(path, opts, opts.epochs.unwrap_or(3), consumer_ms, true)?;
+    if let Some(ms) = consumer_ms {
+        let wait_pct = 100.0 * m.waited / m.seconds.max(1e-9);
+        let step_rate = m.batch as f64 / (ms / 1000.0);
+        if wait_pct > 5.0 {
+            println!(
+                "loader-bound: the {ms} ms training step waited for data {wait_pct:.1}% of the time; \
+                 the step could take {step_rate:.0} img/s, the loader delivered {:.0} img/s \
+                 (more threads, or the GPU path, would help)",
+                m.throughput()
+            );
+        } else {
+            println!(
+                "compute-bound: the {ms} ms training step waited for data {wait_pct:.1}% of the time; \
+                 the loader keeps up with {step_rate:.0} img/s"
+            );
+        }
+    }
+    println!(
+        "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
+        m.device,
+        m.threads,
+        m.batch,
+        m.images,
+        m.seconds,
+        m.throughput()
     );
+    Ok(())
+}
+
+fn tune(path: &Path, opts: &RunOpts, threads: &[usize], prefetch: &[usize]) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads: Vec<usize> = if threads.is_empty() {
+        (1..=cores + 1).collect()
+    } else {
+        threads.to_vec()
+    };
+    let timed = opts.epochs.unwrap_or(1);
+    println!("{:>8} {:>9} {:>12}", "threads", "prefetch", "img/s");
+    let mut best: Option<(f64, usize, usize)> = None;
+    for &t in &threads {
+        for &d in prefetch {
+            let mut o = opts.clone();
+            o.threads = Some(t);
+            o.prefetch = Some(d);
+            let m = measure(path, &o, timed, None, false)?;
+            println!("{t:>8} {d:>9} {:>12.1}", m.throughput());
+            if best.is_none_or(|(b, _, _)| m.throughput() > b) {
+                best = Some((m.throughput(), t, d));
+            }
+        }
+    }
+    if let Some((tp, t, d)) = best {
+        println!("best: threads = {t}, prefetch = {d} ({tp:.1} img/s on {cores} cores)");
+        println!("put `threads = {t}` and `prefetch = {d}` in the [pipeline] table, or pass --threads {t} --prefetch {d}");
+    }
     Ok(())
 }
 
