@@ -278,9 +278,15 @@ fn print_stats(st: &StatsSnapshot, secs: f64) {
         pct(st.consumer_wait)
     );
     println!(
-        "  batches={} dropped={} padded={}",
-        st.batches, st.dropped, st.padded
+        "  batches={} dropped={} padded={} replaced={}; {:.2} batches ready on average when asked",
+        st.batches, st.dropped, st.padded, st.replaced, st.mean_queue_depth
     );
+    for e in &st.epochs {
+        println!(
+            "  epoch {}: {} images in {} batches, {} skipped, {} replaced, {} dropped",
+            e.epoch, e.images, e.batches, e.skipped, e.replaced, e.dropped
+        );
+    }
 }
 
 /// What one timed run measured.
