@@ -24,3 +24,8 @@ pub use error::{DecodeError, Error, Result, SampleError, SampleErrorKind};
 pub use image::{DType, Image, Layout, Pixels};
 pub use pipeline::{Batch, OpSpec, Pipeline, PipelineSpec};
 pub use value::{Value, ValueType};
+
+/// The README's Rust example, compiled as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
