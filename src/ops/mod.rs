@@ -48,6 +48,19 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn max_input_bytes(&self) -> Option<u64> {
         None
     }
+
+    /// The layout this operator converts to, if it is a pure layout change (lets the
+    /// operator before it write that layout directly).
+    fn converts_to_layout(&self) -> Option<crate::image::Layout> {
+        None
+    }
+
+    /// One operator doing the work of `self` followed by `next`, when that is faster and
+    /// gives bit-identical results; the executor uses it for adjacent pairs.
+    fn fuse_with(&self, next: &dyn Operator) -> Option<Box<dyn Operator>> {
+        let _ = next;
+        None
+    }
 }
 
 /// Random parameters an operator chose for one sample, returned with the batch so users

@@ -9,8 +9,66 @@ use crate::error::SampleError;
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::OpParams;
 
+/// Batch buffers given back by dropped batches, reused for the next ones so that steady
+/// state allocates (and page-faults) nothing new.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    free: std::sync::Mutex<Vec<Pixels>>,
+}
+
+impl BufferPool {
+    /// Buffers kept at most; more are freed.
+    const MAX: usize = 8;
+
+    /// An empty buffer of `dtype` with room for `len` elements, reused when possible.
+    fn take(&self, dtype: DType, len: usize) -> Pixels {
+        if let Ok(mut free) = self.free.lock() {
+            if let Some(i) = free
+                .iter()
+                .position(|p| p.dtype() == dtype && capacity(p) >= len)
+            {
+                let mut p = free.swap_remove(i);
+                clear(&mut p);
+                return p;
+            }
+        }
+        match dtype {
+            DType::U8 => Pixels::U8(Vec::with_capacity(len)),
+            DType::F16 => Pixels::F16(Vec::with_capacity(len)),
+            DType::F32 => Pixels::F32(Vec::with_capacity(len)),
+        }
+    }
+
+    fn give(&self, p: Pixels) {
+        if capacity(&p) == 0 {
+            return;
+        }
+        if let Ok(mut free) = self.free.lock() {
+            if free.len() < Self::MAX {
+                free.push(p);
+            }
+        }
+    }
+}
+
+fn capacity(p: &Pixels) -> usize {
+    match p {
+        Pixels::U8(v) => v.capacity(),
+        Pixels::F16(v) => v.capacity(),
+        Pixels::F32(v) => v.capacity(),
+    }
+}
+
+fn clear(p: &mut Pixels) {
+    match p {
+        Pixels::U8(v) => v.clear(),
+        Pixels::F16(v) => v.clear(),
+        Pixels::F32(v) => v.clear(),
+    }
+}
+
 /// The images of one output for a whole batch, in one contiguous buffer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct BatchTensor {
     /// Element type.
     pub dtype: DType,
@@ -22,11 +80,36 @@ pub struct BatchTensor {
     pub offsets: Vec<usize>,
     /// All samples, back to back.
     pub data: Pixels,
+    /// Where the buffer goes back when the batch is dropped.
+    pool: Option<Arc<BufferPool>>,
+}
+
+impl PartialEq for BatchTensor {
+    fn eq(&self, other: &Self) -> bool {
+        self.dtype == other.dtype
+            && self.layout == other.layout
+            && self.shapes == other.shapes
+            && self.offsets == other.offsets
+            && self.data == other.data
+    }
+}
+
+impl Drop for BatchTensor {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.give(std::mem::replace(&mut self.data, Pixels::U8(Vec::new())));
+        }
+    }
 }
 
 impl BatchTensor {
     /// Concatenates images (all of one dtype and layout).
     pub fn from_images(images: &[&Image]) -> BatchTensor {
+        Self::from_images_pooled(images, None)
+    }
+
+    /// Concatenates images into a buffer from `pool` (given back when the batch drops).
+    pub fn from_images_pooled(images: &[&Image], pool: Option<&Arc<BufferPool>>) -> BatchTensor {
         let dtype = images.first().map_or(DType::U8, |i| i.dtype());
         let layout = images.first().map_or(Layout::Hwc, |i| i.layout);
         let total: usize = images.iter().map(|i| i.pixels.len()).sum();
@@ -38,28 +121,31 @@ impl BatchTensor {
             offsets.push(off);
             off += im.pixels.len();
         }
+        let mut data = match pool {
+            Some(p) => p.take(dtype, total),
+            None => BufferPool::default().take(dtype, total),
+        };
         macro_rules! cat {
-            ($variant:ident, $t:ty) => {{
-                let mut v: Vec<$t> = Vec::with_capacity(total);
+            ($v:expr, $variant:ident) => {{
                 for im in images {
                     if let Pixels::$variant(p) = &im.pixels {
-                        v.extend_from_slice(p);
+                        $v.extend_from_slice(p);
                     }
                 }
-                Pixels::$variant(v)
             }};
         }
-        let data = match dtype {
-            DType::U8 => cat!(U8, u8),
-            DType::F16 => cat!(F16, f16),
-            DType::F32 => cat!(F32, f32),
-        };
+        match &mut data {
+            Pixels::U8(v) => cat!(v, U8),
+            Pixels::F16(v) => cat!(v, F16),
+            Pixels::F32(v) => cat!(v, F32),
+        }
         BatchTensor {
             dtype,
             layout,
             shapes,
             offsets,
             data,
+            pool: pool.cloned(),
         }
     }
 

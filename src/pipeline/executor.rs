@@ -31,7 +31,7 @@ use crate::reader::{epoch_order, Dataset};
 use crate::rng::{domain, key};
 use crate::value::Value;
 
-use super::batch::{Batch, BatchOutput, BatchTensor, SampleInfo};
+use super::batch::{Batch, BatchOutput, BatchTensor, BufferPool, SampleInfo};
 use super::graph::Graph;
 use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
 
@@ -872,6 +872,7 @@ struct Assembler {
     /// Position in the current epoch's order after the last sample taken.
     next_pos: usize,
     summary: EpochSummary,
+    pool: Arc<BufferPool>,
 }
 
 impl Assembler {
@@ -906,6 +907,7 @@ impl Assembler {
                 epoch: start.epoch,
                 ..EpochSummary::default()
             },
+            pool: Arc::new(BufferPool::default()),
         }
     }
 
@@ -1082,7 +1084,7 @@ impl Assembler {
                             _ => None,
                         })
                         .collect();
-                    BatchOutput::Images(BatchTensor::from_images(&images))
+                    BatchOutput::Images(BatchTensor::from_images_pooled(&images, Some(&self.pool)))
                 }
             };
             outputs.push(out);

@@ -48,6 +48,10 @@ fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
 }
 
 impl Operator for ToLayout {
+    fn converts_to_layout(&self) -> Option<Layout> {
+        Some(self.layout)
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_image("layout", inputs)?;
         t.layout = self.layout;

@@ -169,12 +169,111 @@ impl Normalize {
 }
 
 impl Operator for Normalize {
+    fn fuse_with(&self, next: &dyn Operator) -> Option<Box<dyn Operator>> {
+        let layout = next.converts_to_layout()?;
+        Some(Box::new(NormalizeToLayout {
+            normalize: self.clone(),
+            layout,
+        }))
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_image("normalize", inputs)?;
         if let Some(c) = t.channels {
             self.check_channels(c)?;
         }
         t.dtype = self.dtype;
+        Ok(vec![ValueType::Image(t)])
+    }
+
+    fn run_cpu(
+        &self,
+        inputs: Vec<Value>,
+        ctx: &mut SampleContext<'_>,
+    ) -> Result<Vec<Value>, SampleErrorKind> {
+        let im = single_image(inputs, ctx)?;
+        let out = self.apply(im).map_err(|e| ctx.error(e))?;
+        Ok(vec![Value::Image(out)])
+    }
+}
+
+/// `normalize` followed by `layout`, in one pass: u8 HWC in, normalized values written
+/// straight in the target layout. Bit-identical to the two operators (same arithmetic per
+/// element); the executor substitutes it for the pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormalizeToLayout {
+    /// The normalization.
+    pub normalize: Normalize,
+    /// The layout written.
+    pub layout: Layout,
+}
+
+impl NormalizeToLayout {
+    /// Normalizes `im` into `self.layout`.
+    pub fn apply(&self, im: Image) -> Result<Image, String> {
+        let n = &self.normalize;
+        let fast = matches!(im.pixels, Pixels::U8(_))
+            && im.layout == Layout::Hwc
+            && self.layout == Layout::Chw;
+        if !fast {
+            let out = n.apply(im)?;
+            return Ok(crate::ops::layout::to_layout(&out, self.layout));
+        }
+        n.check_channels(im.channels)?;
+        let c = im.channels;
+        let mean = per_channel(&n.mean, c);
+        let inv = per_channel(&n.inv_std, c);
+        let Pixels::U8(src) = &im.pixels else {
+            unreachable!("checked above")
+        };
+        let plane = im.height * im.width;
+        let pixels = match n.dtype {
+            DType::F16 => Pixels::F16(hwc_to_chw_normalized(
+                src,
+                c,
+                plane,
+                &mean,
+                &inv,
+                f16::from_f32,
+            )),
+            _ => Pixels::F32(hwc_to_chw_normalized(src, c, plane, &mean, &inv, |y| y)),
+        };
+        Ok(Image {
+            height: im.height,
+            width: im.width,
+            channels: c,
+            layout: Layout::Chw,
+            pixels,
+        })
+    }
+}
+
+fn hwc_to_chw_normalized<T: Copy + Default>(
+    src: &[u8],
+    c: usize,
+    plane: usize,
+    mean: &[f32],
+    inv: &[f32],
+    out: impl Fn(f32) -> T,
+) -> Vec<T> {
+    let mut dst = vec![T::default(); src.len()];
+    for (k, plane_out) in dst.chunks_exact_mut(plane.max(1)).enumerate().take(c) {
+        let (m, s) = (mean[k], inv[k]);
+        for (d, px) in plane_out.iter_mut().zip(src[k..].iter().step_by(c)) {
+            *d = out(normalize_value(f32::from(*px), m, s));
+        }
+    }
+    dst
+}
+
+impl Operator for NormalizeToLayout {
+    fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
+        let mut t = expect_image("normalize", inputs)?;
+        if let Some(c) = t.channels {
+            self.normalize.check_channels(c)?;
+        }
+        t.dtype = self.normalize.dtype;
+        t.layout = self.layout;
         Ok(vec![ValueType::Image(t)])
     }
 
@@ -501,5 +600,45 @@ mod tests {
             .apply(im)
             .unwrap();
         assert_eq!(f32s(&out), &[0.0, -1.875, 499.75, -0.25]);
+    }
+}
+
+#[cfg(test)]
+mod fused_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..9, c in 1usize..4, f16_out: bool, seed: u64) {
+            let mut rng = crate::rng::SampleRng::from_key(seed);
+            let src: Vec<u8> = (0..h * w * c).map(|_| rng.next_u64() as u8).collect();
+            let im = Image::from_u8_hwc(h, w, c, src);
+            let dtype = if f16_out { DType::F16 } else { DType::F32 };
+            let n = Normalize::new(&[123.675, 116.28, 103.53][..c.min(3)].iter().copied().cycle().take(c).collect::<Vec<_>>(), &[58.395], dtype).unwrap();
+            let two_pass = crate::ops::layout::to_layout(&n.apply(im.clone()).unwrap(), Layout::Chw);
+            let fused = NormalizeToLayout { normalize: n, layout: Layout::Chw }.apply(im).unwrap();
+            prop_assert_eq!(fused, two_pass);
+        }
+    }
+
+    #[test]
+    fn the_graph_fuses_normalize_and_layout() {
+        use crate::pipeline::spec::{OpSpec, PipelineSpec};
+        let spec = PipelineSpec::builder()
+            .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
+            .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+            .op(OpSpec::new("normalize")
+                .input("decoded")
+                .output("normalized"))
+            .op(OpSpec::new("layout").input("normalized").output("images"))
+            .outputs(&["images"]);
+        let g = crate::pipeline::graph::Graph::build(&spec).unwrap();
+        let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
+        assert_eq!(names, ["decoded", "normalized+images"]);
+        // Not fused when the intermediate is also an output.
+        let g =
+            crate::pipeline::graph::Graph::build(&spec.outputs(&["images", "normalized"])).unwrap();
+        assert_eq!(g.nodes.len(), 3);
     }
 }

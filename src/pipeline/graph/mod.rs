@@ -373,6 +373,7 @@ impl Graph {
                 placement: placements[i],
             });
         }
+        fuse_adjacent(&mut nodes, &outputs);
         Ok(Graph {
             spec: spec.clone(),
             reader: reader_config,
@@ -463,6 +464,34 @@ impl Graph {
         }
         s.push_str("}\n");
         s
+    }
+}
+
+/// Replaces adjacent operator pairs by one fused operator where the first offers it
+/// ([`Operator::fuse_with`]): same results, one pass over the data instead of two.
+fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
+    let mut k = 0;
+    while k + 1 < nodes.len() {
+        let (a, b) = (&nodes[k], &nodes[k + 1]);
+        // `b` must be the only reader of `a`'s single output, which isn't a pipeline output.
+        let only_link = a.outputs.len() == 1
+            && b.inputs == a.outputs
+            && b.last_use == [true]
+            && !outputs.contains(&a.outputs[0])
+            && a.placement == b.placement;
+        let fused = if only_link {
+            a.op.fuse_with(b.op.as_ref())
+        } else {
+            None
+        };
+        if let Some(op) = fused {
+            let b = nodes.remove(k + 1);
+            let a = &mut nodes[k];
+            a.name = format!("{}+{}", a.name, b.name).into();
+            a.op = op;
+            a.outputs = b.outputs;
+        }
+        k += 1;
     }
 }
 
