@@ -287,6 +287,17 @@ fn print_stats(st: &StatsSnapshot, secs: f64) {
             e.epoch, e.images, e.batches, e.skipped, e.replaced, e.dropped
         );
     }
+    if let Some(peak) = peak_rss_bytes() {
+        println!("  peak resident memory {:.1} MB", peak as f64 / 1e6);
+    }
+}
+
+/// Peak resident set size of this process (Linux: VmHWM), if known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// What one timed run measured.
@@ -375,6 +386,9 @@ fn bench(path: &Path, opts: &RunOpts, consumer_ms: Option<f64>) -> Result<()> {
                  the loader keeps up with {step_rate:.0} img/s"
             );
         }
+    }
+    if let Some(peak) = peak_rss_bytes() {
+        println!("peak resident memory {:.1} MB", peak as f64 / 1e6);
     }
     println!(
         "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
