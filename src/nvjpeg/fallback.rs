@@ -205,7 +205,7 @@ pub fn classify(bytes: &[u8], limits: &Limits, hardware: bool) -> Route {
 }
 
 /// Reads the frame, scan count, Adobe transform and EXIF orientation. Assumes a file that
-/// [`decode::jpeg::scan`] accepted, but stays bounds-checked (returns `None` on anything
+/// the CPU path's marker walk (`decode::jpeg::scan`) accepted, but stays bounds-checked (returns `None` on anything
 /// unexpected).
 pub fn facts(bytes: &[u8]) -> Option<JpegFacts> {
     let d = bytes;

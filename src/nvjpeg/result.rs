@@ -260,7 +260,8 @@ impl Nvjpeg {
 
 /// The candidates [`Nvjpeg::load`] tries, in order: `$STOKEHOLD_NVJPEG` (a path) when set;
 /// the file names in [`LIBRARY_NAMES`] (searched by the dynamic loader: `LD_LIBRARY_PATH`,
-/// the ld cache); then the pip wheel layouts (`nvidia/cu13/lib/libnvjpeg.so.13`,
+/// the ld cache); the CUDA toolkit (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`:
+/// `lib64/libnvjpeg.so.13`, `.so.12`); then the pip wheel layouts (`nvidia/cu13/lib/libnvjpeg.so.13`,
 /// `nvidia/nvjpeg/lib/libnvjpeg.so.12`) under every Python `site-packages` found from
 /// `$VIRTUAL_ENV`, `$CONDA_PREFIX`, `$PYTHONPATH`, `~/.local` and `/usr/local`, `/usr`.
 pub fn candidates() -> Vec<PathBuf> {
@@ -271,6 +272,20 @@ pub fn candidates() -> Vec<PathBuf> {
         }
     }
     out.extend(LIBRARY_NAMES.iter().map(PathBuf::from));
+    let mut toolkits: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .collect();
+    toolkits.push(PathBuf::from("/usr/local/cuda"));
+    for t in toolkits {
+        for name in &LIBRARY_NAMES[..2] {
+            let p = t.join("lib64").join(name);
+            if p.is_file() && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
     for sp in site_packages() {
         for rel in [
             "nvidia/cu13/lib/libnvjpeg.so.13",

@@ -625,8 +625,9 @@ impl BatchDecoder {
     ///   this thread, and every `outputs[i]` is device memory of that context, at least
     ///   `len` bytes, not used by anything else until the work on `stream` has completed.
     /// - The caller synchronises `stream` (or waits on an event recorded on it after this
-    ///   call) before reading the outputs and before the next call on this decoder (the
-    ///   pinned work buffers are reused).
+    ///   call) before reading the outputs, before the next call on this decoder (the pinned
+    ///   work buffers are reused) and before dropping the decoder (its work buffers are
+    ///   freed).
     pub unsafe fn decode_batch_roi(
         &mut self,
         stream: *mut c_void,
