@@ -146,6 +146,12 @@ impl GpuJpegDecoder {
         self.inner.route(bytes)
     }
 
+    /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`: components, subsampling,
+    /// per-component sizes), for per-image checks; host only.
+    pub fn get_image_info(&self, bytes: &[u8]) -> Result<safe::NvjpegImageInfo, NvjpegError> {
+        self.inner.get_image_info(bytes)
+    }
+
     /// The batch decoder, for direct use.
     pub fn batch_decoder(&mut self) -> &mut BatchDecoder {
         &mut self.inner

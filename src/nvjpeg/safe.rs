@@ -690,10 +690,12 @@ impl BatchDecoder {
         } else {
             sw_jobs.append(&mut hw_jobs);
         }
-        for (slot, mut job) in sw_jobs.into_iter().enumerate() {
-            // SAFETY: forwarded contract; one pinned slot per image of this call.
+        // Pinned slots used so far in this call, per decoupled decoder [gpu_hybrid, hybrid].
+        let mut slots = [0usize; 2];
+        for mut job in sw_jobs {
             let bytes = images[job.index];
-            let r = unsafe { self.decode_one(&mut job, bytes, slot, stream) };
+            // SAFETY: forwarded contract; each image gets its own pinned slot of its decoder.
+            let r = unsafe { self.decode_one(&mut job, bytes, &mut slots, stream) };
             results[job.index] = Some(r.map(|()| info(&job, GpuRoute::Hybrid)));
         }
         results
@@ -718,33 +720,7 @@ impl BatchDecoder {
             Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
             Route::Gpu(r, f) => (r, f),
         };
-        let (width, height) = match roi {
-            None => (facts.width, facts.height),
-            Some(r) => {
-                if r.width == 0
-                    || r.height == 0
-                    || r.x.checked_add(r.width).is_none_or(|e| e > facts.width)
-                    || r.y.checked_add(r.height).is_none_or(|e| e > facts.height)
-                {
-                    return Err(NvjpegError::InvalidArgument(format!(
-                        "ROI {r:?} is not inside the {}x{} image",
-                        facts.width, facts.height
-                    )));
-                }
-                (r.width, r.height)
-            }
-        };
-        let row = width * 3;
-        let need = out
-            .pitch
-            .checked_mul(height.saturating_sub(1))
-            .and_then(|v| v.checked_add(row));
-        if out.ptr == 0 || out.pitch < row || need.is_none_or(|need| need > out.len) {
-            return Err(NvjpegError::InvalidArgument(format!(
-                "output (pitch {}, {} bytes) too small for {width}x{height} RGB",
-                out.pitch, out.len
-            )));
-        }
+        let (width, height) = output_size(facts.width, facts.height, roi, out)?;
         let mut dest = sys::nvjpegImage_t {
             channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
             pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
@@ -772,7 +748,7 @@ impl BatchDecoder {
         &mut self,
         job: &mut Job,
         bytes: &[u8],
-        slot: usize,
+        slots: &mut [usize; 2],
         stream: *mut c_void,
     ) -> Result<(), NvjpegError> {
         let lib = &self.default.lib;
@@ -803,6 +779,9 @@ impl BatchDecoder {
                 "no nvJPEG decoder accepts this image with these parameters".into(),
             )));
         };
+        let counter = &mut slots[usize::from(chosen == Some(false))];
+        let slot = *counter;
+        *counter += 1;
         // SAFETY: forwarded contract.
         unsafe {
             dec.decode(
@@ -873,6 +852,48 @@ unsafe fn hw_decode(
             stream,
         )
     }
+}
+
+/// The size written for a `stored_w` × `stored_h` image and `roi`, after checking that the
+/// ROI lies inside the image and that `out` can hold it as interleaved RGB.
+pub fn output_size(
+    stored_w: usize,
+    stored_h: usize,
+    roi: Option<Roi>,
+    out: DeviceOutput,
+) -> Result<(usize, usize), NvjpegError> {
+    let (width, height) = match roi {
+        None => (stored_w, stored_h),
+        Some(r) => {
+            if r.width == 0
+                || r.height == 0
+                || r.x.checked_add(r.width).is_none_or(|e| e > stored_w)
+                || r.y.checked_add(r.height).is_none_or(|e| e > stored_h)
+            {
+                return Err(NvjpegError::InvalidArgument(format!(
+                    "ROI {r:?} is not inside the {stored_w}x{stored_h} image"
+                )));
+            }
+            (r.width, r.height)
+        }
+    };
+    let row = width.checked_mul(3);
+    let need = row.and_then(|row| {
+        out.pitch
+            .checked_mul(height.saturating_sub(1))
+            .and_then(|v| v.checked_add(row))
+    });
+    let fits = match (row, need) {
+        (Some(row), Some(need)) => out.pitch >= row && need <= out.len,
+        _ => false,
+    };
+    if out.ptr == 0 || !fits || width == 0 || height == 0 {
+        return Err(NvjpegError::InvalidArgument(format!(
+            "output (address {:#x}, pitch {}, {} bytes) can't hold {width}x{height} RGB",
+            out.ptr, out.pitch, out.len
+        )));
+    }
+    Ok((width, height))
 }
 
 fn info(job: &Job, route: GpuRoute) -> DecodedInfo {

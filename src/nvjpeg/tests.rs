@@ -442,6 +442,59 @@ fn roi_then_orient_equals_orient_then_crop() {
     }
 }
 
+#[test]
+fn output_and_roi_checks() {
+    use super::safe::output_size;
+    let out = |pitch: usize, len: usize| DeviceOutput {
+        ptr: 0x1000,
+        pitch,
+        len,
+    };
+    let roi = |x, y, width, height| {
+        Some(Roi {
+            x,
+            y,
+            width,
+            height,
+        })
+    };
+    // Whole image: pitch ≥ 3w; the last row needs only 3w bytes.
+    assert_eq!(output_size(10, 4, None, out(30, 120)).unwrap(), (10, 4));
+    assert_eq!(
+        output_size(10, 4, None, out(32, 32 * 3 + 30)).unwrap(),
+        (10, 4)
+    );
+    assert!(output_size(10, 4, None, out(32, 32 * 3 + 29)).is_err());
+    assert!(output_size(10, 4, None, out(29, 1000)).is_err());
+    let null = DeviceOutput {
+        ptr: 0,
+        pitch: 30,
+        len: 120,
+    };
+    assert!(output_size(10, 4, None, null).is_err());
+    // ROI: inside, and the output sized for the ROI only.
+    assert_eq!(
+        output_size(10, 4, roi(2, 1, 5, 3), out(15, 45)).unwrap(),
+        (5, 3)
+    );
+    assert_eq!(
+        output_size(10, 4, roi(9, 3, 1, 1), out(3, 3)).unwrap(),
+        (1, 1)
+    );
+    for bad in [
+        roi(0, 0, 0, 1),
+        roi(0, 0, 1, 0),
+        roi(6, 0, 5, 1),
+        roi(0, 2, 1, 3),
+        roi(usize::MAX, 0, 2, 1),
+    ] {
+        let e = output_size(10, 4, bad, out(1000, 100_000)).unwrap_err();
+        assert!(e.to_string().contains("not inside"), "{bad:?}: {e}");
+    }
+    // Overflowing sizes are errors, not panics.
+    assert!(output_size(usize::MAX, 2, None, out(usize::MAX, usize::MAX)).is_err());
+}
+
 // ---------------------------------------------------------------- GPU tests
 
 /// A driver with a current context and a decoder, or `None` (skip).
