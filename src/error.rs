@@ -59,6 +59,17 @@ pub enum Error {
     /// The GPU path was asked for and can't be used.
     #[error("GPU unavailable: {0}")]
     GpuUnavailable(String),
+    /// A shared library loaded at run time (nvJPEG, CUDA) could not be found.
+    #[error("{name} not found (tried: {})", tried.join(", "))]
+    LibraryNotFound {
+        /// The library looked for.
+        name: String,
+        /// Every file name or path tried.
+        tried: Vec<String>,
+    },
+    /// nvJPEG failed (the message names the call and the `NVJPEG_STATUS_*` code).
+    #[error("nvJPEG: {0}")]
+    Nvjpeg(String),
 }
 
 fn help_suffix(help: &Option<String>) -> String {

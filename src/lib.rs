@@ -10,6 +10,7 @@
 pub mod decode;
 pub mod error;
 pub mod image;
+pub mod nvjpeg;
 pub mod ops;
 pub mod pipeline;
 pub mod reader;
