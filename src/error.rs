@@ -59,6 +59,9 @@ pub enum Error {
     /// The GPU path was asked for and can't be used.
     #[error("GPU unavailable: {0}")]
     GpuUnavailable(String),
+    /// A CUDA driver, NVRTC or kernel error on the GPU path (what was being done, and why).
+    #[error("CUDA: {0}")]
+    Cuda(String),
 }
 
 fn help_suffix(help: &Option<String>) -> String {
