@@ -24,6 +24,7 @@ __device__ __forceinline__ u8 clip8_shift(i32 ss) {
 
 __device__ __forceinline__ u8 clip8(i32 v) { return (u8)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // f32 -> f16, round to nearest even (as half::f16::from_f32).
 __device__ __forceinline__ u16 f32_to_f16_bits(float x) {
     u16 r;
@@ -36,6 +37,22 @@ __device__ __forceinline__ float f16_bits_to_f32(u16 h) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
     return r;
 }
+#else
+// Host build of the kernels (tests/cuda_emu): the same conversions through _Float16.
+#include <string.h>
+__device__ __forceinline__ u16 f32_to_f16_bits(float x) {
+    _Float16 h = (_Float16)x;
+    u16 r;
+    memcpy(&r, &h, 2);
+    return r;
+}
+
+__device__ __forceinline__ float f16_bits_to_f32(u16 b) {
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
+#endif
 
 // f32 -> u8 as `cast::f32_to_u8`: round half to even, saturate, NaN -> 0.
 __device__ __forceinline__ u8 f32_to_u8(float x) {

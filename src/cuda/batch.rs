@@ -170,7 +170,8 @@ impl DeviceImage {
     }
 }
 
-fn pixels_from_bytes(b: &[u8], dtype: DType) -> Pixels {
+/// Pixels of `dtype` from native-endian bytes.
+pub(crate) fn pixels_from_bytes(b: &[u8], dtype: DType) -> Pixels {
     match dtype {
         DType::U8 => Pixels::U8(b.to_vec()),
         DType::F16 => Pixels::F16(

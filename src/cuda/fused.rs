@@ -103,25 +103,56 @@ fn push_indices(table: &mut Vec<i32>, v: &[u32]) -> Result<u32, Error> {
     Ok(off)
 }
 
+/// The size and row pitch of a u8 HWC source image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceDims {
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+    /// Channels (1..=4).
+    pub channels: usize,
+    /// Bytes from one row to the next.
+    pub pitch: usize,
+}
+
+impl SourceDims {
+    /// The dimensions of a device image, if it is u8 HWC with 1 to 4 channels.
+    pub fn of(im: &DeviceImage) -> Result<SourceDims, Error> {
+        if im.dtype != DType::U8 || im.layout != Layout::Hwc {
+            return Err(Error::Cuda(format!(
+                "fused resize takes u8 HWC images, got {} {}",
+                im.dtype.name(),
+                im.layout.name()
+            )));
+        }
+        Ok(SourceDims {
+            height: im.height,
+            width: im.width,
+            channels: im.channels,
+            pitch: im.pitch,
+        })
+    }
+}
+
 /// The descriptor of one sample (addresses left 0) and its tables appended to `table`.
 /// Errors on what the CPU path also rejects (window outside the image, empty sizes) and on
-/// what the fused kernel does not take (not u8 HWC, more than 4 channels).
+/// what the fused kernel does not take (more than 4 channels).
 pub fn build_desc(
-    im: &DeviceImage,
+    im: SourceDims,
     s: &FusedSample,
     table: &mut Vec<i32>,
 ) -> Result<FusedDesc, Error> {
-    if im.dtype != DType::U8 || im.layout != Layout::Hwc {
-        return Err(Error::Cuda(format!(
-            "fused resize takes u8 HWC images, got {} {}",
-            im.dtype.name(),
-            im.layout.name()
-        )));
-    }
     if !(1..=4).contains(&im.channels) {
         return Err(Error::Cuda(format!(
             "fused resize takes 1 to 4 channels, got {}",
             im.channels
+        )));
+    }
+    if im.pitch < im.width * im.channels {
+        return Err(Error::Cuda(format!(
+            "pitch {} below the row size",
+            im.pitch
         )));
     }
     let (top, left, wh, ww) = s.window;
@@ -231,7 +262,7 @@ pub(crate) fn run_resample(
     let mut descs = Vec::with_capacity(samples.len());
     for (im, s) in inputs.iter().zip(samples) {
         im.check()?;
-        descs.push(build_desc(im, s, &mut table)?);
+        descs.push(build_desc(SourceDims::of(im)?, s, &mut table)?);
     }
     let shapes: Vec<_> = inputs
         .iter()

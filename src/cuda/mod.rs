@@ -19,6 +19,8 @@ pub mod module;
 pub mod run;
 
 #[cfg(test)]
+mod emu_tests;
+#[cfg(test)]
 mod parity;
 #[cfg(test)]
 mod tests;

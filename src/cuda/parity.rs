@@ -36,7 +36,7 @@ fn device() -> Option<Device> {
 }
 
 /// Deterministic noise with some smooth structure.
-fn image_u8(h: usize, w: usize, c: usize, seed: u64) -> Image {
+pub(super) fn image_u8(h: usize, w: usize, c: usize, seed: u64) -> Image {
     let mut rng = SampleRng::from_key(seed);
     let data = (0..h * w * c)
         .map(|i| {
@@ -58,7 +58,7 @@ const SHAPES: &[(usize, usize)] = &[
     (120, 90),
 ];
 
-fn in_any(im: &Image, dtype: DType, layout: Layout) -> Image {
+pub(super) fn in_any(im: &Image, dtype: DType, layout: Layout) -> Image {
     to_layout(&cast_image(im, dtype), layout)
 }
 
@@ -68,7 +68,7 @@ fn upload_all(dev: &Device, ims: &[Image]) -> Vec<DeviceImage> {
         .collect()
 }
 
-fn assert_same(got: &Image, want: &Image, what: &str) {
+pub(super) fn assert_same(got: &Image, want: &Image, what: &str) {
     assert_eq!(
         (got.height, got.width, got.channels, got.layout, got.dtype()),
         (
@@ -222,7 +222,7 @@ fn random_resized_crop_windows_match_cpu() {
 }
 
 /// The CPU chain the fused kernel replaces.
-fn fused_cpu(im: &Image, s: &FusedSample) -> Image {
+pub(super) fn fused_cpu(im: &Image, s: &FusedSample) -> Image {
     let (h, w, c) = (im.height, im.width, im.channels);
     let v = resize_u8(
         im.as_u8_hwc().unwrap(),
