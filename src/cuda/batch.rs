@@ -314,6 +314,11 @@ impl DeviceBatch {
         self.storage.slice()
     }
 
+    /// The bytes of all samples, as a view for the next consumer (e.g. a DLPack export).
+    pub fn view(&self) -> cudarc::driver::CudaView<'_, u8> {
+        self.slice().slice(0..self.byte_len())
+    }
+
     /// Bytes used by the samples.
     pub fn byte_len(&self) -> usize {
         self.samples

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
@@ -228,20 +228,35 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(base.join("stokehold").join("kernels"))
 }
 
-/// The cache file of a module: named by a hash of the source, options, arch and NVRTC version.
-pub fn cache_path(module: KernelModule, arch: Arch, nvrtc: (i32, i32)) -> Option<PathBuf> {
+/// The cache file of a module in `dir`: named by a hash of the source, options, arch and
+/// NVRTC version.
+pub fn cache_path(
+    dir: &Path,
+    module: KernelModule,
+    arch: Arch,
+    nvrtc: (i32, i32),
+) -> Option<PathBuf> {
     let src = module.source().ok()?;
     let opts = nvrtc_options(arch).join(" ");
     let ver = format!("{}.{}", nvrtc.0, nvrtc.1);
     let h = fnv1a(&[src.as_bytes(), opts.as_bytes(), ver.as_bytes()]);
-    Some(cache_dir()?.join(format!("{}-{}-{h:016x}.cubin", module.stem(), arch.sm())))
+    Some(dir.join(format!("{}-{}-{h:016x}.cubin", module.stem(), arch.sm())))
 }
 
-/// A cubin for `module` on `arch`: from the disk cache, else compiled and stored (a cache
-/// that cannot be written is not an error).
+/// A cubin for `module` on `arch`: from the disk cache ([`cache_dir`]), else compiled and
+/// stored (a cache that cannot be written is not an error).
 pub fn cubin(module: KernelModule, arch: Arch) -> Result<Vec<u8>, Error> {
+    cubin_cached_in(cache_dir().as_deref(), module, arch)
+}
+
+/// [`cubin`] with an explicit cache folder (`None`: no disk cache).
+pub fn cubin_cached_in(
+    dir: Option<&Path>,
+    module: KernelModule,
+    arch: Arch,
+) -> Result<Vec<u8>, Error> {
     let version = nvrtc_version()?;
-    let path = cache_path(module, arch, version);
+    let path = dir.and_then(|d| cache_path(d, module, arch, version));
     if let Some(p) = &path {
         if let Ok(bytes) = std::fs::read(p) {
             if !bytes.is_empty() {

@@ -2,7 +2,9 @@
 //! descriptor layouts match the C headers. GPU parity tests are in `parity.rs`.
 
 use super::desc::*;
-use super::module::{compile_cubin, nvrtc_version, Arch, KernelModule};
+use super::module::{
+    cache_path, compile_cubin, cubin_cached_in, nvrtc_version, Arch, KernelModule,
+};
 use std::mem::{offset_of, size_of};
 
 /// NVRTC present, or: fail when `STOKEHOLD_REQUIRE_NVRTC=1` (CI), else skip with a message.
@@ -45,6 +47,39 @@ fn every_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
             }
         }
     }
+}
+
+#[test]
+fn cubins_are_cached_on_disk_by_source_arch_and_version() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let arch = Arch { major: 9, minor: 0 };
+    let first = cubin_cached_in(Some(dir.path()), KernelModule::Convert, arch).unwrap();
+    let path = cache_path(
+        dir.path(),
+        KernelModule::Convert,
+        arch,
+        nvrtc_version().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), first);
+    // A second call reads the file: prove it by replacing its contents.
+    std::fs::write(&path, b"cached").unwrap();
+    assert_eq!(
+        cubin_cached_in(Some(dir.path()), KernelModule::Convert, arch).unwrap(),
+        b"cached"
+    );
+    // Another architecture is another file.
+    let other = cache_path(
+        dir.path(),
+        KernelModule::Convert,
+        Arch { major: 8, minor: 0 },
+        (13, 0),
+    )
+    .unwrap();
+    assert_ne!(other, path);
 }
 
 #[test]
