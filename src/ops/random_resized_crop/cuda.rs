@@ -1,5 +1,5 @@
 //! GPU launcher of `random_resized_crop`: the windows are drawn on the host (the CPU's
-//! [`super::RandomResizedCrop::choose`] with each sample's random stream), then one resize
+//! [`RandomResizedCrop::choose`](crate::ops::random_resized_crop::RandomResizedCrop::choose) with each sample's random stream), then one resize
 //! launch reads each window.
 
 use super::RandomResizedCrop;
