@@ -70,6 +70,9 @@ pub enum Error {
     /// nvJPEG failed (the message names the call and the `NVJPEG_STATUS_*` code).
     #[error("nvJPEG: {0}")]
     Nvjpeg(String),
+    /// A CUDA driver, NVRTC or kernel error on the GPU path (what was being done, and why).
+    #[error("CUDA: {0}")]
+    Cuda(String),
 }
 
 fn help_suffix(help: &Option<String>) -> String {

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cuda;
 pub mod decode;
 pub mod error;
 pub mod image;

@@ -12,6 +12,9 @@
 //!
 //! Any layout; the layout and shape are kept.
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use half::f16;
 
 use crate::error::SampleErrorKind;

@@ -46,6 +46,9 @@
 //! factor is `lo + (hi - lo) * u` in f64 with `[lo, hi] = [max(0, 1 - v), 1 + v]` for brightness,
 //! contrast, saturation and `[-v, v]` for hue. An adjustment is disabled when its argument is 0.
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Layout, Pixels};
 use crate::rng::SampleRng;

@@ -4,6 +4,9 @@
 //!
 //! Works on any element type and layout. The window is recorded as [`OpParams::Crop`].
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use half::f16;
 
 use crate::error::SampleErrorKind;

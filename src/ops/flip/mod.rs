@@ -2,6 +2,9 @@
 //!
 //! Works on any element type and layout. The choice is recorded as [`OpParams::Flip`].
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout, Pixels};
 use crate::rng::SampleRng;

@@ -1,5 +1,8 @@
 //! `layout`: reorder image elements between HWC (interleaved) and CHW (planar).
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout};
 use crate::map_pixels;

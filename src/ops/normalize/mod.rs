@@ -20,6 +20,9 @@
 //! `std = 255 s`, the results differ by at most 4.8e-7 on the ImageNet statistics
 //! (measured by scripts/golden/color.py).
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use half::f16;
 
 use crate::error::SampleErrorKind;

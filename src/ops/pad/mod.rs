@@ -3,6 +3,9 @@
 //!
 //! Works on any element type and layout.
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use crate::error::SampleErrorKind;
 use crate::value::{Value, ValueType};
 

@@ -5,6 +5,9 @@
 //! The window is recorded as [`OpParams::Crop`]; [`choose_window`] is what the GPU path and
 //! a region-of-interest decoder call to know the window before decoding.
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
+
 use crate::error::SampleErrorKind;
 use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};

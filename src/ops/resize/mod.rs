@@ -5,6 +5,8 @@
 //! the GPU path replays. Any channel count works; channels are resampled independently
 //! (Pillow premultiplies alpha for `RGBA`, stokehold does not).
 
+/// GPU launcher (see `crate::cuda`).
+pub mod cuda;
 pub mod kernel;
 
 #[cfg(test)]

@@ -1,0 +1,97 @@
+// Per-sample descriptors. Each struct is mirrored field for field by a `#[repr(C)]` struct in
+// src/cuda/desc.rs; both sides assert the size (and the Rust tests check every offset).
+#pragma once
+#include "types.cuh"
+
+// Flags of FusedDesc.flags.
+#define FUSED_FLIP_H 1u
+#define FUSED_FLIP_V 2u
+#define FUSED_VERTICAL_FIRST 4u
+#define FUSED_H_PASS 8u
+#define FUSED_V_PASS 16u
+#define FUSED_NEAREST 32u
+#define FUSED_NORMALIZE 64u
+#define FUSED_CHW 128u
+
+// One sample of the fused chain: window of a u8 HWC source -> resample -> flip -> normalize
+// -> cast -> layout. Tap tables live in one shared i32 array:
+//   bilinear axis of n outputs at `off`: start[n], len[n], weights[n * ksize]
+//   nearest axis of n outputs at `off`: source index[n] (absolute)
+struct FusedDesc {
+    u64 src;        // u8 HWC pixels
+    u64 dst;        // this sample's output
+    u32 src_pitch;  // bytes from one source row to the next
+    u32 src_h;
+    u32 src_w;
+    u32 channels;   // 1..=4
+    u32 win_top;    // window inside the source
+    u32 win_left;
+    u32 win_h;
+    u32 win_w;
+    u32 out_h;
+    u32 out_w;
+    u32 flags;
+    u32 out_dtype;  // DT_*
+    u32 h_off;      // horizontal table offset (i32 entries)
+    u32 h_ksize;
+    u32 v_off;      // vertical table offset
+    u32 v_ksize;
+    float mean[4];
+    float inv_std[4];
+};
+static_assert(sizeof(FusedDesc) == 112, "FusedDesc size must match src/cuda/desc.rs");
+
+#define GEOM_FLIP_H 1u
+#define GEOM_FLIP_V 2u
+#define GEOM_CHW 4u
+#define GEOM_TO_CHW 8u
+
+// Crop/pad (window with fill), flip and layout change of one image of any element type.
+struct GeomDesc {
+    u64 src;
+    u64 dst;
+    u32 src_h;
+    u32 src_w;
+    u32 out_h;
+    u32 out_w;
+    i32 top;        // window origin in the source (negative = starts outside)
+    i32 left;
+    u32 channels;
+    u32 flags;
+    u32 fill[4];    // raw element bits of the fill value, per channel (low bytes used)
+};
+static_assert(sizeof(GeomDesc) == 64, "GeomDesc size must match src/cuda/desc.rs");
+
+#define CONV_CHW 1u
+#define CONV_NORMALIZE 2u
+#define CONV_UNIFORM 4u
+
+// Normalize and cast: element-wise over `count` elements.
+struct ConvertDesc {
+    u64 src;
+    u64 dst;
+    u32 count;
+    u32 channels;
+    u32 plane;      // height * width
+    u32 flags;
+    u32 src_dtype;
+    u32 dst_dtype;
+    u32 reserved[2];
+    float mean[4];
+    float inv_std[4];
+};
+static_assert(sizeof(ConvertDesc) == 80, "ConvertDesc size must match src/cuda/desc.rs");
+
+// Color jitter of one u8 HWC RGB image, in place.
+struct JitterDesc {
+    u64 data;
+    u32 pixels;
+    u32 order;      // byte k = adjustment applied at step k (0 b, 1 c, 2 s, 3 h)
+    u32 enabled;    // bit k = adjustment k is on
+    float brightness;
+    float contrast;
+    float saturation;
+    u32 hue_shift;  // byte added to H (mod 256)
+    u32 reserved;
+};
+static_assert(sizeof(JitterDesc) == 40, "JitterDesc size must match src/cuda/desc.rs");
