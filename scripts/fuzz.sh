@@ -2,6 +2,8 @@
 # Fuzzes the decoder and the pipeline-file parser with cargo-fuzz (libFuzzer).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 300 s for each of: decode pipeline_file
+#   FUZZ_MAX_LEN=2048 scripts/fuzz.sh 300 decode   # short inputs only: ~2x the executions/s
+#                                                  # (headers, EXIF, marker walks)
 #
 # Needs `cargo install cargo-fuzz`. cargo-fuzz passes unstable (-Z) flags to rustc; on a
 # stable toolchain RUSTC_BOOTSTRAP=1 lets them through, and `-s none` skips AddressSanitizer
@@ -26,6 +28,7 @@ SHARED="${STOKEHOLD_SHARED:-$PWD/../shared}/data"
 export RUSTC_BOOTSTRAP=1
 # Own target dir: the instrumented build shares nothing with the normal one.
 FUZZ_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/fuzz/target}"
+MAX_LEN="${FUZZ_MAX_LEN:-262144}"
 
 seed_decode() {
     local dir=fuzz/corpus/decode
@@ -60,7 +63,7 @@ for t in "${TARGETS[@]}"; do
     esac
     echo "== fuzzing $t for ${SECONDS_EACH}s"
     cargo fuzz run "$t" -s none --target-dir "$FUZZ_TARGET_DIR" "fuzz/corpus/$t" -- \
-        -max_total_time="$SECONDS_EACH" -max_len=262144 -rss_limit_mb=4096 -timeout=10 \
+        -max_total_time="$SECONDS_EACH" -max_len="$MAX_LEN" -rss_limit_mb=4096 -timeout=10 \
         -print_final_stats=1 2>&1 | tee "fuzz/last-$t.log" | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)' || true
     if ls "fuzz/artifacts/$t"/crash-* "fuzz/artifacts/$t"/oom-* "fuzz/artifacts/$t"/timeout-* >/dev/null 2>&1; then
         echo "!! $t: findings in fuzz/artifacts/$t" >&2
