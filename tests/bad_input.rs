@@ -455,3 +455,38 @@ fn skips_after_the_last_batch_are_reported() {
         "z_bad.jpg was skipped but never reported"
     );
 }
+
+/// Peak resident memory of this process (VmHWM) in MB.
+fn peak_rss_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// A huge file named like an image is refused from its size, without reading it all.
+#[test]
+#[ignore = "bug: the reader threads std::fs::read the whole file before the decoder checks max_file_bytes, so a 1 GiB file costs 1 GiB of memory (per file in flight)"]
+fn huge_file_is_refused_before_it_is_read() {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..4 {
+        write_jpeg(&d.path().join(format!("img_{i}.jpg")), 48, 40, i as u8);
+    }
+    // Sparse: costs no disk, reads as 1 GiB of zeros.
+    let big = std::fs::File::create(d.path().join("huge.jpg")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    drop(big);
+    let before = peak_rss_mb();
+    let (batches, err, skipped) =
+        run_bounded(spec_for("resnet50-eval.toml", d.path(), 4, 1, 1), || {});
+    assert!(err.is_none());
+    assert_eq!(batches.iter().map(Batch::len).sum::<usize>(), 4);
+    assert_eq!(skipped, 1);
+    let grown = peak_rss_mb().saturating_sub(before);
+    assert!(
+        grown < 256,
+        "peak RSS grew by {grown} MB for a file over max_file_bytes"
+    );
+}
