@@ -192,7 +192,10 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                     "hierarchical JPEG (DHP marker) is not supported".into(),
                 ))
             }
-            0xE1 if orientation.is_none() && payload.starts_with(b"Exif\0\0") => {
+            // Only an EXIF block before the first scan counts (as in Pillow, which reads
+            // the markers up to SOS); one between scans would make `probe`, which stops
+            // at the first SOS, disagree with `decode`.
+            0xE1 if scans == 0 && orientation.is_none() && payload.starts_with(b"Exif\0\0") => {
                 orientation = Some(orientation_from_app1(payload).unwrap_or(1));
             }
             0xDA => {

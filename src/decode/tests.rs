@@ -423,6 +423,58 @@ fn exif_orientations_in_jpeg() {
     }
 }
 
+/// Regression (fuzzing): an EXIF block between two scans of a progressive JPEG used to be
+/// applied by `decode` (which walks every scan) but not seen by `probe` (which stops at the
+/// first SOS), so the two disagreed on the size. Like Pillow, only EXIF before the first
+/// scan counts now. The fuzzer's input is tests/bad/decode/exif-after-first-scan.jpg.
+#[test]
+fn exif_after_the_first_scan_is_ignored() {
+    let (h, w) = (17usize, 33usize);
+    let src = pattern_rgb(h, w);
+    let mut jpg = encode_jpeg_opts(
+        &src,
+        h,
+        w,
+        3,
+        &JpegOpts {
+            quality: 95,
+            sub: Sub::S420,
+            progressive: true,
+            exif_tiff: None,
+        },
+    );
+    // 0xFF 0xDA appears only as a marker: 0xFF in entropy-coded data is stuffed.
+    let sos: Vec<usize> = jpg
+        .windows(2)
+        .enumerate()
+        .filter(|(_, m)| m == &[0xFF, 0xDA])
+        .map(|(i, _)| i)
+        .collect();
+    assert!(sos.len() >= 2, "progressive JPEG with several scans");
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend_from_slice(&exif_orientation_tiff(6, true));
+    let mut seg = vec![0xFF, 0xE1];
+    seg.extend_from_slice(&((app1.len() + 2) as u16).to_be_bytes());
+    seg.extend_from_slice(&app1);
+    jpg.splice(sos[1]..sos[1], seg);
+    let im = decode(&jpg, &rgb_opts()).unwrap();
+    let info = probe(&jpg, &rgb_opts()).unwrap();
+    assert_eq!(info.orientation, 1);
+    assert_eq!((im.height, im.width), (h, w));
+    assert_eq!((info.height, info.width), (h, w));
+    // The fuzzer's input: probe and decode agree.
+    let bytes = include_bytes!("../../tests/bad/decode/exif-after-first-scan.jpg");
+    for apply_exif in [true, false] {
+        let opts = DecodeOptions {
+            apply_exif,
+            ..rgb_opts()
+        };
+        if let (Ok(i), Ok(m)) = (probe(bytes, &opts), decode(bytes, &opts)) {
+            assert_eq!((i.width, i.height), (m.width, m.height));
+        }
+    }
+}
+
 #[test]
 fn unknown_format_and_file_limit() {
     assert_eq!(decode(b"", &rgb_opts()), Err(DecodeError::UnknownFormat));

@@ -293,7 +293,13 @@ impl<'a> Cx<'a> {
 
     /// 1-based (line, column) of a byte offset; the column counts characters.
     fn pos(&self, offset: usize) -> Pos {
-        let offset = offset.min(self.text.len());
+        let mut offset = offset.min(self.text.len());
+        // The end of a file that ends with a newline is reported at the end of its last
+        // line, not on a line after it (e.g. an unterminated string at the end of the file).
+        if offset == self.text.len() {
+            let trimmed = self.text.strip_suffix('\n').unwrap_or(self.text);
+            offset = trimmed.strip_suffix('\r').unwrap_or(trimmed).len();
+        }
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
         let start = self.line_starts[line - 1];
         let column = self.text.as_bytes()[start..offset]

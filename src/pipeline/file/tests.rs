@@ -175,6 +175,20 @@ fn syntax_error_is_placed_and_one_line() {
     );
 }
 
+/// Regression: an error at the very end of a file that ends with a newline was placed on
+/// the line after the last one.
+#[test]
+fn error_at_the_end_of_the_file_stays_inside_it() {
+    for (text, col) in [
+        ("[pipeline]\noutputs = \"\"\"abc\n", 17),
+        ("[pipeline]\noutputs = \"\"\"abc\r\n", 17),
+        ("[pipeline]\noutputs = \"\"\"abc", 17),
+    ] {
+        let (line, column, message, _) = config_err(text);
+        assert_eq!((line, column), (2, col), "{text:?}: {message}");
+    }
+}
+
 #[test]
 fn unknown_top_level_table_suggests_the_right_one() {
     assert_err(
