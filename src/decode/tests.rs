@@ -1068,3 +1068,30 @@ fn window_decode_real_files() {
     }
     println!("{n} windows of real files bit-exact");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random image sizes, subsamplings, orientations and windows: the window decode is the
+    /// crop of the full decode.
+    #[test]
+    fn window_decode_matches_full_decode(h in 1usize..80, w in 1usize..80, sub in 0usize..5,
+                                         progressive: bool, o in 1u8..9, seeds in proptest::collection::vec(any::<u64>(), 4)) {
+        let sub = [Sub::S444, Sub::S422, Sub::S420, Sub::S440, Sub::S411][sub];
+        let src = pattern_rgb(h, w);
+        let jpg = encode_jpeg_opts(&src, h, w, 3, &JpegOpts {
+            quality: 80, sub, progressive, exif_tiff: Some(exif_orientation_tiff(u16::from(o), true)),
+        });
+        let full = decode(&jpg, &rgb_opts()).unwrap();
+        let (fh, fw) = (full.height, full.width);
+        for s in seeds {
+            let wh = 1 + (s % fh as u64) as usize;
+            let ww = 1 + ((s >> 16) % fw as u64) as usize;
+            let t = ((s >> 32) % (fh - wh + 1) as u64) as usize;
+            let l = ((s >> 48) % (fw - ww + 1) as u64) as usize;
+            let got = decode_window(&jpg, &rgb_opts(), (t, l, wh, ww)).unwrap();
+            prop_assert!(got.as_u8_hwc().unwrap() == &crop_of(&full, (t, l, wh, ww))[..],
+                "{sub:?} p={progressive} o={o} {h}x{w}: window {:?}", (t, l, wh, ww));
+        }
+    }
+}

@@ -156,10 +156,10 @@ pub(crate) fn decode(
     }
 }
 
-/// Rows and columns of margin decoded around a region so that libjpeg's fancy upsampling
-/// sees the same neighbours as in a full decode (its crop treats the crop edge as an image
-/// edge): one iMCU (up to 32 pixels) on each side is more than the 1-sample reach of the
-/// upsampling filters.
+/// Columns of margin decoded left and right of a region, in iMCUs, so that libjpeg's fancy
+/// upsampling sees the same neighbours as in a full decode (`jpeg_crop_scanline` treats the
+/// crop edges as image edges): one iMCU (8 to 32 pixels) is more than the 1-sample reach of
+/// the upsampling filters. Without it the window tests fail.
 const MARGIN_IMCUS: usize = 1;
 
 fn decode_inner(
@@ -239,7 +239,6 @@ fn decode_inner(
 
     // A region (or CMYK): decode a margin around it, one row at a time into a line buffer.
     let imcu_w = cinfo.max_h_samp_factor.max(1) as usize * 8;
-    let imcu_h = cinfo.max_v_samp_factor.max(1) as usize * 8;
     let x0 = left.saturating_sub(MARGIN_IMCUS * imcu_w);
     let x1 = (left + w + MARGIN_IMCUS * imcu_w).min(full_w);
     let mut xoff = x0 as JDIMENSION;
@@ -253,15 +252,22 @@ fn decode_inner(
             "JPEG: unexpected crop from the decoder".into(),
         ));
     }
-    let y0 = (top.saturating_sub(MARGIN_IMCUS * imcu_h) / imcu_h) * imcu_h;
-    if y0 > 0 {
-        // SAFETY: y0 < full_h; errors unwind to `decode`.
-        let skipped = unsafe { jpeg_skip_scanlines(cinfo, y0 as JDIMENSION) };
-        if skipped as usize != y0 {
+    if top > 0 {
+        // Rows above the window: libjpeg-turbo entropy-decodes what it must (the Huffman
+        // stream is sequential) but skips IDCT, upsampling and colour conversion, and it
+        // rebuilds the upsampling context of the first row read (no vertical margin needed;
+        // the tests check every subsampling at unaligned tops).
+        // SAFETY: top < full_h; errors unwind to `decode`.
+        let skipped = unsafe { jpeg_skip_scanlines(cinfo, top as JDIMENSION) };
+        if skipped as usize != top {
             return Err(DecodeError::Corrupt("JPEG: could not skip rows".into()));
         }
     }
-    let mut line = vec![0u8; cw * nc];
+    // Up to ROWS rows per call into a small buffer (one row per call would make libjpeg
+    // copy through its spare row for 2× vertical upsampling).
+    const ROWS: usize = 4;
+    let line_len = cw * nc;
+    let mut lines = vec![0u8; ROWS * line_len];
     let mut rgb_line = if nc == 4 {
         vec![0u8; cw * 3]
     } else {
@@ -271,26 +277,30 @@ fn decode_inner(
     let row_bytes = w * out_c;
     while (cinfo.output_scanline as usize) < top + h {
         let y = cinfo.output_scanline as usize;
-        let mut row: JSAMPROW_MUT = line.as_mut_ptr();
-        // SAFETY: one row pointer to `line`, which holds output_width (= cw) ×
-        // output_components samples.
-        let got = unsafe { jpeg_read_scanlines(cinfo, &mut row, 1) };
-        if got != 1 {
+        let want = (top + h - y).min(ROWS);
+        let mut rows: [JSAMPROW_MUT; ROWS] = [std::ptr::null_mut(); ROWS];
+        for (i, r) in rows.iter_mut().enumerate().take(want) {
+            *r = lines[i * line_len..].as_mut_ptr();
+        }
+        // SAFETY: `want` row pointers, each to `line_len` writable bytes of `lines`, which
+        // libjpeg fills with output_width (= cw) × output_components samples = `line_len`.
+        let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), want as JDIMENSION) };
+        let got = got as usize;
+        if got == 0 || got > want {
             return Err(DecodeError::Corrupt(
                 "JPEG: decoder returned no rows".into(),
             ));
         }
-        if y < top {
-            continue;
+        for (i, line) in lines.chunks_exact(line_len).take(got).enumerate() {
+            let src: &[u8] = if nc == 4 {
+                cmyk_to_rgb(line, &mut rgb_line);
+                &rgb_line
+            } else {
+                line
+            };
+            let o = (y + i - top) * row_bytes;
+            out[o..o + row_bytes].copy_from_slice(&src[col..col + row_bytes]);
         }
-        let src: &[u8] = if nc == 4 {
-            cmyk_to_rgb(&line, &mut rgb_line);
-            &rgb_line
-        } else {
-            &line
-        };
-        out[(y - top) * row_bytes..(y - top + 1) * row_bytes]
-            .copy_from_slice(&src[col..col + row_bytes]);
     }
     Ok((out, h, w, out_c))
 }
