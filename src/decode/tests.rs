@@ -1095,3 +1095,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn libjpeg_fatal_errors_unwind_to_an_error() {
+    // Errors only libjpeg sees (the marker walk does not parse tables) go through its
+    // error_exit, which must come back as an error: no abort, no longjmp, no panic.
+    let jpg = encode_jpeg(&pattern_rgb(16, 16), 16, 16, 3, 90, Sub::S420);
+    let p = jpg.windows(2).position(|w| w == [0xFF, 0xC4]).unwrap();
+    let mut bad_dht = jpg.clone();
+    // Code counts of the first table (after length and class/id): 255 codes of length 1.
+    bad_dht[p + 5] = 255;
+    let mut bad_sos = jpg.clone();
+    let s = jpg.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+    bad_sos[s + 5] = 9; // a component id the frame does not have
+    let mut bad_dqt = jpg.clone();
+    let q = jpg.windows(2).position(|w| w == [0xFF, 0xDB]).unwrap();
+    bad_dqt[q + 4] = 0x07; // quantization table id 7
+    for (name, b) in [("DHT", bad_dht), ("SOS", bad_sos), ("DQT", bad_dqt)] {
+        for _ in 0..3 {
+            // Repeated: a decoder left in a bad state by the unwind would show.
+            let e = decode(&b, &rgb_opts()).unwrap_err();
+            assert!(
+                matches!(e, DecodeError::Corrupt(ref m) if m.starts_with("JPEG: ")),
+                "{name}: {e}"
+            );
+            println!("{name}: {e}");
+            assert!(decode_window(&b, &rgb_opts(), (2, 2, 5, 5)).is_err());
+        }
+    }
+    // The decoder still works afterwards.
+    assert!(decode(&jpg, &rgb_opts()).is_ok());
+}
