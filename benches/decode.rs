@@ -1,5 +1,6 @@
 //! JPEG decoding, one thread: zune-jpeg vs stokehold's libjpeg-turbo decoder (full image),
-//! window decodes of random-resized-crop windows, and the fused decode + crop to 224.
+//! window decodes of random-resized-crop windows, the fused decode + crop to 224 (exact), the
+//! opt-in DCT-scaled variant (not the reference pixels), and decode-then-crop for comparison.
 //! Throughput is in images (per iteration: every file of the set once).
 //!
 //! `STOKEHOLD_SHARED=/work/shared cargo bench --bench decode`
@@ -9,7 +10,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use stokehold::decode::{decode, decode_window, probe, DecodeOptions};
-use stokehold::ops::random_resized_crop::{choose_window, decode_and_crop, RandomResizedCrop};
+use stokehold::ops::random_resized_crop::{
+    choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
+};
 use stokehold::ops::resize::Interp;
 use stokehold::rng::SampleRng;
 use zune_core::bytestream::ZCursor;
@@ -91,6 +94,14 @@ fn bench_decode(c: &mut Criterion) {
             for (i, f) in files.iter().enumerate() {
                 let mut rng = SampleRng::from_key(i as u64);
                 black_box(decode_and_crop(black_box(f), &opts, &rrc, &mut rng).unwrap());
+            }
+        })
+    });
+    g.bench_function("decode_and_crop_scaled_224_optin", |b| {
+        b.iter(|| {
+            for (i, f) in files.iter().enumerate() {
+                let mut rng = SampleRng::from_key(i as u64);
+                black_box(decode_and_crop_scaled(black_box(f), &opts, &rrc, &mut rng).unwrap());
             }
         })
     });

@@ -9,7 +9,9 @@
 use std::time::Instant;
 
 use stokehold::decode::{decode, decode_window, probe, DecodeOptions};
-use stokehold::ops::random_resized_crop::{choose_window, decode_and_crop, RandomResizedCrop};
+use stokehold::ops::random_resized_crop::{
+    choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
+};
 use stokehold::ops::resize::{resize_image, Interp};
 use stokehold::rng::SampleRng;
 use zune_core::bytestream::ZCursor;
@@ -77,7 +79,7 @@ fn main() {
     let n = files.len() as f64;
     println!("{} files, {:.1} MP", files.len(), mp);
     let (mut tz, mut tt, mut tw) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut tu, mut tf) = (Vec::new(), Vec::new());
+    let (mut tu, mut tf, mut ts) = (Vec::new(), Vec::new(), Vec::new());
     let rrc = RandomResizedCrop {
         height: 224,
         width: 224,
@@ -122,6 +124,12 @@ fn main() {
             decode_and_crop(f, &opts, &rrc, &mut rng).unwrap();
         }
         tf.push(s.elapsed().as_secs_f64());
+        let s = Clock::now();
+        for (i, f) in files.iter().enumerate() {
+            let mut rng = SampleRng::from_key(i as u64);
+            decode_and_crop_scaled(f, &opts, &rrc, &mut rng).unwrap();
+        }
+        ts.push(s.elapsed().as_secs_f64());
         println!(
             "round {r}: zune {:.3} s, turbo {:.3} s, turbo window {:.3} s, unfused {:.3} s, \
              fused {:.3} s ({z} {t} {wsum})",
@@ -134,6 +142,7 @@ fn main() {
         ("libjpeg-turbo rrc window", tw),
         ("decode + rrc 224 (unfused)", tu),
         ("decode_and_crop 224 (fused)", tf),
+        ("decode_and_crop_scaled 224 (opt-in)", ts),
     ] {
         let m = median(t);
         println!(

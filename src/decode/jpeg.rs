@@ -239,18 +239,28 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
 /// ([`super::turbo`]); returns interleaved pixels with 1 channel (gray input) or 3
 /// (everything else), before orientation. With `region` (top, left, height, width in stored
 /// coordinates), only that rectangle, bit-identical to the same rectangle of a full decode.
+/// With `scale_denom` 2, 4 or 8, the image is downscaled in the DCT domain (libjpeg's scaled
+/// IDCT) to [`scaled_size`] and `region` is in the scaled image.
 pub(crate) fn decode_pixels(
     bytes: &[u8],
     h: &JpegHeader,
     region: Option<super::turbo::Rect>,
+    scale_denom: u8,
 ) -> Result<(Vec<u8>, usize), DecodeError> {
+    let (width, height) = scaled_size(h.width, h.height, scale_denom);
     let req = super::turbo::Request {
-        width: h.width,
-        height: h.height,
+        width,
+        height,
         components: h.components,
         region,
-        scale_denom: 1,
+        scale_denom,
     };
     let (px, _, _, c) = super::turbo::decode(&bytes[h.soi..], &req)?;
     Ok((px, c))
+}
+
+/// Size of a `width` × `height` JPEG decoded at 1/`scale_denom` (libjpeg rounds up).
+pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {
+    let d = usize::from(scale_denom.max(1));
+    (width.div_ceil(d), height.div_ceil(d))
 }

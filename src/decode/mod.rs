@@ -203,7 +203,7 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
     let (w, h, orientation, pixels, channels) = match format {
         Format::Jpeg => {
             let hd = jpeg::scan(bytes, true, &opts.limits)?;
-            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, None))?;
+            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, None, 1))?;
             (hd.width, hd.height, hd.orientation, px, c)
         }
         Format::Png => {
@@ -237,25 +237,72 @@ pub fn decode_window(
     opts: &DecodeOptions,
     window: Window,
 ) -> Result<Image, DecodeError> {
+    decode_window_at(bytes, opts, window, 1)
+}
+
+/// **Opt-in, not the reference pixels.** Decodes a JPEG downscaled by 1/`scale_denom`
+/// (1, 2, 4 or 8) in the DCT domain (libjpeg's scaled IDCT: much less work than a full
+/// decode, but the pixels differ from resizing a full decode). The result is `ceil(width /
+/// scale_denom)` × `ceil(height / scale_denom)` (after orientation as in [`decode`]).
+/// `window` (as in [`decode_window`], or `None` for all of it) is in the *scaled* image's
+/// coordinates, and the window's pixels equal the same window of the full scaled decode.
+/// PNG is not supported here ([`DecodeError::Unsupported`]).
+pub fn decode_scaled(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    scale_denom: u8,
+    window: Option<Window>,
+) -> Result<Image, DecodeError> {
+    if !matches!(scale_denom, 1 | 2 | 4 | 8) {
+        return Err(DecodeError::Unsupported(format!(
+            "DCT-domain scale 1/{scale_denom} (only 1/1, 1/2, 1/4, 1/8)"
+        )));
+    }
+    match window {
+        Some(w) => decode_window_at(bytes, opts, w, scale_denom),
+        None => {
+            let info = probe(bytes, opts)?;
+            if info.format != Format::Jpeg {
+                return Err(DecodeError::Unsupported(
+                    "DCT-domain scaling is for JPEG only".into(),
+                ));
+            }
+            let d = usize::from(scale_denom);
+            let (h, w) = (info.height.div_ceil(d), info.width.div_ceil(d));
+            decode_window_at(bytes, opts, (0, 0, h, w), scale_denom)
+        }
+    }
+}
+
+fn decode_window_at(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    window: Window,
+    scale_denom: u8,
+) -> Result<Image, DecodeError> {
     check_file_size(bytes, &opts.limits)?;
     let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
     match format {
         Format::Jpeg => {
             let hd = jpeg::scan(bytes, true, &opts.limits)?;
             let o = if opts.apply_exif { hd.orientation } else { 1 };
+            let (sw, sh) = jpeg::scaled_size(hd.width, hd.height, scale_denom);
             let (oh, ow) = if exif::swaps_axes(o) {
-                (hd.width, hd.height)
+                (sw, sh)
             } else {
-                (hd.height, hd.width)
+                (sh, sw)
             };
             check_window(window, oh, ow)?;
-            let stored = exif::stored_rect(window, hd.height, hd.width, o);
-            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, Some(stored)))?;
+            let stored = exif::stored_rect(window, sh, sw, o);
+            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, Some(stored), scale_denom))?;
             let pixels = convert_channels(px, c, opts.color);
             let c = opts.color.channels();
             let (pixels, h, w) = exif::apply_orientation(pixels, stored.2, stored.3, c, o);
             Ok(Image::from_u8_hwc(h, w, c, pixels))
         }
+        Format::Png if scale_denom > 1 => Err(DecodeError::Unsupported(
+            "DCT-domain scaling is for JPEG only".into(),
+        )),
         Format::Png => {
             let im = decode(bytes, opts)?;
             check_window(window, im.height, im.width)?;

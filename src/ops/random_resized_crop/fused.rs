@@ -6,7 +6,9 @@
 //! header, [`crate::decode::decode_window`] returns exactly the full decode's pixels in the
 //! window, and resizing a window reads no pixel outside it.
 
-use crate::decode::{decode_window, probe, DecodeError, DecodeOptions, Window};
+use crate::decode::{
+    decode_scaled, decode_window, probe, DecodeError, DecodeOptions, Format, Window,
+};
 use crate::image::Image;
 use crate::rng::SampleRng;
 
@@ -41,6 +43,52 @@ pub fn decode_and_crop(
     }
     let window = rrc.choose(info.height, info.width, rng);
     let crop = decode_window(bytes, decode_opts, window)?;
+    let out = resize_image(
+        &crop,
+        (0, 0, crop.height, crop.width),
+        rrc.height,
+        rrc.width,
+        rrc.interp,
+        rrc.antialias,
+    )
+    .map_err(DecodeAndCropError::Crop)?;
+    Ok((out, window))
+}
+
+/// **Opt-in, not bit-identical to the reference.** Like [`decode_and_crop`] (same window,
+/// same rng draws), but when the window is at least 2× the output size in both directions the
+/// JPEG is decoded downscaled by 1/2, 1/4 or 1/8 in the DCT domain (the largest factor that
+/// keeps the scaled window at least as large as the output), its window widened outwards to
+/// whole scaled pixels, and that is resized to the output. Much less decoding work for large
+/// windows; the pixels differ slightly from the reference (DCT-domain downscaling is a box-like
+/// filter, and the window edges move by under one scaled pixel). PNG and small windows take
+/// the exact path.
+pub fn decode_and_crop_scaled(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(Image, Window), DecodeAndCropError> {
+    let info = probe(bytes, decode_opts)?;
+    if info.height == 0 || info.width == 0 {
+        return Err(DecodeAndCropError::Crop("empty image".into()));
+    }
+    let window = rrc.choose(info.height, info.width, rng);
+    let (top, left, wh, ww) = window;
+    let denom = [8usize, 4, 2]
+        .into_iter()
+        .find(|&d| wh / d >= rrc.height && ww / d >= rrc.width)
+        .filter(|_| info.format == Format::Jpeg)
+        .unwrap_or(1);
+    let crop = if denom == 1 {
+        decode_window(bytes, decode_opts, window)?
+    } else {
+        let (sh, sw) = (info.height.div_ceil(denom), info.width.div_ceil(denom));
+        let (t, l) = (top / denom, left / denom);
+        let b = (top + wh).div_ceil(denom).min(sh);
+        let r = (left + ww).div_ceil(denom).min(sw);
+        decode_scaled(bytes, decode_opts, denom as u8, Some((t, l, b - t, r - l)))?
+    };
     let out = resize_image(
         &crop,
         (0, 0, crop.height, crop.width),
@@ -223,5 +271,130 @@ mod tests {
             matches!(e, DecodeAndCropError::Decode(DecodeError::Corrupt(_))),
             "{e}"
         );
+    }
+
+    fn psnr(a: &[u8], b: &[u8]) -> f64 {
+        let mse = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+            .sum::<f64>()
+            / a.len() as f64;
+        10.0 * (255.0f64 * 255.0 / mse.max(1e-9)).log10()
+    }
+
+    #[test]
+    fn scaled_path_is_close_and_exact_for_small_windows() {
+        // A smooth 700x900 "photo": large windows take the DCT-scaled path.
+        let (h, w) = (700usize, 900usize);
+        let mut src = Vec::with_capacity(h * w * 3);
+        for y in 0..h {
+            for x in 0..w {
+                let (fy, fx) = (y as f64, x as f64);
+                src.push((128.0 + 100.0 * (fx / 37.0).sin()) as u8);
+                src.push((128.0 + 100.0 * (fy / 29.0).cos()) as u8);
+                src.push((128.0 + 90.0 * ((fx + fy) / 53.0).sin()) as u8);
+            }
+        }
+        let jpg = encode_jpeg_opts(
+            &src,
+            h,
+            w,
+            3,
+            &JpegOpts {
+                quality: 92,
+                sub: Sub::S420,
+                progressive: false,
+                exif_tiff: Some(exif_orientation_tiff(6, false)),
+            },
+        );
+        let opts = DecodeOptions::default();
+        let (mut scaled, mut exact, mut worst) = (0, 0, f64::INFINITY);
+        for (op, keys) in [
+            (rrc(112, 112, Interp::Bilinear, true), 0..40u64),
+            (rrc(600, 600, Interp::Bilinear, true), 40..50),
+        ] {
+            for key in keys {
+                let (a, wa) = unfused(&jpg, &opts, &op, key);
+                let mut rng = SampleRng::for_sample(11, 2, key, 99);
+                let (b, wb) = decode_and_crop_scaled(&jpg, &opts, &op, &mut rng).unwrap();
+                assert_eq!(wa, wb);
+                assert_eq!((b.height, b.width), (a.height, a.width));
+                let (a, b) = (a.as_u8_hwc().unwrap(), b.as_u8_hwc().unwrap());
+                if wa.2 >= 2 * op.height && wa.3 >= 2 * op.width {
+                    let p = psnr(a, b);
+                    assert!(p > 30.0, "key {key}: window {wa:?}, PSNR {p:.1} dB");
+                    worst = worst.min(p);
+                    scaled += 1;
+                } else {
+                    assert!(a == b, "key {key}: small window must be exact");
+                    exact += 1;
+                }
+            }
+        }
+        println!("{scaled} scaled (worst PSNR {worst:.1} dB), {exact} exact");
+        assert!(scaled >= 5 && exact >= 10, "{scaled} scaled, {exact} exact");
+    }
+
+    #[test]
+    fn scaled_windows_equal_the_scaled_full_decode() {
+        let (h, w) = (90usize, 123usize);
+        let src = pattern_rgb(h, w);
+        for (sub, o) in [
+            (Sub::S420, 1u8),
+            (Sub::S422, 6),
+            (Sub::S444, 3),
+            (Sub::S411, 8),
+        ] {
+            let jpg = encode_jpeg_opts(
+                &src,
+                h,
+                w,
+                3,
+                &JpegOpts {
+                    quality: 85,
+                    sub,
+                    progressive: o == 3,
+                    exif_tiff: Some(exif_orientation_tiff(u16::from(o), false)),
+                },
+            );
+            let opts = DecodeOptions::default();
+            assert!(decode_scaled(&jpg, &opts, 1, None).unwrap() == decode(&jpg, &opts).unwrap());
+            assert!(decode_scaled(&jpg, &opts, 3, None).is_err());
+            for d in [2u8, 4, 8] {
+                let full = decode_scaled(&jpg, &opts, d, None).unwrap();
+                let dd = usize::from(d);
+                let (fh, fw) = if o >= 5 { (w, h) } else { (h, w) };
+                assert_eq!(
+                    (full.height, full.width),
+                    (fh.div_ceil(dd), fw.div_ceil(dd))
+                );
+                let px = full.as_u8_hwc().unwrap();
+                for (t, l, wh, ww) in [
+                    (0, 0, full.height, full.width),
+                    (1, 2, 3, 4),
+                    (
+                        full.height / 2,
+                        full.width / 3,
+                        full.height / 2,
+                        full.width / 2,
+                    ),
+                    (full.height - 1, full.width - 1, 1, 1),
+                ] {
+                    let got = decode_scaled(&jpg, &opts, d, Some((t, l, wh, ww))).unwrap();
+                    let mut want = Vec::new();
+                    for y in t..t + wh {
+                        want.extend_from_slice(
+                            &px[(y * full.width + l) * 3..(y * full.width + l + ww) * 3],
+                        );
+                    }
+                    assert!(
+                        got.as_u8_hwc().unwrap() == &want[..],
+                        "{sub:?} o={o} 1/{d} {:?}",
+                        (t, l, wh, ww)
+                    );
+                }
+            }
+        }
     }
 }

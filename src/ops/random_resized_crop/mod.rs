@@ -8,7 +8,7 @@
 
 mod fused;
 
-pub use fused::{decode_and_crop, DecodeAndCropError};
+pub use fused::{decode_and_crop, decode_and_crop_scaled, DecodeAndCropError};
 
 use crate::error::SampleErrorKind;
 use crate::rng::SampleRng;
