@@ -124,6 +124,7 @@ impl SampleErrorKind {
                 DecodeError::Limits(_) => "decode:limits",
                 DecodeError::UnknownFormat => "decode:unknown-format",
                 DecodeError::Corrupt(_) => "decode:corrupt",
+                DecodeError::Window(_) => "decode:window",
             },
             SampleErrorKind::Op { .. } => "operator",
         }
@@ -146,4 +147,7 @@ pub enum DecodeError {
     /// The data is damaged.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A window asked of [`crate::decode::decode_window`] is empty or outside the image.
+    #[error("invalid window: {0}")]
+    Window(String),
 }

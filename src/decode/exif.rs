@@ -82,6 +82,35 @@ pub fn swaps_axes(o: u8) -> bool {
     matches!(o, 5..=8)
 }
 
+/// The rectangle of the stored image (height `h`, width `w`, before orientation) that
+/// orientation `o` turns into `window` (top, left, height, width) of the oriented image.
+/// [`apply_orientation`] of that rectangle's pixels gives the window's pixels.
+pub fn stored_rect(
+    window: (usize, usize, usize, usize),
+    h: usize,
+    w: usize,
+    o: u8,
+) -> (usize, usize, usize, usize) {
+    let (t, l, wh, ww) = window;
+    // Oriented (y, x) -> stored (sy, sx), as in `apply_orientation`.
+    let map = |y: usize, x: usize| -> (usize, usize) {
+        match o {
+            2 => (y, w - 1 - x),
+            3 => (h - 1 - y, w - 1 - x),
+            4 => (h - 1 - y, x),
+            5 => (x, y),
+            6 => (h - 1 - x, y),
+            7 => (h - 1 - x, w - 1 - y),
+            8 => (x, w - 1 - y),
+            _ => (y, x),
+        }
+    };
+    let (a, b) = (map(t, l), map(t + wh - 1, l + ww - 1));
+    let (y0, y1) = (a.0.min(b.0), a.0.max(b.0));
+    let (x0, x1) = (a.1.min(b.1), a.1.max(b.1));
+    (y0, x0, y1 - y0 + 1, x1 - x0 + 1)
+}
+
 /// Applies EXIF orientation `o` (1..=8; others are treated as 1) to an HWC buffer of
 /// `h × w × c` elements and returns the new buffer and its (height, width).
 pub fn apply_orientation(

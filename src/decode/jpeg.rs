@@ -1,10 +1,11 @@
 //! JPEG: our own bounds-checked marker walk (what the file is, whether we decode it, whether
-//! it is complete), then `zune-jpeg` for the pixels.
+//! it is complete), then libjpeg-turbo ([`super::turbo`]) for the pixels, as Pillow does.
 //!
-//! The marker walk runs before zune sees the data, so that
-//! - arithmetic coding (SOF9–SOF15, DAC), lossless (SOF3, SOF7, SOF11, SOF15), hierarchical
-//!   (SOF5–SOF7, DHP) and 12/16-bit precision are rejected as [`DecodeError::Unsupported`]
-//!   with a message naming the feature;
+//! The marker walk runs before libjpeg sees the data, so that
+//! - lossless (SOF3, SOF7, SOF11, SOF15), hierarchical (SOF5–SOF7, SOF13–SOF15, DHP) and
+//!   12/16-bit precision are rejected as [`DecodeError::Unsupported`] with a message naming
+//!   the feature; arithmetic-coded sequential and progressive JPEGs (SOF9, SOF10) are
+//!   decoded (libjpeg-turbo is built with arithmetic decoding, Pillow decodes them too);
 //! - frame dimensions are checked against [`Limits`] before anything is allocated;
 //! - files that end before the image is complete are rejected (see below);
 //! - bytes before SOI or between segments (garbage that libjpeg skips with a warning) are
@@ -13,14 +14,9 @@
 //! # Truncated files
 //!
 //! A JPEG whose data ends inside a scan or before the EOI marker is rejected with
-//! [`DecodeError::Corrupt`] ("truncated: ..."). zune (like libjpeg) would otherwise fill the
+//! [`DecodeError::Corrupt`] ("truncated: ..."). libjpeg would otherwise fill the
 //! missing blocks with gray and only warn, and a silently gray-filled image poisons training.
 //! Pillow also refuses such files unless `ImageFile.LOAD_TRUNCATED_IMAGES` is set.
-
-use zune_core::bytestream::ZCursor;
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
 
 use super::exif::orientation_from_app1;
 use super::{check_pixels, DecodeError, Limits};
@@ -137,7 +133,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 if frame.is_some() {
                     return Err(corrupt("more than one frame header (SOF)"));
                 }
-                if !matches!(m, 0xC0..=0xC2) {
+                if !matches!(m, 0xC0..=0xC2 | 0xC9 | 0xCA) {
                     return Err(DecodeError::Unsupported(format!(
                         "{} JPEG is not supported",
                         sof_name(m)
@@ -181,11 +177,6 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 }
                 check_pixels(width, height, limits)?;
                 frame = Some((width, height, nc));
-            }
-            0xCC => {
-                return Err(DecodeError::Unsupported(
-                    "arithmetic-coded JPEG (DAC marker) is not supported".into(),
-                ))
             }
             0xDE => {
                 return Err(DecodeError::Unsupported(
@@ -247,47 +238,32 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
     }
 }
 
-fn map_zune(e: zune_jpeg::errors::DecodeErrors) -> DecodeError {
-    use zune_jpeg::errors::DecodeErrors as Z;
-    match e {
-        Z::Unsupported(s) => DecodeError::Unsupported(format!("JPEG: {s:?}")),
-        other => corrupt(format!("JPEG: {other}")),
-    }
+/// Decodes a JPEG whose header `h` was found by a full [`scan`] with libjpeg-turbo
+/// ([`super::turbo`]); returns interleaved pixels with 1 channel (gray input) or 3
+/// (everything else), before orientation. With `region` (top, left, height, width in stored
+/// coordinates), only that rectangle, bit-identical to the same rectangle of a full decode.
+/// With `scale_denom` 2, 4 or 8, the image is downscaled in the DCT domain (libjpeg's scaled
+/// IDCT) to [`scaled_size`] and `region` is in the scaled image.
+pub(crate) fn decode_pixels(
+    bytes: &[u8],
+    h: &JpegHeader,
+    region: Option<super::turbo::Rect>,
+    scale_denom: u8,
+) -> Result<(Vec<u8>, usize), DecodeError> {
+    let (width, height) = scaled_size(h.width, h.height, scale_denom);
+    let req = super::turbo::Request {
+        width,
+        height,
+        components: h.components,
+        region,
+        scale_denom,
+    };
+    let (px, _, _, c) = super::turbo::decode(&bytes[h.soi..], &req)?;
+    Ok((px, c))
 }
 
-/// Decodes a JPEG whose header `h` was found by a full [`scan`]; returns interleaved
-/// pixels with 1 channel (gray input) or 3 (everything else), before orientation.
-pub(crate) fn decode_pixels(bytes: &[u8], h: &JpegHeader) -> Result<(Vec<u8>, usize), DecodeError> {
-    let data = &bytes[h.soi..];
-    let out_cs = if h.components == 1 {
-        ColorSpace::Luma
-    } else {
-        ColorSpace::RGB
-    };
-    let options = DecoderOptions::default()
-        .set_max_width(usize::from(u16::MAX))
-        .set_max_height(usize::from(u16::MAX))
-        .set_strict_mode(false)
-        .jpeg_set_out_colorspace(out_cs);
-    let mut dec = JpegDecoder::new_with_options(ZCursor::new(data), options);
-    dec.decode_headers().map_err(map_zune)?;
-    let (w, hgt) = dec
-        .dimensions()
-        .ok_or_else(|| corrupt("JPEG: no dimensions after the headers"))?;
-    if (w, hgt) != (h.width, h.height) {
-        return Err(corrupt(format!(
-            "JPEG: decoder saw {w}x{hgt}, the frame header says {}x{}",
-            h.width, h.height
-        )));
-    }
-    let channels = out_cs.num_components();
-    let size = dec
-        .output_buffer_size()
-        .ok_or_else(|| corrupt("JPEG: output size overflows"))?;
-    if size != h.width * h.height * channels {
-        return Err(corrupt("JPEG: unexpected output size"));
-    }
-    let mut out = vec![0u8; size];
-    dec.decode_into(&mut out).map_err(map_zune)?;
-    Ok((out, channels))
+/// Size of a `width` × `height` JPEG decoded at 1/`scale_denom` (libjpeg rounds up).
+pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {
+    let d = usize::from(scale_denom.max(1));
+    (width.div_ceil(d), height.div_ceil(d))
 }

@@ -10,13 +10,21 @@
 //! - With [`DecodeOptions::apply_exif`], the EXIF orientation (JPEG APP1 `Exif`, PNG `eXIf`)
 //!   is applied exactly like Pillow's `ImageOps.exif_transpose` (see [`exif`]).
 //!
-//! JPEG specifics (what is supported, the truncation policy) are in [`jpeg`]; PNG conversions
-//! in [`png`]. No input panics: both decoders run under `catch_unwind` as a last line of
-//! defence, and a panic is reported as [`DecodeError::Corrupt`].
+//! JPEG specifics (what is supported, the truncation policy) are in [`jpeg`]; pixels come
+//! from libjpeg-turbo (the same decoder Pillow uses, bundled by `mozjpeg-sys`; building needs
+//! a C compiler and `nasm`). PNG conversions are in [`png`]. No input panics: libjpeg's
+//! fatal errors unwind to a `catch_unwind` (never `longjmp`), both decoders run under
+//! `catch_unwind` as a last line of defence, and a panic is reported as
+//! [`DecodeError::Corrupt`].
+//!
+//! [`decode_window`] decodes only a window of the (oriented) image, with exactly the pixels a
+//! full [`decode`] has there: for JPEG it skips the rows above the window and the iMCU columns
+//! left and right of it (libjpeg-turbo's `jpeg_skip_scanlines` / `jpeg_crop_scanline`).
 
 pub mod exif;
 pub mod jpeg;
 pub mod png;
+mod turbo;
 
 #[cfg(test)]
 mod tests;
@@ -88,7 +96,7 @@ impl Default for DecodeOptions {
 /// Encoded image formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
-    /// JPEG (baseline or progressive Huffman, 8-bit).
+    /// JPEG (8-bit baseline, extended or progressive; Huffman or arithmetic coding).
     Jpeg,
     /// PNG.
     Png,
@@ -195,7 +203,7 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
     let (w, h, orientation, pixels, channels) = match format {
         Format::Jpeg => {
             let hd = jpeg::scan(bytes, true, &opts.limits)?;
-            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd))?;
+            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, None, 1))?;
             (hd.width, hd.height, hd.orientation, px, c)
         }
         Format::Png => {
@@ -212,6 +220,115 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
         (pixels, h, w)
     };
     Ok(Image::from_u8_hwc(h, w, c, pixels))
+}
+
+/// A window of an image: (top, left, height, width).
+pub type Window = (usize, usize, usize, usize);
+
+/// Decodes only `window` (top, left, height, width) of the image, in the coordinates of the
+/// image [`decode`] returns with the same `opts` (after the EXIF orientation when
+/// `opts.apply_exif`). The result equals cropping the full decode to `window`, pixel for
+/// pixel, but a JPEG decodes only the rows down to the window's bottom and the iMCU columns
+/// around it (rows above it are skipped without colour conversion or upsampling). PNG is
+/// decoded fully and cropped. The window must be non-empty and inside the image, else
+/// [`DecodeError::Window`].
+pub fn decode_window(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    window: Window,
+) -> Result<Image, DecodeError> {
+    decode_window_at(bytes, opts, window, 1)
+}
+
+/// **Opt-in, not the reference pixels.** Decodes a JPEG downscaled by 1/`scale_denom`
+/// (1, 2, 4 or 8) in the DCT domain (libjpeg's scaled IDCT: much less work than a full
+/// decode, but the pixels differ from resizing a full decode). The result is `ceil(width /
+/// scale_denom)` × `ceil(height / scale_denom)` (after orientation as in [`decode`]).
+/// `window` (as in [`decode_window`], or `None` for all of it) is in the *scaled* image's
+/// coordinates, and the window's pixels equal the same window of the full scaled decode.
+/// PNG is not supported here ([`DecodeError::Unsupported`]).
+pub fn decode_scaled(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    scale_denom: u8,
+    window: Option<Window>,
+) -> Result<Image, DecodeError> {
+    if !matches!(scale_denom, 1 | 2 | 4 | 8) {
+        return Err(DecodeError::Unsupported(format!(
+            "DCT-domain scale 1/{scale_denom} (only 1/1, 1/2, 1/4, 1/8)"
+        )));
+    }
+    match window {
+        Some(w) => decode_window_at(bytes, opts, w, scale_denom),
+        None => {
+            let info = probe(bytes, opts)?;
+            if info.format != Format::Jpeg {
+                return Err(DecodeError::Unsupported(
+                    "DCT-domain scaling is for JPEG only".into(),
+                ));
+            }
+            let d = usize::from(scale_denom);
+            let (h, w) = (info.height.div_ceil(d), info.width.div_ceil(d));
+            decode_window_at(bytes, opts, (0, 0, h, w), scale_denom)
+        }
+    }
+}
+
+fn decode_window_at(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    window: Window,
+    scale_denom: u8,
+) -> Result<Image, DecodeError> {
+    check_file_size(bytes, &opts.limits)?;
+    let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
+    match format {
+        Format::Jpeg => {
+            let hd = jpeg::scan(bytes, true, &opts.limits)?;
+            let o = if opts.apply_exif { hd.orientation } else { 1 };
+            let (sw, sh) = jpeg::scaled_size(hd.width, hd.height, scale_denom);
+            let (oh, ow) = if exif::swaps_axes(o) {
+                (sw, sh)
+            } else {
+                (sh, sw)
+            };
+            check_window(window, oh, ow)?;
+            let stored = exif::stored_rect(window, sh, sw, o);
+            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, Some(stored), scale_denom))?;
+            let pixels = convert_channels(px, c, opts.color);
+            let c = opts.color.channels();
+            let (pixels, h, w) = exif::apply_orientation(pixels, stored.2, stored.3, c, o);
+            Ok(Image::from_u8_hwc(h, w, c, pixels))
+        }
+        Format::Png if scale_denom > 1 => Err(DecodeError::Unsupported(
+            "DCT-domain scaling is for JPEG only".into(),
+        )),
+        Format::Png => {
+            let im = decode(bytes, opts)?;
+            check_window(window, im.height, im.width)?;
+            let (top, left, h, w) = window;
+            let c = im.channels;
+            let src = im
+                .as_u8_hwc()
+                .ok_or_else(|| DecodeError::Corrupt("decoded image is not u8 HWC".into()))?;
+            let mut out = Vec::with_capacity(h * w * c);
+            for y in top..top + h {
+                let row = (y * im.width + left) * c;
+                out.extend_from_slice(&src[row..row + w * c]);
+            }
+            Ok(Image::from_u8_hwc(h, w, c, out))
+        }
+    }
+}
+
+fn check_window(window: Window, h: usize, w: usize) -> Result<(), DecodeError> {
+    let (top, left, wh, ww) = window;
+    if wh == 0 || ww == 0 || top.saturating_add(wh) > h || left.saturating_add(ww) > w {
+        return Err(DecodeError::Window(format!(
+            "window {wh}x{ww} at ({top}, {left}) is empty or outside the {w}x{h} image"
+        )));
+    }
+    Ok(())
 }
 
 /// Runs a decoder, turning a panic into [`DecodeError::Corrupt`].

@@ -541,9 +541,9 @@ fn jpeg_rejects_unsupported_codings() {
     let jpg = encode_jpeg(&pattern_rgb(16, 16), 16, 16, 3, 95, Sub::S444);
     let p = jpg.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     for (m, needle) in [
-        (0xC9u8, "arithmetic-coded (SOF9)"),
+        (0xCBu8, "arithmetic-coded lossless (SOF11)"),
         (0xC3, "lossless (SOF3)"),
-        (0xCA, "SOF10"),
+        (0xCD, "SOF13"),
     ] {
         let mut b = jpg.clone();
         b[p + 1] = m;
@@ -587,7 +587,7 @@ fn edge_expectation(name: &str) -> Option<Result<(usize, usize), &'static str>> 
         "junk_jpeg_header.jpg" => Ok((1024, 768)),
         "monkey12.jpg" => Err("decode:unsupported"),
         "pil_sample_cmyk.jpg" => Ok((100, 100)),
-        "testimgari.jpg" => Err("decode:unsupported"),
+        "testimgari.jpg" => Ok((227, 149)),
         "testorig.jpg" => Ok((227, 149)),
         "truncated_jpeg.jpg" => Err("decode:corrupt"),
         _ => return None,
@@ -669,8 +669,10 @@ fn unhex(s: &str) -> Vec<u8> {
 
 /// Tolerance of the golden comparison: mean absolute difference of the 192 grid values
 /// of one file, and the largest single difference.
-const GOLDEN_MEAN_TOL: f64 = 0.5;
-const GOLDEN_MAX_TOL: u8 = 2;
+/// Both decoders are libjpeg-turbo with the same settings (islow IDCT, fancy upsampling), so
+/// the measured difference is 0; the slack only allows for a different libjpeg-turbo release.
+const GOLDEN_MEAN_TOL: f64 = 0.05;
+const GOLDEN_MAX_TOL: u8 = 1;
 
 #[test]
 fn golden_against_pillow() {
@@ -693,7 +695,7 @@ fn golden_against_pillow() {
         let im = match ours {
             Ok(im) => im,
             Err(e) => {
-                // Only the arithmetic-coded file may be decodable by Pillow but not by us.
+                // Pillow decodes it, we don't: reported below.
                 assert!(matches!(e, DecodeError::Unsupported(_)), "{}: {e}", f[0]);
                 ours_only_err.push(f[0].to_string());
                 continue;
@@ -754,7 +756,9 @@ fn golden_against_pillow() {
         / 192.0;
     println!("hopper_orientation_6 without EXIF: grid mean diff {mean:.1}");
     assert!(mean > 10.0);
-    assert_eq!(ours_only_err, vec!["jpeg-edge/testimgari.jpg".to_string()]);
+    // libjpeg-turbo with arithmetic decoding reads everything Pillow reads (testimgari.jpg
+    // included).
+    assert!(ours_only_err.is_empty(), "{ours_only_err:?}");
 }
 
 #[test]
@@ -874,4 +878,303 @@ proptest! {
         }
         let _ = probe(&bytes, &opts);
     }
+}
+
+/// The pixels of `win` (top, left, height, width) of an HWC image.
+fn crop_of(im: &Image, win: Window) -> Vec<u8> {
+    let (t, l, h, w) = win;
+    let c = im.channels;
+    let px = im.as_u8_hwc().unwrap();
+    let mut out = Vec::with_capacity(h * w * c);
+    for y in t..t + h {
+        out.extend_from_slice(&px[(y * im.width + l) * c..(y * im.width + l + w) * c]);
+    }
+    out
+}
+
+/// Checks that `decode_window` equals the crop of the full decode on `win`.
+fn assert_window_exact(bytes: &[u8], opts: &DecodeOptions, full: &Image, win: Window, what: &str) {
+    let got = decode_window(bytes, opts, win).unwrap_or_else(|e| panic!("{what} {win:?}: {e}"));
+    assert_eq!(
+        (got.height, got.width, got.channels),
+        (win.2, win.3, full.channels),
+        "{what} {win:?}"
+    );
+    assert!(
+        got.as_u8_hwc().unwrap() == &crop_of(full, win)[..],
+        "{what}: window {win:?} differs from the full decode"
+    );
+}
+
+/// Windows touching every edge and none, sizes from 1 pixel to the whole image.
+fn windows_for(h: usize, w: usize) -> Vec<Window> {
+    let mut v = Vec::new();
+    let ys = [
+        0,
+        1,
+        7,
+        8,
+        9,
+        15,
+        16,
+        17,
+        31,
+        33,
+        h / 2,
+        h.saturating_sub(17),
+        h - 1,
+    ];
+    let xs = [
+        0,
+        1,
+        7,
+        8,
+        15,
+        16,
+        17,
+        32,
+        47,
+        w / 3,
+        w.saturating_sub(9),
+        w - 1,
+    ];
+    for &t in &ys {
+        for &l in &xs {
+            for (dh, dw) in [(1, 1), (3, 40), (40, 3), (24, 24), (h, w)] {
+                let (t, l) = (t.min(h - 1), l.min(w - 1));
+                v.push((t, l, dh.min(h - t), dw.min(w - l)));
+            }
+        }
+    }
+    v.push((0, 0, h, w));
+    v
+}
+
+#[test]
+fn window_decode_is_bit_exact_all_subsamplings() {
+    // A textured image (sharp edges in every channel) so that any difference in upsampling
+    // context at the window's edges shows.
+    let (h, w) = (133usize, 171usize);
+    let src = pattern_rgb(h, w);
+    let mut n = 0;
+    for sub in [Sub::S444, Sub::S422, Sub::S420, Sub::S440, Sub::S411] {
+        for progressive in [false, true] {
+            let jpg = encode_jpeg_opts(
+                &src,
+                h,
+                w,
+                3,
+                &JpegOpts {
+                    quality: 85,
+                    sub,
+                    progressive,
+                    exif_tiff: None,
+                },
+            );
+            for opts in [
+                rgb_opts(),
+                DecodeOptions {
+                    color: ColorMode::Gray,
+                    ..rgb_opts()
+                },
+            ] {
+                let full = decode(&jpg, &opts).unwrap();
+                for win in windows_for(h, w) {
+                    assert_window_exact(
+                        &jpg,
+                        &opts,
+                        &full,
+                        win,
+                        &format!("{sub:?} p={progressive}"),
+                    );
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("{n} windows bit-exact");
+}
+
+#[test]
+fn window_decode_through_every_orientation() {
+    let (h, w) = (41usize, 70usize);
+    let src = pattern_rgb(h, w);
+    for o in 1..=8u8 {
+        for sub in [Sub::S420, Sub::S422] {
+            let jpg = encode_jpeg_opts(
+                &src,
+                h,
+                w,
+                3,
+                &JpegOpts {
+                    quality: 90,
+                    sub,
+                    progressive: false,
+                    exif_tiff: Some(exif_orientation_tiff(u16::from(o), false)),
+                },
+            );
+            for apply_exif in [true, false] {
+                let opts = DecodeOptions {
+                    apply_exif,
+                    ..rgb_opts()
+                };
+                let full = decode(&jpg, &opts).unwrap();
+                for win in windows_for(full.height, full.width) {
+                    assert_window_exact(
+                        &jpg,
+                        &opts,
+                        &full,
+                        win,
+                        &format!("o={o} exif={apply_exif}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn window_decode_gray_png_and_bad_windows() {
+    let (h, w) = (30usize, 50usize);
+    let src = pattern_rgb(h, w);
+    let gray = gray_of(&src);
+    let jpg = encode_jpeg(&gray, h, w, 1, 90, Sub::S444);
+    let png = encode_png(
+        &src,
+        w as u32,
+        h as u32,
+        ::png::ColorType::Rgb,
+        ::png::BitDepth::Eight,
+        None,
+    );
+    for bytes in [&jpg, &png] {
+        for color in [ColorMode::Rgb, ColorMode::Gray] {
+            let opts = DecodeOptions {
+                color,
+                ..rgb_opts()
+            };
+            let full = decode(bytes, &opts).unwrap();
+            for win in windows_for(h, w) {
+                assert_window_exact(bytes, &opts, &full, win, "gray/png");
+            }
+        }
+        for bad in [
+            (0, 0, 0, 5),
+            (0, 0, 5, 0),
+            (25, 0, 6, 5),
+            (0, 46, 5, 5),
+            (usize::MAX, 0, 2, 2),
+        ] {
+            assert!(
+                matches!(
+                    decode_window(bytes, &rgb_opts(), bad),
+                    Err(DecodeError::Window(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+    // Damaged input is refused as by `decode`, never panics.
+    assert!(decode_window(&jpg[..jpg.len() - 10], &rgb_opts(), (0, 0, 2, 2)).is_err());
+}
+
+#[test]
+fn window_decode_real_files() {
+    // imagenet-400 (4:2:0 and 4:4:4 photographs, some progressive) and the edge files
+    // (CMYK, gray, EXIF-rotated, arithmetic): random windows equal the full decode's.
+    let Some(data) = shared_data() else { return };
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["imagenet-400", "jpeg-edge"] {
+        let mut v: Vec<_> = std::fs::read_dir(data.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        files.extend(
+            v.into_iter()
+                .take(if dir == "imagenet-400" { 60 } else { 100 }),
+        );
+    }
+    let mut rng = crate::rng::SampleRng::from_key(7);
+    let mut n = 0;
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let Ok(full) = decode(&bytes, &rgb_opts()) else {
+            continue;
+        };
+        let (h, w) = (full.height, full.width);
+        for _ in 0..6 {
+            let wh = 1 + rng.below(h as u64) as usize;
+            let ww = 1 + rng.below(w as u64) as usize;
+            let t = rng.below((h - wh + 1) as u64) as usize;
+            let l = rng.below((w - ww + 1) as u64) as usize;
+            assert_window_exact(
+                &bytes,
+                &rgb_opts(),
+                &full,
+                (t, l, wh, ww),
+                &f.display().to_string(),
+            );
+            n += 1;
+        }
+    }
+    println!("{n} windows of real files bit-exact");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random image sizes, subsamplings, orientations and windows: the window decode is the
+    /// crop of the full decode.
+    #[test]
+    fn window_decode_matches_full_decode(h in 1usize..80, w in 1usize..80, sub in 0usize..5,
+                                         progressive: bool, o in 1u8..9, seeds in proptest::collection::vec(any::<u64>(), 4)) {
+        let sub = [Sub::S444, Sub::S422, Sub::S420, Sub::S440, Sub::S411][sub];
+        let src = pattern_rgb(h, w);
+        let jpg = encode_jpeg_opts(&src, h, w, 3, &JpegOpts {
+            quality: 80, sub, progressive, exif_tiff: Some(exif_orientation_tiff(u16::from(o), true)),
+        });
+        let full = decode(&jpg, &rgb_opts()).unwrap();
+        let (fh, fw) = (full.height, full.width);
+        for s in seeds {
+            let wh = 1 + (s % fh as u64) as usize;
+            let ww = 1 + ((s >> 16) % fw as u64) as usize;
+            let t = ((s >> 32) % (fh - wh + 1) as u64) as usize;
+            let l = ((s >> 48) % (fw - ww + 1) as u64) as usize;
+            let got = decode_window(&jpg, &rgb_opts(), (t, l, wh, ww)).unwrap();
+            prop_assert!(got.as_u8_hwc().unwrap() == &crop_of(&full, (t, l, wh, ww))[..],
+                "{sub:?} p={progressive} o={o} {h}x{w}: window {:?}", (t, l, wh, ww));
+        }
+    }
+}
+
+#[test]
+fn libjpeg_fatal_errors_unwind_to_an_error() {
+    // Errors only libjpeg sees (the marker walk does not parse tables) go through its
+    // error_exit, which must come back as an error: no abort, no longjmp, no panic.
+    let jpg = encode_jpeg(&pattern_rgb(16, 16), 16, 16, 3, 90, Sub::S420);
+    let p = jpg.windows(2).position(|w| w == [0xFF, 0xC4]).unwrap();
+    let mut bad_dht = jpg.clone();
+    // Code counts of the first table (after length and class/id): 255 codes of length 1.
+    bad_dht[p + 5] = 255;
+    let mut bad_sos = jpg.clone();
+    let s = jpg.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+    bad_sos[s + 5] = 9; // a component id the frame does not have
+    let mut bad_dqt = jpg.clone();
+    let q = jpg.windows(2).position(|w| w == [0xFF, 0xDB]).unwrap();
+    bad_dqt[q + 4] = 0x07; // quantization table id 7
+    for (name, b) in [("DHT", bad_dht), ("SOS", bad_sos), ("DQT", bad_dqt)] {
+        for _ in 0..3 {
+            // Repeated: a decoder left in a bad state by the unwind would show.
+            let e = decode(&b, &rgb_opts()).unwrap_err();
+            assert!(
+                matches!(e, DecodeError::Corrupt(ref m) if m.starts_with("JPEG: ")),
+                "{name}: {e}"
+            );
+            println!("{name}: {e}");
+            assert!(decode_window(&b, &rgb_opts(), (2, 2, 5, 5)).is_err());
+        }
+    }
+    // The decoder still works afterwards.
+    assert!(decode(&jpg, &rgb_opts()).is_ok());
 }

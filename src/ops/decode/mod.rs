@@ -13,12 +13,12 @@ use super::{
 /// Schema of `decode`.
 pub static SCHEMA: OpSchema = OpSchema {
     kind: "decode",
-    doc: "Decodes JPEG (baseline and progressive, 8-bit; gray, YCbCr, RGB, CMYK, YCCK) and PNG \
-          (any color type and bit depth; alpha dropped, 16-bit to 8 by the high byte) into \
-          u8 HWC images, RGB or gray, applying the EXIF orientation like Pillow's \
-          exif_transpose. The format is sniffed from the bytes. Truncated files, arithmetic-coded, \
-          lossless and 12-bit JPEGs are errors, as are images over the limits (checked from \
-          the header before allocating).",
+    doc: "Decodes JPEG (baseline and progressive, Huffman or arithmetic, 8-bit; gray, YCbCr, \
+          RGB, CMYK, YCCK; libjpeg-turbo, the same pixels as Pillow) and PNG (any color type \
+          and bit depth; alpha dropped, 16-bit to 8 by the high byte) into u8 HWC images, RGB \
+          or gray, applying the EXIF orientation like Pillow's exif_transpose. The format is \
+          sniffed from the bytes. Truncated files, lossless, hierarchical and 12-bit JPEGs are \
+          errors, as are images over the limits (checked from the header before allocating).",
     inputs: &[PortSpec {
         name: "encoded",
         doc: "encoded file bytes",

@@ -3,7 +3,12 @@
 //! counter-based stream) and resize it to a fixed size, as if it had been cropped first.
 //!
 //! The window is recorded as [`OpParams::Crop`]; [`choose_window`] is what the GPU path and
-//! a region-of-interest decoder call to know the window before decoding.
+//! a region-of-interest decoder call to know the window before decoding; [`decode_and_crop`]
+//! is the fused decode → crop path that decodes only the window (bit-identical output).
+
+mod fused;
+
+pub use fused::{decode_and_crop, decode_and_crop_scaled, DecodeAndCropError};
 
 /// GPU launcher (see `crate::cuda`).
 pub mod cuda;

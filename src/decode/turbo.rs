@@ -1,0 +1,306 @@
+//! The libjpeg-turbo decoder (as bundled by `mozjpeg-sys`, whose decoder is libjpeg-turbo's),
+//! behind a safe interface. This is the only module of the crate with `unsafe` code.
+//!
+//! # Errors never cross C frames by `longjmp`
+//!
+//! libjpeg reports a fatal error by calling `err->error_exit`, which must not return. We
+//! install [`error_exit`], an `extern "C-unwind"` function that formats the message and
+//! starts a Rust unwind (`resume_unwind`, no panic hook, nothing printed). `mozjpeg-sys` is
+//! built with its `unwinding` feature, which compiles the C code with `-fexceptions` and
+//! declares every libjpeg function `extern "C-unwind"`, so the unwind passes through the C
+//! frames (which own no resources of their own: everything lives in the decompressor's
+//! memory pools) up to the `catch_unwind` in [`decode`]. The decompressor is then destroyed
+//! by [`Decompress`]'s `Drop`, which frees the pools. Warnings (`emit_message`) are
+//! ignored, as Pillow does; truncation was already refused by the marker walk.
+
+use std::os::raw::{c_int, c_ulong};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use mozjpeg_sys::{
+    boolean, jpeg_common_struct, jpeg_crop_scanline, jpeg_decompress_struct,
+    jpeg_destroy_decompress, jpeg_error_mgr, jpeg_mem_src, jpeg_read_header, jpeg_read_scanlines,
+    jpeg_skip_scanlines, jpeg_start_decompress, jpeg_std_error, JDIMENSION, JSAMPROW_MUT,
+    J_COLOR_SPACE,
+};
+
+use super::DecodeError;
+
+/// A rectangle of the stored (un-oriented) image: top, left, height, width.
+pub(crate) type Rect = (usize, usize, usize, usize);
+
+/// What the caller wants decoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    /// Stored width and height the marker walk found (checked against libjpeg's view).
+    pub width: usize,
+    /// Stored height.
+    pub height: usize,
+    /// Components in the frame (1, 3 or 4).
+    pub components: usize,
+    /// Only this rectangle of the stored image (None: all of it).
+    pub region: Option<Rect>,
+    /// DCT-domain downscale by 1/`scale_denom` (1, 2, 4 or 8). With a value other than 1,
+    /// `width`/`height`/`region` are in the *scaled* image's coordinates.
+    pub scale_denom: u8,
+}
+
+/// The error payload carried by the unwind out of [`error_exit`].
+struct LibjpegError(String);
+
+/// `err->error_exit`: format libjpeg's message and unwind to [`decode`]'s `catch_unwind`.
+unsafe extern "C-unwind" fn error_exit(cinfo: &mut jpeg_common_struct) {
+    let mut buf = [0u8; 80];
+    // SAFETY: `cinfo.err` is the error manager installed in `Decompress::new`, alive for the
+    // whole decompression. `format_message` writes at most JMSG_LENGTH_MAX (80) bytes,
+    // NUL-terminated, into the buffer; `mozjpeg-sys` types the buffer as `&[u8; 80]`, which
+    // has the same ABI as the `*mut u8` we pass (a pointer), so the transmute only fixes
+    // the mutability the C side really has.
+    let msg = unsafe {
+        match (*cinfo.err).format_message {
+            Some(f) => {
+                type Fmt = unsafe extern "C-unwind" fn(&mut jpeg_common_struct, *mut u8);
+                let f: Fmt = std::mem::transmute::<
+                    unsafe extern "C-unwind" fn(&mut jpeg_common_struct, &[u8; 80]),
+                    Fmt,
+                >(f);
+                f(cinfo, buf.as_mut_ptr());
+                let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+                String::from_utf8_lossy(&buf[..end]).into_owned()
+            }
+            None => format!("libjpeg error code {}", (*cinfo.err).msg_code),
+        }
+    };
+    std::panic::resume_unwind(Box::new(LibjpegError(msg)));
+}
+
+/// `err->emit_message`: warnings and trace messages are dropped.
+unsafe extern "C-unwind" fn emit_message(_cinfo: &mut jpeg_common_struct, _level: c_int) {}
+
+/// `err->output_message`: nothing is printed.
+unsafe extern "C-unwind" fn output_message(_cinfo: &mut jpeg_common_struct) {}
+
+/// A decompressor and its error manager, boxed so their addresses are stable (libjpeg keeps
+/// a pointer to the error manager, and the source manager points into the input).
+struct Decompress {
+    cinfo: jpeg_decompress_struct,
+    err: jpeg_error_mgr,
+    created: bool,
+}
+
+impl Decompress {
+    fn new() -> Box<Decompress> {
+        // SAFETY: both structs are plain C data (integers, raw pointers, nullable function
+        // pointers, C enums whose zero is a valid variant); all-zero is how C code
+        // initialises them before `jpeg_std_error` / `jpeg_create_decompress`.
+        let mut d: Box<Decompress> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: `jpeg_std_error` only fills the struct's fields.
+        unsafe { jpeg_std_error(&mut d.err) };
+        d.err.error_exit = Some(error_exit);
+        d.err.emit_message = Some(emit_message);
+        d.err.output_message = Some(output_message);
+        d.cinfo.common.err = &mut d.err;
+        d
+    }
+}
+
+impl Drop for Decompress {
+    fn drop(&mut self) {
+        if self.created {
+            // SAFETY: the decompressor was created by `jpeg_create_decompress` and is
+            // destroyed once; libjpeg allows destroying in any state, also after an error.
+            // Destroying cannot raise an error, so no unwind can start here.
+            unsafe { jpeg_destroy_decompress(&mut self.cinfo) };
+        }
+    }
+}
+
+/// Pillow's `CMYK;I` → RGB: the stored (Adobe, inverted) values are inverted back to CMYK,
+/// then `R = 255 - K - C·(255 - K)/255` with Pillow's rounding (`MULDIV255`).
+#[inline]
+fn cmyk_to_rgb(src: &[u8], dst: &mut [u8]) {
+    for (p, o) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
+        let nk = u32::from(p[3]); // 255 - K, K = 255 - stored
+        for c in 0..3 {
+            let cc = 255 - u32::from(p[c]);
+            let tmp = cc * nk + 128;
+            let mul = ((tmp >> 8) + tmp) >> 8;
+            o[c] = nk.saturating_sub(mul) as u8;
+        }
+    }
+}
+
+/// Decodes `data` (starting at the SOI marker) as requested. Returns interleaved pixels of
+/// the region (or the whole image) with 1 channel (gray) or 3 (RGB; CMYK/YCCK converted as
+/// Pillow does), and the (height, width) returned.
+pub(crate) fn decode(
+    data: &[u8],
+    req: &Request,
+) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    let mut d = Decompress::new();
+    let result = catch_unwind(AssertUnwindSafe(|| decode_inner(&mut d, data, req)));
+    drop(d);
+    match result {
+        Ok(r) => r,
+        Err(payload) => Err(DecodeError::Corrupt(
+            match payload.downcast::<LibjpegError>() {
+                Ok(e) => format!("JPEG: {}", e.0),
+                Err(p) => format!(
+                    "JPEG decoder panicked: {}",
+                    p.downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+            },
+        )),
+    }
+}
+
+/// Columns of margin decoded left and right of a region, in iMCUs, so that libjpeg's fancy
+/// upsampling sees the same neighbours as in a full decode (`jpeg_crop_scanline` treats the
+/// crop edges as image edges): one iMCU (8 to 32 pixels) is more than the 1-sample reach of
+/// the upsampling filters. Without it the window tests fail.
+const MARGIN_IMCUS: usize = 1;
+
+fn decode_inner(
+    d: &mut Decompress,
+    data: &[u8],
+    req: &Request,
+) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    let cinfo = &mut d.cinfo;
+    // SAFETY: `cinfo` is zeroed with a valid error manager; creation fills the rest.
+    unsafe { mozjpeg_sys::jpeg_create_decompress(cinfo) };
+    d.created = true;
+    // SAFETY: `data` outlives the decompressor (it is destroyed before `decode` returns),
+    // and libjpeg only reads `data.len()` bytes from it.
+    unsafe { jpeg_mem_src(cinfo, data.as_ptr(), data.len() as c_ulong) };
+    // SAFETY: a created decompressor with a memory source; errors unwind to `decode`.
+    unsafe { jpeg_read_header(cinfo, 1 as boolean) };
+    let (nc, out_cs) = match cinfo.num_components {
+        1 => (1, J_COLOR_SPACE::JCS_GRAYSCALE),
+        3 => (3, J_COLOR_SPACE::JCS_RGB),
+        4 => (4, J_COLOR_SPACE::JCS_CMYK),
+        n => {
+            return Err(DecodeError::Unsupported(format!(
+                "JPEG with {n} components is not supported"
+            )))
+        }
+    };
+    if nc != req.components {
+        return Err(DecodeError::Corrupt(
+            "JPEG: the decoder saw a different number of components than the frame header".into(),
+        ));
+    }
+    cinfo.out_color_space = out_cs;
+    if req.scale_denom > 1 {
+        cinfo.scale_num = 1;
+        cinfo.scale_denom = u32::from(req.scale_denom);
+    }
+    // SAFETY: header read, parameters set; errors unwind to `decode`.
+    unsafe { jpeg_start_decompress(cinfo) };
+    let (full_w, full_h) = (cinfo.output_width as usize, cinfo.output_height as usize);
+    if (full_w, full_h) != (req.width, req.height) || cinfo.output_components as usize != nc {
+        return Err(DecodeError::Corrupt(format!(
+            "JPEG: decoder output is {full_w}x{full_h}, expected {}x{}",
+            req.width, req.height
+        )));
+    }
+    let (top, left, h, w) = req.region.unwrap_or((0, 0, full_h, full_w));
+    if h == 0 || w == 0 || top + h > full_h || left + w > full_w {
+        return Err(DecodeError::Corrupt(format!(
+            "JPEG: region {h}x{w} at ({top}, {left}) is outside the {full_w}x{full_h} image"
+        )));
+    }
+    let out_c = if nc == 4 { 3 } else { nc };
+    let mut out = vec![0u8; h * w * out_c];
+
+    if req.region.is_none() && nc != 4 {
+        // Whole image straight into the output, a few rows per call.
+        let stride = w * nc;
+        while (cinfo.output_scanline as usize) < full_h {
+            let y = cinfo.output_scanline as usize;
+            let mut rows: [JSAMPROW_MUT; 4] = [std::ptr::null_mut(); 4];
+            let n = (full_h - y).min(4);
+            for (i, r) in rows.iter_mut().enumerate().take(n) {
+                *r = out[(y + i) * stride..].as_mut_ptr();
+            }
+            // SAFETY: each of the `n` row pointers points to `stride` writable bytes of
+            // `out` (rows y..y+n < full_h), which libjpeg fills with output_width ×
+            // output_components samples = `stride`.
+            let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), n as JDIMENSION) };
+            if got == 0 {
+                return Err(DecodeError::Corrupt(
+                    "JPEG: decoder returned no rows".into(),
+                ));
+            }
+        }
+        return Ok((out, h, w, out_c));
+    }
+
+    // A region (or CMYK): decode a margin around it, one row at a time into a line buffer.
+    let imcu_w = cinfo.max_h_samp_factor.max(1) as usize * 8;
+    let x0 = left.saturating_sub(MARGIN_IMCUS * imcu_w);
+    let x1 = (left + w + MARGIN_IMCUS * imcu_w).min(full_w);
+    let mut xoff = x0 as JDIMENSION;
+    let mut cw = (x1 - x0) as JDIMENSION;
+    // SAFETY: called after start_decompress, before any row is read; `xoff + cw <= full_w`.
+    // libjpeg aligns `xoff` down to an iMCU boundary and widens `cw` to keep the end.
+    unsafe { jpeg_crop_scanline(cinfo, &mut xoff, &mut cw) };
+    let (xoff, cw) = (xoff as usize, cw as usize);
+    if xoff > left || xoff + cw < left + w || cinfo.output_width as usize != cw {
+        return Err(DecodeError::Corrupt(
+            "JPEG: unexpected crop from the decoder".into(),
+        ));
+    }
+    if top > 0 {
+        // Rows above the window: libjpeg-turbo entropy-decodes what it must (the Huffman
+        // stream is sequential) but skips IDCT, upsampling and colour conversion, and it
+        // rebuilds the upsampling context of the first row read (no vertical margin needed;
+        // the tests check every subsampling at unaligned tops).
+        // SAFETY: top < full_h; errors unwind to `decode`.
+        let skipped = unsafe { jpeg_skip_scanlines(cinfo, top as JDIMENSION) };
+        if skipped as usize != top {
+            return Err(DecodeError::Corrupt("JPEG: could not skip rows".into()));
+        }
+    }
+    // Up to ROWS rows per call into a small buffer (one row per call would make libjpeg
+    // copy through its spare row for 2× vertical upsampling).
+    const ROWS: usize = 4;
+    let line_len = cw * nc;
+    let mut lines = vec![0u8; ROWS * line_len];
+    let mut rgb_line = if nc == 4 {
+        vec![0u8; cw * 3]
+    } else {
+        Vec::new()
+    };
+    let col = (left - xoff) * out_c;
+    let row_bytes = w * out_c;
+    while (cinfo.output_scanline as usize) < top + h {
+        let y = cinfo.output_scanline as usize;
+        let want = (top + h - y).min(ROWS);
+        let mut rows: [JSAMPROW_MUT; ROWS] = [std::ptr::null_mut(); ROWS];
+        for (i, r) in rows.iter_mut().enumerate().take(want) {
+            *r = lines[i * line_len..].as_mut_ptr();
+        }
+        // SAFETY: `want` row pointers, each to `line_len` writable bytes of `lines`, which
+        // libjpeg fills with output_width (= cw) × output_components samples = `line_len`.
+        let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), want as JDIMENSION) };
+        let got = got as usize;
+        if got == 0 || got > want {
+            return Err(DecodeError::Corrupt(
+                "JPEG: decoder returned no rows".into(),
+            ));
+        }
+        for (i, line) in lines.chunks_exact(line_len).take(got).enumerate() {
+            let src: &[u8] = if nc == 4 {
+                cmyk_to_rgb(line, &mut rgb_line);
+                &rgb_line
+            } else {
+                line
+            };
+            let o = (y + i - top) * row_bytes;
+            out[o..o + row_bytes].copy_from_slice(&src[col..col + row_bytes]);
+        }
+    }
+    Ok((out, h, w, out_c))
+}

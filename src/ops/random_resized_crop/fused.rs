@@ -1,0 +1,400 @@
+//! Fused `decode → random_resized_crop`: decode only the chosen window, then resize it.
+//!
+//! [`decode_and_crop`] gives the same pixels and the same window as decoding the whole image
+//! with [`crate::decode::decode`] and running [`RandomResizedCrop`] on it with the same rng:
+//! the window depends only on the image size, which [`crate::decode::probe`] reads from the
+//! header, [`crate::decode::decode_window`] returns exactly the full decode's pixels in the
+//! window, and resizing a window reads no pixel outside it.
+
+use crate::decode::{
+    decode_scaled, decode_window, probe, DecodeError, DecodeOptions, Format, Window,
+};
+use crate::image::Image;
+use crate::rng::SampleRng;
+
+use super::super::resize::resize_image;
+use super::RandomResizedCrop;
+
+/// Why [`decode_and_crop`] failed: the decode step (attribute it to the decode operator) or
+/// the resize step (attribute it to `random_resized_crop`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeAndCropError {
+    /// The bytes could not be decoded (the error the unfused decode would give).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The crop/resize failed (the message the unfused operator would give).
+    #[error("{0}")]
+    Crop(String),
+}
+
+/// Decodes `bytes` and applies `rrc` with window draws from `rng`, decoding only the window.
+/// Returns the resized image and the window (top, left, height, width) in the decoded
+/// image's coordinates (what the operator records as `OpParams::Crop`). Bit-identical to
+/// `decode` followed by `rrc.run_cpu` when `rng` is the operator's `ctx.rng()`.
+pub fn decode_and_crop(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(Image, Window), DecodeAndCropError> {
+    let info = probe(bytes, decode_opts)?;
+    if info.height == 0 || info.width == 0 {
+        return Err(DecodeAndCropError::Crop("empty image".into()));
+    }
+    let window = rrc.choose(info.height, info.width, rng);
+    let crop = decode_window(bytes, decode_opts, window)?;
+    let out = resize_image(
+        &crop,
+        (0, 0, crop.height, crop.width),
+        rrc.height,
+        rrc.width,
+        rrc.interp,
+        rrc.antialias,
+    )
+    .map_err(DecodeAndCropError::Crop)?;
+    Ok((out, window))
+}
+
+/// **Opt-in, not bit-identical to the reference.** Like [`decode_and_crop`] (same window,
+/// same rng draws), but when the window is at least 2× the output size in both directions the
+/// JPEG is decoded downscaled by 1/2, 1/4 or 1/8 in the DCT domain (the largest factor that
+/// keeps the scaled window at least as large as the output), its window widened outwards to
+/// whole scaled pixels, and that is resized to the output. Much less decoding work for large
+/// windows; the pixels differ slightly from the reference (DCT-domain downscaling is a box-like
+/// filter, and the window edges move by under one scaled pixel). PNG and small windows take
+/// the exact path.
+pub fn decode_and_crop_scaled(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(Image, Window), DecodeAndCropError> {
+    let info = probe(bytes, decode_opts)?;
+    if info.height == 0 || info.width == 0 {
+        return Err(DecodeAndCropError::Crop("empty image".into()));
+    }
+    let window = rrc.choose(info.height, info.width, rng);
+    let (top, left, wh, ww) = window;
+    let denom = [8usize, 4, 2]
+        .into_iter()
+        .find(|&d| wh / d >= rrc.height && ww / d >= rrc.width)
+        .filter(|_| info.format == Format::Jpeg)
+        .unwrap_or(1);
+    let crop = if denom == 1 {
+        decode_window(bytes, decode_opts, window)?
+    } else {
+        let (sh, sw) = (info.height.div_ceil(denom), info.width.div_ceil(denom));
+        let (t, l) = (top / denom, left / denom);
+        let b = (top + wh).div_ceil(denom).min(sh);
+        let r = (left + ww).div_ceil(denom).min(sw);
+        decode_scaled(bytes, decode_opts, denom as u8, Some((t, l, b - t, r - l)))?
+    };
+    let out = resize_image(
+        &crop,
+        (0, 0, crop.height, crop.width),
+        rrc.height,
+        rrc.width,
+        rrc.interp,
+        rrc.antialias,
+    )
+    .map_err(DecodeAndCropError::Crop)?;
+    Ok((out, window))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::{decode, ColorMode};
+    use crate::ops::resize::Interp;
+    use crate::ops::{OpParams, Operator, SampleContext};
+    use crate::testutil::{encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, JpegOpts, Sub};
+    use crate::value::Value;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// The unfused path: full decode, then the operator itself.
+    fn unfused(
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        rrc: &RandomResizedCrop,
+        key: u64,
+    ) -> (Image, Window) {
+        let im = decode(bytes, opts).unwrap();
+        let name: Arc<str> = Arc::from("rrc");
+        let mut params = Vec::new();
+        let mut ctx = SampleContext {
+            seed: 11,
+            epoch: 2,
+            index: key as usize,
+            path: Path::new("x.jpg"),
+            op_key: 99,
+            op_name: &name,
+            params: &mut params,
+        };
+        let out = rrc.run_cpu(vec![Value::Image(im)], &mut ctx).unwrap();
+        let Value::Image(out) = out.into_iter().next().unwrap() else {
+            panic!("not an image")
+        };
+        let OpParams::Crop {
+            top,
+            left,
+            height,
+            width,
+        } = params[0].1.clone()
+        else {
+            panic!("no crop recorded")
+        };
+        (out, (top as usize, left as usize, height, width))
+    }
+
+    fn fused(
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        rrc: &RandomResizedCrop,
+        key: u64,
+    ) -> (Image, Window) {
+        let mut rng = SampleRng::for_sample(11, 2, key, 99);
+        decode_and_crop(bytes, opts, rrc, &mut rng).unwrap()
+    }
+
+    fn rrc(h: usize, w: usize, interp: Interp, antialias: bool) -> RandomResizedCrop {
+        RandomResizedCrop {
+            height: h,
+            width: w,
+            scale: (0.08, 1.0),
+            ratio: (0.75, 4.0 / 3.0),
+            interp,
+            antialias,
+        }
+    }
+
+    #[test]
+    fn fused_equals_unfused_on_generated_jpegs() {
+        let (h, w) = (97usize, 130usize);
+        let src = pattern_rgb(h, w);
+        let mut n = 0;
+        for (o, sub, progressive) in [
+            (1u8, Sub::S420, false),
+            (1, Sub::S444, true),
+            (6, Sub::S422, false),
+            (3, Sub::S420, true),
+            (8, Sub::S411, false),
+            (5, Sub::S440, false),
+        ] {
+            let jpg = encode_jpeg_opts(
+                &src,
+                h,
+                w,
+                3,
+                &JpegOpts {
+                    quality: 88,
+                    sub,
+                    progressive,
+                    exif_tiff: Some(exif_orientation_tiff(u16::from(o), false)),
+                },
+            );
+            for color in [ColorMode::Rgb, ColorMode::Gray] {
+                let opts = DecodeOptions {
+                    color,
+                    ..DecodeOptions::default()
+                };
+                for (i, op) in [
+                    rrc(24, 24, Interp::Bilinear, true),
+                    rrc(31, 17, Interp::Nearest, false),
+                    rrc(40, 50, Interp::Bilinear, false),
+                ]
+                .iter()
+                .enumerate()
+                {
+                    for key in 0..25u64 {
+                        let key = key * 3 + i as u64;
+                        let (a, wa) = unfused(&jpg, &opts, op, key);
+                        let (b, wb) = fused(&jpg, &opts, op, key);
+                        assert_eq!(wa, wb, "o={o} {sub:?} key {key}");
+                        assert!(a == b, "o={o} {sub:?} key {key}: pixels differ");
+                        n += 1;
+                    }
+                }
+            }
+        }
+        println!("{n} fused crops identical");
+    }
+
+    #[test]
+    fn fused_equals_unfused_on_real_files() {
+        let Some(data) = crate::testutil::shared_data() else {
+            return;
+        };
+        let mut files: Vec<_> = std::fs::read_dir(data.join("imagenet-400"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let op = rrc(224, 224, Interp::Bilinear, true);
+        let opts = DecodeOptions::default();
+        for (i, f) in files.iter().take(40).enumerate() {
+            let bytes = std::fs::read(f).unwrap();
+            let (a, wa) = unfused(&bytes, &opts, &op, i as u64);
+            let (b, wb) = fused(&bytes, &opts, &op, i as u64);
+            assert_eq!(wa, wb, "{}", f.display());
+            assert!(a == b, "{}: pixels differ", f.display());
+        }
+    }
+
+    #[test]
+    fn errors_are_attributed() {
+        let op = rrc(8, 8, Interp::Bilinear, true);
+        let mut rng = SampleRng::from_key(1);
+        let e = decode_and_crop(b"nope", &DecodeOptions::default(), &op, &mut rng).unwrap_err();
+        assert_eq!(e, DecodeAndCropError::Decode(DecodeError::UnknownFormat));
+        let src = pattern_rgb(20, 20);
+        let jpg = encode_jpeg_opts(
+            &src,
+            20,
+            20,
+            3,
+            &JpegOpts {
+                quality: 90,
+                sub: Sub::S420,
+                progressive: false,
+                exif_tiff: None,
+            },
+        );
+        let e = decode_and_crop(
+            &jpg[..jpg.len() - 5],
+            &DecodeOptions::default(),
+            &op,
+            &mut rng,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, DecodeAndCropError::Decode(DecodeError::Corrupt(_))),
+            "{e}"
+        );
+    }
+
+    fn psnr(a: &[u8], b: &[u8]) -> f64 {
+        let mse = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+            .sum::<f64>()
+            / a.len() as f64;
+        10.0 * (255.0f64 * 255.0 / mse.max(1e-9)).log10()
+    }
+
+    #[test]
+    fn scaled_path_is_close_and_exact_for_small_windows() {
+        // A smooth 700x900 "photo": large windows take the DCT-scaled path.
+        let (h, w) = (700usize, 900usize);
+        let mut src = Vec::with_capacity(h * w * 3);
+        for y in 0..h {
+            for x in 0..w {
+                let (fy, fx) = (y as f64, x as f64);
+                src.push((128.0 + 100.0 * (fx / 37.0).sin()) as u8);
+                src.push((128.0 + 100.0 * (fy / 29.0).cos()) as u8);
+                src.push((128.0 + 90.0 * ((fx + fy) / 53.0).sin()) as u8);
+            }
+        }
+        let jpg = encode_jpeg_opts(
+            &src,
+            h,
+            w,
+            3,
+            &JpegOpts {
+                quality: 92,
+                sub: Sub::S420,
+                progressive: false,
+                exif_tiff: Some(exif_orientation_tiff(6, false)),
+            },
+        );
+        let opts = DecodeOptions::default();
+        let (mut scaled, mut exact, mut worst) = (0, 0, f64::INFINITY);
+        for (op, keys) in [
+            (rrc(112, 112, Interp::Bilinear, true), 0..40u64),
+            (rrc(600, 600, Interp::Bilinear, true), 40..50),
+        ] {
+            for key in keys {
+                let (a, wa) = unfused(&jpg, &opts, &op, key);
+                let mut rng = SampleRng::for_sample(11, 2, key, 99);
+                let (b, wb) = decode_and_crop_scaled(&jpg, &opts, &op, &mut rng).unwrap();
+                assert_eq!(wa, wb);
+                assert_eq!((b.height, b.width), (a.height, a.width));
+                let (a, b) = (a.as_u8_hwc().unwrap(), b.as_u8_hwc().unwrap());
+                if wa.2 >= 2 * op.height && wa.3 >= 2 * op.width {
+                    let p = psnr(a, b);
+                    assert!(p > 30.0, "key {key}: window {wa:?}, PSNR {p:.1} dB");
+                    worst = worst.min(p);
+                    scaled += 1;
+                } else {
+                    assert!(a == b, "key {key}: small window must be exact");
+                    exact += 1;
+                }
+            }
+        }
+        println!("{scaled} scaled (worst PSNR {worst:.1} dB), {exact} exact");
+        assert!(scaled >= 5 && exact >= 10, "{scaled} scaled, {exact} exact");
+    }
+
+    #[test]
+    fn scaled_windows_equal_the_scaled_full_decode() {
+        let (h, w) = (90usize, 123usize);
+        let src = pattern_rgb(h, w);
+        for (sub, o) in [
+            (Sub::S420, 1u8),
+            (Sub::S422, 6),
+            (Sub::S444, 3),
+            (Sub::S411, 8),
+        ] {
+            let jpg = encode_jpeg_opts(
+                &src,
+                h,
+                w,
+                3,
+                &JpegOpts {
+                    quality: 85,
+                    sub,
+                    progressive: o == 3,
+                    exif_tiff: Some(exif_orientation_tiff(u16::from(o), false)),
+                },
+            );
+            let opts = DecodeOptions::default();
+            assert!(decode_scaled(&jpg, &opts, 1, None).unwrap() == decode(&jpg, &opts).unwrap());
+            assert!(decode_scaled(&jpg, &opts, 3, None).is_err());
+            for d in [2u8, 4, 8] {
+                let full = decode_scaled(&jpg, &opts, d, None).unwrap();
+                let dd = usize::from(d);
+                let (fh, fw) = if o >= 5 { (w, h) } else { (h, w) };
+                assert_eq!(
+                    (full.height, full.width),
+                    (fh.div_ceil(dd), fw.div_ceil(dd))
+                );
+                let px = full.as_u8_hwc().unwrap();
+                for (t, l, wh, ww) in [
+                    (0, 0, full.height, full.width),
+                    (1, 2, 3, 4),
+                    (
+                        full.height / 2,
+                        full.width / 3,
+                        full.height / 2,
+                        full.width / 2,
+                    ),
+                    (full.height - 1, full.width - 1, 1, 1),
+                ] {
+                    let got = decode_scaled(&jpg, &opts, d, Some((t, l, wh, ww))).unwrap();
+                    let mut want = Vec::new();
+                    for y in t..t + wh {
+                        want.extend_from_slice(
+                            &px[(y * full.width + l) * 3..(y * full.width + l + ww) * 3],
+                        );
+                    }
+                    assert!(
+                        got.as_u8_hwc().unwrap() == &want[..],
+                        "{sub:?} o={o} 1/{d} {:?}",
+                        (t, l, wh, ww)
+                    );
+                }
+            }
+        }
+    }
+}
