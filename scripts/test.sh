@@ -7,6 +7,7 @@
 # the CUDA 13.0 driver of the GPU machines accepts) and requires it (STOKEHOLD_REQUIRE_NVRTC=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh
 NVRTC_WHEEL="nvidia-cuda-nvrtc==13.0.88"
 nvrtc_lib() { find "$PWD/.dev/pip/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1; }
 if [ -z "$(nvrtc_lib)" ]; then

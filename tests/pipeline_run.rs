@@ -352,3 +352,39 @@ fn epoch_summaries_account_for_every_sample() {
     assert_eq!((st.images, st.skipped), (18, 2));
     assert_eq!(st.skipped_by_cause.values().sum::<u64>(), 2);
 }
+
+#[test]
+fn fused_plan_gives_the_same_batches_as_each_operator_alone() {
+    use stokehold::pipeline::graph::Graph;
+    let (_d, data) = samples();
+    let dirs: Vec<std::path::PathBuf> = std::iter::once(data)
+        .chain(shared_data().map(|d| d.join("jpeg-edge")))
+        .collect();
+    for dir in &dirs {
+        for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+            let spec = spec_for(name, dir, 8, 2, 2);
+            let fused = Graph::build(&spec).unwrap();
+            let reference = Graph::build_unfused(&spec).unwrap();
+            assert!(
+                fused.nodes.len() < reference.nodes.len(),
+                "{name}: nothing was fused"
+            );
+            let a: Vec<Batch> = Pipeline::from_graph(fused)
+                .unwrap()
+                .map(|b| b.unwrap())
+                .collect();
+            let b: Vec<Batch> = Pipeline::from_graph(reference)
+                .unwrap()
+                .map(|b| b.unwrap())
+                .collect();
+            assert_eq!(a.len(), b.len(), "{name} on {}", dir.display());
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(x.samples, y.samples, "{name}");
+                assert_eq!(x.outputs, y.outputs, "{name}");
+                let ex: Vec<String> = x.skipped.iter().map(|e| e.to_string()).collect();
+                let ey: Vec<String> = y.skipped.iter().map(|e| e.to_string()).collect();
+                assert_eq!(ex, ey);
+            }
+        }
+    }
+}

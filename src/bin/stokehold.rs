@@ -432,12 +432,26 @@ fn tune(path: &Path, opts: &RunOpts, threads: &[usize], prefetch: &[usize]) -> R
 }
 
 fn check(path: &Path, dot: bool) -> Result<()> {
-    let g = load(path, None)?;
+    let fused = load(path, None)?;
+    // Show the graph as written; fusion is an execution detail, listed after it.
+    let g = Graph::build_unfused(&fused.spec).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if dot {
         print!("{}", g.to_dot());
     } else {
         println!("{}: ok", path.display());
         print!("{}", g.describe());
+        let merged: Vec<&str> = fused
+            .nodes
+            .iter()
+            .map(|n| &*n.name)
+            .filter(|n| n.contains('+'))
+            .collect();
+        if !merged.is_empty() {
+            println!(
+                "  fused when run (same results, one pass): {}",
+                merged.join(", ")
+            );
+        }
     }
     Ok(())
 }

@@ -56,11 +56,29 @@ pub trait Operator: Send + Sync + fmt::Debug {
     }
 
     /// One operator doing the work of `self` followed by `next`, when that is faster and
-    /// gives bit-identical results; the executor uses it for adjacent pairs.
-    fn fuse_with(&self, next: &dyn Operator) -> Option<Box<dyn Operator>> {
+    /// gives bit-identical results (same values, same recorded parameters under the same
+    /// operator names); the executor uses it for adjacent pairs.
+    fn fuse_with(&self, next: FuseTarget<'_>) -> Option<Box<dyn Operator>> {
         let _ = next;
         None
     }
+
+    /// This operator as a random resized crop, if it is one (for fusing it with decoding).
+    fn as_random_resized_crop(&self) -> Option<&random_resized_crop::RandomResizedCrop> {
+        None
+    }
+}
+
+/// The second operator of a pair offered for fusion, with its identity (its name and key
+/// keep its random stream and recorded parameters the same when fused).
+#[derive(Clone, Copy)]
+pub struct FuseTarget<'a> {
+    /// The operator.
+    pub op: &'a dyn Operator,
+    /// Its name in the pipeline.
+    pub name: &'a Arc<str>,
+    /// Its random-stream key.
+    pub key: u64,
 }
 
 /// Random parameters an operator chose for one sample, returned with the batch so users

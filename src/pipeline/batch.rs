@@ -243,7 +243,8 @@ pub struct Batch {
     /// How many trailing samples are repeats added by `last_batch = "pad"`.
     pub padded: usize,
     /// Bad samples met (skipped, or replaced under `on_error = "replace"`) since the
-    /// previous batch, each with its path and cause.
+    /// previous batch of the same epoch, each with its path and cause. Those after an
+    /// epoch's last batch are in that epoch's summary ([`crate::Pipeline::epoch_summaries`]).
     pub skipped: Vec<SampleError>,
     /// Where to resume to get the batches after this one ([`crate::Pipeline::resume`]).
     pub resume: crate::pipeline::executor::Position,

@@ -56,7 +56,7 @@ pub struct Stats {
 }
 
 /// What happened in one epoch.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct EpochSummary {
     /// The epoch.
     pub epoch: u64,
@@ -70,6 +70,9 @@ pub struct EpochSummary {
     pub replaced: u64,
     /// Good samples left out by `last_batch = "drop"`.
     pub dropped: u64,
+    /// Every bad sample met in the epoch (skipped or replaced), with its path and cause,
+    /// including those after the epoch's last batch, which no batch carries.
+    pub errors: Vec<SampleError>,
 }
 
 /// Where a run stands: enough to resume it and get the same remaining batches.
@@ -948,6 +951,7 @@ impl Assembler {
         if let Ok(mut m) = self.stats.skipped_by_cause.lock() {
             *m.entry(e.kind.category()).or_default() += 1;
         }
+        self.summary.errors.push(e.clone());
         self.skipped.push(e);
     }
 
@@ -1036,6 +1040,9 @@ impl Assembler {
                 }
             }
         }
+        // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
+        // carried into the next epoch's first batch.
+        self.skipped.clear();
         let summary = std::mem::take(&mut self.summary);
         if summary.skipped + summary.replaced > 0 {
             tracing::warn!(

@@ -265,7 +265,9 @@ impl Dataset {
             }
             SourceKind::Flat | SourceKind::Auto => {
                 for p in read_dir_sorted(&config.root)? {
-                    if p.is_file() && has_extension(&p, &config.extensions) {
+                    // Anything but a folder: a broken symlink or a FIFO is listed and then
+                    // reported when it fails to read, as in class folders.
+                    if !p.is_dir() && has_extension(&p, &config.extensions) {
                         ds.entries.push(Entry { path: p, label: -1 });
                     }
                 }

@@ -111,6 +111,16 @@ impl Operator for Decode {
         Some(self.options().limits.max_file_bytes)
     }
 
+    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
+        let rrc = next.op.as_random_resized_crop()?;
+        Some(Box::new(super::random_resized_crop::DecodeRandomCrop {
+            decode: self.options().clone(),
+            rrc: rrc.clone(),
+            rrc_name: next.name.clone(),
+            rrc_key: next.key,
+        }))
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         match inputs {
             [ValueType::Encoded] => Ok(vec![ValueType::Image(ImageType::decoded(

@@ -172,8 +172,8 @@ impl Normalize {
 }
 
 impl Operator for Normalize {
-    fn fuse_with(&self, next: &dyn Operator) -> Option<Box<dyn Operator>> {
-        let layout = next.converts_to_layout()?;
+    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
+        let layout = next.op.converts_to_layout()?;
         Some(Box::new(NormalizeToLayout {
             normalize: self.clone(),
             layout,

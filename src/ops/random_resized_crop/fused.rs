@@ -101,6 +101,71 @@ pub fn decode_and_crop_scaled(
     Ok((out, window))
 }
 
+/// `decode` followed by `random_resized_crop` as one operator (what the executor runs for
+/// that pair): the window is drawn from the crop operator's own random stream and recorded
+/// under its name, so batches are identical to the unfused pair.
+#[derive(Debug, Clone)]
+pub struct DecodeRandomCrop {
+    /// The decoder's options.
+    pub decode: DecodeOptions,
+    /// The crop.
+    pub rrc: RandomResizedCrop,
+    /// The crop operator's name.
+    pub rrc_name: std::sync::Arc<str>,
+    /// The crop operator's random-stream key.
+    pub rrc_key: u64,
+}
+
+impl crate::ops::Operator for DecodeRandomCrop {
+    fn infer(
+        &self,
+        inputs: &[crate::value::ValueType],
+    ) -> Result<Vec<crate::value::ValueType>, String> {
+        match inputs {
+            [crate::value::ValueType::Encoded] => {
+                let mut t = crate::value::ImageType::decoded(self.decode.color.channels());
+                t.size = Some((self.rrc.height, self.rrc.width));
+                Ok(vec![crate::value::ValueType::Image(t)])
+            }
+            _ => Err("decode takes encoded bytes".into()),
+        }
+    }
+
+    fn max_input_bytes(&self) -> Option<u64> {
+        Some(self.decode.limits.max_file_bytes)
+    }
+
+    fn run_cpu(
+        &self,
+        inputs: Vec<crate::value::Value>,
+        ctx: &mut crate::ops::SampleContext<'_>,
+    ) -> Result<Vec<crate::value::Value>, crate::error::SampleErrorKind> {
+        let Some(crate::value::Value::Encoded(bytes)) = inputs.into_iter().next() else {
+            return Err(ctx.error("expected encoded bytes"));
+        };
+        let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, self.rrc_key);
+        match decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng) {
+            Ok((image, (top, left, height, width))) => {
+                ctx.params.push((
+                    self.rrc_name.clone(),
+                    crate::ops::OpParams::Crop {
+                        top: top as i64,
+                        left: left as i64,
+                        height,
+                        width,
+                    },
+                ));
+                Ok(vec![crate::value::Value::Image(image)])
+            }
+            Err(DecodeAndCropError::Decode(e)) => Err(crate::error::SampleErrorKind::Decode(e)),
+            Err(DecodeAndCropError::Crop(message)) => Err(crate::error::SampleErrorKind::Op {
+                op: self.rrc_name.to_string(),
+                message,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

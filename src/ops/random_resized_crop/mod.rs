@@ -8,7 +8,7 @@
 
 mod fused;
 
-pub use fused::{decode_and_crop, decode_and_crop_scaled, DecodeAndCropError};
+pub use fused::{decode_and_crop, decode_and_crop_scaled, DecodeAndCropError, DecodeRandomCrop};
 
 /// GPU launcher (see `crate::cuda`).
 pub mod cuda;
@@ -170,6 +170,10 @@ impl RandomResizedCrop {
 }
 
 impl Operator for RandomResizedCrop {
+    fn as_random_resized_crop(&self) -> Option<&RandomResizedCrop> {
+        Some(self)
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_u8_hwc("random_resized_crop", inputs)?;
         t.size = Some((self.height, self.width));

@@ -59,7 +59,18 @@ pub struct Graph {
 
 impl Graph {
     /// Validates `spec` and plans it. Errors point at the part of the spec to change.
+    /// Adjacent operators that offer it are fused (same results, fewer passes).
     pub fn build(spec: &PipelineSpec) -> Result<Graph, SpecError> {
+        Self::build_with(spec, true)
+    }
+
+    /// As [`Graph::build`] but every operator runs on its own: the reference the fused
+    /// plan is tested against.
+    pub fn build_unfused(spec: &PipelineSpec) -> Result<Graph, SpecError> {
+        Self::build_with(spec, false)
+    }
+
+    fn build_with(spec: &PipelineSpec, fuse: bool) -> Result<Graph, SpecError> {
         check_settings(spec)?;
         let mut schemas: Vec<&'static OpSchema> = Vec::with_capacity(spec.ops.len());
         let mut built: Vec<Option<Box<dyn Operator>>> = Vec::with_capacity(spec.ops.len());
@@ -373,7 +384,9 @@ impl Graph {
                 placement: placements[i],
             });
         }
-        fuse_adjacent(&mut nodes, &outputs);
+        if fuse {
+            fuse_adjacent(&mut nodes, &outputs);
+        }
         Ok(Graph {
             spec: spec.clone(),
             reader: reader_config,
@@ -479,8 +492,13 @@ fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
             && b.last_use == [true]
             && !outputs.contains(&a.outputs[0])
             && a.placement == b.placement;
+        let target = ops::FuseTarget {
+            op: b.op.as_ref(),
+            name: &b.name,
+            key: b.key,
+        };
         let fused = if only_link {
-            a.op.fuse_with(b.op.as_ref())
+            a.op.fuse_with(target)
         } else {
             None
         };
