@@ -44,6 +44,9 @@ pub enum FallbackReason {
         /// `true` when an Adobe APP14 segment says YCCK (transform 2).
         ycck: bool,
     },
+    /// Arithmetic-coded (SOF9/SOF10): nvJPEG decodes Huffman-coded JPEGs only; the CPU
+    /// path's libjpeg-turbo decodes these.
+    Arithmetic,
     /// Chroma sampling factors nvJPEG has no subsampling name for.
     Sampling(String),
     /// nvJPEG itself declined it (`nvjpegDecoderJpegSupported`), found at decode time.
@@ -57,6 +60,7 @@ impl std::fmt::Display for FallbackReason {
             FallbackReason::Rejected(e) => write!(f, "rejected by the JPEG checks: {e}"),
             FallbackReason::FourComponents { ycck: true } => write!(f, "YCCK JPEG"),
             FallbackReason::FourComponents { ycck: false } => write!(f, "CMYK JPEG"),
+            FallbackReason::Arithmetic => write!(f, "arithmetic-coded JPEG"),
             FallbackReason::Sampling(s) => write!(f, "chroma sampling {s}"),
             FallbackReason::NvjpegUnsupported(s) => write!(f, "nvJPEG: {s}"),
         }
@@ -165,8 +169,10 @@ pub fn classify(bytes: &[u8], limits: &Limits, hardware: bool) -> Route {
     }
     // The CPU path's own checks, with the full walk to EOI (truncation, unsupported
     // processes, precision, limits).
-    if let Err(e) = decode::jpeg::scan(bytes, true, limits) {
-        return Route::Cpu(FallbackReason::Rejected(e));
+    match decode::jpeg::scan(bytes, true, limits) {
+        Err(e) => return Route::Cpu(FallbackReason::Rejected(e)),
+        Ok(h) if is_arithmetic(bytes, &h) => return Route::Cpu(FallbackReason::Arithmetic),
+        Ok(_) => {}
     }
     let facts = match facts(bytes) {
         Some(f) => f,
@@ -202,6 +208,37 @@ pub fn classify(bytes: &[u8], limits: &Limits, hardware: bool) -> Route {
         GpuRoute::Hybrid
     };
     Route::Gpu(route, facts)
+}
+
+/// True when the frame header is an arithmetic-coded one (SOF9 or SOF10).
+fn is_arithmetic(bytes: &[u8], _header: &decode::jpeg::JpegHeader) -> bool {
+    // Walk the marker segments up to the first frame header (bounds-checked).
+    let Some(mut i) = decode::jpeg::find_soi(bytes).map(|s| s + 2) else {
+        return false;
+    };
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            i += 1;
+            continue;
+        }
+        let m = bytes[i + 1];
+        match m {
+            0xFF => {
+                i += 1;
+                continue;
+            }
+            0xC9 | 0xCA => return true,
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xCB | 0xCD..=0xCF | 0xDA => return false,
+            0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        i += 2 + len;
+    }
+    false
 }
 
 /// Reads the frame, scan count, Adobe transform and EXIF orientation. Assumes a file that

@@ -114,8 +114,8 @@ impl Operator for Decode {
     fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
         let rrc = next.op.as_random_resized_crop()?;
         Some(Box::new(super::random_resized_crop::DecodeRandomCrop {
-            decode: self.options().clone(),
-            rrc: rrc.clone(),
+            decode: *self.options(),
+            rrc: *rrc,
             rrc_name: next.name.clone(),
             rrc_key: next.key,
         }))
