@@ -51,8 +51,8 @@ struct EpochRecord {
 }
 
 /// ~20 bad files: truncated photos, text, empty files, decompression bombs, destroyed magic
-/// bytes, and two broken symlinks. Returns how many the reader lists: a flat folder takes
-/// regular files only, so the dangling and the looping symlink are left out at listing.
+/// bytes, and two broken symlinks. Returns how many the reader lists: every one of them,
+/// the broken symlinks included (they fail when read, and are reported then).
 fn add_bad_files(dir: &std::path::Path, photos: &[PathBuf]) -> usize {
     let mut n = 0;
     let mut put = |name: &str, bytes: &[u8]| {
@@ -87,7 +87,7 @@ fn add_bad_files(dir: &std::path::Path, photos: &[PathBuf]) -> usize {
     std::os::unix::fs::symlink(dir.join("nowhere.jpg"), dir.join("bad_dangling.jpg")).unwrap();
     let looped = dir.join("bad_loop.jpg");
     std::os::unix::fs::symlink(&looped, &looped).unwrap();
-    n
+    n + 2
 }
 
 #[test]
@@ -170,6 +170,7 @@ fn soak_many_epochs_with_bad_files() {
     close(&mut current, epochs, pipeline.stats().skipped);
     let elapsed = t0.elapsed();
     let stats = pipeline.stats();
+    let summaries = pipeline.epoch_summaries();
     drop(pipeline);
 
     println!(
@@ -212,5 +213,11 @@ fn soak_many_epochs_with_bad_files() {
                 r.epoch
             );
         }
+    }
+    // Every epoch's summary accounts for every bad file, exactly once.
+    assert_eq!(summaries.len() as u64, epochs);
+    for s in &summaries {
+        assert_eq!(s.skipped as usize, bad, "epoch {}", s.epoch);
+        assert_eq!(s.images as usize, photos.len(), "epoch {}", s.epoch);
     }
 }
