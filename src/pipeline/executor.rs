@@ -218,9 +218,17 @@ pub struct DeviceReport {
     pub reason: String,
 }
 
-/// Where the GPU path stands in this build, for `--device auto|gpu`.
-fn gpu_unavailable_reason() -> String {
-    "this build of stokehold has no GPU path yet; the CPU path runs everything".to_string()
+/// Why the GPU path isn't taken, for `--device auto|gpu`: what the probe found, and that
+/// the executor's GPU stage is not wired yet (the kernels and nvJPEG layer exist).
+fn gpu_unavailable_reason(device_id: usize) -> String {
+    match crate::cuda::probe(device_id) {
+        Ok(gpu) => format!(
+            "found {} (device {}, sm_{}{}), but this build's executor has no GPU stage yet",
+            gpu.name, gpu.device_id, gpu.compute_capability.0, gpu.compute_capability.1
+        ),
+        Err(Error::GpuUnavailable(m)) => m,
+        Err(e) => e.to_string(),
+    }
 }
 
 /// A running pipeline: iterate over it (or call [`Pipeline::next_batch`]) to get batches.
@@ -356,9 +364,16 @@ impl Pipeline {
             },
             DeviceChoice::Auto => DeviceReport {
                 device: "cpu",
-                reason: gpu_unavailable_reason(),
+                reason: format!(
+                    "{}; the CPU path runs everything",
+                    gpu_unavailable_reason(settings.device_id)
+                ),
             },
-            DeviceChoice::Gpu => return Err(Error::GpuUnavailable(gpu_unavailable_reason())),
+            DeviceChoice::Gpu => {
+                return Err(Error::GpuUnavailable(gpu_unavailable_reason(
+                    settings.device_id,
+                )))
+            }
         };
         // Relative reader paths resolve against the pipeline file's folder.
         if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
