@@ -1,5 +1,5 @@
 //! JPEG: our own bounds-checked marker walk (what the file is, whether we decode it, whether
-//! it is complete), then libjpeg-turbo ([`super::turbo`]) for the pixels, as Pillow does.
+//! it is complete), then libjpeg-turbo (the `turbo` module) for the pixels, as Pillow does.
 //!
 //! The marker walk runs before libjpeg sees the data, so that
 //! - lossless (SOF3, SOF7, SOF11, SOF15), hierarchical (SOF5–SOF7, SOF13–SOF15, DHP) and
