@@ -359,6 +359,7 @@ fn fused_plan_gives_the_same_batches_as_each_operator_alone() {
     let (_d, data) = samples();
     let dirs: Vec<std::path::PathBuf> = std::iter::once(data)
         .chain(shared_data().map(|d| d.join("jpeg-edge")))
+        .chain(shared_data().map(|d| d.join("imagenet-400")))
         .collect();
     for dir in &dirs {
         for name in ["resnet50-train.toml", "resnet50-eval.toml"] {

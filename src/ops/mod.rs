@@ -63,6 +63,11 @@ pub trait Operator: Send + Sync + fmt::Debug {
         None
     }
 
+    /// This operator as `Any`, for operators that others may fuse with (they downcast).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// This operator as a random resized crop, if it is one (for fusing it with decoding).
     fn as_random_resized_crop(&self) -> Option<&random_resized_crop::RandomResizedCrop> {
         None
@@ -79,6 +84,8 @@ pub struct FuseTarget<'a> {
     pub name: &'a Arc<str>,
     /// Its random-stream key.
     pub key: u64,
+    /// The name of the first operator of the pair (the one offering to fuse).
+    pub first_name: &'a Arc<str>,
 }
 
 /// Random parameters an operator chose for one sample, returned with the batch so users

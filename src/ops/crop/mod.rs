@@ -155,6 +155,10 @@ impl Crop {
 }
 
 impl Operator for Crop {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_image("crop", inputs)?;
         t.size = Some((self.height, self.width));

@@ -112,6 +112,16 @@ impl Operator for Decode {
     }
 
     fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
+        if let Some(rest) = next
+            .op
+            .as_any()
+            .and_then(|a| a.downcast_ref::<super::resize::fused::ResizeCrop>())
+        {
+            return Some(Box::new(super::resize::fused::DecodeResizeCrop {
+                decode: *self.options(),
+                rest: rest.clone(),
+            }));
+        }
         let rrc = next.op.as_random_resized_crop()?;
         Some(Box::new(super::random_resized_crop::DecodeRandomCrop {
             decode: *self.options(),

@@ -7,6 +7,7 @@
 
 /// GPU launcher (see `crate::cuda`).
 pub mod cuda;
+pub mod fused;
 pub mod kernel;
 
 #[cfg(test)]
@@ -162,6 +163,16 @@ pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, Stri
 }
 
 impl Operator for Resize {
+    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
+        let crop = next.op.as_any()?.downcast_ref::<super::crop::Crop>()?;
+        Some(Box::new(fused::ResizeCrop {
+            resize: *self,
+            crop: *crop,
+            resize_name: next.first_name.clone(),
+            crop_name: next.name.clone(),
+        }))
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_u8_hwc("resize", inputs)?;
         t.size = match self.target {

@@ -483,6 +483,13 @@ impl Graph {
 /// Replaces adjacent operator pairs by one fused operator where the first offers it
 /// ([`Operator::fuse_with`]): same results, one pass over the data instead of two.
 fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
+    // A fused pair may fuse again with its neighbour (decode + (resize + crop)): repeat.
+    while fuse_pass(nodes, outputs) {}
+}
+
+/// One left-to-right pass; true when something was fused.
+fn fuse_pass(nodes: &mut Vec<Node>, outputs: &[usize]) -> bool {
+    let mut changed = false;
     let mut k = 0;
     while k + 1 < nodes.len() {
         let (a, b) = (&nodes[k], &nodes[k + 1]);
@@ -496,6 +503,7 @@ fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
             op: b.op.as_ref(),
             name: &b.name,
             key: b.key,
+            first_name: &a.name,
         };
         let fused = if only_link {
             a.op.fuse_with(target)
@@ -508,9 +516,11 @@ fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
             a.name = format!("{}+{}", a.name, b.name).into();
             a.op = op;
             a.outputs = b.outputs;
+            changed = true;
         }
         k += 1;
     }
+    changed
 }
 
 fn arg_error(i: usize, e: ops::ArgError) -> SpecError {
