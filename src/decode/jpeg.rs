@@ -34,6 +34,8 @@ pub(crate) struct JpegHeader {
     pub components: usize,
     /// EXIF orientation, 1 when absent.
     pub orientation: u8,
+    /// Arithmetic-coded (SOF9/SOF10) rather than Huffman-coded.
+    pub arithmetic: bool,
 }
 
 fn corrupt(msg: impl Into<String>) -> DecodeError {
@@ -75,6 +77,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
     let mut frame: Option<(usize, usize, usize)> = None;
     let mut orientation: Option<u8> = None;
     let mut scans = 0usize;
+    let mut arithmetic = false;
     loop {
         // Find the next marker: skip garbage up to 0xFF, then fill bytes.
         while i < d.len() && d[i] != 0xFF {
@@ -108,6 +111,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         height,
                         components,
                         orientation: orientation.unwrap_or(1),
+                        arithmetic,
                     }),
                 }
             }
@@ -177,6 +181,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 }
                 check_pixels(width, height, limits)?;
                 frame = Some((width, height, nc));
+                arithmetic = matches!(m, 0xC9 | 0xCA);
             }
             0xDE => {
                 return Err(DecodeError::Unsupported(
@@ -202,6 +207,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         height,
                         components,
                         orientation: orientation.unwrap_or(1),
+                        arithmetic,
                     });
                 }
                 // Skip the entropy-coded data: up to a 0xFF followed by a byte that is

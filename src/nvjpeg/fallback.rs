@@ -171,7 +171,7 @@ pub fn classify(bytes: &[u8], limits: &Limits, hardware: bool) -> Route {
     // processes, precision, limits).
     match decode::jpeg::scan(bytes, true, limits) {
         Err(e) => return Route::Cpu(FallbackReason::Rejected(e)),
-        Ok(h) if is_arithmetic(bytes, &h) => return Route::Cpu(FallbackReason::Arithmetic),
+        Ok(h) if h.arithmetic => return Route::Cpu(FallbackReason::Arithmetic),
         Ok(_) => {}
     }
     let facts = match facts(bytes) {
@@ -208,37 +208,6 @@ pub fn classify(bytes: &[u8], limits: &Limits, hardware: bool) -> Route {
         GpuRoute::Hybrid
     };
     Route::Gpu(route, facts)
-}
-
-/// True when the frame header is an arithmetic-coded one (SOF9 or SOF10).
-fn is_arithmetic(bytes: &[u8], _header: &decode::jpeg::JpegHeader) -> bool {
-    // Walk the marker segments up to the first frame header (bounds-checked).
-    let Some(mut i) = decode::jpeg::find_soi(bytes).map(|s| s + 2) else {
-        return false;
-    };
-    while i + 4 <= bytes.len() {
-        if bytes[i] != 0xFF {
-            i += 1;
-            continue;
-        }
-        let m = bytes[i + 1];
-        match m {
-            0xFF => {
-                i += 1;
-                continue;
-            }
-            0xC9 | 0xCA => return true,
-            0xC0..=0xC3 | 0xC5..=0xC7 | 0xCB | 0xCD..=0xCF | 0xDA => return false,
-            0x01 | 0xD0..=0xD8 => {
-                i += 2;
-                continue;
-            }
-            _ => {}
-        }
-        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
-        i += 2 + len;
-    }
-    false
 }
 
 /// Reads the frame, scan count, Adobe transform and EXIF orientation. Assumes a file that

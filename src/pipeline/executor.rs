@@ -16,7 +16,7 @@
 use std::any::Any;
 use std::collections::{BTreeMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -195,8 +195,6 @@ struct Done {
     pos: usize,
     /// The sample delivered (a replacement's index under `on_error = "replace"`).
     index: usize,
-    /// Index of the sample originally planned at this position.
-    planned: usize,
     /// Errors of samples this one replaced.
     replaced: Vec<SampleError>,
     result: Result<SampleOutput, Failure>,
@@ -529,7 +527,6 @@ impl Pipeline {
                         epoch,
                         pos: 0,
                         index: 0,
-                        planned: 0,
                         replaced: Vec::new(),
                         result: Err(Failure::EpochEnd),
                     },
@@ -809,7 +806,6 @@ fn process(
         epoch,
         pos,
         index,
-        planned,
         replaced,
         result,
     }
@@ -1001,7 +997,6 @@ impl Assembler {
                 self.report(e, false);
             }
             Ok((values, params)) => {
-                let _ = d.planned;
                 self.pending.push(Pending {
                     index: d.index,
                     values,
@@ -1148,11 +1143,6 @@ impl Assembler {
             recv(self.shutdown) -> _ => false,
         }
     }
-}
-
-/// Paths of the samples a batch holds, for tests and diagnostics.
-pub fn batch_paths(b: &Batch) -> Vec<PathBuf> {
-    b.samples.iter().map(|s| s.path.clone()).collect()
 }
 
 #[cfg(test)]

@@ -132,15 +132,7 @@ impl Operator for Decode {
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        match inputs {
-            [ValueType::Encoded] => Ok(vec![ValueType::Image(ImageType::decoded(
-                self.options.color.channels(),
-            ))]),
-            [other] => Err(format!(
-                "'decode' takes encoded bytes (from a file_reader), but its input carries {other}"
-            )),
-            _ => Err("'decode' takes exactly one input".into()),
-        }
+        infer_decoded(&self.options, None, inputs)
     }
 
     fn run_cpu(
@@ -159,6 +151,26 @@ impl Operator for Decode {
             ))),
             None => Err(ctx.error("missing input")),
         }
+    }
+}
+
+/// Output type of a decoder (fused or not) producing `size` images, for
+/// [`Operator::infer`]: it takes encoded bytes.
+pub(crate) fn infer_decoded(
+    opts: &DecodeOptions,
+    size: Option<(usize, usize)>,
+    inputs: &[ValueType],
+) -> Result<Vec<ValueType>, String> {
+    match inputs {
+        [ValueType::Encoded] => {
+            let mut t = ImageType::decoded(opts.color.channels());
+            t.size = size;
+            Ok(vec![ValueType::Image(t)])
+        }
+        [other] => Err(format!(
+            "'decode' takes encoded bytes (from a file_reader), but its input carries {other}"
+        )),
+        _ => Err("'decode' takes exactly one input".into()),
     }
 }
 

@@ -271,13 +271,11 @@ fn hwc_to_chw_normalized<T: Copy + Default>(
 
 impl Operator for NormalizeToLayout {
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        let mut t = expect_image("normalize", inputs)?;
-        if let Some(c) = t.channels {
-            self.normalize.check_channels(c)?;
+        let mut out = self.normalize.infer(inputs)?;
+        if let Some(ValueType::Image(t)) = out.first_mut() {
+            t.layout = self.layout;
         }
-        t.dtype = self.normalize.dtype;
-        t.layout = self.layout;
-        Ok(vec![ValueType::Image(t)])
+        Ok(out)
     }
 
     fn run_cpu(

@@ -121,14 +121,11 @@ impl crate::ops::Operator for DecodeRandomCrop {
         &self,
         inputs: &[crate::value::ValueType],
     ) -> Result<Vec<crate::value::ValueType>, String> {
-        match inputs {
-            [crate::value::ValueType::Encoded] => {
-                let mut t = crate::value::ImageType::decoded(self.decode.color.channels());
-                t.size = Some((self.rrc.height, self.rrc.width));
-                Ok(vec![crate::value::ValueType::Image(t)])
-            }
-            _ => Err("decode takes encoded bytes".into()),
-        }
+        crate::ops::decode::infer_decoded(
+            &self.decode,
+            Some((self.rrc.height, self.rrc.width)),
+            inputs,
+        )
     }
 
     fn max_input_bytes(&self) -> Option<u64> {

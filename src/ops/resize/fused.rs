@@ -16,7 +16,7 @@ use crate::error::SampleErrorKind;
 use crate::image::Image;
 use crate::ops::crop::{crop_fill, Crop};
 use crate::ops::{OpParams, Operator, SampleContext};
-use crate::value::{ImageType, Value, ValueType};
+use crate::value::{Value, ValueType};
 
 use super::kernel::{
     bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, vertical_first,
@@ -293,14 +293,11 @@ impl DecodeResizeCrop {
 
 impl Operator for DecodeResizeCrop {
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        match inputs {
-            [ValueType::Encoded] => {
-                let mut t = ImageType::decoded(self.decode.color.channels());
-                t.size = Some((self.rest.crop.height, self.rest.crop.width));
-                Ok(vec![ValueType::Image(t)])
-            }
-            _ => Err("decode takes encoded bytes".into()),
-        }
+        crate::ops::decode::infer_decoded(
+            &self.decode,
+            Some((self.rest.crop.height, self.rest.crop.width)),
+            inputs,
+        )
     }
 
     fn max_input_bytes(&self) -> Option<u64> {
