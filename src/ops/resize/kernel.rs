@@ -245,6 +245,27 @@ pub fn resample_bilinear_u8(
     v: Option<&Taps>,
     vertical_first: bool,
 ) -> Result<Vec<u8>, ResizeError> {
+    resample_bilinear_with(src, window, h, v, vertical_first, simd_available())
+}
+
+/// Whether the passes run vectorised on this CPU (AVX2 on x86-64; elsewhere the scalar loops,
+/// which produce the same bytes).
+pub fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::simd::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`resample_bilinear_u8`] with the vector passes allowed (`simd`, when available) or not.
+pub(crate) fn resample_bilinear_with(
+    src: SourceU8<'_>,
+    window: Window,
+    h: Option<&Taps>,
+    v: Option<&Taps>,
+    vertical_first: bool,
+    simd: bool,
+) -> Result<Vec<u8>, ResizeError> {
     src.check()?;
     check_window(&src, window)?;
     let (top, left, wh, ww) = window;
@@ -276,7 +297,7 @@ pub fn resample_bilinear_u8(
             // Vertical pass over the columns the horizontal pass reads, then horizontal.
             let cols = h.source_range();
             let mut tmp = vec![0u8; out_h * cols.len() * c];
-            vertical_pass(&src, cols.start * c, 0, v, &mut tmp);
+            vertical_pass(&src, cols.start * c, 0, v, &mut tmp, simd);
             let tsrc = SourceU8 {
                 data: &tmp,
                 height: out_h,
@@ -284,11 +305,11 @@ pub fn resample_bilinear_u8(
                 channels: c,
                 stride: cols.len() * c,
             };
-            horizontal_pass(&tsrc, 0..out_h, cols.start, h, &mut out);
+            horizontal_pass(&tsrc, 0..out_h, cols.start, h, &mut out, simd);
         }
         (Some(h), Some(v)) => {
             let mut tmp = vec![0u8; rows.len() * row_out];
-            horizontal_pass(&src, rows.clone(), 0, h, &mut tmp);
+            horizontal_pass(&src, rows.clone(), 0, h, &mut tmp, simd);
             let tsrc = SourceU8 {
                 data: &tmp,
                 height: rows.len(),
@@ -296,10 +317,10 @@ pub fn resample_bilinear_u8(
                 channels: c,
                 stride: row_out,
             };
-            vertical_pass(&tsrc, 0, rows.start, v, &mut out);
+            vertical_pass(&tsrc, 0, rows.start, v, &mut out, simd);
         }
-        (Some(h), None) => horizontal_pass(&src, rows, 0, h, &mut out),
-        (None, Some(v)) => vertical_pass(&src, left * c, 0, v, &mut out),
+        (Some(h), None) => horizontal_pass(&src, rows, 0, h, &mut out, simd),
+        (None, Some(v)) => vertical_pass(&src, left * c, 0, v, &mut out, simd),
         (None, None) => copy_window(&src, window, &mut out),
     }
     Ok(out)
@@ -428,9 +449,31 @@ fn horizontal_pass(
     col_base: usize,
     taps: &Taps,
     out: &mut [u8],
+    simd: bool,
 ) {
     let c = src.channels;
     let row_out = taps.out_size() * c;
+    #[cfg(target_arch = "x86_64")]
+    if simd && (c == 3 || c == 4) && super::simd::available() {
+        for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {
+            // The vector loads may read past the row's last pixel, never past the buffer.
+            let rest = &src.data[y * src.stride..];
+            let srow = &rest[..src.width * c];
+            // SAFETY: `available()` checked that this CPU has AVX2.
+            unsafe {
+                if c == 3 {
+                    super::simd::hrow::<3>(orow, rest, col_base, taps, |o, i| {
+                        hpixel::<3>(o, srow, col_base, taps, i)
+                    })
+                } else {
+                    super::simd::hrow::<4>(orow, rest, col_base, taps, |o, i| {
+                        hpixel::<4>(o, srow, col_base, taps, i)
+                    })
+                }
+            }
+        }
+        return;
+    }
     for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {
         let srow = &src.data[y * src.stride..][..src.width * c];
         match c {
@@ -446,18 +489,24 @@ fn horizontal_pass(
 #[inline]
 fn hrow<const N: usize>(orow: &mut [u8], srow: &[u8], col_base: usize, taps: &Taps) {
     for (i, o) in orow.chunks_exact_mut(N).enumerate() {
-        let (s, k) = taps.taps(i);
-        let s = s - col_base;
-        let px = &srow[s * N..][..k.len() * N];
-        let mut acc = [HALF; N];
-        for (p, &kk) in px.chunks_exact(N).zip(k) {
-            for ch in 0..N {
-                acc[ch] += i32::from(p[ch]) * kk;
-            }
-        }
+        hpixel::<N>(o, srow, col_base, taps, i);
+    }
+}
+
+/// Output pixel `i` of a horizontal pass.
+#[inline]
+fn hpixel<const N: usize>(o: &mut [u8], srow: &[u8], col_base: usize, taps: &Taps, i: usize) {
+    let (s, k) = taps.taps(i);
+    let s = s - col_base;
+    let px = &srow[s * N..][..k.len() * N];
+    let mut acc = [HALF; N];
+    for (p, &kk) in px.chunks_exact(N).zip(k) {
         for ch in 0..N {
-            o[ch] = clip8(acc[ch]);
+            acc[ch] += i32::from(p[ch]) * kk;
         }
+    }
+    for ch in 0..N {
+        o[ch] = clip8(acc[ch]);
     }
 }
 
@@ -477,9 +526,26 @@ fn hrow_any(orow: &mut [u8], srow: &[u8], col_base: usize, taps: &Taps, c: usize
 
 /// Vertical pass: output row `i` combines source rows `taps.start[i] - row_base ..` of `src`,
 /// reading `out.len() / out_rows` elements from element `col0` of each row.
-fn vertical_pass(src: &SourceU8<'_>, col0: usize, row_base: usize, taps: &Taps, out: &mut [u8]) {
+fn vertical_pass(
+    src: &SourceU8<'_>,
+    col0: usize,
+    row_base: usize,
+    taps: &Taps,
+    out: &mut [u8],
+    simd: bool,
+) {
     const CHUNK: usize = 256;
     let row_out = out.len() / taps.out_size();
+    #[cfg(target_arch = "x86_64")]
+    if simd && super::simd::available() {
+        for (i, orow) in out.chunks_exact_mut(row_out).enumerate() {
+            let (s, k) = taps.taps(i);
+            let first = (s - row_base) * src.stride + col0;
+            // SAFETY: `available()` checked that this CPU has AVX2.
+            unsafe { super::simd::vrow(orow, src.data, src.stride, first, k) };
+        }
+        return;
+    }
     for (i, orow) in out.chunks_exact_mut(row_out).enumerate() {
         let (s, k) = taps.taps(i);
         let s = s - row_base;

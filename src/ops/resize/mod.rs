@@ -9,6 +9,8 @@
 pub mod cuda;
 pub mod fused;
 pub mod kernel;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 
 #[cfg(test)]
 mod tests;
