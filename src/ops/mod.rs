@@ -86,6 +86,8 @@ pub struct FuseTarget<'a> {
     pub key: u64,
     /// The name of the first operator of the pair (the one offering to fuse).
     pub first_name: &'a Arc<str>,
+    /// The first operator's random-stream key.
+    pub first_key: u64,
 }
 
 /// Random parameters an operator chose for one sample, returned with the batch so users

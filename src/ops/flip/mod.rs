@@ -48,7 +48,7 @@ pub static SCHEMA: OpSchema = OpSchema {
 };
 
 /// The built operator.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Flip {
     /// Probability of a horizontal flip.
     pub horizontal: f64,
@@ -73,6 +73,25 @@ impl Flip {
 }
 
 impl Operator for Flip {
+    /// Folds into a following normalize+layout pass, which then reads the image mirrored.
+    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
+        let norm = next
+            .op
+            .as_any()?
+            .downcast_ref::<super::normalize::NormalizeToLayout>()?;
+        if norm.mirror.is_some() {
+            return None;
+        }
+        Some(Box::new(super::normalize::NormalizeToLayout {
+            mirror: Some(super::normalize::FusedFlip {
+                flip: *self,
+                name: next.first_name.clone(),
+                key: next.first_key,
+            }),
+            ..norm.clone()
+        }))
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         Ok(vec![ValueType::Image(expect_image("flip", inputs)?)])
     }

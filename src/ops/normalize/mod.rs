@@ -23,17 +23,21 @@
 /// GPU launcher (see `crate::cuda`).
 pub mod cuda;
 
+use std::sync::Arc;
+
 use half::f16;
 
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Image, Layout, Pixels};
+use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};
 
 use super::schema::expect_image;
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
-    SampleContext,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpParams, OpSchema, Operator,
+    PortSpec, SampleContext,
 };
+use crate::ops::flip::{flip_in_place, Flip};
 
 /// Largest magnitude accepted for `mean` and `std` (the arithmetic is in f32).
 const LIMIT: f64 = f32::MAX as f64;
@@ -177,6 +181,7 @@ impl Operator for Normalize {
         Some(Box::new(NormalizeToLayout {
             normalize: self.clone(),
             layout,
+            mirror: None,
         }))
     }
 
@@ -202,23 +207,41 @@ impl Operator for Normalize {
 
 /// `normalize` followed by `layout`, in one pass: u8 HWC in, normalized values written
 /// straight in the target layout. Bit-identical to the two operators (same arithmetic per
-/// element); the executor substitutes it for the pair.
+/// element); the executor substitutes it for the pair. A `flip` just before it is folded in
+/// too ([`NormalizeToLayout::mirror`]): the pass reads the source mirrored instead of
+/// moving pixels first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NormalizeToLayout {
     /// The normalization.
     pub normalize: Normalize,
     /// The layout written.
     pub layout: Layout,
+    /// A `flip` fused in front: its choice is drawn and recorded under its own name and
+    /// random stream, so batches and parameters are those of the unfused operators.
+    pub mirror: Option<FusedFlip>,
+}
+
+/// The `flip` operator folded into a [`NormalizeToLayout`], with its identity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusedFlip {
+    /// Its probabilities.
+    pub flip: Flip,
+    /// Its name in the pipeline.
+    pub name: Arc<str>,
+    /// Its random-stream key.
+    pub key: u64,
 }
 
 impl NormalizeToLayout {
-    /// Normalizes `im` into `self.layout`.
-    pub fn apply(&self, im: Image) -> Result<Image, String> {
+    /// Normalizes `im` into `self.layout`, mirrored left–right (`horizontal`) and/or top–bottom
+    /// (`vertical`) on the way.
+    pub fn apply(&self, mut im: Image, horizontal: bool, vertical: bool) -> Result<Image, String> {
         let n = &self.normalize;
         let fast = matches!(im.pixels, Pixels::U8(_))
             && im.layout == Layout::Hwc
             && self.layout == Layout::Chw;
         if !fast {
+            flip_in_place(&mut im, horizontal, vertical);
             let out = n.apply(im)?;
             return Ok(crate::ops::layout::to_layout(&out, self.layout));
         }
@@ -229,17 +252,17 @@ impl NormalizeToLayout {
         let Pixels::U8(src) = &im.pixels else {
             unreachable!("checked above")
         };
-        let plane = im.height * im.width;
+        let src = SourceHwc {
+            data: src,
+            height: im.height,
+            width: im.width,
+            channels: c,
+            horizontal,
+            vertical,
+        };
         let pixels = match n.dtype {
-            DType::F16 => Pixels::F16(hwc_to_chw_normalized(
-                src,
-                c,
-                plane,
-                &mean,
-                &inv,
-                f16::from_f32,
-            )),
-            _ => Pixels::F32(hwc_to_chw_normalized(src, c, plane, &mean, &inv, |y| y)),
+            DType::F16 => Pixels::F16(hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32)),
+            _ => Pixels::F32(hwc_to_chw_normalized(&src, &mean, &inv, |y| y)),
         };
         Ok(Image {
             height: im.height,
@@ -251,22 +274,87 @@ impl NormalizeToLayout {
     }
 }
 
+/// A u8 HWC image read optionally mirrored.
+struct SourceHwc<'a> {
+    data: &'a [u8],
+    height: usize,
+    width: usize,
+    channels: usize,
+    horizontal: bool,
+    vertical: bool,
+}
+
 fn hwc_to_chw_normalized<T: Copy + Default>(
-    src: &[u8],
-    c: usize,
-    plane: usize,
+    src: &SourceHwc<'_>,
     mean: &[f32],
     inv: &[f32],
-    out: impl Fn(f32) -> T,
+    out: impl Fn(f32) -> T + Copy,
 ) -> Vec<T> {
-    let mut dst = vec![T::default(); src.len()];
-    for (k, plane_out) in dst.chunks_exact_mut(plane.max(1)).enumerate().take(c) {
-        let (m, s) = (mean[k], inv[k]);
-        for (d, px) in plane_out.iter_mut().zip(src[k..].iter().step_by(c)) {
-            *d = out(normalize_value(f32::from(*px), m, s));
+    let (h, w, c) = (src.height, src.width, src.channels);
+    let plane = h * w;
+    let mut dst = vec![T::default(); plane * c];
+    if plane == 0 {
+        return dst;
+    }
+    let row = w * c;
+    for y in 0..h {
+        let sy = if src.vertical { h - 1 - y } else { y };
+        let srow = &src.data[sy * row..][..row];
+        match c {
+            3 => chw_row::<3, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            1 => chw_row::<1, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            4 => chw_row::<4, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            _ => {
+                for (k, (&m, &s)) in mean.iter().zip(inv).enumerate().take(c) {
+                    let d = &mut dst[k * plane + y * w..][..w];
+                    for (x, o) in d.iter_mut().enumerate() {
+                        let sx = if src.horizontal { w - 1 - x } else { x };
+                        *o = out(normalize_value(f32::from(srow[sx * c + k]), m, s));
+                    }
+                }
+            }
         }
     }
     dst
+}
+
+/// One source row of `N`-channel pixels into row `at` (an offset within a plane) of each of
+/// the `N` output planes.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn chw_row<const N: usize, T: Copy>(
+    dst: &mut [T],
+    plane: usize,
+    at: usize,
+    srow: &[u8],
+    mirrored: bool,
+    mean: &[f32],
+    inv: &[f32],
+    out: impl Fn(f32) -> T,
+) {
+    let w = srow.len() / N;
+    let m: [f32; N] = std::array::from_fn(|k| mean[k]);
+    let s: [f32; N] = std::array::from_fn(|k| inv[k]);
+    let mut each_plane = dst.chunks_exact_mut(plane);
+    let mut planes: [&mut [T]; N] = std::array::from_fn(|_| {
+        let p = each_plane.next().expect("one plane per channel");
+        &mut p[at..][..w]
+    });
+    let px = srow.chunks_exact(N);
+    let mut put = |x: usize, p: &[u8]| {
+        for k in 0..N {
+            planes[k][x] = out(normalize_value(f32::from(p[k]), m[k], s[k]));
+        }
+    };
+    if mirrored {
+        for (x, p) in px.rev().enumerate() {
+            put(x, p);
+        }
+    } else {
+        for (x, p) in px.enumerate() {
+            put(x, p);
+        }
+    }
 }
 
 impl Operator for NormalizeToLayout {
@@ -284,8 +372,29 @@ impl Operator for NormalizeToLayout {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
-        let out = self.apply(im).map_err(|e| ctx.error(e))?;
+        let (horizontal, vertical) = match &self.mirror {
+            Some(f) => {
+                let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, f.key);
+                let (h, v) = f.flip.choose(&mut rng);
+                ctx.params.push((
+                    f.name.clone(),
+                    OpParams::Flip {
+                        horizontal: h,
+                        vertical: v,
+                    },
+                ));
+                (h, v)
+            }
+            None => (false, false),
+        };
+        let out = self
+            .apply(im, horizontal, vertical)
+            .map_err(|e| ctx.error(e))?;
         Ok(vec![Value::Image(out)])
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -611,15 +720,21 @@ mod fused_tests {
 
     proptest! {
         #[test]
-        fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..9, c in 1usize..4, f16_out: bool, seed: u64) {
+        fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..9, c in 1usize..6, f16_out: bool,
+                                                 fh: bool, fv: bool, seed: u64) {
             let mut rng = crate::rng::SampleRng::from_key(seed);
             let src: Vec<u8> = (0..h * w * c).map(|_| rng.next_u64() as u8).collect();
             let im = Image::from_u8_hwc(h, w, c, src);
             let dtype = if f16_out { DType::F16 } else { DType::F32 };
             let n = Normalize::new(&[123.675, 116.28, 103.53][..c.min(3)].iter().copied().cycle().take(c).collect::<Vec<_>>(), &[58.395], dtype).unwrap();
-            let two_pass = crate::ops::layout::to_layout(&n.apply(im.clone()).unwrap(), Layout::Chw);
-            let fused = NormalizeToLayout { normalize: n, layout: Layout::Chw }.apply(im).unwrap();
-            prop_assert_eq!(fused, two_pass);
+            let mut flipped = im.clone();
+            flip_in_place(&mut flipped, fh, fv);
+            let two_pass = crate::ops::layout::to_layout(&n.apply(flipped).unwrap(), Layout::Chw);
+            let fused = NormalizeToLayout { normalize: n, layout: Layout::Chw, mirror: None };
+            prop_assert_eq!(fused.apply(im.clone(), fh, fv).unwrap(), two_pass.clone());
+            // Other layouts and dtypes go through the general path, mirrored the same way.
+            let f32_hwc = crate::ops::cast::cast_image(&im, DType::F32);
+            prop_assert_eq!(fused.apply(f32_hwc, fh, fv).unwrap(), two_pass);
         }
     }
 
@@ -637,6 +752,19 @@ mod fused_tests {
         let g = crate::pipeline::graph::Graph::build(&spec).unwrap();
         let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
         assert_eq!(names, ["decoded", "normalized+images"]);
+        // A flip in front folds in as well.
+        let with_flip = PipelineSpec::builder()
+            .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
+            .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+            .op(OpSpec::new("flip").input("decoded").output("flipped"))
+            .op(OpSpec::new("normalize")
+                .input("flipped")
+                .output("normalized"))
+            .op(OpSpec::new("layout").input("normalized").output("images"))
+            .outputs(&["images"]);
+        let g = crate::pipeline::graph::Graph::build(&with_flip).unwrap();
+        let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
+        assert_eq!(names, ["decoded", "flipped+normalized+images"]);
         // Not fused when the intermediate is also an output.
         let g =
             crate::pipeline::graph::Graph::build(&spec.outputs(&["images", "normalized"])).unwrap();

@@ -504,6 +504,7 @@ fn fuse_pass(nodes: &mut Vec<Node>, outputs: &[usize]) -> bool {
             name: &b.name,
             key: b.key,
             first_name: &a.name,
+            first_key: a.key,
         };
         let fused = if only_link {
             a.op.fuse_with(target)

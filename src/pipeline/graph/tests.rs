@@ -37,7 +37,7 @@ fn types_flow_through_the_graph() {
     );
     assert_eq!(g.slot_types[g.outputs[1]], ValueType::Label);
     let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
-    assert_eq!(names, ["decoded+cropped", "flipped", "normalized+images"]);
+    assert_eq!(names, ["decoded+cropped", "flipped+normalized+images"]);
     let unfused = Graph::build_unfused(&g.spec).unwrap();
     let kinds: Vec<&str> = unfused.nodes.iter().map(|n| n.kind).collect();
     assert_eq!(
@@ -60,7 +60,7 @@ fn order_follows_edges_not_the_file() {
     spec.ops.reverse();
     let g = Graph::build(&spec).unwrap();
     let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
-    assert_eq!(names, ["decoded+cropped", "flipped", "normalized+images"]);
+    assert_eq!(names, ["decoded+cropped", "flipped+normalized+images"]);
 }
 
 #[test]
