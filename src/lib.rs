@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod reader;
 pub mod rng;
 pub mod samples;
+pub mod scratch;
 pub mod value;
 
 #[cfg(test)]

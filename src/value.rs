@@ -10,7 +10,7 @@ use crate::image::{DType, Layout};
 #[derive(Debug, Clone)]
 pub enum Value {
     /// Encoded file bytes (a JPEG or PNG), as read from disk.
-    Encoded(Arc<[u8]>),
+    Encoded(Arc<Vec<u8>>),
     /// A decoded or transformed image.
     Image(Image),
     /// A class label (`-1` when the source has none).

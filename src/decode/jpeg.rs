@@ -80,9 +80,8 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
     let mut arithmetic = false;
     loop {
         // Find the next marker: skip garbage up to 0xFF, then fill bytes.
-        while i < d.len() && d[i] != 0xFF {
-            i += 1;
-        }
+        // (Entropy-coded data is most of the file: search it with memchr's vector loop.)
+        i = memchr::memchr(0xFF, &d[i.min(d.len())..]).map_or(d.len(), |k| i + k);
         while i < d.len() && d[i] == 0xFF {
             i += 1;
         }

@@ -212,7 +212,8 @@ fn decode_inner(
         )));
     }
     let out_c = if nc == 4 { 3 } else { nc };
-    let mut out = vec![0u8; h * w * out_c];
+    // Every row of `out` is written below (or the decode fails).
+    let mut out = crate::scratch::buffer::<u8>(h * w * out_c);
 
     if req.region.is_none() && nc != 4 {
         // Whole image straight into the output, a few rows per call.

@@ -180,7 +180,7 @@ enum Item {
         epoch: u64,
         pos: usize,
         index: usize,
-        bytes: Result<Arc<[u8]>, SampleErrorKind>,
+        bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     },
     EpochEnd {
         seq: u64,
@@ -683,6 +683,7 @@ impl Drop for Pipeline {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        crate::scratch::release();
     }
 }
 
@@ -710,7 +711,11 @@ const MAX_REPLACEMENTS: u64 = 16;
 
 /// Reads one file, refusing what isn't a regular file (a FIFO would block forever, a
 /// directory can't be read) and anything over `max_bytes`, before allocating for it.
-fn read_sample(path: &Path, max_bytes: u64, stats: &Stats) -> Result<Arc<[u8]>, SampleErrorKind> {
+fn read_sample(
+    path: &Path,
+    max_bytes: u64,
+    stats: &Stats,
+) -> Result<Arc<Vec<u8>>, SampleErrorKind> {
     use std::io::Read;
     let t0 = Instant::now();
     let read = || -> Result<Vec<u8>, SampleErrorKind> {
@@ -729,7 +734,8 @@ fn read_sample(path: &Path, max_bytes: u64, stats: &Stats) -> Result<Arc<[u8]>, 
                 meta.len()
             ))));
         }
-        let mut buf = Vec::with_capacity(meta.len() as usize);
+        // One byte more than the size, so read_to_end sees the end without growing.
+        let mut buf = crate::scratch::empty::<u8>(meta.len() as usize + 1);
         std::fs::File::open(path)
             .and_then(|f| f.take(max_bytes + 1).read_to_end(&mut buf))
             .map_err(|e| SampleErrorKind::Read(e.to_string()))?;
@@ -747,7 +753,7 @@ fn read_sample(path: &Path, max_bytes: u64, stats: &Stats) -> Result<Arc<[u8]>, 
             .read_bytes
             .fetch_add(b.len() as u64, Ordering::Relaxed);
     }
-    r.map(Arc::from)
+    r.map(Arc::new)
 }
 
 /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other samples
@@ -762,10 +768,10 @@ fn process(
     epoch: u64,
     pos: usize,
     planned: usize,
-    bytes: Result<Arc<[u8]>, SampleErrorKind>,
+    bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
 ) -> Done {
     let run = |index: usize,
-               bytes: Result<Arc<[u8]>, SampleErrorKind>|
+               bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
      -> Result<SampleOutput, Failure> {
         let bytes = bytes.map_err(Failure::Sample)?;
         let e = &ds.entries[index];
@@ -819,7 +825,7 @@ fn run_sample(
     index: usize,
     path: &Path,
     label: i64,
-    bytes: Arc<[u8]>,
+    bytes: Arc<Vec<u8>>,
 ) -> Result<SampleOutput, Failure> {
     let mut slots: Vec<Option<Value>> = vec![None; graph.slot_names.len()];
     slots[graph.reader_encoded] = Some(Value::Encoded(bytes));
@@ -1109,6 +1115,12 @@ impl Assembler {
         let samples: Vec<SampleInfo> = pending
             .into_iter()
             .map(|p| {
+                // The pixels are in the batch now: their buffers serve later samples.
+                for v in p.values {
+                    if let Value::Image(im) = v {
+                        crate::scratch::recycle_image(im);
+                    }
+                }
                 let e = &self.dataset.entries[p.index];
                 SampleInfo {
                     index: p.index,

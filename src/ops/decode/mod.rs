@@ -142,8 +142,9 @@ impl Operator for Decode {
     ) -> Result<Vec<Value>, SampleErrorKind> {
         match inputs.into_iter().next() {
             Some(Value::Encoded(bytes)) => {
-                let im = decode(&bytes, &self.options)?;
-                Ok(vec![Value::Image(im)])
+                let im = decode(&bytes, &self.options);
+                crate::scratch::recycle_encoded(bytes);
+                Ok(vec![Value::Image(im?)])
             }
             Some(other) => Err(ctx.error(format!(
                 "expected encoded bytes, got {}",
@@ -236,7 +237,7 @@ mod tests {
             v => panic!("unexpected {v:?}"),
         }
         let err = d
-            .run_cpu(vec![Value::Encoded(Arc::from(&b"hello"[..]))], &mut ctx)
+            .run_cpu(vec![Value::Encoded(Arc::new(b"hello".to_vec()))], &mut ctx)
             .unwrap_err();
         assert_eq!(err.category(), "decode:unknown-format");
         let err = d.run_cpu(vec![Value::Label(3)], &mut ctx).unwrap_err();

@@ -264,9 +264,11 @@ impl NormalizeToLayout {
             DType::F16 => Pixels::F16(hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32)),
             _ => Pixels::F32(hwc_to_chw_normalized(&src, &mean, &inv, |y| y)),
         };
+        let (height, width) = (im.height, im.width);
+        crate::scratch::recycle_image(im);
         Ok(Image {
-            height: im.height,
-            width: im.width,
+            height,
+            width,
             channels: c,
             layout: Layout::Chw,
             pixels,
@@ -284,7 +286,7 @@ struct SourceHwc<'a> {
     vertical: bool,
 }
 
-fn hwc_to_chw_normalized<T: Copy + Default>(
+fn hwc_to_chw_normalized<T: crate::scratch::Recyclable>(
     src: &SourceHwc<'_>,
     mean: &[f32],
     inv: &[f32],
@@ -292,7 +294,8 @@ fn hwc_to_chw_normalized<T: Copy + Default>(
 ) -> Vec<T> {
     let (h, w, c) = (src.height, src.width, src.channels);
     let plane = h * w;
-    let mut dst = vec![T::default(); plane * c];
+    // Every element is written below.
+    let mut dst = crate::scratch::buffer::<T>(plane * c);
     if plane == 0 {
         return dst;
     }

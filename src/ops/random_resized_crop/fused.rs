@@ -52,6 +52,7 @@ pub fn decode_and_crop(
         rrc.antialias,
     )
     .map_err(DecodeAndCropError::Crop)?;
+    crate::scratch::recycle_image(crop);
     Ok((out, window))
 }
 
@@ -141,7 +142,9 @@ impl crate::ops::Operator for DecodeRandomCrop {
             return Err(ctx.error("expected encoded bytes"));
         };
         let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, self.rrc_key);
-        match decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng) {
+        let result = decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng);
+        crate::scratch::recycle_encoded(bytes);
+        match result {
             Ok((image, (top, left, height, width))) => {
                 ctx.params.push((
                     self.rrc_name.clone(),

@@ -215,6 +215,7 @@ impl ResizeCrop {
             Some(win) => {
                 let p = plan(&self.resize, im.height, im.width, oh, ow, win);
                 let out = p.run(&im, (0, 0), win)?;
+                crate::scratch::recycle_image(im);
                 Ok((out, (win.0 as i64, win.1 as i64)))
             }
             None => step_by_step(&self.resize, &self.crop, im),
@@ -287,6 +288,7 @@ impl DecodeResizeCrop {
         let (r0, c0, rh, rw) = p.source(win);
         let part = decode_window(bytes, &self.decode, (r0, c0, rh, rw))?;
         let out = p.run(&part, (r0, c0), win).map_err(op_err)?;
+        crate::scratch::recycle_image(part);
         Ok((out, (win.0 as i64, win.1 as i64)))
     }
 }
@@ -312,7 +314,9 @@ impl Operator for DecodeResizeCrop {
         let Some(Value::Encoded(bytes)) = inputs.into_iter().next() else {
             return Err(ctx.error("expected encoded bytes"));
         };
-        let (out, offsets) = self.apply(&bytes)?;
+        let result = self.apply(&bytes);
+        crate::scratch::recycle_encoded(bytes);
+        let (out, offsets) = result?;
         self.rest.record(ctx, offsets);
         Ok(vec![Value::Image(out)])
     }

@@ -287,7 +287,8 @@ pub(crate) fn resample_bilinear_with(
     let out_w = h.map_or(ww, Taps::out_size);
     let out_h = v.map_or(wh, Taps::out_size);
     let row_out = out_w * c;
-    let mut out = vec![0u8; out_h * row_out];
+    // Every branch below writes every output element.
+    let mut out = crate::scratch::buffer::<u8>(out_h * row_out);
     if out.is_empty() {
         return Ok(out);
     }
@@ -296,7 +297,7 @@ pub(crate) fn resample_bilinear_with(
         (Some(h), Some(v)) if vertical_first => {
             // Vertical pass over the columns the horizontal pass reads, then horizontal.
             let cols = h.source_range();
-            let mut tmp = vec![0u8; out_h * cols.len() * c];
+            let mut tmp = crate::scratch::buffer::<u8>(out_h * cols.len() * c);
             vertical_pass(&src, cols.start * c, 0, v, &mut tmp, simd);
             let tsrc = SourceU8 {
                 data: &tmp,
@@ -306,9 +307,10 @@ pub(crate) fn resample_bilinear_with(
                 stride: cols.len() * c,
             };
             horizontal_pass(&tsrc, 0..out_h, cols.start, h, &mut out, simd);
+            crate::scratch::recycle(tmp);
         }
         (Some(h), Some(v)) => {
-            let mut tmp = vec![0u8; rows.len() * row_out];
+            let mut tmp = crate::scratch::buffer::<u8>(rows.len() * row_out);
             horizontal_pass(&src, rows.clone(), 0, h, &mut tmp, simd);
             let tsrc = SourceU8 {
                 data: &tmp,
@@ -318,6 +320,7 @@ pub(crate) fn resample_bilinear_with(
                 stride: row_out,
             };
             vertical_pass(&tsrc, 0, rows.start, v, &mut out, simd);
+            crate::scratch::recycle(tmp);
         }
         (Some(h), None) => horizontal_pass(&src, rows, 0, h, &mut out, simd),
         (None, Some(v)) => vertical_pass(&src, left * c, 0, v, &mut out, simd),
