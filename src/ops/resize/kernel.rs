@@ -458,6 +458,12 @@ fn horizontal_pass(
     let row_out = taps.out_size() * c;
     #[cfg(target_arch = "x86_64")]
     if simd && (c == 3 || c == 4) && super::simd::available() {
+        use super::simd::{hrow_groups, HGroups};
+        let groups = if c == 3 {
+            HGroups::new::<3>(taps, col_base)
+        } else {
+            HGroups::new::<4>(taps, col_base)
+        };
         for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {
             // The vector loads may read past the row's last pixel, never past the buffer.
             let rest = &src.data[y * src.stride..];
@@ -465,11 +471,11 @@ fn horizontal_pass(
             // SAFETY: `available()` checked that this CPU has AVX2.
             unsafe {
                 if c == 3 {
-                    super::simd::hrow::<3>(orow, rest, col_base, taps, |o, i| {
+                    hrow_groups::<3>(orow, rest, col_base, taps, &groups, |o, i| {
                         hpixel::<3>(o, srow, col_base, taps, i)
                     })
                 } else {
-                    super::simd::hrow::<4>(orow, rest, col_base, taps, |o, i| {
+                    hrow_groups::<4>(orow, rest, col_base, taps, &groups, |o, i| {
                         hpixel::<4>(o, srow, col_base, taps, i)
                     })
                 }

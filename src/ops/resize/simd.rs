@@ -17,7 +17,8 @@ pub fn available() -> bool {
 
 const HALF: i32 = 1 << (PRECISION_BITS - 1);
 
-/// Horizontal pass of one row of 3- or 4-channel pixels: output pixel `i` is
+/// Horizontal pass of one row of 3- or 4-channel pixels, from output `first` on (`orow` starts
+/// at that output): output pixel `i` is
 /// `Σ_j srow[(start_i - col_base + j) · N ..][..N] · weight_ij`. `srow` may run past the row's
 /// last pixel (the loads read up to 8 bytes per tap pair); pixels whose loads would leave
 /// `srow` are computed by `scalar`.
@@ -29,6 +30,7 @@ pub fn hrow<const N: usize>(
     srow: &[u8],
     col_base: usize,
     taps: &Taps,
+    first: usize,
     scalar: impl Fn(&mut [u8], usize),
 ) {
     const { assert!(N == 3 || N == 4) };
@@ -41,6 +43,7 @@ pub fn hrow<const N: usize>(
     let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     let half = _mm_set1_epi32(HALF);
     for (i, o) in orow.chunks_exact_mut(N).enumerate() {
+        let i = first + i;
         let n = (taps.len[i] as usize).min(taps.ksize);
         let w = &taps.weights[i * taps.ksize..][..n];
         let base = (taps.start[i] as usize - col_base) * N;
@@ -80,6 +83,137 @@ pub fn hrow<const N: usize>(
         let v = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
         let bytes = (_mm_cvtsi128_si32(v) as u32).to_le_bytes();
         o.copy_from_slice(&bytes[..N]);
+    }
+}
+
+/// The horizontal taps regrouped for [`hrow_groups`]: outputs in groups of four, each with
+/// the byte offset of every output's first tap, the group's tap count (the longest of the
+/// four) and the weights interleaved tap by tap (`[tap][output]`, zero past an output's own
+/// taps).
+pub struct HGroups {
+    offsets: Vec<[usize; 4]>,
+    taps: Vec<usize>,
+    /// Bytes a row must hold from its start for the group's loads.
+    reach: Vec<usize>,
+    weights: Vec<[i32; 4]>,
+    ksize: usize,
+}
+
+impl HGroups {
+    /// Groups `taps` for `N`-channel pixels, tap indices counted from `col_base`.
+    pub fn new<const N: usize>(taps: &Taps, col_base: usize) -> HGroups {
+        let groups = taps.out_size() / 4;
+        let ksize = taps.ksize;
+        let mut g = HGroups {
+            offsets: Vec::with_capacity(groups),
+            taps: Vec::with_capacity(groups),
+            reach: Vec::with_capacity(groups),
+            weights: vec![[0; 4]; groups * ksize],
+            ksize,
+        };
+        for k in 0..groups {
+            let outs: [usize; 4] = std::array::from_fn(|p| 4 * k + p);
+            let len = outs.map(|i| (taps.len[i] as usize).min(ksize));
+            let offsets = outs.map(|i| (taps.start[i] as usize - col_base) * N);
+            let n = len.into_iter().max().unwrap_or(0);
+            for j in 0..n {
+                g.weights[k * ksize + j] = std::array::from_fn(|p| {
+                    if j < len[p] {
+                        taps.weights[outs[p] * ksize + j]
+                    } else {
+                        0
+                    }
+                });
+            }
+            let last = offsets.into_iter().max().unwrap_or(0) + n.saturating_sub(1) * N;
+            g.offsets.push(offsets);
+            g.taps.push(n);
+            g.reach.push(last + 4);
+        }
+        g
+    }
+}
+
+/// Horizontal pass of one row, four outputs at a time (one 4-byte load per output and tap,
+/// the four sums packed and stored together); the outputs after the last whole group, and
+/// groups whose loads would leave `srow`, go through [`hrow`]'s per-output code or `scalar`.
+///
+/// Callers must have checked [`available`].
+#[target_feature(enable = "avx2")]
+pub fn hrow_groups<const N: usize>(
+    orow: &mut [u8],
+    srow: &[u8],
+    col_base: usize,
+    taps: &Taps,
+    groups: &HGroups,
+    scalar: impl Fn(&mut [u8], usize),
+) {
+    const { assert!(N == 3 || N == 4) };
+    let half = _mm256_set1_epi32(HALF);
+    let lo_pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    let hi_pair = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    // Four 4-byte pixels to four packed `N`-byte pixels.
+    let compact = if N == 3 {
+        _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1)
+    } else {
+        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+    };
+    let whole = groups.taps.len();
+    for k in 0..whole {
+        let at = 4 * k * N;
+        if groups.reach[k] > srow.len() {
+            for p in 0..4 {
+                scalar(&mut orow[at + p * N..][..N], 4 * k + p);
+            }
+            continue;
+        }
+        let [o0, o1, o2, o3] = groups.offsets[k];
+        let weights = &groups.weights[k * groups.ksize..][..groups.taps[k]];
+        let mut acc01 = half;
+        let mut acc23 = half;
+        for (j, w) in weights.iter().enumerate() {
+            let d = j * N;
+            // SAFETY: each load reads 4 bytes from offset + j·N ≤ max offset + (n - 1)·N, so
+            // it ends by `reach[k]` ≤ srow.len() (checked above); `w` is 16 bytes.
+            let (p0, p1, p2, p3, w) = unsafe {
+                let px = srow.as_ptr();
+                (
+                    _mm_loadu_si32(px.add(o0 + d)),
+                    _mm_loadu_si32(px.add(o1 + d)),
+                    _mm_loadu_si32(px.add(o2 + d)),
+                    _mm_loadu_si32(px.add(o3 + d)),
+                    _mm_loadu_si128(w.as_ptr().cast()),
+                )
+            };
+            let w = _mm256_castsi128_si256(w);
+            let x01 = _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(p0, p1));
+            let x23 = _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(p2, p3));
+            let w01 = _mm256_permutevar8x32_epi32(w, lo_pair);
+            let w23 = _mm256_permutevar8x32_epi32(w, hi_pair);
+            acc01 = _mm256_add_epi32(acc01, _mm256_mullo_epi32(x01, w01));
+            acc23 = _mm256_add_epi32(acc23, _mm256_mullo_epi32(x23, w23));
+        }
+        let v01 = _mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(acc01);
+        let v23 = _mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(acc23);
+        // i16 lanes: [out0, out2 | out1, out3]; bytes, then dwords back in output order.
+        let w16 = _mm256_packs_epi32(v01, v23);
+        let b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w16, w16), order);
+        let b = _mm_shuffle_epi8(_mm256_castsi256_si128(b), compact);
+        if at + 16 <= orow.len() {
+            // SAFETY: 16 bytes from `at` are inside `orow`; the bytes past this group's
+            // 4·N are rewritten by the next group or the tail below.
+            unsafe { _mm_storeu_si128(orow.as_mut_ptr().add(at).cast(), b) };
+        } else {
+            let mut bytes = [0u8; 16];
+            // SAFETY: `bytes` is 16 bytes.
+            unsafe { _mm_storeu_si128(bytes.as_mut_ptr().cast(), b) };
+            orow[at..at + 4 * N].copy_from_slice(&bytes[..4 * N]);
+        }
+    }
+    let done = 4 * whole;
+    if done < taps.out_size() {
+        hrow::<N>(&mut orow[done * N..], srow, col_base, taps, done, &scalar);
     }
 }
 
