@@ -212,7 +212,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 // Skip the entropy-coded data: up to a 0xFF followed by a byte that is
                 // neither stuffing (0x00), fill (0xFF) nor a restart marker.
                 loop {
-                    match d[i.min(d.len())..].iter().position(|&b| b == 0xFF) {
+                    match memchr::memchr(0xFF, &d[i.min(d.len())..]) {
                         None => {
                             return Err(corrupt(format!(
                                 "truncated: the JPEG data ends inside scan {scans}"

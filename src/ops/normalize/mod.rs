@@ -22,6 +22,8 @@
 
 /// GPU launcher (see `crate::cuda`).
 pub mod cuda;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 
 use std::sync::Arc;
 
@@ -182,6 +184,7 @@ impl Operator for Normalize {
             normalize: self.clone(),
             layout,
             mirror: None,
+            simd: true,
         }))
     }
 
@@ -219,6 +222,9 @@ pub struct NormalizeToLayout {
     /// A `flip` fused in front: its choice is drawn and recorded under its own name and
     /// random stream, so batches and parameters are those of the unfused operators.
     pub mirror: Option<FusedFlip>,
+    /// Use vector instructions where the CPU has them (same values either way; `false`
+    /// is for tests comparing the two).
+    pub simd: bool,
 }
 
 /// The `flip` operator folded into a [`NormalizeToLayout`], with its identity.
@@ -262,7 +268,10 @@ impl NormalizeToLayout {
         };
         let pixels = match n.dtype {
             DType::F16 => Pixels::F16(hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32)),
-            _ => Pixels::F32(hwc_to_chw_normalized(&src, &mean, &inv, |y| y)),
+            _ => Pixels::F32(
+                rgb_to_chw_vector(&src, &mean, &inv, self.simd)
+                    .unwrap_or_else(|| hwc_to_chw_normalized(&src, &mean, &inv, |y| y)),
+            ),
         };
         let (height, width) = (im.height, im.width);
         crate::scratch::recycle_image(im);
@@ -274,6 +283,35 @@ impl NormalizeToLayout {
             pixels,
         })
     }
+}
+
+/// The f32 RGB case with vector instructions, when allowed (`simd`) and available.
+fn rgb_to_chw_vector(
+    src: &SourceHwc<'_>,
+    mean: &[f32],
+    inv: &[f32],
+    simd: bool,
+) -> Option<Vec<f32>> {
+    #[cfg(target_arch = "x86_64")]
+    if simd && src.channels == 3 && simd::available() {
+        let mut dst = crate::scratch::buffer::<f32>(3 * src.height * src.width);
+        // SAFETY: `available()` checked that this CPU has AVX2.
+        unsafe {
+            simd::rgb_to_chw(
+                &mut dst,
+                src.data,
+                src.height,
+                src.width,
+                src.horizontal,
+                src.vertical,
+                [mean[0], mean[1], mean[2]],
+                [inv[0], inv[1], inv[2]],
+            )
+        };
+        return Some(dst);
+    }
+    let _ = (src, mean, inv, simd);
+    None
 }
 
 /// A u8 HWC image read optionally mirrored.
@@ -723,7 +761,7 @@ mod fused_tests {
 
     proptest! {
         #[test]
-        fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..9, c in 1usize..6, f16_out: bool,
+        fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..40, c in 1usize..6, f16_out: bool,
                                                  fh: bool, fv: bool, seed: u64) {
             let mut rng = crate::rng::SampleRng::from_key(seed);
             let src: Vec<u8> = (0..h * w * c).map(|_| rng.next_u64() as u8).collect();
@@ -733,7 +771,9 @@ mod fused_tests {
             let mut flipped = im.clone();
             flip_in_place(&mut flipped, fh, fv);
             let two_pass = crate::ops::layout::to_layout(&n.apply(flipped).unwrap(), Layout::Chw);
-            let fused = NormalizeToLayout { normalize: n, layout: Layout::Chw, mirror: None };
+            let mut fused = NormalizeToLayout { normalize: n, layout: Layout::Chw, mirror: None, simd: true };
+            prop_assert_eq!(fused.apply(im.clone(), fh, fv).unwrap(), two_pass.clone());
+            fused.simd = false;
             prop_assert_eq!(fused.apply(im.clone(), fh, fv).unwrap(), two_pass.clone());
             // Other layouts and dtypes go through the general path, mirrored the same way.
             let f32_hwc = crate::ops::cast::cast_image(&im, DType::F32);
