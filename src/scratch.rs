@@ -11,6 +11,7 @@
 //! A buffer from [`buffer`] has the requested length but **unspecified contents** (old
 //! values, never uninitialised memory): callers overwrite every element.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use half::f16;
@@ -20,14 +21,27 @@ use crate::image::{Image, Pixels};
 /// Bytes kept in each pool at most; buffers beyond this are freed. Large enough for a batch
 /// of samples in flight (the assembler gives a whole batch of sample images back at once).
 const MAX_POOLED_BYTES: usize = 256 << 20;
-/// Buffers kept in each pool at most.
+/// Buffers kept in each pool at most, whatever [`keep_up_to`] asks.
 const MAX_POOLED_BUFFERS: usize = 1024;
+/// Buffers kept in each pool while no pipeline has said how many samples it keeps in flight.
+const DEFAULT_POOLED_BUFFERS: usize = 16;
+
+/// Buffers each pool keeps now (see [`keep_up_to`]).
+static POOLED_BUFFERS: AtomicUsize = AtomicUsize::new(DEFAULT_POOLED_BUFFERS);
+
+/// Lets each pool keep up to `buffers` buffers (a pipeline passes the number of samples it
+/// keeps in flight, so a whole batch given back at once can be reused; more would only pile
+/// up). The largest request of the pipelines alive wins; [`release`] resets it.
+pub fn keep_up_to(buffers: usize) {
+    POOLED_BUFFERS.fetch_max(buffers.min(MAX_POOLED_BUFFERS), Ordering::Relaxed);
+}
 /// Larger buffers are never kept (rare huge images would pin memory).
 const MAX_BUFFER_BYTES: usize = 16 << 20;
 
 /// A free list of buffers of one element type.
 pub struct Pool<T> {
     free: Mutex<Free<T>>,
+    max_bytes: usize,
 }
 
 struct Free<T> {
@@ -37,11 +51,16 @@ struct Free<T> {
 
 impl<T> Pool<T> {
     const fn new() -> Pool<T> {
+        Pool::with_limit(MAX_POOLED_BYTES)
+    }
+
+    const fn with_limit(max_bytes: usize) -> Pool<T> {
         Pool {
             free: Mutex::new(Free {
                 buffers: Vec::new(),
                 bytes: 0,
             }),
+            max_bytes,
         }
     }
 }
@@ -52,7 +71,12 @@ pub trait Recyclable: Copy + Default + Send + 'static {
     fn pool() -> &'static Pool<Self>;
 }
 
-static U8: Pool<u8> = Pool::new();
+/// Bytes kept in the `u8` pool at most. Byte buffers (file contents, decoded windows) vary in
+/// size from sample to sample, so a pool as large as the float one would fill with the
+/// largest sizes ever seen; a small one keeps only the common working set.
+const MAX_POOLED_U8_BYTES: usize = 32 << 20;
+
+static U8: Pool<u8> = Pool::with_limit(MAX_POOLED_U8_BYTES);
 static F16: Pool<f16> = Pool::new();
 static F32: Pool<f32> = Pool::new();
 
@@ -115,6 +139,9 @@ fn take<T: Copy + Default>(pool: &Pool<T>, len: usize) -> Vec<T> {
 }
 
 /// The smallest pooled buffer with room for `len` elements, if any.
+///
+/// When none is large enough, the largest pooled buffer is freed instead: buffers that no
+/// longer fit what samples ask for do not accumulate, and the pool follows the working set.
 fn take_fitting<T>(pool: &Pool<T>, len: usize) -> Option<Vec<T>> {
     let mut free = pool.free.lock().ok()?;
     let best = free
@@ -123,10 +150,30 @@ fn take_fitting<T>(pool: &Pool<T>, len: usize) -> Option<Vec<T>> {
         .enumerate()
         .filter(|(_, b)| b.capacity() >= len)
         .min_by_key(|(_, b)| b.capacity())
-        .map(|(i, _)| i)?;
-    let b = free.buffers.swap_remove(best);
-    free.bytes -= b.capacity() * std::mem::size_of::<T>();
-    Some(b)
+        .map(|(i, _)| i);
+    let size = std::mem::size_of::<T>();
+    match best {
+        Some(i) => {
+            let b = free.buffers.swap_remove(i);
+            free.bytes -= b.capacity() * size;
+            Some(b)
+        }
+        None => {
+            let largest = free
+                .buffers
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            if let Some(i) = largest {
+                let b = free.buffers.swap_remove(i);
+                free.bytes -= b.capacity() * size;
+                drop(free);
+                drop(b);
+            }
+            None
+        }
+    }
 }
 
 fn give<T>(pool: &Pool<T>, v: Vec<T>) {
@@ -135,7 +182,8 @@ fn give<T>(pool: &Pool<T>, v: Vec<T>) {
         return;
     }
     if let Ok(mut free) = pool.free.lock() {
-        if free.buffers.len() < MAX_POOLED_BUFFERS && free.bytes + bytes <= MAX_POOLED_BYTES {
+        let limit = POOLED_BUFFERS.load(Ordering::Relaxed);
+        if free.buffers.len() < limit && free.bytes + bytes <= pool.max_bytes {
             free.bytes += bytes;
             free.buffers.push(v);
         }
@@ -154,6 +202,7 @@ pub fn release() {
     clear(&U8);
     clear(&F16);
     clear(&F32);
+    POOLED_BUFFERS.store(DEFAULT_POOLED_BUFFERS, Ordering::Relaxed);
 }
 
 /// Gives an image's pixel buffer back for reuse.
@@ -185,11 +234,11 @@ mod tests {
         let c = take(&pool, 1000);
         assert_eq!((c.len(), c.as_ptr()), (1000, ptr));
         give(&pool, c);
-        // …and is a new buffer when it does not.
+        // …and is a new buffer when it does not (the pooled one, too small, is freed).
         let d = take(&pool, 1 << 20);
         assert_eq!(d.len(), 1 << 20);
         assert_ne!(d.as_ptr(), ptr);
-        assert_eq!(pool.free.lock().unwrap().buffers.len(), 1);
+        assert_eq!(pool.free.lock().unwrap().buffers.len(), 0);
     }
 
     #[test]
@@ -200,30 +249,32 @@ mod tests {
         }
         assert!(take(&pool, 1500).capacity() < 4000);
         assert_eq!(pool.free.lock().unwrap().bytes, 5000);
+        // A miss frees the largest pooled buffer: sizes nobody asks for do not pile up.
+        assert_eq!(take(&pool, 9000).len(), 9000);
+        assert_eq!(pool.free.lock().unwrap().bytes, 1000);
     }
 
     #[test]
     fn the_pool_is_bounded() {
         let pool = Pool::<u8>::new();
         for _ in 0..100 {
-            give(&pool, vec![0u8; 1 << 20]);
+            give(&pool, vec![0u8; 1 << 10]);
         }
         give(&pool, vec![0u8; MAX_BUFFER_BYTES + 1]);
         let free = pool.free.lock().unwrap();
-        assert_eq!(free.buffers.len(), 100);
-        drop(free);
-        for _ in 0..MAX_POOLED_BUFFERS {
-            give(&pool, vec![0u8; 1 << 20]);
-        }
-        let free = pool.free.lock().unwrap();
-        assert_eq!(
-            free.buffers.len(),
-            MAX_POOLED_BUFFERS.min(MAX_POOLED_BYTES >> 20)
-        );
+        let limit = POOLED_BUFFERS.load(Ordering::Relaxed);
+        assert!(limit >= DEFAULT_POOLED_BUFFERS);
+        assert_eq!(free.buffers.len(), limit.min(100));
         assert!(free.bytes <= MAX_POOLED_BYTES);
         assert!(free
             .buffers
             .iter()
             .all(|b| b.capacity() <= MAX_BUFFER_BYTES));
+        drop(free);
+        let small = Pool::<u8>::with_limit(4 << 10);
+        for _ in 0..10 {
+            give(&small, vec![0u8; 1 << 10]);
+        }
+        assert_eq!(small.free.lock().unwrap().bytes, 4 << 10);
     }
 }

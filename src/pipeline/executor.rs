@@ -407,6 +407,7 @@ impl Pipeline {
         let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
         // Enough samples in flight for every worker to stay busy while a batch is assembled.
         let credits = settings.batch + 4 * worker_threads + 8;
+        crate::scratch::keep_up_to(credits);
         let (credit_tx, credit_rx) = bounded::<()>(credits);
         for _ in 0..credits {
             credit_tx.send(()).expect("capacity");
