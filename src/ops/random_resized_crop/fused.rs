@@ -37,12 +37,28 @@ pub fn decode_and_crop(
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window), DecodeAndCropError> {
+    let (_, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
+    let crop = decode_window(bytes, decode_opts, window)?;
+    Ok((resize_whole(crop, rrc)?, window))
+}
+
+/// The image's header and the window drawn for it (the same draws as the unfused operator).
+fn probe_and_choose(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(crate::decode::ImageInfo, Window), DecodeAndCropError> {
     let info = probe(bytes, decode_opts)?;
     if info.height == 0 || info.width == 0 {
         return Err(DecodeAndCropError::Crop("empty image".into()));
     }
     let window = rrc.choose(info.height, info.width, rng);
-    let crop = decode_window(bytes, decode_opts, window)?;
+    Ok((info, window))
+}
+
+/// Resizes all of `crop` to the operator's output size; its buffer is recycled.
+fn resize_whole(crop: Image, rrc: &RandomResizedCrop) -> Result<Image, DecodeAndCropError> {
     let out = resize_image(
         &crop,
         (0, 0, crop.height, crop.width),
@@ -53,7 +69,7 @@ pub fn decode_and_crop(
     )
     .map_err(DecodeAndCropError::Crop)?;
     crate::scratch::recycle_image(crop);
-    Ok((out, window))
+    Ok(out)
 }
 
 /// **Opt-in, not bit-identical to the reference.** Like [`decode_and_crop`] (same window,
@@ -70,11 +86,7 @@ pub fn decode_and_crop_scaled(
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window), DecodeAndCropError> {
-    let info = probe(bytes, decode_opts)?;
-    if info.height == 0 || info.width == 0 {
-        return Err(DecodeAndCropError::Crop("empty image".into()));
-    }
-    let window = rrc.choose(info.height, info.width, rng);
+    let (info, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
     let (top, left, wh, ww) = window;
     let denom = [8usize, 4, 2]
         .into_iter()
@@ -90,16 +102,7 @@ pub fn decode_and_crop_scaled(
         let r = (left + ww).div_ceil(denom).min(sw);
         decode_scaled(bytes, decode_opts, denom as u8, Some((t, l, b - t, r - l)))?
     };
-    let out = resize_image(
-        &crop,
-        (0, 0, crop.height, crop.width),
-        rrc.height,
-        rrc.width,
-        rrc.interp,
-        rrc.antialias,
-    )
-    .map_err(DecodeAndCropError::Crop)?;
-    Ok((out, window))
+    Ok((resize_whole(crop, rrc)?, window))
 }
 
 /// `decode` followed by `random_resized_crop` as one operator (what the executor runs for
