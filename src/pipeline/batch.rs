@@ -110,43 +110,21 @@ impl BatchTensor {
 
     /// Concatenates images into a buffer from `pool` (given back when the batch drops).
     pub fn from_images_pooled(images: &[&Image], pool: Option<&Arc<BufferPool>>) -> BatchTensor {
-        let dtype = images.first().map_or(DType::U8, |i| i.dtype());
-        let layout = images.first().map_or(Layout::Hwc, |i| i.layout);
-        let total: usize = images.iter().map(|i| i.pixels.len()).sum();
-        let mut shapes = Vec::with_capacity(images.len());
-        let mut offsets = Vec::with_capacity(images.len());
-        let mut off = 0;
-        for im in images {
-            shapes.push(im.shape());
-            offsets.push(off);
-            off += im.pixels.len();
-        }
-        let mut data = match pool {
-            Some(p) => p.take(dtype, total),
-            None => BufferPool::default().take(dtype, total),
+        let Some((first, rest)) = images.split_first() else {
+            return BatchTensor {
+                dtype: DType::U8,
+                layout: Layout::Hwc,
+                shapes: Vec::new(),
+                offsets: Vec::new(),
+                data: Pixels::U8(Vec::new()),
+                pool: pool.cloned(),
+            };
         };
-        macro_rules! cat {
-            ($v:expr, $variant:ident) => {{
-                for im in images {
-                    if let Pixels::$variant(p) = &im.pixels {
-                        $v.extend_from_slice(p);
-                    }
-                }
-            }};
+        let mut b = TensorBuilder::new(first, images.len(), pool);
+        for im in rest {
+            b.push(im);
         }
-        match &mut data {
-            Pixels::U8(v) => cat!(v, U8),
-            Pixels::F16(v) => cat!(v, F16),
-            Pixels::F32(v) => cat!(v, F32),
-        }
-        BatchTensor {
-            dtype,
-            layout,
-            shapes,
-            offsets,
-            data,
-            pool: pool.cloned(),
-        }
+        b.finish()
     }
 
     /// Number of samples.
@@ -202,6 +180,81 @@ impl BatchTensor {
     /// Size of the data in bytes.
     pub fn nbytes(&self) -> usize {
         self.data.len() * self.dtype.size()
+    }
+}
+
+/// One image output of a batch being filled a sample at a time, so each sample is copied
+/// while its pixels are still in cache and its buffer goes back to the pool at once.
+#[derive(Debug)]
+pub struct TensorBuilder {
+    tensor: BatchTensor,
+}
+
+impl TensorBuilder {
+    /// A builder whose first sample is `first`, with room for `batch` samples of its size.
+    pub fn new(first: &Image, batch: usize, pool: Option<&Arc<BufferPool>>) -> TensorBuilder {
+        let len = first.pixels.len() * batch.max(1);
+        let data = match pool {
+            Some(p) => p.take(first.dtype(), len),
+            None => BufferPool::default().take(first.dtype(), len),
+        };
+        let mut b = TensorBuilder {
+            tensor: BatchTensor {
+                dtype: first.dtype(),
+                layout: first.layout,
+                shapes: Vec::with_capacity(batch),
+                offsets: Vec::with_capacity(batch),
+                data,
+                pool: pool.cloned(),
+            },
+        };
+        b.push(first);
+        b
+    }
+
+    /// Appends one sample (of the builder's dtype and layout; the graph's types ensure it).
+    pub fn push(&mut self, im: &Image) {
+        let t = &mut self.tensor;
+        debug_assert_eq!(im.dtype(), t.dtype, "one dtype per output");
+        t.shapes.push(im.shape());
+        t.offsets.push(t.data.len());
+        match (&mut t.data, &im.pixels) {
+            (Pixels::U8(d), Pixels::U8(s)) => d.extend_from_slice(s),
+            (Pixels::F16(d), Pixels::F16(s)) => d.extend_from_slice(s),
+            (Pixels::F32(d), Pixels::F32(s)) => d.extend_from_slice(s),
+            _ => unreachable!("one dtype per output"),
+        }
+    }
+
+    /// Appends a copy of the last sample (`last_batch = "pad"`).
+    pub fn repeat_last(&mut self) {
+        let t = &mut self.tensor;
+        let (Some(&shape), Some(&start)) = (t.shapes.last(), t.offsets.last()) else {
+            return;
+        };
+        let end = t.data.len();
+        t.shapes.push(shape);
+        t.offsets.push(end);
+        match &mut t.data {
+            Pixels::U8(d) => d.extend_from_within(start..end),
+            Pixels::F16(d) => d.extend_from_within(start..end),
+            Pixels::F32(d) => d.extend_from_within(start..end),
+        }
+    }
+
+    /// Samples so far.
+    pub fn len(&self) -> usize {
+        self.tensor.shapes.len()
+    }
+
+    /// True before the first sample (never: a builder starts with one).
+    pub fn is_empty(&self) -> bool {
+        self.tensor.shapes.is_empty()
+    }
+
+    /// The finished tensor.
+    pub fn finish(self) -> BatchTensor {
+        self.tensor
     }
 }
 

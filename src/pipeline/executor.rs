@@ -1,17 +1,17 @@
-//! The threaded executor: a planner, reader threads, worker threads and an assembler joined
-//! by crossbeam channels.
+//! The threaded executor: reader threads, worker threads and an assembler.
 //!
 //! ```text
-//! planner --tasks--> readers --loaded--> workers --done--> assembler --batches(prefetch)--> consumer
-//!    ^                                                         |
-//!    +------------------------ credits -------------------------+
+//! readers --loaded--> workers --gathered--> assembler --batches(prefetch)--> consumer
+//!    ^                                          |
+//!    +---------------- credits -----------------+
 //! ```
-//! The planner walks the epochs' sample orders and may only hand out a sample while it holds
-//! a credit; the assembler returns the credit once it has taken that sample in order. So at
-//! most `credits` samples are in flight, and with the bounded batch queue memory stays bounded
-//! whatever the consumer does. Results are reordered by sequence number, so batches are the
-//! same whatever the thread count. Dropping the [`Pipeline`] disconnects the shutdown channel
-//! every blocking call also waits on, and joins every thread.
+//! The readers walk the epochs' sample orders (one shared plan) and may only take the next
+//! sample while they hold a credit; the assembler returns credits, a few at a time, once it
+//! has taken those samples in order. So at most `credits` samples are in flight, and with the
+//! bounded batch queue memory stays bounded whatever the consumer does. Results are reordered
+//! by sequence number, so batches are the same whatever the thread count. Dropping the
+//! [`Pipeline`] disconnects the shutdown channel every blocking call also waits on, closes the
+//! gathered results, and joins every thread.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashSet};
@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 
 use crate::error::{DecodeError, Error, SampleError, SampleErrorKind};
-use crate::image::Image;
 use crate::ops::{OpParams, SampleContext};
 use crate::reader::{epoch_order, Dataset};
 use crate::rng::{domain, key};
 use crate::value::Value;
 
-use super::batch::{Batch, BatchOutput, BatchTensor, BufferPool, SampleInfo};
+use super::batch::{Batch, BatchOutput, BufferPool, SampleInfo, TensorBuilder};
+use super::gather::{Gather, SenderGuard};
 use super::graph::Graph;
 use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
 
@@ -157,7 +157,7 @@ fn ns(a: &AtomicU64) -> Duration {
     Duration::from_nanos(a.load(Ordering::Relaxed))
 }
 
-/// What the planner hands the readers.
+/// The next thing a reader does, from the shared [`Plan`].
 #[derive(Debug, Clone, Copy)]
 enum Task {
     Sample {
@@ -170,6 +170,76 @@ enum Task {
         seq: u64,
         epoch: u64,
     },
+}
+
+/// Walks the epochs' orders: the next sample (or epoch end) to read, in sequence.
+struct Plan {
+    entries: usize,
+    seed: u64,
+    epochs: Option<u64>,
+    shuffle: bool,
+    shard: (usize, usize),
+    seq: u64,
+    epoch: u64,
+    order: Vec<usize>,
+    /// Position in `order` of the next sample; `order.len()` means the epoch end is next.
+    pos: usize,
+}
+
+impl Plan {
+    fn new(graph: &Graph, entries: usize, start: Position) -> Plan {
+        let r = &graph.reader;
+        let s = &graph.spec.settings;
+        let mut p = Plan {
+            entries,
+            seed: s.seed,
+            epochs: s.epochs,
+            shuffle: r.shuffle,
+            shard: (r.shard_id, r.num_shards),
+            seq: 0,
+            epoch: start.epoch,
+            order: Vec::new(),
+            pos: start.sample,
+        };
+        p.order = p.order_of(start.epoch);
+        p
+    }
+
+    fn order_of(&self, epoch: u64) -> Vec<usize> {
+        epoch_order(
+            self.entries,
+            self.seed,
+            epoch,
+            self.shuffle,
+            self.shard.0,
+            self.shard.1,
+        )
+    }
+
+    /// The next task; `None` after the last epoch's end.
+    fn next_task(&mut self) -> Option<Task> {
+        if self.epochs.is_some_and(|n| self.epoch >= n) {
+            return None;
+        }
+        let seq = self.seq;
+        self.seq += 1;
+        if let Some(&index) = self.order.get(self.pos) {
+            self.pos += 1;
+            return Some(Task::Sample {
+                seq,
+                epoch: self.epoch,
+                pos: self.pos - 1,
+                index,
+            });
+        }
+        let epoch = self.epoch;
+        self.epoch += 1;
+        self.pos = 0;
+        if self.epochs.is_none_or(|n| self.epoch < n) {
+            self.order = self.order_of(self.epoch);
+        }
+        Some(Task::EpochEnd { seq, epoch })
+    }
 }
 
 /// Per-sample work between the threads.
@@ -244,6 +314,8 @@ fn gpu_unavailable_reason(device_id: usize) -> String {
 /// # Ok::<(), stokehold::Error>(())
 /// ```
 pub struct Pipeline {
+    /// Finished samples on their way to the assembler (closed on drop to wake it).
+    gathered: Arc<Gather<Done>>,
     batches: Receiver<Result<Batch, Error>>,
     shutdown: Option<Sender<()>>,
     threads: Vec<JoinHandle<()>>,
@@ -406,65 +478,17 @@ impl Pipeline {
         });
         let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
         // Enough samples in flight for every worker to stay busy while a batch is assembled.
-        let credits = settings.batch + 4 * worker_threads + 8;
+        let credits = settings.batch + 4 * worker_threads + 8 + credit_chunk(settings.batch);
         crate::scratch::keep_up_to(credits);
         let (credit_tx, credit_rx) = bounded::<()>(credits);
         for _ in 0..credits {
             credit_tx.send(()).expect("capacity");
         }
-        let (task_tx, task_rx) = bounded::<Task>(credits);
         let (loaded_tx, loaded_rx) = unbounded::<Item>();
-        let (done_tx, done_rx) = unbounded::<Done>();
+        let gathered = Arc::new(Gather::<Done>::new(worker_threads));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
 
-        // Planner: walks the epochs' orders, one credit per sample.
-        {
-            let sd = shutdown_rx.clone();
-            let ds = dataset.clone();
-            let g = graph.clone();
-            threads.push(spawn("stokehold-planner", move || {
-                let r = &g.reader;
-                let s = &g.spec.settings;
-                let mut seq = 0u64;
-                let mut epoch = start.epoch;
-                let mut first = start.sample;
-                while s.epochs.is_none_or(|n| epoch < n) {
-                    let order = epoch_order(
-                        ds.entries.len(),
-                        s.seed,
-                        epoch,
-                        r.shuffle,
-                        r.shard_id,
-                        r.num_shards,
-                    );
-                    for (pos, &idx) in order.iter().enumerate().skip(first) {
-                        select! {
-                            recv(credit_rx) -> c => if c.is_err() { return },
-                            recv(sd) -> _ => return,
-                        }
-                        if task_tx
-                            .send(Task::Sample {
-                                seq,
-                                epoch,
-                                pos,
-                                index: idx,
-                            })
-                            .is_err()
-                        {
-                            return;
-                        }
-                        seq += 1;
-                    }
-                    if task_tx.send(Task::EpochEnd { seq, epoch }).is_err() {
-                        return;
-                    }
-                    first = 0;
-                    seq += 1;
-                    epoch += 1;
-                }
-            }));
-        }
         // Readers: file reading runs ahead of decoding.
         let max_bytes = graph
             .nodes
@@ -473,27 +497,36 @@ impl Pipeline {
             .max()
             .unwrap_or(crate::decode::Limits::default().max_file_bytes);
         let io_threads = (worker_threads / 4).clamp(1, 4);
+        let plan = Arc::new(Mutex::new(Plan::new(&graph, dataset.entries.len(), start)));
         for t in 0..io_threads {
-            let (tasks, out, sd, ds, st) = (
-                task_rx.clone(),
+            let (plan, credits, out, sd, ds, st) = (
+                plan.clone(),
+                credit_rx.clone(),
                 loaded_tx.clone(),
                 shutdown_rx.clone(),
                 dataset.clone(),
                 stats.clone(),
             );
             threads.push(spawn(&format!("stokehold-read-{t}"), move || loop {
-                let task = select! {
-                    recv(tasks) -> t => match t { Ok(t) => t, Err(_) => return },
+                // One credit per sample or epoch end: the assembler gives them back as it
+                // takes samples, which bounds the samples in flight.
+                select! {
+                    recv(credits) -> c => if c.is_err() { return },
                     recv(sd) -> _ => return,
+                }
+                let task = match plan.lock() {
+                    Ok(mut p) => p.next_task(),
+                    Err(_) => None,
                 };
                 let item = match task {
-                    Task::EpochEnd { seq, epoch } => Item::EpochEnd { seq, epoch },
-                    Task::Sample {
+                    None => return,
+                    Some(Task::EpochEnd { seq, epoch }) => Item::EpochEnd { seq, epoch },
+                    Some(Task::Sample {
                         seq,
                         epoch,
                         pos,
                         index,
-                    } => Item::Sample {
+                    }) => Item::Sample {
                         seq,
                         epoch,
                         pos,
@@ -511,53 +544,62 @@ impl Pipeline {
         for t in 0..worker_threads {
             let (inp, out, sd, ds, g, st) = (
                 loaded_rx.clone(),
-                done_tx.clone(),
+                gathered.clone(),
                 shutdown_rx.clone(),
                 dataset.clone(),
                 graph.clone(),
                 stats.clone(),
             );
-            threads.push(spawn(&format!("stokehold-worker-{t}"), move || loop {
-                let item = select! {
-                    recv(inp) -> i => match i { Ok(i) => i, Err(_) => return },
-                    recv(sd) -> _ => return,
-                };
-                let done = match item {
-                    Item::EpochEnd { seq, epoch } => Done {
-                        seq,
-                        epoch,
-                        pos: 0,
-                        index: 0,
-                        replaced: Vec::new(),
-                        result: Err(Failure::EpochEnd),
-                    },
-                    Item::Sample {
-                        seq,
-                        epoch,
-                        pos,
-                        index,
-                        bytes,
-                    } => process(&g, &ds, &st, max_bytes, seq, epoch, pos, index, bytes),
-                };
-                if out.send(done).is_err() {
-                    return;
+            threads.push(spawn(&format!("stokehold-worker-{t}"), move || {
+                let _leaving = SenderGuard(&*out);
+                loop {
+                    let item = select! {
+                        recv(inp) -> i => match i { Ok(i) => i, Err(_) => return },
+                        recv(sd) -> _ => return,
+                    };
+                    let done = match item {
+                        Item::EpochEnd { seq, epoch } => Done {
+                            seq,
+                            epoch,
+                            pos: 0,
+                            index: 0,
+                            replaced: Vec::new(),
+                            result: Err(Failure::EpochEnd),
+                        },
+                        Item::Sample {
+                            seq,
+                            epoch,
+                            pos,
+                            index,
+                            bytes,
+                        } => process(&g, &ds, &st, max_bytes, seq, epoch, pos, index, bytes),
+                    };
+                    // The assembler needs epoch ends and failures at once; good samples it
+                    // takes a batch at a time.
+                    let urgent = done.result.is_err();
+                    if !out.push(done, urgent) {
+                        return;
+                    }
                 }
             }));
         }
-        drop(done_tx);
         // Assembler.
         {
-            let (sd, ds, g, st) = (
+            let (sd, ds, g, st, gathered) = (
                 shutdown_rx.clone(),
                 dataset.clone(),
                 graph.clone(),
                 stats.clone(),
+                gathered.clone(),
             );
             threads.push(spawn("stokehold-assembler", move || {
-                Assembler::new(g, ds, st, batch_tx, credit_tx, sd, start).run(done_rx);
+                Assembler::new(g, ds, st, batch_tx, credit_tx, sd, start).run(&gathered);
+                // Workers stop once nobody takes their results.
+                gathered.close();
             }));
         }
         Ok(Pipeline {
+            gathered,
             batches: batch_rx,
             shutdown: Some(shutdown_tx),
             threads,
@@ -679,8 +721,10 @@ impl Iterator for Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
-        // Disconnecting the shutdown channel wakes every thread blocked in a select.
+        // Disconnecting the shutdown channel wakes every thread blocked in a select; closing
+        // the gathered results wakes the assembler.
         self.shutdown.take();
+        self.gathered.close();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -707,8 +751,30 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 
 type SampleOutput = (Vec<Value>, Vec<(Arc<str>, OpParams)>);
 
+/// Credits the assembler gives back at once (see [`Assembler::return_credit`]).
+fn credit_chunk(batch: usize) -> usize {
+    (batch / 4).clamp(1, 16)
+}
+
+/// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
+const GATHER_AT_ONCE: usize = 8;
+
 /// How many replacements `on_error = "replace"` tries before giving up on a position.
 const MAX_REPLACEMENTS: u64 = 16;
+
+/// Opens a file for reading without waiting on it: a FIFO opened normally would block until
+/// a writer came. One path lookup serves both the type check and the read.
+fn open_without_blocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Regular files ignore O_NONBLOCK; only the type check below ever sees the FIFO.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
 
 /// Reads one file, refusing what isn't a regular file (a FIFO would block forever, a
 /// directory can't be read) and anything over `max_bytes`, before allocating for it.
@@ -720,7 +786,10 @@ fn read_sample(
     use std::io::Read;
     let t0 = Instant::now();
     let read = || -> Result<Vec<u8>, SampleErrorKind> {
-        let meta = std::fs::metadata(path).map_err(|e| SampleErrorKind::Read(e.to_string()))?;
+        let file = open_without_blocking(path).map_err(|e| SampleErrorKind::Read(e.to_string()))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| SampleErrorKind::Read(e.to_string()))?;
         if !meta.is_file() {
             let what = if meta.is_dir() {
                 "a directory"
@@ -737,8 +806,8 @@ fn read_sample(
         }
         // One byte more than the size, so read_to_end sees the end without growing.
         let mut buf = crate::scratch::empty::<u8>(meta.len() as usize + 1);
-        std::fs::File::open(path)
-            .and_then(|f| f.take(max_bytes + 1).read_to_end(&mut buf))
+        file.take(max_bytes + 1)
+            .read_to_end(&mut buf)
             .map_err(|e| SampleErrorKind::Read(e.to_string()))?;
         if buf.len() as u64 > max_bytes {
             return Err(SampleErrorKind::Decode(DecodeError::Limits(format!(
@@ -872,10 +941,19 @@ fn run_sample(
     Ok((outputs, params))
 }
 
-struct Pending {
-    index: usize,
-    values: Vec<Value>,
-    params: Vec<(Arc<str>, OpParams)>,
+/// One output of the batch being filled.
+enum Filling {
+    Images(TensorBuilder),
+    Labels(Vec<i64>),
+}
+
+impl Filling {
+    fn finish(self) -> BatchOutput {
+        match self {
+            Filling::Images(b) => BatchOutput::Images(b.finish()),
+            Filling::Labels(l) => BatchOutput::Labels(l),
+        }
+    }
 }
 
 struct Assembler {
@@ -884,9 +962,13 @@ struct Assembler {
     stats: Arc<Stats>,
     out: Sender<Result<Batch, Error>>,
     credits: Sender<()>,
+    /// Credits earned but not yet given back (fewer than a chunk).
+    owed_credits: usize,
     shutdown: Receiver<()>,
     names: Arc<[String]>,
-    pending: Vec<Pending>,
+    /// The batch being filled: its outputs (empty until its first sample) and samples.
+    filling: Vec<Filling>,
+    samples: Vec<SampleInfo>,
     skipped: Vec<SampleError>,
     reported: HashSet<usize>,
     batch_in_epoch: usize,
@@ -917,9 +999,11 @@ impl Assembler {
             stats,
             out,
             credits,
+            owed_credits: 0,
             shutdown,
             names,
-            pending: Vec::new(),
+            filling: Vec::new(),
+            samples: Vec::new(),
             skipped: Vec::new(),
             reported: HashSet::new(),
             batch_in_epoch: start.batch,
@@ -932,15 +1016,30 @@ impl Assembler {
         }
     }
 
-    fn run(mut self, done: Receiver<Done>) {
+    fn run(mut self, done: &Gather<Done>) {
         let mut reorder: BTreeMap<u64, Done> = BTreeMap::new();
+        let mut arrived = Vec::new();
         let mut next = 0u64;
+        let batch = self.graph.spec.settings.batch;
         loop {
-            let d = select! {
-                recv(done) -> d => match d { Ok(d) => d, Err(_) => return },
-                recv(self.shutdown) -> _ => return,
+            // Sleep until a few samples have come (never more than would finish the batch
+            // being filled, were every one good and in order; epoch ends and failures wake us
+            // anyway): fewer wake-ups, while the samples copied are still warm in cache.
+            let want = batch
+                .saturating_sub(self.samples.len() + reorder.len())
+                .min(GATHER_AT_ONCE);
+            let shut_down = || {
+                matches!(
+                    self.shutdown.try_recv(),
+                    Err(crossbeam_channel::TryRecvError::Disconnected)
+                )
             };
-            reorder.insert(d.seq, d);
+            if !done.take(want, &mut arrived, shut_down) {
+                return;
+            }
+            for d in arrived.drain(..) {
+                reorder.insert(d.seq, d);
+            }
             while let Some(d) = reorder.remove(&next) {
                 next += 1;
                 if !self.take(d) {
@@ -973,14 +1072,26 @@ impl Assembler {
         self.skipped.push(e);
     }
 
+    /// Gives a credit back to the readers, a chunk at a time so that a reader waiting for
+    /// credits wakes once per chunk rather than once per sample.
+    fn return_credit(&mut self) {
+        self.owed_credits += 1;
+        if self.owed_credits >= credit_chunk(self.graph.spec.settings.batch) {
+            for _ in 0..std::mem::take(&mut self.owed_credits) {
+                let _ = self.credits.try_send(());
+            }
+        }
+    }
+
     /// Handles the next sample in order; false to stop.
     fn take(&mut self, d: Done) -> bool {
         let batch_size = self.graph.spec.settings.batch;
         if matches!(d.result, Err(Failure::EpochEnd)) {
+            self.return_credit();
             return self.end_epoch(d.epoch);
         }
         self.next_pos = d.pos + 1;
-        let _ = self.credits.try_send(());
+        self.return_credit();
         for e in d.replaced {
             self.report(e, true);
         }
@@ -1004,12 +1115,8 @@ impl Assembler {
                 self.report(e, false);
             }
             Ok((values, params)) => {
-                self.pending.push(Pending {
-                    index: d.index,
-                    values,
-                    params,
-                });
-                if self.pending.len() == batch_size {
+                self.push(d.index, values, params);
+                if self.samples.len() == batch_size {
                     let resume = Position {
                         seed: self.graph.spec.settings.seed,
                         epoch: d.epoch,
@@ -1023,6 +1130,50 @@ impl Assembler {
         true
     }
 
+    /// Copies a good sample into the batch being filled, while its pixels are still warm in
+    /// cache, and gives its buffers back for later samples.
+    fn push(&mut self, index: usize, values: Vec<Value>, params: Vec<(Arc<str>, OpParams)>) {
+        let t0 = Instant::now();
+        let batch = self.graph.spec.settings.batch;
+        if self.filling.is_empty() {
+            self.filling = values
+                .iter()
+                .map(|v| match v {
+                    Value::Image(im) => {
+                        Filling::Images(TensorBuilder::new(im, batch, Some(&self.pool)))
+                    }
+                    Value::Label(l) => {
+                        let mut labels = Vec::with_capacity(batch);
+                        labels.push(*l);
+                        Filling::Labels(labels)
+                    }
+                    Value::Encoded(_) => unreachable!("the graph refuses encoded outputs"),
+                })
+                .collect();
+        } else {
+            for (f, v) in self.filling.iter_mut().zip(&values) {
+                match (f, v) {
+                    (Filling::Images(b), Value::Image(im)) => b.push(im),
+                    (Filling::Labels(l), Value::Label(x)) => l.push(*x),
+                    _ => unreachable!("an output keeps its type"),
+                }
+            }
+        }
+        for v in values {
+            if let Value::Image(im) = v {
+                crate::scratch::recycle_image(im);
+            }
+        }
+        let e = &self.dataset.entries[index];
+        self.samples.push(SampleInfo {
+            index,
+            path: e.path.clone(),
+            label: e.label,
+            params,
+        });
+        add_ns(&self.stats.assemble_ns, t0.elapsed());
+    }
+
     fn end_epoch(&mut self, epoch: u64) -> bool {
         let batch_size = self.graph.spec.settings.batch;
         let resume = Position {
@@ -1032,27 +1183,28 @@ impl Assembler {
             batch: 0,
         };
         let mut ok = true;
-        if !self.pending.is_empty() {
+        if !self.samples.is_empty() {
             match self.graph.reader.last_batch {
                 LastBatch::Partial => ok = self.emit(epoch, 0, resume),
                 LastBatch::Drop => {
-                    self.stats
-                        .dropped
-                        .fetch_add(self.pending.len() as u64, Ordering::Relaxed);
-                    self.summary.dropped += self.pending.len() as u64;
-                    self.pending.clear();
+                    let n = self.samples.len() as u64;
+                    self.stats.dropped.fetch_add(n, Ordering::Relaxed);
+                    self.summary.dropped += n;
+                    self.samples.clear();
+                    self.filling.clear();
                 }
                 LastBatch::Pad => {
-                    let pad = batch_size - self.pending.len();
-                    let last = self.pending.last().expect("non-empty");
-                    let copies: Vec<Pending> = (0..pad)
-                        .map(|_| Pending {
-                            index: last.index,
-                            values: last.values.clone(),
-                            params: last.params.clone(),
-                        })
-                        .collect();
-                    self.pending.extend(copies);
+                    let pad = batch_size - self.samples.len();
+                    let last = self.samples.last().expect("non-empty").clone();
+                    for _ in 0..pad {
+                        for f in &mut self.filling {
+                            match f {
+                                Filling::Images(b) => b.repeat_last(),
+                                Filling::Labels(l) => l.push(*l.last().expect("non-empty")),
+                            }
+                        }
+                        self.samples.push(last.clone());
+                    }
                     ok = self.emit(epoch, pad, resume);
                 }
             }
@@ -1087,50 +1239,11 @@ impl Assembler {
 
     fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
         let t0 = Instant::now();
-        let pending = std::mem::take(&mut self.pending);
-        let mut outputs = Vec::with_capacity(self.names.len());
-        for k in 0..self.names.len() {
-            let out = match pending.first().map(|p| &p.values[k]) {
-                Some(Value::Label(_)) => BatchOutput::Labels(
-                    pending
-                        .iter()
-                        .map(|p| match p.values[k] {
-                            Value::Label(l) => l,
-                            _ => -1,
-                        })
-                        .collect(),
-                ),
-                _ => {
-                    let images: Vec<&Image> = pending
-                        .iter()
-                        .filter_map(|p| match &p.values[k] {
-                            Value::Image(im) => Some(im),
-                            _ => None,
-                        })
-                        .collect();
-                    BatchOutput::Images(BatchTensor::from_images_pooled(&images, Some(&self.pool)))
-                }
-            };
-            outputs.push(out);
-        }
-        let samples: Vec<SampleInfo> = pending
+        let outputs: Vec<BatchOutput> = std::mem::take(&mut self.filling)
             .into_iter()
-            .map(|p| {
-                // The pixels are in the batch now: their buffers serve later samples.
-                for v in p.values {
-                    if let Value::Image(im) = v {
-                        crate::scratch::recycle_image(im);
-                    }
-                }
-                let e = &self.dataset.entries[p.index];
-                SampleInfo {
-                    index: p.index,
-                    path: e.path.clone(),
-                    label: e.label,
-                    params: p.params,
-                }
-            })
+            .map(Filling::finish)
             .collect();
+        let samples = std::mem::take(&mut self.samples);
         let real = (samples.len() - padded) as u64;
         self.stats.images.fetch_add(real, Ordering::Relaxed);
         self.stats

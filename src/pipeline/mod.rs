@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod executor;
 pub mod file;
+mod gather;
 pub mod graph;
 pub mod reference;
 pub mod spec;
