@@ -88,6 +88,7 @@ fn bench_decode(c: &mut Criterion) {
         ratio: (0.75, 4.0 / 3.0),
         interp: Interp::Bilinear,
         antialias: true,
+        dct_downscale: false,
     };
     g.bench_function("decode_and_crop_224", |b| {
         b.iter(|| {

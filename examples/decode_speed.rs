@@ -87,6 +87,7 @@ fn main() {
         ratio: (0.75, 4.0 / 3.0),
         interp: Interp::Bilinear,
         antialias: true,
+        dct_downscale: false,
     };
     for r in 0..rounds {
         let s = Clock::now();

@@ -8,10 +8,12 @@
 #
 # Peers come from ../shared/peers (setup.sh installs DALI; `setup.sh --torch` adds PyTorch):
 # DALI's CPU mode and the PyTorch DataLoader run the ResNet-50 training pipeline; stokehold
-# runs pipelines/resnet50-train.toml (and, for the eval line, pipelines/resnet50-eval.toml).
+# runs pipelines/resnet50-train.toml (and, for the eval line, pipelines/resnet50-eval.toml;
+# with DCT=1, the default, also pipelines/resnet50-train-dct.toml, the opt-in DCT-domain
+# downscaling decode).
 # Every run prints the same `... images=I seconds=S throughput=T img/s` line.
 # Environment: PEERS_DIR (default ../shared/peers), PEERS_PYTHON (default: the venv that
-# setup.sh prints), BATCH (64), EPOCHS (3), OUT (bench-results).
+# setup.sh prints), BATCH (64), EPOCHS (3), OUT (bench-results), DCT (1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-../shared/data/imagenet-400}
@@ -23,6 +25,7 @@ PEERS_DIR=${PEERS_DIR:-../shared/peers}
 BATCH=${BATCH:-64}
 EPOCHS=${EPOCHS:-3}
 OUT=${OUT:-bench-results}
+DCT=${DCT:-1}
 mkdir -p "$OUT"
 PY=${PEERS_PYTHON:-$(bash "$PEERS_DIR/setup.sh" | tail -n 1)}
 HAVE_TORCH=0
@@ -38,6 +41,9 @@ log() { echo "$1 $2" | tee -a "$RAW"; }
 for round in $(seq 1 "$ROUNDS"); do
     for t in "${THREADS[@]}"; do
         log "round=$round name=stokehold-train" "$($BIN bench pipelines/resnet50-train.toml --data "$DATA" --device cpu --threads "$t" --batch "$BATCH" --epochs "$EPOCHS" 2>/dev/null | tail -n 1)"
+        if [ "$DCT" = 1 ]; then
+            log "round=$round name=stokehold-train-dct" "$($BIN bench pipelines/resnet50-train-dct.toml --data "$DATA" --device cpu --threads "$t" --batch "$BATCH" --epochs "$EPOCHS" 2>/dev/null | tail -n 1)"
+        fi
         log "round=$round name=dali-train" "$("$PY" "$PEERS_DIR/rn50_train.py" dali --data "$DATA" --device cpu --threads "$t" --batch "$BATCH" --epochs "$EPOCHS" 2>/dev/null | tail -n 1)"
         if [ "$HAVE_TORCH" = 1 ]; then
             log "round=$round name=torch-train" "$("$PY" "$PEERS_DIR/rn50_train.py" torch --data "$DATA" --device cpu --threads "$t" --batch "$BATCH" --epochs "$EPOCHS" 2>/dev/null | tail -n 1)"
@@ -68,6 +74,13 @@ for t in threads:
     rows.append(f"| {t} | {cell(('stokehold-train', t))} | {cell(('dali-train', t))} | {ratio(('stokehold-train', t), ('dali-train', t))} "
                 f"| {cell(('torch-train', t))} | {ratio(('stokehold-train', t), ('torch-train', t))} "
                 f"| {cell(('stokehold-eval', t))} | {cell(('dali-eval', t))} | {ratio(('stokehold-eval', t), ('dali-eval', t))} |")
+if any(n == 'stokehold-train-dct' for n, _ in med):
+    rows.append("")
+    rows.append("| threads | stokehold train, dct_downscale | ratio to DALI CPU train | ratio to the DataLoader |")
+    rows.append("|---|---|---|---|")
+    for t in threads:
+        k = ('stokehold-train-dct', t)
+        rows.append(f"| {t} | {cell(k)} | {ratio(k, ('dali-train', t))} | {ratio(k, ('torch-train', t))} |")
 if len(threads) > 1 and ('stokehold-train', 1) in med:
     rows.append("")
     rows.append("stokehold train scaling: " + ", ".join(

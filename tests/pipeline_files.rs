@@ -51,7 +51,11 @@ fn a_valid_file_passes() {
 
 #[test]
 fn shipped_pipelines_are_valid() {
-    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+    for name in [
+        "resnet50-train.toml",
+        "resnet50-train-dct.toml",
+        "resnet50-eval.toml",
+    ] {
         let loaded = file::load(&common::shipped(name)).unwrap();
         Graph::build(&loaded.spec).unwrap_or_else(|e| panic!("{name}: {e:?}"));
     }

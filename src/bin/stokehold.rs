@@ -452,6 +452,15 @@ fn check(path: &Path, dot: bool) -> Result<()> {
                 merged.join(", ")
             );
         }
+        // The one opt-in exception to "same results".
+        for n in fused.nodes.iter().filter(|n| n.name.contains('+')) {
+            if format!("{:?}", n.op).contains("dct_downscale: true") {
+                println!(
+                    "  {}: dct_downscale = true, large windows are decoded downscaled in the DCT domain (close to, not the same as, the unfused pair)",
+                    n.name
+                );
+            }
+        }
     }
     Ok(())
 }

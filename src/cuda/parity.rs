@@ -193,6 +193,7 @@ fn random_resized_crop_windows_match_cpu() {
             ratio: (0.75, 4.0 / 3.0),
             interp: Interp::Bilinear,
             antialias: true,
+            dct_downscale: false,
         };
         let inputs = upload_all(&dev, &ims);
         let batch = op.run_cuda(&dev, &inputs, &windows).expect("rrc");

@@ -256,14 +256,21 @@ pub(crate) fn decode_pixels(
     scale_denom: u8,
 ) -> Result<(Vec<u8>, usize), DecodeError> {
     let (width, height) = scaled_size(h.width, h.height, scale_denom);
+    let data = &bytes[h.soi..];
+    let fewer_scans = if scale_denom == 8 && !h.arithmetic {
+        without_unused_ac_scans(data)
+    } else {
+        None
+    };
     let req = super::turbo::Request {
         width,
         height,
         components: h.components,
         region,
         scale_denom,
+        block_smoothing: fewer_scans.is_none(),
     };
-    let (px, _, _, c) = super::turbo::decode(&bytes[h.soi..], &req)?;
+    let (px, _, _, c) = super::turbo::decode(fewer_scans.as_deref().unwrap_or(data), &req)?;
     Ok((px, c))
 }
 
@@ -271,4 +278,108 @@ pub(crate) fn decode_pixels(
 pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {
     let d = usize::from(scale_denom.max(1));
     (width.div_ceil(d), height.div_ceil(d))
+}
+
+/// For a Huffman-coded progressive JPEG decoded at 1/8: a copy without the AC scans of the
+/// components whose scaled IDCT is 1×1, which reads nothing but the DC coefficient. Those
+/// scans are most of a progressive file and most of its (slow, bit-serial) decoding; the
+/// pixels are the same as decoding every scan, provided block smoothing is off (libjpeg
+/// would otherwise treat the missing AC coefficients as "not yet received" and estimate
+/// them, even moving DC). `None` when nothing can be dropped (baseline, arithmetic-coded, or
+/// no component with a 1×1 IDCT) or the walk meets something unexpected; the caller then
+/// decodes `bytes` as they are.
+pub(crate) fn without_unused_ac_scans(bytes: &[u8]) -> Option<Vec<u8>> {
+    let d = bytes;
+    if d.get(..2) != Some(&[0xFF, 0xD8]) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(d.len() / 2);
+    out.extend_from_slice(&d[..2]);
+    // Component ids whose AC scans can go.
+    let mut droppable: Vec<u8> = Vec::new();
+    let mut dropped = false;
+    let mut i = 2;
+    loop {
+        // Fill bytes before a marker are allowed.
+        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if d.get(i) != Some(&0xFF) {
+            return None;
+        }
+        let m = *d.get(i + 1)?;
+        if m == 0xD9 {
+            out.extend_from_slice(&d[i..i + 2]);
+            return dropped.then_some(out);
+        }
+        let len = usize::from(u16::from_be_bytes([*d.get(i + 2)?, *d.get(i + 3)?]));
+        let payload = d.get(i + 4..i + 2 + len)?;
+        let segment_end = i + 2 + len;
+        match m {
+            0xC2 => droppable = one_by_one_idct_at_eighth(payload)?,
+            // Any other frame type: leave the file alone.
+            0xC0 | 0xC1 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return None,
+            _ => {}
+        }
+        if m != 0xDA {
+            out.extend_from_slice(&d[i..segment_end]);
+            i = segment_end;
+            continue;
+        }
+        // A scan: its header, then entropy-coded data up to the next marker that is not a
+        // restart marker (0xFF00 is a stuffed 0xFF byte, 0xFFFF fill).
+        let ns = usize::from(*payload.first()?);
+        let ss = *payload.get(1 + 2 * ns)?;
+        let drop = ns == 1 && ss > 0 && droppable.contains(payload.get(1)?);
+        let mut j = segment_end;
+        loop {
+            j += memchr::memchr(0xFF, d.get(j..)?)?;
+            let mut k = j + 1;
+            while d.get(k) == Some(&0xFF) {
+                k += 1;
+            }
+            match *d.get(k)? {
+                0x00 | 0xD0..=0xD7 => j = k + 1,
+                _ => {
+                    j = k - 1;
+                    break;
+                }
+            }
+        }
+        if drop {
+            dropped = true;
+        } else {
+            out.extend_from_slice(&d[i..j]);
+        }
+        i = j;
+    }
+}
+
+/// The ids of the components of a progressive frame (SOF2 payload) that libjpeg-turbo
+/// decodes with a 1×1 IDCT at scale 1/8: it enlarges a subsampled component's IDCT (instead
+/// of upsampling) while that divides evenly, as `jpeg_calc_output_dimensions` does.
+fn one_by_one_idct_at_eighth(sof: &[u8]) -> Option<Vec<u8>> {
+    let nc = usize::from(*sof.get(5)?);
+    let comps = sof.get(6..6 + 3 * nc)?;
+    let factors: Vec<(u8, usize, usize)> = comps
+        .chunks_exact(3)
+        .map(|c| (c[0], usize::from(c[1] >> 4), usize::from(c[1] & 15)))
+        .collect();
+    let max_h = factors.iter().map(|f| f.1).max()?;
+    let max_v = factors.iter().map(|f| f.2).max()?;
+    let mut ids: Vec<u8> = factors.iter().map(|f| f.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() != nc || factors.iter().any(|&(_, h, v)| h == 0 || v == 0) {
+        return None;
+    }
+    // At 1/8 the smallest IDCT is 1×1; a component's grows ×2 while both its sampling
+    // ratios stay divisible.
+    Some(
+        factors
+            .iter()
+            .filter(|&&(_, h, v)| !(max_h % (h * 2) == 0 && max_v % (v * 2) == 0))
+            .map(|&(id, _, _)| id)
+            .collect(),
+    )
 }

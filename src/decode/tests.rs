@@ -1178,3 +1178,113 @@ fn libjpeg_fatal_errors_unwind_to_an_error() {
     // The decoder still works afterwards.
     assert!(decode(&jpg, &rgb_opts()).is_ok());
 }
+
+/// Every scan decoded, at 1/8 (the reference for the dropped-scan path).
+fn decode_eighth_every_scan(jpg: &[u8]) -> (Vec<u8>, usize) {
+    let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
+    let (width, height) = jpeg::scaled_size(hd.width, hd.height, 8);
+    let req = turbo::Request {
+        width,
+        height,
+        components: hd.components,
+        region: None,
+        scale_denom: 8,
+        block_smoothing: true,
+    };
+    let (px, _, _, c) = turbo::decode(&jpg[hd.soi..], &req).unwrap();
+    (px, c)
+}
+
+/// Progressive JPEGs decoded at 1/8 without the AC scans the 1×1 IDCT never reads: the
+/// same pixels as decoding every scan (whole image and windows), and fewer bytes decoded.
+/// The fixtures carry libjpeg's standard script (successive approximation, DC and AC
+/// refinement scans; scripts/make-progressive-fixtures.py); the generated ones, spectral
+/// selection only.
+#[test]
+fn dropping_unused_ac_scans_at_one_eighth_changes_no_pixel() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
+    let mut files: Vec<(String, Vec<u8>)> = ["420", "422", "444", "gray"]
+        .iter()
+        .map(|n| {
+            let name = format!("progressive-{n}.jpg");
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect();
+    let (h, w) = (157usize, 203usize);
+    for sub in [Sub::S444, Sub::S422, Sub::S420, Sub::S440] {
+        let o = JpegOpts {
+            quality: 90,
+            sub,
+            progressive: true,
+            exif_tiff: None,
+        };
+        files.push((
+            format!("generated {sub:?}"),
+            encode_jpeg_opts(&pattern_rgb(h, w), h, w, 3, &o),
+        ));
+    }
+    // Any other progressive files to hand (e.g. the wallpapers of scripts/photos-debian.sh).
+    if let Ok(extra) = std::env::var("STOKEHOLD_PROGRESSIVE_DIR") {
+        for e in std::fs::read_dir(extra).unwrap().flatten() {
+            let bytes = std::fs::read(e.path()).unwrap();
+            files.push((e.path().display().to_string(), bytes));
+        }
+    }
+    let mut dropped = 0;
+    for (name, jpg) in &files {
+        let Some(fewer) = jpeg::without_unused_ac_scans(jpg) else {
+            assert!(
+                !name.contains("progressive-"),
+                "{name}: nothing dropped from a fixture"
+            );
+            continue;
+        };
+        dropped += 1;
+        assert!(fewer.len() < jpg.len(), "{name}");
+        let (want, c) = decode_eighth_every_scan(jpg);
+        let got = decode_scaled(jpg, &DecodeOptions::default(), 8, None).unwrap();
+        let got_gray = decode_scaled(
+            jpg,
+            &DecodeOptions {
+                color: ColorMode::Gray,
+                ..DecodeOptions::default()
+            },
+            8,
+            None,
+        )
+        .unwrap();
+        let want_rgb = if c == 1 {
+            want.iter().flat_map(|&g| [g, g, g]).collect()
+        } else {
+            want.clone()
+        };
+        assert!(
+            got.as_u8_hwc().unwrap() == want_rgb.as_slice(),
+            "{name}: pixels differ"
+        );
+        if c == 1 {
+            assert!(got_gray.as_u8_hwc().unwrap() == want.as_slice(), "{name}");
+        }
+        // A window inside, as the fused crop asks for.
+        let (sh, sw) = (got.height, got.width);
+        let win = (sh / 4, sw / 5, sh / 2, sw / 2);
+        let part = decode_scaled(jpg, &DecodeOptions::default(), 8, Some(win)).unwrap();
+        for y in 0..win.2 {
+            let a = &part.as_u8_hwc().unwrap()[y * win.3 * 3..(y + 1) * win.3 * 3];
+            let s = ((win.0 + y) * sw + win.1) * 3;
+            assert!(a == &want_rgb[s..s + win.3 * 3], "{name}: window row {y}");
+        }
+    }
+    assert!(dropped >= 8, "only {dropped} files had scans to drop");
+}
+
+/// Baseline JPEGs and other scales are decoded as they are.
+#[test]
+fn baseline_jpegs_keep_every_scan() {
+    let (h, w) = (40usize, 56usize);
+    let jpg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
+    assert!(jpeg::without_unused_ac_scans(&jpg).is_none());
+    let cut = &jpg[..jpg.len() / 2];
+    assert!(jpeg::without_unused_ac_scans(cut).is_none());
+}

@@ -42,6 +42,9 @@ pub(crate) struct Request {
     /// DCT-domain downscale by 1/`scale_denom` (1, 2, 4 or 8). With a value other than 1,
     /// `width`/`height`/`region` are in the *scaled* image's coordinates.
     pub scale_denom: u8,
+    /// libjpeg's block smoothing of progressive JPEGs whose coefficients are incomplete
+    /// (its default); off for a stream whose unused AC scans were dropped on purpose.
+    pub block_smoothing: bool,
 }
 
 /// The error payload carried by the unwind out of [`error_exit`].
@@ -192,6 +195,9 @@ fn decode_inner(
         ));
     }
     cinfo.out_color_space = out_cs;
+    if !req.block_smoothing {
+        cinfo.do_block_smoothing = 0 as boolean;
+    }
     if req.scale_denom > 1 {
         cinfo.scale_num = 1;
         cinfo.scale_denom = u32::from(req.scale_denom);

@@ -72,7 +72,8 @@ fn resize_whole(crop: Image, rrc: &RandomResizedCrop) -> Result<Image, DecodeAnd
     Ok(out)
 }
 
-/// **Opt-in, not bit-identical to the reference.** Like [`decode_and_crop`] (same window,
+/// **Opt-in (`dct_downscale = true`), not bit-identical to the reference.** Like
+/// [`decode_and_crop`] (same window,
 /// same rng draws), but when the window is at least 2× the output size in both directions the
 /// JPEG is decoded downscaled by 1/2, 1/4 or 1/8 in the DCT domain (the largest factor that
 /// keeps the scaled window at least as large as the output), its window widened outwards to
@@ -145,7 +146,11 @@ impl crate::ops::Operator for DecodeRandomCrop {
             return Err(ctx.error("expected encoded bytes"));
         };
         let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, self.rrc_key);
-        let result = decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng);
+        let result = if self.rrc.dct_downscale {
+            decode_and_crop_scaled(&bytes, &self.decode, &self.rrc, &mut rng)
+        } else {
+            decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng)
+        };
         crate::scratch::recycle_encoded(bytes);
         match result {
             Ok((image, (top, left, height, width))) => {
@@ -233,6 +238,7 @@ mod tests {
             ratio: (0.75, 4.0 / 3.0),
             interp,
             antialias,
+            dct_downscale: false,
         }
     }
 
