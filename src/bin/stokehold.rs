@@ -453,12 +453,9 @@ fn check(path: &Path, dot: bool) -> Result<()> {
             );
         }
         // The one opt-in exception to "same results".
-        for n in fused.nodes.iter().filter(|n| n.name.contains('+')) {
-            if format!("{:?}", n.op).contains("dct_downscale: true") {
-                println!(
-                    "  {}: dct_downscale = true, large windows are decoded downscaled in the DCT domain (close to, not the same as, the unfused pair)",
-                    n.name
-                );
+        for n in &fused.nodes {
+            if let Some(what) = n.op.fusion_differs() {
+                println!("  {}: {what}", n.name);
             }
         }
     }

@@ -209,34 +209,9 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         arithmetic,
                     });
                 }
-                // Skip the entropy-coded data: up to a 0xFF followed by a byte that is
-                // neither stuffing (0x00), fill (0xFF) nor a restart marker.
-                loop {
-                    match memchr::memchr(0xFF, &d[i.min(d.len())..]) {
-                        None => {
-                            return Err(corrupt(format!(
-                                "truncated: the JPEG data ends inside scan {scans}"
-                            )))
-                        }
-                        Some(p) => i += p,
-                    }
-                    let mut j = i + 1;
-                    while j < d.len() && d[j] == 0xFF {
-                        j += 1;
-                    }
-                    match d.get(j) {
-                        None => {
-                            return Err(corrupt(format!(
-                                "truncated: the JPEG data ends inside scan {scans}"
-                            )))
-                        }
-                        Some(0x00) | Some(0xD0..=0xD7) => i = j + 1,
-                        Some(_) => {
-                            i = j - 1; // at the 0xFF before the marker
-                            break;
-                        }
-                    }
-                }
+                i = end_of_entropy_data(d, i).ok_or_else(|| {
+                    corrupt(format!("truncated: the JPEG data ends inside scan {scans}"))
+                })?;
             }
             _ => {}
         }
@@ -278,6 +253,24 @@ pub(crate) fn decode_pixels(
 pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {
     let d = usize::from(scale_denom.max(1));
     (width.div_ceil(d), height.div_ceil(d))
+}
+
+/// Where the entropy-coded data starting at `from` ends: the 0xFF of the next marker that is
+/// neither stuffing (0xFF00), fill (0xFFFF) nor a restart marker. `None` if the data ends
+/// first (a truncated file).
+fn end_of_entropy_data(d: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    loop {
+        i += memchr::memchr(0xFF, d.get(i..)?)?;
+        let mut j = i + 1;
+        while d.get(j) == Some(&0xFF) {
+            j += 1;
+        }
+        match *d.get(j)? {
+            0x00 | 0xD0..=0xD7 => i = j + 1,
+            _ => return Some(j - 1),
+        }
+    }
 }
 
 /// For a Huffman-coded progressive JPEG decoded at 1/8: a copy without the AC scans of the
@@ -326,26 +319,11 @@ pub(crate) fn without_unused_ac_scans(bytes: &[u8]) -> Option<Vec<u8>> {
             i = segment_end;
             continue;
         }
-        // A scan: its header, then entropy-coded data up to the next marker that is not a
-        // restart marker (0xFF00 is a stuffed 0xFF byte, 0xFFFF fill).
+        // A scan: its header, then entropy-coded data up to the next marker.
         let ns = usize::from(*payload.first()?);
         let ss = *payload.get(1 + 2 * ns)?;
         let drop = ns == 1 && ss > 0 && droppable.contains(payload.get(1)?);
-        let mut j = segment_end;
-        loop {
-            j += memchr::memchr(0xFF, d.get(j..)?)?;
-            let mut k = j + 1;
-            while d.get(k) == Some(&0xFF) {
-                k += 1;
-            }
-            match *d.get(k)? {
-                0x00 | 0xD0..=0xD7 => j = k + 1,
-                _ => {
-                    j = k - 1;
-                    break;
-                }
-            }
-        }
+        let j = end_of_entropy_data(d, segment_end)?;
         if drop {
             dropped = true;
         } else {

@@ -72,6 +72,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn as_random_resized_crop(&self) -> Option<&random_resized_crop::RandomResizedCrop> {
         None
     }
+
+    /// For a fused operator whose results differ from the unfused pair's on purpose (an
+    /// opt-in approximation), what differs; `None` for bit-identical fusions.
+    fn fusion_differs(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The second operator of a pair offered for fusion, with its identity (its name and key

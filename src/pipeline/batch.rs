@@ -242,16 +242,6 @@ impl TensorBuilder {
         }
     }
 
-    /// Samples so far.
-    pub fn len(&self) -> usize {
-        self.tensor.shapes.len()
-    }
-
-    /// True before the first sample (never: a builder starts with one).
-    pub fn is_empty(&self) -> bool {
-        self.tensor.shapes.is_empty()
-    }
-
     /// The finished tensor.
     pub fn finish(self) -> BatchTensor {
         self.tensor

@@ -137,6 +137,12 @@ impl crate::ops::Operator for DecodeRandomCrop {
         Some(self.decode.limits.max_file_bytes)
     }
 
+    fn fusion_differs(&self) -> Option<&'static str> {
+        self.rrc.dct_downscale.then_some(
+            "dct_downscale = true, large windows are decoded downscaled in the DCT domain (close to, not the same as, the unfused pair)",
+        )
+    }
+
     fn run_cpu(
         &self,
         inputs: Vec<crate::value::Value>,
