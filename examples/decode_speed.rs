@@ -1,6 +1,7 @@
 //! Single-thread JPEG decode speed on a folder of JPEGs: zune-jpeg vs stokehold's decoder
 //! (libjpeg-turbo), full decodes and random-resized-crop windows, then decode + crop to 224
-//! unfused vs fused ([`decode_and_crop`]), alternating rounds and printing medians (img/s,
+//! unfused vs fused ([`decode_and_crop`]), full and window decodes with libjpeg-turbo's own
+//! progressive decoding instead of ours, alternating rounds and printing medians (img/s,
 //! and MP/s of the full image size). Times are on-CPU time of the thread (Linux schedstat),
 //! which a busy shared machine disturbs less than wall time.
 //!
@@ -8,7 +9,7 @@
 
 use std::time::Instant;
 
-use stokehold::decode::{decode, decode_window, probe, DecodeOptions};
+use stokehold::decode::{decode, decode_window, probe, set_own_progressive_decoder, DecodeOptions};
 use stokehold::ops::random_resized_crop::{
     choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
 };
@@ -80,6 +81,7 @@ fn main() {
     println!("{} files, {:.1} MP", files.len(), mp);
     let (mut tz, mut tt, mut tw) = (Vec::new(), Vec::new(), Vec::new());
     let (mut tu, mut tf, mut ts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut tl, mut tlw) = (Vec::new(), Vec::new());
     let rrc = RandomResizedCrop {
         height: 224,
         width: 224,
@@ -111,6 +113,28 @@ fn main() {
             wsum += decode_window(f, &opts, win).unwrap().width;
         }
         tw.push(s.elapsed().as_secs_f64());
+        // The same two with libjpeg-turbo's own progressive decoding.
+        set_own_progressive_decoder(false);
+        let s = Clock::now();
+        files.iter().for_each(|f| {
+            decode(f, &opts).unwrap();
+        });
+        tl.push(s.elapsed().as_secs_f64());
+        let s = Clock::now();
+        for (i, f) in files.iter().enumerate() {
+            let info = probe(f, &opts).unwrap();
+            let mut rng = SampleRng::from_key((r * 100_000 + i) as u64);
+            let win = choose_window(
+                info.height,
+                info.width,
+                (0.08, 1.0),
+                (0.75, 4.0 / 3.0),
+                &mut rng,
+            );
+            decode_window(f, &opts, win).unwrap();
+        }
+        tlw.push(s.elapsed().as_secs_f64());
+        set_own_progressive_decoder(true);
         let s = Clock::now();
         for (i, f) in files.iter().enumerate() {
             let im = decode(f, &opts).unwrap();
@@ -141,6 +165,8 @@ fn main() {
         ("zune-jpeg full", tz),
         ("libjpeg-turbo full", tt),
         ("libjpeg-turbo rrc window", tw),
+        ("full, libjpeg progressive", tl),
+        ("window, libjpeg progressive", tlw),
         ("decode + rrc 224 (unfused)", tu),
         ("decode_and_crop 224 (fused)", tf),
         ("decode_and_crop_scaled 224 (opt-in)", ts),

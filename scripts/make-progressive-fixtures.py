@@ -2,7 +2,8 @@
 """Writes the small progressive JPEG fixtures in tests/golden/progressive/ (Pillow's libjpeg
 standard progressive script: spectral selection *and* successive approximation, with DC and
 AC refinement scans, which the jpeg-encoder crate used for the other fixtures doesn't make).
-They test that dropping the AC scans a 1/8 decode never reads changes no pixel.
+They test that dropping the AC scans a 1/8 decode never reads changes no pixel, and that
+our own progressive decoder (src/decode/progressive.rs) matches libjpeg's.
 
     python3 scripts/make-progressive-fixtures.py     (needs Pillow)
 """
@@ -25,5 +26,11 @@ rgb.putdata(px)
 for name, sub in (("444", 0), ("422", 1), ("420", 2)):
     rgb.save(out / f"progressive-{name}.jpg", quality=90, progressive=True, subsampling=sub)
 rgb.convert("L").save(out / "progressive-gray.jpg", quality=90, progressive=True)
+# Restart markers every 7 MCUs (blocks, in the one-component AC scans): intervals end
+# inside MCU rows and inside end-of-band runs.
+rgb.save(out / "progressive-420-rst.jpg", quality=90, progressive=True, subsampling=2,
+         restart_marker_blocks=7)
+rgb.convert("L").save(out / "progressive-gray-rst.jpg", quality=90, progressive=True,
+                      restart_marker_rows=1)
 for f in sorted(out.iterdir()):
     print(f.name, f.stat().st_size, "bytes")

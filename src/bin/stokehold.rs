@@ -110,6 +110,13 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
+    // Escape hatch and A/B switch: progressive JPEGs decoded by libjpeg-turbo alone.
+    if std::env::var_os("STOKEHOLD_LIBJPEG_PROGRESSIVE").is_some_and(|v| v != "0") {
+        stokehold::decode::set_own_progressive_decoder(false);
+        tracing::info!(
+            "STOKEHOLD_LIBJPEG_PROGRESSIVE: progressive JPEGs decoded by libjpeg-turbo alone"
+        );
+    }
     let result = match cli.command {
         Command::Run {
             pipeline,

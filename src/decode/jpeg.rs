@@ -18,6 +18,8 @@
 //! missing blocks with gray and only warn, and a silently gray-filled image poisons training.
 //! Pillow also refuses such files unless `ImageFile.LOAD_TRUNCATED_IMAGES` is set.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
 use super::exif::orientation_from_app1;
 use super::{check_pixels, DecodeError, Limits};
 
@@ -36,6 +38,8 @@ pub(crate) struct JpegHeader {
     pub orientation: u8,
     /// Arithmetic-coded (SOF9/SOF10) rather than Huffman-coded.
     pub arithmetic: bool,
+    /// Huffman-coded progressive (SOF2).
+    pub progressive: bool,
 }
 
 fn corrupt(msg: impl Into<String>) -> DecodeError {
@@ -78,6 +82,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
     let mut orientation: Option<u8> = None;
     let mut scans = 0usize;
     let mut arithmetic = false;
+    let mut progressive = false;
     loop {
         // Find the next marker: skip garbage up to 0xFF, then fill bytes.
         // (Entropy-coded data is most of the file: search it with memchr's vector loop.)
@@ -111,6 +116,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         components,
                         orientation: orientation.unwrap_or(1),
                         arithmetic,
+                        progressive,
                     }),
                 }
             }
@@ -181,6 +187,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 check_pixels(width, height, limits)?;
                 frame = Some((width, height, nc));
                 arithmetic = matches!(m, 0xC9 | 0xCA);
+                progressive = m == 0xC2;
             }
             0xDE => {
                 return Err(DecodeError::Unsupported(
@@ -207,6 +214,7 @@ pub(crate) fn scan(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         components,
                         orientation: orientation.unwrap_or(1),
                         arithmetic,
+                        progressive,
                     });
                 }
                 i = end_of_entropy_data(d, i).ok_or_else(|| {
@@ -232,6 +240,26 @@ pub(crate) fn decode_pixels(
 ) -> Result<(Vec<u8>, usize), DecodeError> {
     let (width, height) = scaled_size(h.width, h.height, scale_denom);
     let data = &bytes[h.soi..];
+    if h.progressive
+        && scale_denom == 1
+        && PROGRESSIVE_TRANSCODE.load(Relaxed)
+        && super::progressive::pays_off(h.width, h.height, region)
+    {
+        if let Some(t) = super::progressive::transcode(data, region) {
+            let req = super::turbo::Request {
+                width: t.width,
+                height: t.height,
+                components: h.components,
+                region: t.region,
+                scale_denom: 1,
+                block_smoothing: true,
+            };
+            let decoded = super::turbo::decode(&t.jpeg, &req);
+            crate::scratch::recycle(t.jpeg);
+            let (px, _, _, c) = decoded?;
+            return Ok((px, c));
+        }
+    }
     let fewer_scans = if scale_denom == 8 && !h.arithmetic {
         without_unused_ac_scans(data)
     } else {
@@ -249,6 +277,10 @@ pub(crate) fn decode_pixels(
     Ok((px, c))
 }
 
+/// Whether progressive JPEGs go through [`super::progressive`] (on; tests and the decoder
+/// comparison turn it off to get libjpeg's own progressive decoding as the reference).
+pub(crate) static PROGRESSIVE_TRANSCODE: AtomicBool = AtomicBool::new(true);
+
 /// Size of a `width` × `height` JPEG decoded at 1/`scale_denom` (libjpeg rounds up).
 pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {
     let d = usize::from(scale_denom.max(1));
@@ -258,7 +290,7 @@ pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usiz
 /// Where the entropy-coded data starting at `from` ends: the 0xFF of the next marker that is
 /// neither stuffing (0xFF00), fill (0xFFFF) nor a restart marker. `None` if the data ends
 /// first (a truncated file).
-fn end_of_entropy_data(d: &[u8], from: usize) -> Option<usize> {
+pub(super) fn end_of_entropy_data(d: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     loop {
         i += memchr::memchr(0xFF, d.get(i..)?)?;

@@ -24,6 +24,7 @@
 pub mod exif;
 pub mod jpeg;
 pub mod png;
+mod progressive;
 mod turbo;
 
 #[cfg(test)]
@@ -220,6 +221,19 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
         (pixels, h, w)
     };
     Ok(Image::from_u8_hwc(h, w, c, pixels))
+}
+
+/// Whether Huffman-coded progressive JPEGs get their coefficients from stokehold's own
+/// decoder (the default) or are decoded by libjpeg-turbo alone. Process-wide.
+///
+/// Ours decodes progressive scans several times faster than libjpeg-turbo and stops at the
+/// last block row a window needs, then has libjpeg-turbo decode the needed part re-encoded
+/// as a sequential JPEG. The pixels are the same either way (tested against libjpeg-turbo
+/// on every progressive file we have, whole images and windows); a file ours cannot match
+/// exactly (corrupt data, incomplete refinement, CMYK...) goes to libjpeg-turbo anyway. The
+/// switch is for comparisons, and an escape hatch.
+pub fn set_own_progressive_decoder(on: bool) {
+    jpeg::PROGRESSIVE_TRANSCODE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A window of an image: (top, left, height, width).

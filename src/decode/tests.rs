@@ -1288,3 +1288,209 @@ fn baseline_jpegs_keep_every_scan() {
     let cut = &jpg[..jpg.len() / 2];
     assert!(jpeg::without_unused_ac_scans(cut).is_none());
 }
+
+/// Progressive JPEGs to check our progressive decoder on: the Pillow fixtures (libjpeg's
+/// standard script with refinement scans, with and without restart markers), generated ones
+/// (spectral selection only, with and without restarts), the progressive files of
+/// `../shared` when it is there, and any in `STOKEHOLD_PROGRESSIVE_DIR`.
+fn progressive_files() -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
+    let mut files: Vec<(String, Vec<u8>)> = ["420", "422", "444", "gray", "420-rst", "gray-rst"]
+        .iter()
+        .map(|n| {
+            let name = format!("progressive-{n}.jpg");
+            (name.clone(), std::fs::read(dir.join(&name)).unwrap())
+        })
+        .collect();
+    let (h, w) = (157usize, 203usize);
+    for sub in [Sub::S444, Sub::S422, Sub::S420, Sub::S440, Sub::S411] {
+        for restart in [0u16, 5] {
+            let mut out = Vec::new();
+            let mut enc = jpeg_encoder::Encoder::new(&mut out, 85);
+            enc.set_sampling_factor(match sub {
+                Sub::S444 => jpeg_encoder::SamplingFactor::R_4_4_4,
+                Sub::S422 => jpeg_encoder::SamplingFactor::R_4_2_2,
+                Sub::S420 => jpeg_encoder::SamplingFactor::R_4_2_0,
+                Sub::S440 => jpeg_encoder::SamplingFactor::R_4_4_0,
+                Sub::S411 => jpeg_encoder::SamplingFactor::R_4_1_1,
+            });
+            enc.set_progressive(true);
+            if restart > 0 {
+                enc.set_restart_interval(restart);
+            }
+            enc.encode(
+                &pattern_rgb(h, w),
+                w as u16,
+                h as u16,
+                jpeg_encoder::ColorType::Rgb,
+            )
+            .unwrap();
+            files.push((format!("generated {sub:?} restart {restart}"), out));
+        }
+    }
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(shared) = crate::testutil::shared_data() {
+        dirs.push(shared.join("imagenet-400"));
+        dirs.push(shared.join("jpeg-edge"));
+    }
+    if let Ok(extra) = std::env::var("STOKEHOLD_PROGRESSIVE_DIR") {
+        dirs.push(extra.into());
+    }
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            let bytes = std::fs::read(&p).unwrap();
+            if let Ok(hd) = jpeg::scan(&bytes, true, &Limits::default()) {
+                if hd.progressive {
+                    files.push((p.display().to_string(), bytes));
+                }
+            }
+        }
+    }
+    files
+}
+
+/// libjpeg decoding the original (its own progressive decoder), the reference.
+fn libjpeg_decode(jpg: &[u8], region: Option<turbo::Rect>) -> (Vec<u8>, usize) {
+    let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
+    let req = turbo::Request {
+        width: hd.width,
+        height: hd.height,
+        components: hd.components,
+        region,
+        scale_denom: 1,
+        block_smoothing: true,
+    };
+    let (px, _, _, c) = turbo::decode(&jpg[hd.soi..], &req).unwrap();
+    (px, c)
+}
+
+/// Our progressive decoder (coefficients, then a sequential re-encode that libjpeg decodes)
+/// gives libjpeg's pixels exactly: whole images and windows at every edge and alignment.
+#[test]
+fn progressive_transcode_matches_libjpeg() {
+    let files = progressive_files();
+    let mut checked = 0;
+    for (name, jpg) in &files {
+        let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
+        let soi = &jpg[hd.soi..];
+        let t = progressive::transcode(soi, None);
+        let Some(t) = t else {
+            // Our own fixtures must all take the fast path; other files may not (CMYK...).
+            assert!(
+                !name.starts_with("progressive-") && !name.starts_with("generated"),
+                "{name}: not transcoded"
+            );
+            println!("{name}: left to libjpeg");
+            continue;
+        };
+        checked += 1;
+        assert_eq!((t.width, t.height, t.region), (hd.width, hd.height, None));
+        let (want, c) = libjpeg_decode(jpg, None);
+        let (got, _) = libjpeg_decode(&t.jpeg, None);
+        assert!(got == want, "{name}: whole image differs");
+        let (h, w) = (hd.height, hd.width);
+        let mut wins = windows_for(h, w);
+        wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
+        if h * w > 300 * 300 {
+            // Large photographs: a sample of the windows (each is a whole transcode).
+            wins = wins.into_iter().step_by(37).collect();
+        }
+        for win in wins {
+            let (top, left, wh, ww) = win;
+            let t = progressive::transcode(soi, Some(win))
+                .unwrap_or_else(|| panic!("{name}: window {win:?} not transcoded"));
+            let req = turbo::Request {
+                width: t.width,
+                height: t.height,
+                components: hd.components,
+                region: t.region,
+                scale_denom: 1,
+                block_smoothing: true,
+            };
+            let (got, _, _, _) = turbo::decode(&t.jpeg, &req).unwrap();
+            for y in 0..wh {
+                let s = ((top + y) * w + left) * c;
+                let a = &got[y * ww * c..(y + 1) * ww * c];
+                assert!(a == &want[s..s + ww * c], "{name}: window {win:?} row {y}");
+            }
+        }
+    }
+    println!(
+        "{checked} of {} progressive files transcoded and checked",
+        files.len()
+    );
+    assert!(checked >= 16, "only {checked} files transcoded");
+}
+
+/// The public decode functions use it, and say the same as libjpeg: `decode` and
+/// `decode_window` with the transcode on and off.
+#[test]
+fn progressive_decode_paths_agree() {
+    let (h, w) = (157usize, 203usize);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
+    let jpg = std::fs::read(dir.join("progressive-420-rst.jpg")).unwrap();
+    let full = decode(&jpg, &rgb_opts()).unwrap();
+    let (want, _) = libjpeg_decode(&jpg, None);
+    assert_eq!((full.height, full.width), (h, w));
+    assert!(full.as_u8_hwc().unwrap() == want.as_slice());
+    let win = (37, 51, 90, 101);
+    let part = decode_window(&jpg, &rgb_opts(), win).unwrap();
+    assert!(part.as_u8_hwc().unwrap() == crop_of(&full, win).as_slice());
+}
+
+/// Corrupt or cut progressive data is never decoded by us into wrong pixels: either our
+/// decoder hands the file to libjpeg (whose behaviour is the reference) or the pixels are
+/// libjpeg's.
+#[test]
+fn progressive_transcode_refuses_what_it_cannot_match() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
+    let jpg = std::fs::read(dir.join("progressive-420.jpg")).unwrap();
+    // Cut inside the last scan: the data of the image's bottom is missing.
+    let mut cut = jpg[..jpg.len() - 200].to_vec();
+    cut.extend_from_slice(&[0xFF, 0xD9]);
+    assert!(progressive::transcode(&cut, None).is_none());
+    // ... but a window near the top never reads the missing part.
+    assert!(progressive::transcode(&cut, Some((0, 0, 16, 16))).is_some());
+    // Bit flips anywhere: never a panic; when transcoded, libjpeg agrees.
+    let mut rng = crate::rng::SampleRng::from_key(7);
+    for _ in 0..300 {
+        let mut b = jpg.clone();
+        for _ in 0..3 {
+            let i = 2 + (rng.next_u64() as usize) % (b.len() - 4);
+            b[i] ^= 1 << (rng.next_u64() % 8);
+        }
+        let Some(t) = progressive::transcode(&b, None) else {
+            continue;
+        };
+        let Ok(hd) = jpeg::scan(&b, true, &Limits::default()) else {
+            continue;
+        };
+        let req = turbo::Request {
+            width: hd.width,
+            height: hd.height,
+            components: hd.components,
+            region: None,
+            scale_denom: 1,
+            block_smoothing: true,
+        };
+        let (Ok(want), Ok(got)) = (
+            turbo::decode(&b, &req),
+            turbo::decode(
+                &t.jpeg,
+                &turbo::Request {
+                    width: t.width,
+                    height: t.height,
+                    ..req
+                },
+            ),
+        ) else {
+            continue;
+        };
+        assert!(want.0 == got.0, "a corrupt file transcoded to other pixels");
+    }
+}

@@ -1,0 +1,1295 @@
+//! Exact, faster decoding of Huffman-coded progressive JPEGs: our own coefficient decoder,
+//! then a lossless re-encode of the needed part as a sequential (baseline) JPEG, which
+//! libjpeg-turbo decodes.
+//!
+//! # Why
+//!
+//! libjpeg-turbo decodes progressive scans (above all the successive-approximation
+//! refinement scans) with generic bit-at-a-time code, about 10× slower than its sequential
+//! decoder (`perf` on large progressive photographs: 60% of all CPU time in
+//! `decode_mcu_AC_refine`, `decode_mcu_AC_first` and `decode_mcu_DC_*`). And it decodes every
+//! block of every scan before it outputs a row, even when only a window is wanted.
+//!
+//! # How, and why the pixels are the same
+//!
+//! [`transcode`] walks the scans with a 64-bit bit reader and table-driven Huffman decoding,
+//! and stops each scan after the last block row the window needs (the rest of the scan's data
+//! is skipped to its next marker). It then writes a sequential JPEG of the MCUs around the
+//! window (one MCU of margin on every side that is not an image edge, so that libjpeg's
+//! fancy upsampling sees the same neighbours), with the same quantisation tables (as latched
+//! for each component's first scan), component ids, sampling factors and JFIF/Adobe markers,
+//! and the standard Huffman tables. Quantised DCT coefficients are all a JPEG decoder works
+//! from: libjpeg dequantises, inverse-transforms, upsamples and converts colour the same way
+//! for both codings, so the window's pixels are bit-identical to libjpeg decoding the
+//! original (the tests check this against libjpeg on every fixture, at many windows).
+//!
+//! Anything this decoder does not handle exactly as libjpeg does — corrupt or truncated data
+//! in the part we decode, a progression that leaves coefficients incomplete (libjpeg would
+//! then smooth blocks), out-of-range values, restart markers out of place, more than three
+//! components — makes [`transcode`] return `None`, and the caller decodes the original with
+//! libjpeg as before. So this only ever changes speed.
+
+use super::turbo::Rect;
+
+/// A sequential JPEG holding the part of a progressive JPEG a decode needs.
+pub(crate) struct Transcoded {
+    /// The sequential JPEG.
+    pub jpeg: Vec<u8>,
+    /// Its width.
+    pub width: usize,
+    /// Its height.
+    pub height: usize,
+    /// The requested region in its coordinates (None: all of it is the request).
+    pub region: Option<Rect>,
+}
+
+#[derive(Clone)]
+struct HuffTable {
+    /// For the top `LOOKUP_BITS` bits: (code length << 8) | symbol, or 0 when the code is
+    /// longer.
+    lookup: Vec<u16>,
+    /// Largest code of each length (1..=16), -1 when none; index 17 is a sentinel.
+    maxcode: [i32; 18],
+    /// Offset of each length's first symbol in `symbols`, minus its first code.
+    valoffset: [i32; 17],
+    symbols: Vec<u8>,
+}
+
+const LOOKUP_BITS: u32 = 10;
+
+impl HuffTable {
+    /// Builds a table from a DHT's 16 counts and its symbols; None when the counts describe
+    /// an invalid code (more codes than fit).
+    fn new(counts: &[u8; 16], symbols: &[u8]) -> Option<HuffTable> {
+        let mut lookup = vec![0u16; 1 << LOOKUP_BITS];
+        let mut maxcode = [-1i32; 18];
+        let mut valoffset = [0i32; 17];
+        let mut code: u32 = 0;
+        let mut k = 0usize;
+        for len in 1..=16u32 {
+            let n = usize::from(counts[len as usize - 1]);
+            if n > 0 {
+                valoffset[len as usize] = k as i32 - code as i32;
+                for _ in 0..n {
+                    if code >= (1 << len) {
+                        return None;
+                    }
+                    if len <= LOOKUP_BITS {
+                        let shift = LOOKUP_BITS - len;
+                        let base = (code << shift) as usize;
+                        let entry = ((len as u16) << 8) | u16::from(*symbols.get(k)?);
+                        lookup[base..base + (1 << shift)].fill(entry);
+                    }
+                    code += 1;
+                    k += 1;
+                }
+                maxcode[len as usize] = code as i32 - 1;
+            }
+            code <<= 1;
+        }
+        maxcode[17] = i32::MAX;
+        Some(HuffTable {
+            lookup,
+            maxcode,
+            valoffset,
+            symbols: symbols[..k].to_vec(),
+        })
+    }
+}
+
+/// Why decoding stopped early: the caller falls back to libjpeg.
+#[derive(Debug)]
+struct Unsupported;
+
+type R<T> = Result<T, Unsupported>;
+
+/// Entropy-coded data reader: bits MSB-first in a 64-bit accumulator, byte stuffing
+/// (0xFF 0x00) removed, zeros fed once a marker is reached (as libjpeg does; using them
+/// means the data was short, which [`BitReader::check_no_padding_used`] reports).
+struct BitReader<'a> {
+    d: &'a [u8],
+    pos: usize,
+    end: usize,
+    acc: u64,
+    bits: u32,
+    padding: u32,
+    at_marker: bool,
+}
+
+impl<'a> BitReader<'a> {
+    fn new(d: &'a [u8], start: usize, end: usize) -> BitReader<'a> {
+        BitReader {
+            d,
+            pos: start,
+            end,
+            acc: 0,
+            bits: 0,
+            padding: 0,
+            at_marker: false,
+        }
+    }
+
+    #[inline(always)]
+    fn refill(&mut self) {
+        if self.bits > 56 {
+            return;
+        }
+        if !self.at_marker && self.pos + 8 <= self.end {
+            let w = u64::from_be_bytes(self.d[self.pos..self.pos + 8].try_into().unwrap());
+            // No 0xFF byte among the eight: take as many whole bytes as fit at once.
+            if (!w).wrapping_sub(0x0101_0101_0101_0101) & w & 0x8080_8080_8080_8080 == 0 {
+                let take = (64 - self.bits) / 8;
+                self.acc |= (w >> (64 - 8 * take)) << (64 - self.bits - 8 * take);
+                self.bits += 8 * take;
+                self.pos += take as usize;
+                return;
+            }
+        }
+        self.refill_slow();
+    }
+
+    #[cold]
+    fn refill_slow(&mut self) {
+        while self.bits <= 56 {
+            let mut byte = 0u8;
+            if self.at_marker || self.pos >= self.end {
+                self.padding += 8;
+            } else if self.d[self.pos] != 0xFF {
+                byte = self.d[self.pos];
+                self.pos += 1;
+            } else {
+                // 0xFF: stuffing when followed by 0x00 (after any fill bytes), else a marker.
+                let mut j = self.pos + 1;
+                while j < self.end && self.d[j] == 0xFF {
+                    j += 1;
+                }
+                if j < self.end && self.d[j] == 0 {
+                    byte = 0xFF;
+                    self.pos = j + 1;
+                } else {
+                    self.at_marker = true;
+                    self.padding += 8;
+                }
+            }
+            self.acc |= u64::from(byte) << (56 - self.bits);
+            self.bits += 8;
+        }
+    }
+
+    #[inline(always)]
+    fn consume(&mut self, n: u32) {
+        self.acc <<= n;
+        self.bits -= n;
+    }
+
+    /// `n` (1..=16) bits as an unsigned value.
+    #[inline(always)]
+    fn get(&mut self, n: u32) -> u32 {
+        if self.bits < n {
+            self.refill();
+        }
+        let v = (self.acc >> (64 - n)) as u32;
+        self.consume(n);
+        v
+    }
+
+    #[inline(always)]
+    fn bit(&mut self) -> bool {
+        if self.bits == 0 {
+            self.refill();
+        }
+        let v = self.acc >> 63 != 0;
+        self.consume(1);
+        v
+    }
+
+    #[inline(always)]
+    fn decode(&mut self, t: &HuffTable) -> R<u8> {
+        if self.bits < 16 {
+            self.refill();
+        }
+        let e = t.lookup[(self.acc >> (64 - LOOKUP_BITS)) as usize];
+        if e != 0 {
+            self.consume(u32::from(e >> 8));
+            return Ok(e as u8);
+        }
+        let mut len = LOOKUP_BITS + 1;
+        loop {
+            let code = (self.acc >> (64 - len)) as i32;
+            if code <= t.maxcode[len as usize] {
+                self.consume(len);
+                let i = code + t.valoffset[len as usize];
+                return t.symbols.get(i as usize).copied().ok_or(Unsupported);
+            }
+            len += 1;
+            if len > 16 {
+                return Err(Unsupported);
+            }
+        }
+    }
+
+    fn check_no_padding_used(&self) -> R<()> {
+        if self.bits < self.padding {
+            Err(Unsupported)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// At a restart boundary: at most 7 padding bits may remain, then marker RSTn.
+    fn restart(&mut self, n: u8) -> R<()> {
+        self.check_no_padding_used()?;
+        if self.bits - self.padding >= 8 {
+            return Err(Unsupported);
+        }
+        let mut j = self.pos;
+        if self.d.get(j) != Some(&0xFF) {
+            return Err(Unsupported);
+        }
+        while self.d.get(j) == Some(&0xFF) {
+            j += 1;
+        }
+        if self.d.get(j) != Some(&(0xD0 + n)) {
+            return Err(Unsupported);
+        }
+        self.pos = j + 1;
+        self.acc = 0;
+        self.bits = 0;
+        self.padding = 0;
+        self.at_marker = false;
+        Ok(())
+    }
+}
+
+/// `HUFF_EXTEND`: the signed value of `s` magnitude bits `v`.
+#[inline(always)]
+fn extend(v: u32, s: u32) -> i32 {
+    if s == 0 {
+        0
+    } else if v < (1 << (s - 1)) {
+        v as i32 - (1 << s) + 1
+    } else {
+        v as i32
+    }
+}
+
+struct Component {
+    id: u8,
+    h: usize,
+    v: usize,
+    /// Quantisation table slot in the frame header.
+    tq: usize,
+    /// Blocks across and down that hold image data.
+    width_blocks: usize,
+    height_blocks: usize,
+    /// Blocks across in storage (whole MCUs).
+    stride_blocks: usize,
+    /// Block rows stored (those the request needs, in whole MCU rows).
+    rows_stored: usize,
+    /// AC coefficients, 64 slots per block in zigzag order (slot 0 unused). Only the slots
+    /// `nonzero` marks are ever read, so the buffer is not cleared between images: clearing
+    /// tens of megabytes (and sweeping them in each DC scan) cost more than decoding.
+    coefs: Vec<i16>,
+    /// DC coefficients, one per block, apart from the AC ones so that DC scans touch a
+    /// dense array instead of a cache line per block.
+    dc: Vec<i16>,
+    /// For each block, bit k set when AC coefficient k (zigzag) is nonzero: refinement
+    /// scans and the re-encode visit only those.
+    nonzero: Vec<u64>,
+    /// Successive-approximation state of each coefficient (libjpeg's `coef_bits`): -1
+    /// before its first scan, then the scan's Al.
+    coef_bits: [i8; 64],
+    /// The quantisation table latched at the component's first scan (precision, 64 values
+    /// in zigzag order as stored).
+    quant: Option<(u8, [u16; 64])>,
+}
+
+struct Frame {
+    width: usize,
+    height: usize,
+    max_h: usize,
+    max_v: usize,
+    mcus_x: usize,
+    mcus_y: usize,
+    comps: Vec<Component>,
+}
+
+/// Scan header fields.
+struct Scan {
+    comps: Vec<(usize, usize, usize)>, // (component index, dc table, ac table)
+    ss: usize,
+    se: usize,
+    ah: u8,
+    al: u8,
+}
+
+/// The needed part of the image, in MCUs: rows r0..r1, columns c0..c1.
+#[derive(Clone, Copy)]
+struct McuRegion {
+    r0: usize,
+    r1: usize,
+    c0: usize,
+    c1: usize,
+}
+
+/// Transcodes a Huffman-coded progressive JPEG (`data` starts at SOI) to a sequential JPEG
+/// of the part needed for `region` (stored coordinates; None: the whole image). None when
+/// the file is not one this decoder handles exactly (see the module docs).
+pub(crate) fn transcode(data: &[u8], region: Option<Rect>) -> Option<Transcoded> {
+    transcode_inner(data, region).ok()
+}
+
+/// Whether [`transcode`] is expected to be faster than libjpeg-turbo for this request: when
+/// the window (with its margin) is at most 60% of the image. Measured on large progressive
+/// photographs (`examples/decode_speed.rs`, `perf`): our coefficient decoding takes about
+/// 0.64 of libjpeg-turbo's progressive decoding and stops at the window's last row, but the
+/// re-encode and libjpeg-turbo's sequential decode of the window add about 0.43 of it per
+/// unit of window area, so a whole image is about 7% slower this way.
+pub(crate) fn pays_off(width: usize, height: usize, region: Option<Rect>) -> bool {
+    let Some((_, _, h, w)) = region else {
+        return false;
+    };
+    let margin = 2 * 16;
+    let area = ((h + margin).min(height) * (w + margin).min(width)) as f64;
+    area <= 0.6 * (width * height) as f64
+}
+
+/// Coefficient storage kept by each thread between images, up to this many coefficients
+/// (96 MiB): a large photograph's coefficients are tens of megabytes, and fresh pages cost
+/// more to fault in than the whole DC scan takes to decode.
+const KEPT_COEFFICIENTS: usize = 48 << 20;
+
+thread_local! {
+    static SPARE_COEFS: std::cell::RefCell<Vec<Vec<i16>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `len` AC slots with unspecified (old, never uninitialised)
+/// contents, one this thread used before when there is one.
+fn ac_buffer(len: usize) -> Vec<i16> {
+    let spare = SPARE_COEFS.with(|s| {
+        let mut s = s.borrow_mut();
+        let best = (0..s.len())
+            .filter(|&i| s[i].capacity() >= len)
+            .min_by_key(|&i| s[i].capacity())
+            .or_else(|| (0..s.len()).max_by_key(|&i| s[i].capacity()));
+        best.map(|i| s.swap_remove(i))
+    });
+    let mut v = spare.unwrap_or_default();
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    v
+}
+
+/// Keeps `frame`'s coefficient buffers for this thread's next image (within the limit).
+fn keep_buffers(frame: Frame) {
+    SPARE_COEFS.with(|s| {
+        let mut s = s.borrow_mut();
+        for c in frame.comps {
+            s.push(c.coefs);
+        }
+        s.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
+        let mut total = 0;
+        s.retain(|v| {
+            let keep = total + v.capacity() <= KEPT_COEFFICIENTS;
+            total += if keep { v.capacity() } else { 0 };
+            keep
+        });
+    });
+}
+
+fn transcode_inner(d: &[u8], region: Option<Rect>) -> R<Transcoded> {
+    if d.get(..2) != Some(&[0xFF, 0xD8]) {
+        return Err(Unsupported);
+    }
+    let mut frame: Option<Frame> = None;
+    let mut mcu: Option<McuRegion> = None;
+    let mut quant: [Option<(u8, [u16; 64])>; 4] = [None; 4];
+    let mut dc_tables: [Option<HuffTable>; 4] = Default::default();
+    let mut ac_tables: [Option<HuffTable>; 4] = Default::default();
+    let mut restart_interval = 0usize;
+    // JFIF (APP0) and Adobe (APP14) segments before the first scan decide libjpeg's colour
+    // space; they are copied verbatim.
+    let mut color_markers: Vec<u8> = Vec::new();
+    let mut seen_scan = false;
+    let mut entropy_bytes = 0;
+    let mut i = 2;
+    loop {
+        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if d.get(i) != Some(&0xFF) {
+            return Err(Unsupported);
+        }
+        let m = *d.get(i + 1).ok_or(Unsupported)?;
+        if m == 0xD9 {
+            break;
+        }
+        if (0xD0..=0xD7).contains(&m) || m == 0x01 {
+            i += 2;
+            continue;
+        }
+        let len = usize::from(u16::from_be_bytes([
+            *d.get(i + 2).ok_or(Unsupported)?,
+            *d.get(i + 3).ok_or(Unsupported)?,
+        ]));
+        if len < 2 {
+            return Err(Unsupported);
+        }
+        let p = d.get(i + 4..i + 2 + len).ok_or(Unsupported)?;
+        let segment_end = i + 2 + len;
+        match m {
+            0xC2 => {
+                if frame.is_some() {
+                    return Err(Unsupported);
+                }
+                let f = parse_frame(p)?;
+                mcu = Some(needed_mcus(&f, region)?);
+                frame = Some(f);
+            }
+            0xC0 | 0xC1 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                return Err(Unsupported)
+            }
+            0xC4 => parse_dht(p, &mut dc_tables, &mut ac_tables)?,
+            0xDB => parse_dqt(p, &mut quant)?,
+            0xDD => {
+                if p.len() < 2 {
+                    return Err(Unsupported);
+                }
+                restart_interval = usize::from(u16::from_be_bytes([p[0], p[1]]));
+            }
+            0xE0 | 0xEE if !seen_scan => color_markers.extend_from_slice(&d[i..segment_end]),
+            _ => {}
+        }
+        if m != 0xDA {
+            i = segment_end;
+            continue;
+        }
+        seen_scan = true;
+        let f = frame.as_mut().ok_or(Unsupported)?;
+        let need = mcu.ok_or(Unsupported)?;
+        let scan = parse_sos(p, f)?;
+        let data_end = super::jpeg::end_of_entropy_data(d, segment_end).ok_or(Unsupported)?;
+        for &(ci, _, _) in &scan.comps {
+            let c = &mut f.comps[ci];
+            if c.quant.is_none() {
+                c.quant = Some(quant[c.tq].ok_or(Unsupported)?);
+            }
+        }
+        entropy_bytes += data_end - segment_end;
+        let mut reader = BitReader::new(d, segment_end, data_end);
+        decode_scan(
+            f,
+            &scan,
+            &dc_tables,
+            &ac_tables,
+            restart_interval,
+            need.r1,
+            &mut reader,
+        )?;
+        i = data_end;
+    }
+    let f = frame.ok_or(Unsupported)?;
+    let need = mcu.ok_or(Unsupported)?;
+    for c in &f.comps {
+        if c.coef_bits.iter().any(|&b| b != 0) {
+            // Never fully refined: libjpeg would smooth blocks.
+            return Err(Unsupported);
+        }
+    }
+    let out = encode_sequential(&f, need, region, &color_markers, entropy_bytes);
+    keep_buffers(f);
+    out
+}
+
+fn parse_frame(p: &[u8]) -> R<Frame> {
+    if p.len() < 6 || p[0] != 8 {
+        return Err(Unsupported);
+    }
+    let height = usize::from(u16::from_be_bytes([p[1], p[2]]));
+    let width = usize::from(u16::from_be_bytes([p[3], p[4]]));
+    let nc = usize::from(p[5]);
+    if width == 0 || height == 0 || !(nc == 1 || nc == 3) || p.len() < 6 + 3 * nc {
+        return Err(Unsupported);
+    }
+    let mut comps = Vec::with_capacity(nc);
+    for c in p[6..6 + 3 * nc].chunks_exact(3) {
+        let (h, v, tq) = (
+            usize::from(c[1] >> 4),
+            usize::from(c[1] & 15),
+            usize::from(c[2]),
+        );
+        if !(1..=4).contains(&h) || !(1..=4).contains(&v) || tq > 3 {
+            return Err(Unsupported);
+        }
+        if comps.iter().any(|x: &Component| x.id == c[0]) {
+            return Err(Unsupported);
+        }
+        comps.push(Component {
+            id: c[0],
+            h,
+            v,
+            tq,
+            width_blocks: 0,
+            height_blocks: 0,
+            stride_blocks: 0,
+            rows_stored: 0,
+            coefs: Vec::new(),
+            dc: Vec::new(),
+            nonzero: Vec::new(),
+            coef_bits: [-1; 64],
+            quant: None,
+        });
+    }
+    let max_h = comps.iter().map(|c| c.h).max().unwrap_or(1);
+    let max_v = comps.iter().map(|c| c.v).max().unwrap_or(1);
+    // A sequential interleaved scan allows at most 10 blocks per MCU.
+    if nc > 1 && comps.iter().map(|c| c.h * c.v).sum::<usize>() > 10 {
+        return Err(Unsupported);
+    }
+    let mcus_x = width.div_ceil(8 * max_h);
+    let mcus_y = height.div_ceil(8 * max_v);
+    for c in &mut comps {
+        c.width_blocks = (width * c.h).div_ceil(max_h).div_ceil(8);
+        c.height_blocks = (height * c.v).div_ceil(max_v).div_ceil(8);
+        if nc == 1 {
+            // One component: every scan is non-interleaved, an MCU is one block.
+            c.stride_blocks = c.width_blocks;
+        } else {
+            c.stride_blocks = mcus_x * c.h;
+        }
+    }
+    Ok(Frame {
+        width,
+        height,
+        max_h,
+        max_v,
+        mcus_x,
+        mcus_y,
+        comps,
+    })
+}
+
+/// Pixels per MCU across and down in the sequential output (for one component, a block).
+fn mcu_size(f: &Frame) -> (usize, usize) {
+    if f.comps.len() == 1 {
+        (8, 8)
+    } else {
+        (8 * f.max_h, 8 * f.max_v)
+    }
+}
+
+/// The MCUs to keep: the region's, plus one on every side that has more image (the
+/// upsampling filters reach one sample across an MCU edge). Also sizes the coefficient
+/// storage down to the last needed row.
+fn needed_mcus(f: &Frame, region: Option<Rect>) -> R<McuRegion> {
+    let (mw, mh) = mcu_size(f);
+    let (mx, my) = (f.width.div_ceil(mw), f.height.div_ceil(mh));
+    Ok(match region {
+        None => McuRegion {
+            r0: 0,
+            r1: my,
+            c0: 0,
+            c1: mx,
+        },
+        Some((top, left, h, w)) => {
+            if h == 0 || w == 0 || top + h > f.height || left + w > f.width {
+                return Err(Unsupported);
+            }
+            McuRegion {
+                r0: (top / mh).saturating_sub(1),
+                r1: ((top + h).div_ceil(mh) + 1).min(my),
+                c0: (left / mw).saturating_sub(1),
+                c1: ((left + w).div_ceil(mw) + 1).min(mx),
+            }
+        }
+    })
+}
+
+fn parse_dht(
+    mut p: &[u8],
+    dc: &mut [Option<HuffTable>; 4],
+    ac: &mut [Option<HuffTable>; 4],
+) -> R<()> {
+    while !p.is_empty() {
+        if p.len() < 17 {
+            return Err(Unsupported);
+        }
+        let (class, id) = (p[0] >> 4, usize::from(p[0] & 15));
+        let counts: [u8; 16] = p[1..17].try_into().map_err(|_| Unsupported)?;
+        let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
+        if id > 3 || class > 1 || n > 256 || p.len() < 17 + n {
+            return Err(Unsupported);
+        }
+        let t = HuffTable::new(&counts, &p[17..17 + n]).ok_or(Unsupported)?;
+        if class == 0 {
+            dc[id] = Some(t);
+        } else {
+            ac[id] = Some(t);
+        }
+        p = &p[17 + n..];
+    }
+    Ok(())
+}
+
+fn parse_dqt(mut p: &[u8], quant: &mut [Option<(u8, [u16; 64])>; 4]) -> R<()> {
+    while !p.is_empty() {
+        let (pq, tq) = (p[0] >> 4, usize::from(p[0] & 15));
+        if tq > 3 || pq > 1 {
+            return Err(Unsupported);
+        }
+        let n = if pq == 0 { 64 } else { 128 };
+        let body = p.get(1..1 + n).ok_or(Unsupported)?;
+        let mut q = [0u16; 64];
+        for (k, v) in q.iter_mut().enumerate() {
+            *v = if pq == 0 {
+                u16::from(body[k])
+            } else {
+                u16::from_be_bytes([body[2 * k], body[2 * k + 1]])
+            };
+        }
+        quant[tq] = Some((pq, q));
+        p = &p[1 + n..];
+    }
+    Ok(())
+}
+
+fn parse_sos(p: &[u8], f: &mut Frame) -> R<Scan> {
+    let ns = usize::from(*p.first().ok_or(Unsupported)?);
+    if ns == 0 || ns > 4 || p.len() < 1 + 2 * ns + 3 {
+        return Err(Unsupported);
+    }
+    let mut comps = Vec::with_capacity(ns);
+    for s in p[1..1 + 2 * ns].chunks_exact(2) {
+        let ci = f
+            .comps
+            .iter()
+            .position(|c| c.id == s[0])
+            .ok_or(Unsupported)?;
+        if comps.iter().any(|&(c, _, _)| c == ci) {
+            return Err(Unsupported);
+        }
+        comps.push((ci, usize::from(s[1] >> 4), usize::from(s[1] & 15)));
+    }
+    let t = &p[1 + 2 * ns..];
+    let (ss, se, ah, al) = (usize::from(t[0]), usize::from(t[1]), t[2] >> 4, t[2] & 15);
+    // libjpeg's validity rules for progressive scans (it stops with an error otherwise).
+    let valid = if ss == 0 {
+        se == 0
+    } else {
+        ns == 1 && ss <= se && se <= 63
+    };
+    if !valid || al > 13 || (ah != 0 && ah != al + 1) {
+        return Err(Unsupported);
+    }
+    // The coefficients' successive-approximation state must follow on exactly (libjpeg
+    // only warns otherwise, and its output would then be hard to match).
+    for &(ci, _, _) in &comps {
+        let bits = &mut f.comps[ci].coef_bits;
+        if ss > 0 && bits[0] < 0 {
+            return Err(Unsupported); // AC before DC
+        }
+        for b in &mut bits[ss..=se] {
+            let expected = if ah == 0 { -1 } else { ah as i8 };
+            if *b != expected {
+                return Err(Unsupported);
+            }
+            *b = al as i8;
+        }
+    }
+    Ok(Scan {
+        comps,
+        ss,
+        se,
+        ah,
+        al,
+    })
+}
+
+fn table(t: &[Option<HuffTable>; 4], i: usize) -> R<&HuffTable> {
+    t.get(i).and_then(|t| t.as_ref()).ok_or(Unsupported)
+}
+
+fn decode_scan(
+    f: &mut Frame,
+    scan: &Scan,
+    dc_tables: &[Option<HuffTable>; 4],
+    ac_tables: &[Option<HuffTable>; 4],
+    restart_interval: usize,
+    mcu_rows_needed: usize,
+    r: &mut BitReader<'_>,
+) -> R<()> {
+    // Storage for the rows needed, allocated on first use.
+    let nc = f.comps.len();
+    for &(ci, _, _) in &scan.comps {
+        let c = &mut f.comps[ci];
+        if c.coefs.is_empty() {
+            c.rows_stored = if nc == 1 {
+                mcu_rows_needed.min(c.height_blocks)
+            } else {
+                mcu_rows_needed * c.v
+            };
+            let blocks = c.rows_stored * c.stride_blocks;
+            c.coefs = ac_buffer(blocks * 64);
+            c.dc = vec![0i16; blocks];
+            c.nonzero = vec![0u64; blocks];
+        }
+    }
+    let mut restarts = Restarts {
+        interval: restart_interval,
+        left: restart_interval,
+        next: 0,
+    };
+    let mut st = ScanState {
+        eobrun: 0,
+        preds: [0; 4],
+    };
+    if scan.comps.len() == 1 {
+        let (ci, td, ta) = scan.comps[0];
+        let c = &mut f.comps[ci];
+        let (al, ss, se) = (scan.al, scan.ss, scan.se);
+        if scan.ss == 0 && scan.ah == 0 {
+            let t = table(dc_tables, td)?;
+            each_dc(c, r, &mut restarts, &mut st, |r, dc, st| {
+                dc_first_block(r, t, &mut st.preds[0], al, dc)
+            })?;
+        } else if scan.ss == 0 {
+            each_dc(c, r, &mut restarts, &mut st, |r, dc, _| {
+                if r.bit() {
+                    *dc |= 1 << al;
+                }
+                Ok(())
+            })?;
+        } else if scan.ah == 0 {
+            let t = table(ac_tables, ta)?;
+            each_block(c, r, &mut restarts, &mut st, |r, b, nz, st| {
+                ac_first_block(r, t, ss, se, al, &mut st.eobrun, b, nz)
+            })?;
+        } else {
+            let t = table(ac_tables, ta)?;
+            each_block(c, r, &mut restarts, &mut st, |r, b, nz, st| {
+                ac_refine_block(r, t, ss, se, al, &mut st.eobrun, b, nz)
+            })?;
+        }
+    } else {
+        // Interleaved: DC scans only (checked in parse_sos).
+        let dc_first = scan.ah == 0;
+        let mut dcts = Vec::with_capacity(scan.comps.len());
+        for &(_, td, _) in &scan.comps {
+            dcts.push(if dc_first {
+                Some(table(dc_tables, td)?)
+            } else {
+                None
+            });
+        }
+        for my in 0..mcu_rows_needed.min(f.mcus_y) {
+            for mx in 0..f.mcus_x {
+                restarts.before_mcu(r, &mut st)?;
+                for (si, &(ci, _, _)) in scan.comps.iter().enumerate() {
+                    let c = &mut f.comps[ci];
+                    for y in 0..c.v {
+                        for x in 0..c.h {
+                            let b = (my * c.v + y) * c.stride_blocks + mx * c.h + x;
+                            let dc = c.dc.get_mut(b).ok_or(Unsupported)?;
+                            if let Some(t) = dcts[si] {
+                                dc_first_block(r, t, &mut st.preds[si], scan.al, dc)?;
+                            } else if r.bit() {
+                                *dc |= 1 << scan.al;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    r.check_no_padding_used()
+}
+
+/// End-of-band run and DC predictions, reset at each restart.
+struct ScanState {
+    eobrun: u32,
+    preds: [i32; 4],
+}
+
+/// Restart-interval bookkeeping of a scan.
+struct Restarts {
+    interval: usize,
+    left: usize,
+    next: u8,
+}
+
+impl Restarts {
+    #[inline(always)]
+    fn before_mcu(&mut self, r: &mut BitReader<'_>, st: &mut ScanState) -> R<()> {
+        if self.interval > 0 {
+            if self.left == 0 {
+                r.restart(self.next)?;
+                self.next = (self.next + 1) & 7;
+                self.left = self.interval;
+                st.eobrun = 0;
+                st.preds = [0; 4];
+            }
+            self.left -= 1;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `decode` on the AC slots and nonzero mask of every block of a one-component scan
+/// down to the rows stored, in scan order (monomorphised per scan kind, so the per-block
+/// loop has no dispatch).
+#[inline(always)]
+fn each_block<F>(
+    c: &mut Component,
+    r: &mut BitReader<'_>,
+    restarts: &mut Restarts,
+    st: &mut ScanState,
+    mut decode: F,
+) -> R<()>
+where
+    F: FnMut(&mut BitReader<'_>, &mut [i16; 64], &mut u64, &mut ScanState) -> R<()>,
+{
+    let rows = c.height_blocks.min(c.rows_stored);
+    let (stride, width) = (c.stride_blocks, c.width_blocks);
+    for by in 0..rows {
+        let row = &mut c.coefs[by * stride * 64..(by * stride + width) * 64];
+        let nz_row = &mut c.nonzero[by * stride..by * stride + width];
+        for (block, nz) in row.chunks_exact_mut(64).zip(nz_row.iter_mut()) {
+            restarts.before_mcu(r, st)?;
+            let block: &mut [i16; 64] = block.try_into().map_err(|_| Unsupported)?;
+            decode(r, block, nz, st)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`each_block`] for the DC coefficients.
+#[inline(always)]
+fn each_dc<F>(
+    c: &mut Component,
+    r: &mut BitReader<'_>,
+    restarts: &mut Restarts,
+    st: &mut ScanState,
+    mut decode: F,
+) -> R<()>
+where
+    F: FnMut(&mut BitReader<'_>, &mut i16, &mut ScanState) -> R<()>,
+{
+    let rows = c.height_blocks.min(c.rows_stored);
+    let (stride, width) = (c.stride_blocks, c.width_blocks);
+    for by in 0..rows {
+        for dc in &mut c.dc[by * stride..by * stride + width] {
+            restarts.before_mcu(r, st)?;
+            decode(r, dc, st)?;
+        }
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn dc_first_block(
+    r: &mut BitReader<'_>,
+    t: &HuffTable,
+    pred: &mut i32,
+    al: u8,
+    dc: &mut i16,
+) -> R<()> {
+    let s = u32::from(r.decode(t)?);
+    if s > 11 {
+        return Err(Unsupported);
+    }
+    let diff = if s > 0 { extend(r.get(s), s) } else { 0 };
+    *pred = pred.wrapping_add(diff);
+    *dc = (*pred << al) as i16;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn ac_first_block(
+    r: &mut BitReader<'_>,
+    t: &HuffTable,
+    ss: usize,
+    se: usize,
+    al: u8,
+    eobrun: &mut u32,
+    block: &mut [i16; 64],
+    nz: &mut u64,
+) -> R<()> {
+    if *eobrun > 0 {
+        *eobrun -= 1;
+        return Ok(());
+    }
+    let mut k = ss;
+    while k <= se {
+        let rs = r.decode(t)?;
+        let (run, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+        if s != 0 {
+            k += run;
+            if k > se || s > 10 {
+                return Err(Unsupported);
+            }
+            let v = (extend(r.get(s), s) << al) as i16;
+            block[k & 63] = v;
+            *nz |= u64::from(v != 0) << k;
+        } else if run == 15 {
+            k += 15;
+        } else {
+            let mut n = 1u32 << run;
+            if run > 0 {
+                n += r.get(run as u32);
+            }
+            *eobrun = n - 1;
+            break;
+        }
+        k += 1;
+    }
+    Ok(())
+}
+
+/// Bits `from..=to` set.
+#[inline(always)]
+fn band(from: usize, to: usize) -> u64 {
+    (u64::MAX << from) & (u64::MAX >> (63 - to))
+}
+
+/// Successive-approximation corrections: one bit for each coefficient in `mask` (already
+/// nonzero), in zigzag order; a 1 adds `p1` to its magnitude unless that bit is already set.
+#[inline(always)]
+fn correct(r: &mut BitReader<'_>, block: &mut [i16; 64], mut mask: u64, p1: i16) {
+    let mut n = mask.count_ones();
+    while n > 0 {
+        let take = n.min(32);
+        let mut bits = r.get(take) << (32 - take);
+        n -= take;
+        if bits == 0 && n == 0 {
+            return;
+        }
+        for _ in 0..take {
+            let k = mask.trailing_zeros() as usize & 63;
+            mask &= mask - 1;
+            let c = block[k];
+            // Branch-free: the correction bits are close to random.
+            let add = (bits >> 31) as i16 & i16::from(c & p1 == 0);
+            block[k] = c.wrapping_add(add * ((c >> 15) | 1) * p1);
+            bits <<= 1;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn ac_refine_block(
+    r: &mut BitReader<'_>,
+    t: &HuffTable,
+    ss: usize,
+    se: usize,
+    al: u8,
+    eobrun: &mut u32,
+    block: &mut [i16; 64],
+    nz: &mut u64,
+) -> R<()> {
+    let p1: i16 = 1 << al;
+    let mut k = ss;
+    if *eobrun == 0 {
+        while k <= se {
+            let rs = r.decode(t)?;
+            let run = u32::from(rs >> 4);
+            let s = rs & 15;
+            let mut value = 0i16;
+            if s != 0 {
+                if s != 1 {
+                    return Err(Unsupported);
+                }
+                value = if r.bit() { p1 } else { -p1 };
+            } else if run != 15 {
+                let mut n = 1u32 << run;
+                if run > 0 {
+                    n += r.get(run);
+                }
+                *eobrun = n;
+                break;
+            }
+            // Pass `run` zero coefficients (correcting the nonzero ones on the way) and
+            // stop at the next zero: the new value goes there (ZRL: it is the 16th zero,
+            // passed over).
+            let rest = band(k, se);
+            let mut zeros = rest & !*nz;
+            for _ in 0..run {
+                zeros &= zeros.wrapping_sub(1);
+            }
+            if zeros == 0 {
+                // Fewer zeros left than the run: the band ends first.
+                correct(r, block, *nz & rest, p1);
+                if value != 0 {
+                    return Err(Unsupported);
+                }
+                k = se + 1;
+            } else {
+                let z = zeros.trailing_zeros() as usize;
+                correct(r, block, *nz & rest & !(u64::MAX << z), p1);
+                if value != 0 {
+                    block[z & 63] = value;
+                    *nz |= 1 << z;
+                }
+                k = z + 1;
+            }
+        }
+    }
+    if *eobrun > 0 {
+        // The rest of the band is in an end-of-band run: only corrections.
+        if k <= se {
+            correct(r, block, *nz & band(k, se), p1);
+        }
+        *eobrun -= 1;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Sequential re-encode.
+
+/// Annex K tables (luminance), complete for 8-bit data: DC sizes 0..=11, every AC run/size.
+const STD_DC_COUNTS: [u8; 16] = [0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
+const STD_DC_SYMBOLS: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+const STD_AC_COUNTS: [u8; 16] = [0, 2, 1, 3, 3, 2, 4, 3, 5, 5, 4, 4, 0, 0, 1, 0x7d];
+const STD_AC_SYMBOLS: [u8; 162] = [
+    0x01, 0x02, 0x03, 0x00, 0x04, 0x11, 0x05, 0x12, 0x21, 0x31, 0x41, 0x06, 0x13, 0x51, 0x61, 0x07,
+    0x22, 0x71, 0x14, 0x32, 0x81, 0x91, 0xa1, 0x08, 0x23, 0x42, 0xb1, 0xc1, 0x15, 0x52, 0xd1, 0xf0,
+    0x24, 0x33, 0x62, 0x72, 0x82, 0x09, 0x0a, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x25, 0x26, 0x27, 0x28,
+    0x29, 0x2a, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49,
+    0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69,
+    0x6a, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0x7a, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89,
+    0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+    0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3, 0xc4, 0xc5,
+    0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda, 0xe1, 0xe2,
+    0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,
+    0xf9, 0xfa,
+];
+
+/// Code (right-aligned) and length of every symbol of a canonical Huffman table.
+fn encoder_codes(counts: &[u8; 16], symbols: &[u8]) -> [(u16, u8); 256] {
+    let mut codes = [(0u16, 0u8); 256];
+    let mut code = 0u16;
+    let mut k = 0;
+    for len in 1..=16u8 {
+        for _ in 0..counts[usize::from(len) - 1] {
+            codes[usize::from(symbols[k])] = (code, len);
+            code += 1;
+            k += 1;
+        }
+        code <<= 1;
+    }
+    codes
+}
+
+struct BitWriter {
+    out: Vec<u8>,
+    acc: u64,
+    bits: u32,
+}
+
+impl BitWriter {
+    /// Appends the low `len` (at most 32) bits of `code`.
+    #[inline(always)]
+    fn put(&mut self, code: u32, len: u32) {
+        self.acc = (self.acc << len) | u64::from(code);
+        self.bits += len;
+        if self.bits >= 32 {
+            self.bits -= 32;
+            let word = (self.acc >> self.bits) as u32;
+            if (!word).wrapping_sub(0x0101_0101) & word & 0x8080_8080 == 0 {
+                self.out.extend_from_slice(&word.to_be_bytes());
+            } else {
+                // A 0xFF byte is followed by a stuffed 0x00.
+                for b in word.to_be_bytes() {
+                    self.out.push(b);
+                    if b == 0xFF {
+                        self.out.push(0);
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        // Pad the last byte with ones, then flush whole bytes.
+        let pad = (8 - self.bits % 8) % 8;
+        self.acc = (self.acc << pad) | ((1 << pad) - 1);
+        self.bits += pad;
+        while self.bits >= 8 {
+            self.bits -= 8;
+            let b = (self.acc >> self.bits) as u8;
+            self.out.push(b);
+            if b == 0xFF {
+                self.out.push(0);
+            }
+        }
+        self.out
+    }
+}
+
+/// Bits needed for |v| (the JPEG "size" category).
+#[inline(always)]
+fn size_of(v: i32) -> u32 {
+    32 - v.unsigned_abs().leading_zeros()
+}
+
+/// The value bits of `v` in `s` bits (negative values as v - 1, low `s` bits).
+#[inline(always)]
+fn value_bits(v: i32, s: u32) -> u32 {
+    ((v - i32::from(v < 0)) as u32) & ((1u32 << s) - 1)
+}
+
+fn encode_sequential(
+    f: &Frame,
+    need: McuRegion,
+    region: Option<Rect>,
+    color_markers: &[u8],
+    entropy_bytes: usize,
+) -> R<Transcoded> {
+    let (mw, mh) = mcu_size(f);
+    let (x0, y0) = (need.c0 * mw, need.r0 * mh);
+    let width = (need.c1 * mw).min(f.width) - x0;
+    let height = (need.r1 * mh).min(f.height) - y0;
+    let nc = f.comps.len();
+
+    // About the input's entropy-coded bytes (recycled: it can be megabytes).
+    let mut out = crate::scratch::empty::<u8>(entropy_bytes + (64 << 10));
+    out.extend_from_slice(&[0xFF, 0xD8]);
+    out.extend_from_slice(color_markers);
+    // One quantisation table per component, as latched at its first scan.
+    let mut any_16bit = false;
+    for (ci, c) in f.comps.iter().enumerate() {
+        let (pq, q) = c.quant.ok_or(Unsupported)?;
+        any_16bit |= pq != 0;
+        let n = if pq == 0 { 64 } else { 128 };
+        out.extend_from_slice(&[0xFF, 0xDB]);
+        out.extend_from_slice(&(2 + 1 + n as u16).to_be_bytes());
+        out.push((pq << 4) | ci as u8);
+        for v in q {
+            if pq == 0 {
+                out.push(v as u8);
+            } else {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+        }
+    }
+    // Frame header: SOF0 (SOF1 when a table has 16-bit entries, which baseline forbids).
+    out.extend_from_slice(&[0xFF, if any_16bit { 0xC1 } else { 0xC0 }]);
+    out.extend_from_slice(&(8 + 3 * nc as u16).to_be_bytes());
+    out.push(8);
+    out.extend_from_slice(&(height as u16).to_be_bytes());
+    out.extend_from_slice(&(width as u16).to_be_bytes());
+    out.push(nc as u8);
+    for (ci, c) in f.comps.iter().enumerate() {
+        out.extend_from_slice(&[c.id, ((c.h as u8) << 4) | c.v as u8, ci as u8]);
+    }
+    // The standard tables, slot 0 for DC and AC.
+    out.extend_from_slice(&[0xFF, 0xC4]);
+    out.extend_from_slice(&((2 + 17 + 12 + 17 + 162) as u16).to_be_bytes());
+    out.push(0x00);
+    out.extend_from_slice(&STD_DC_COUNTS);
+    out.extend_from_slice(&STD_DC_SYMBOLS);
+    out.push(0x10);
+    out.extend_from_slice(&STD_AC_COUNTS);
+    out.extend_from_slice(&STD_AC_SYMBOLS);
+    // Scan header: all components, tables 0/0, Ss 0, Se 63, Ah Al 0.
+    out.extend_from_slice(&[0xFF, 0xDA]);
+    out.extend_from_slice(&(6 + 2 * nc as u16).to_be_bytes());
+    out.push(nc as u8);
+    for c in &f.comps {
+        out.extend_from_slice(&[c.id, 0x00]);
+    }
+    out.extend_from_slice(&[0, 63, 0]);
+
+    let dc_codes = encoder_codes(&STD_DC_COUNTS, &STD_DC_SYMBOLS);
+    let ac_codes = encoder_codes(&STD_AC_COUNTS, &STD_AC_SYMBOLS);
+    let mut w = BitWriter {
+        out,
+        acc: 0,
+        bits: 0,
+    };
+    let mut preds = [0i32; 4];
+    let put_block = |w: &mut BitWriter, block: &[i16], dc: i16, nonzero: u64, pred: &mut i32| {
+        let dc = i32::from(dc);
+        let diff = dc - *pred;
+        *pred = dc;
+        let s = size_of(diff);
+        if s > 11 {
+            return Err(Unsupported);
+        }
+        let (code, len) = dc_codes[s as usize];
+        w.put(u32::from(code), u32::from(len));
+        if s > 0 {
+            w.put(value_bits(diff, s), s);
+        }
+        // Only the nonzero AC coefficients are visited; the zeros between are runs.
+        let mut m = nonzero & !1;
+        let mut last = 0u32;
+        while m != 0 {
+            let k = m.trailing_zeros();
+            m &= m - 1;
+            let mut run = k - last - 1;
+            last = k;
+            while run > 15 {
+                let (code, len) = ac_codes[0xF0];
+                w.put(u32::from(code), u32::from(len));
+                run -= 16;
+            }
+            let v = i32::from(block[k as usize & 63]);
+            let s = size_of(v);
+            if s > 10 || s == 0 {
+                return Err(Unsupported);
+            }
+            let (code, len) = ac_codes[((run << 4) | s) as usize];
+            w.put(
+                (u32::from(code) << s) | value_bits(v, s),
+                u32::from(len) + s,
+            );
+        }
+        if last != 63 {
+            let (code, len) = ac_codes[0];
+            w.put(u32::from(code), u32::from(len));
+        }
+        Ok(())
+    };
+    if nc == 1 {
+        // Non-interleaved: the blocks holding image data, row by row.
+        let c = &f.comps[0];
+        let (bw, bh) = (width.div_ceil(8), height.div_ceil(8));
+        for by in 0..bh {
+            for bx in 0..bw {
+                let b = (need.r0 + by) * c.stride_blocks + need.c0 + bx;
+                let block = c.coefs.get(b * 64..b * 64 + 64).ok_or(Unsupported)?;
+                put_block(&mut w, block, c.dc[b], c.nonzero[b], &mut preds[0])?;
+            }
+        }
+    } else {
+        let (mx, my) = (width.div_ceil(mw), height.div_ceil(mh));
+        for r in 0..my {
+            for col in 0..mx {
+                for (ci, c) in f.comps.iter().enumerate() {
+                    for y in 0..c.v {
+                        for x in 0..c.h {
+                            let by = (need.r0 + r) * c.v + y;
+                            let bx = (need.c0 + col) * c.h + x;
+                            let b = by * c.stride_blocks + bx;
+                            let block = c.coefs.get(b * 64..b * 64 + 64).ok_or(Unsupported)?;
+                            put_block(&mut w, block, c.dc[b], c.nonzero[b], &mut preds[ci])?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut jpeg = w.finish();
+    jpeg.extend_from_slice(&[0xFF, 0xD9]);
+    let region = region.map(|(t, l, h, w)| (t - y0, l - x0, h, w));
+    Ok(Transcoded {
+        jpeg,
+        width,
+        height,
+        region,
+    })
+}
