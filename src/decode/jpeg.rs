@@ -256,8 +256,10 @@ pub(crate) fn decode_pixels(
             };
             let decoded = super::turbo::decode(&t.jpeg, &req);
             crate::scratch::recycle(t.jpeg);
-            let (px, _, _, c) = decoded?;
-            return Ok((px, c));
+            // Should our re-encode ever not decode, the original still does (below).
+            if let Ok((px, _, _, c)) = decoded {
+                return Ok((px, c));
+            }
         }
     }
     let fewer_scans = if scale_denom == 8 && !h.arithmetic {
