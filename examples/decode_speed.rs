@@ -91,6 +91,18 @@ fn main() {
         antialias: true,
         dct_downscale: false,
     };
+    // The window a random resized crop draws for file `i` in round `r`.
+    let rrc_window = |f: &[u8], r: usize, i: usize| {
+        let info = probe(f, &opts).unwrap();
+        let mut rng = SampleRng::from_key((r * 100_000 + i) as u64);
+        choose_window(
+            info.height,
+            info.width,
+            (0.08, 1.0),
+            (0.75, 4.0 / 3.0),
+            &mut rng,
+        )
+    };
     for r in 0..rounds {
         let s = Clock::now();
         let z: usize = files.iter().map(|f| zune(f)).sum();
@@ -101,15 +113,7 @@ fn main() {
         let s = Clock::now();
         let mut wsum = 0;
         for (i, f) in files.iter().enumerate() {
-            let info = probe(f, &opts).unwrap();
-            let mut rng = SampleRng::from_key((r * 100_000 + i) as u64);
-            let win = choose_window(
-                info.height,
-                info.width,
-                (0.08, 1.0),
-                (0.75, 4.0 / 3.0),
-                &mut rng,
-            );
+            let win = rrc_window(f, r, i);
             wsum += decode_window(f, &opts, win).unwrap().width;
         }
         tw.push(s.elapsed().as_secs_f64());
@@ -122,15 +126,7 @@ fn main() {
         tl.push(s.elapsed().as_secs_f64());
         let s = Clock::now();
         for (i, f) in files.iter().enumerate() {
-            let info = probe(f, &opts).unwrap();
-            let mut rng = SampleRng::from_key((r * 100_000 + i) as u64);
-            let win = choose_window(
-                info.height,
-                info.width,
-                (0.08, 1.0),
-                (0.75, 4.0 / 3.0),
-                &mut rng,
-            );
+            let win = rrc_window(f, r, i);
             decode_window(f, &opts, win).unwrap();
         }
         tlw.push(s.elapsed().as_secs_f64());

@@ -935,16 +935,23 @@ fn ac_first_block(
         } else if run == 15 {
             k += 15;
         } else {
-            let mut n = 1u32 << run;
-            if run > 0 {
-                n += r.get(run as u32);
-            }
-            *eobrun = n - 1;
+            *eobrun = eob_run(r, run as u32) - 1;
             break;
         }
         k += 1;
     }
     Ok(())
+}
+
+/// The length of an end-of-band run with symbol run `run` (0..=14): 2^run plus `run`
+/// appended bits.
+#[inline(always)]
+fn eob_run(r: &mut BitReader<'_>, run: u32) -> u32 {
+    let mut n = 1u32 << run;
+    if run > 0 {
+        n += r.get(run);
+    }
+    n
 }
 
 /// Bits `from..=to` set.
@@ -1003,11 +1010,7 @@ fn ac_refine_block(
                 }
                 value = if r.bit() { p1 } else { -p1 };
             } else if run != 15 {
-                let mut n = 1u32 << run;
-                if run > 0 {
-                    n += r.get(run);
-                }
-                *eobrun = n;
+                *eobrun = eob_run(r, run);
                 break;
             }
             // Pass `run` zero coefficients (correcting the nonzero ones on the way) and
