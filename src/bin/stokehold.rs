@@ -275,9 +275,11 @@ fn print_stats(st: &StatsSnapshot, secs: f64) {
         println!("  {name:<9} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d));
     }
     println!(
-        "  assemble  {:>9.3} s  {:>6.1}%",
+        "  assemble  {:>9.3} s  {:>6.1}%  ({} of {} images written in place by the workers)",
         st.assemble.as_secs_f64(),
-        pct(st.assemble)
+        pct(st.assemble),
+        st.in_place,
+        st.batch_images
     );
     println!(
         "  consumer waited {:.3} s ({:.1}% of the run)",

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::SampleErrorKind;
+use crate::image::{DType, Layout};
 use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};
 
@@ -42,6 +43,19 @@ pub trait Operator: Send + Sync + fmt::Debug {
         inputs: Vec<Value>,
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind>;
+
+    /// As [`Operator::run_cpu`], but an operator with one image output may write that output
+    /// straight into the room `slot` offers (a slot of the batch being filled, which saves
+    /// copying it there); it then returns no values. The default runs [`Operator::run_cpu`].
+    fn run_cpu_into(
+        &self,
+        inputs: Vec<Value>,
+        ctx: &mut SampleContext<'_>,
+        slot: &mut dyn OutputSlot,
+    ) -> Result<Vec<Value>, SampleErrorKind> {
+        let _ = slot;
+        self.run_cpu(inputs, ctx)
+    }
 
     /// The largest encoded input this operator accepts, so readers can refuse bigger files
     /// before reading them (decoders override this).
@@ -78,6 +92,25 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn fusion_differs(&self) -> Option<&'static str> {
         None
     }
+}
+
+/// Where an operator may write its one image output in place (see
+/// [`Operator::run_cpu_into`]).
+pub trait OutputSlot {
+    /// Room for an image of `dtype` and `layout` with `shape` (in layout order), if this slot
+    /// takes one; once given, the operator must write every element and return no values.
+    fn room(&mut self, dtype: DType, layout: Layout, shape: [usize; 3]) -> Option<PixelsMut<'_>>;
+}
+
+/// Writable elements of one image, of one of the element types.
+#[derive(Debug)]
+pub enum PixelsMut<'a> {
+    /// 8-bit.
+    U8(&'a mut [u8]),
+    /// Half precision.
+    F16(&'a mut [half::f16]),
+    /// Single precision.
+    F32(&'a mut [f32]),
 }
 
 /// The second operator of a pair offered for fusion, with its identity (its name and key

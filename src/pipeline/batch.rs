@@ -39,6 +39,30 @@ impl BufferPool {
         }
     }
 
+    /// A buffer of `dtype` holding exactly `len` elements of unspecified value: a given-back
+    /// one (cut to `len`, or grown within its capacity, which writes only the tail), else a new
+    /// zeroed one (whose pages the allocator maps lazily, so nothing is written up front).
+    pub(crate) fn take_initialized(&self, dtype: DType, len: usize) -> Pixels {
+        if let Ok(mut free) = self.free.lock() {
+            let fits = |p: &Pixels| p.dtype() == dtype && capacity(p) >= len;
+            let long_enough = free.iter().position(|p| fits(p) && p.len() >= len);
+            if let Some(i) = long_enough.or_else(|| free.iter().position(fits)) {
+                let mut p = free.swap_remove(i);
+                match &mut p {
+                    Pixels::U8(v) => v.resize(len, 0),
+                    Pixels::F16(v) => v.resize(len, f16::ZERO),
+                    Pixels::F32(v) => v.resize(len, 0.0),
+                }
+                return p;
+            }
+        }
+        match dtype {
+            DType::U8 => Pixels::U8(vec![0; len]),
+            DType::F16 => Pixels::F16(vec![f16::ZERO; len]),
+            DType::F32 => Pixels::F32(vec![0.0; len]),
+        }
+    }
+
     fn give(&self, p: Pixels) {
         if capacity(&p) == 0 {
             return;
@@ -103,6 +127,25 @@ impl Drop for BatchTensor {
 }
 
 impl BatchTensor {
+    /// A tensor of samples already laid out in `data` (given back to `pool` when dropped).
+    pub(crate) fn from_parts(
+        dtype: DType,
+        layout: Layout,
+        offsets: Vec<usize>,
+        shapes: Vec<[usize; 3]>,
+        data: Pixels,
+        pool: Option<&Arc<BufferPool>>,
+    ) -> BatchTensor {
+        BatchTensor {
+            dtype,
+            layout,
+            shapes,
+            offsets,
+            data,
+            pool: pool.cloned(),
+        }
+    }
+
     /// Concatenates images (all of one dtype and layout).
     pub fn from_images(images: &[&Image]) -> BatchTensor {
         Self::from_images_pooled(images, None)

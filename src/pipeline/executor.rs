@@ -28,11 +28,12 @@ use crate::error::{DecodeError, Error, SampleError, SampleErrorKind};
 use crate::ops::{OpParams, SampleContext};
 use crate::reader::{epoch_order, Dataset};
 use crate::rng::{domain, key};
-use crate::value::Value;
+use crate::value::{Value, ValueType};
 
-use super::batch::{Batch, BatchOutput, BufferPool, SampleInfo, TensorBuilder};
+use super::batch::{Batch, BatchOutput, BufferPool, SampleInfo};
 use super::gather::{Gather, SenderGuard};
 use super::graph::Graph;
+use super::slots::{BatchSlots, ImageFill, Placed};
 use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
 
 /// Counters and stage times, shared by all threads.
@@ -48,6 +49,8 @@ pub struct Stats {
     read_bytes: AtomicU64,
     op_ns: Vec<AtomicU64>,
     assemble_ns: AtomicU64,
+    in_place: AtomicU64,
+    batch_images: AtomicU64,
     consumer_wait_ns: AtomicU64,
     skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
     epochs: Mutex<Vec<EpochSummary>>,
@@ -143,6 +146,10 @@ pub struct StatsSnapshot {
     pub ops: Vec<(String, Duration)>,
     /// Time spent assembling batches.
     pub assemble: Duration,
+    /// Images put into batches (padding excluded), counted per image output.
+    pub batch_images: u64,
+    /// Of those, the images a worker wrote straight into their place in the batch (no copy).
+    pub in_place: u64,
     /// Time the consumer waited inside `next_batch`.
     pub consumer_wait: Duration,
     /// Skipped samples by cause.
@@ -485,6 +492,15 @@ impl Pipeline {
             credit_tx.send(()).expect("capacity");
         }
         let (loaded_tx, loaded_rx) = unbounded::<Item>();
+        // Workers write final images straight into the batch buffers the assembler hands out.
+        let placing = Arc::new(Placing {
+            slots: BatchSlots::new(
+                settings.batch,
+                (start.epoch, start.sample),
+                Arc::new(BufferPool::default()),
+            ),
+            placeable: placeable_outputs(&graph),
+        });
         let gathered = Arc::new(Gather::<Done>::new(worker_threads));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
@@ -542,13 +558,14 @@ impl Pipeline {
         drop(loaded_tx);
         // Workers: decode and transform one sample at a time.
         for t in 0..worker_threads {
-            let (inp, out, sd, ds, g, st) = (
+            let (inp, out, sd, ds, g, st, pl) = (
                 loaded_rx.clone(),
                 gathered.clone(),
                 shutdown_rx.clone(),
                 dataset.clone(),
                 graph.clone(),
                 stats.clone(),
+                placing.clone(),
             );
             threads.push(spawn(&format!("stokehold-worker-{t}"), move || {
                 let _leaving = SenderGuard(&*out);
@@ -572,7 +589,7 @@ impl Pipeline {
                             pos,
                             index,
                             bytes,
-                        } => process(&g, &ds, &st, max_bytes, seq, epoch, pos, index, bytes),
+                        } => process(&g, &ds, &st, &pl, max_bytes, seq, epoch, pos, index, bytes),
                     };
                     // The assembler needs epoch ends and failures at once; good samples it
                     // takes a batch at a time.
@@ -585,15 +602,16 @@ impl Pipeline {
         }
         // Assembler.
         {
-            let (sd, ds, g, st, gathered) = (
+            let (sd, ds, g, st, gathered, pl) = (
                 shutdown_rx.clone(),
                 dataset.clone(),
                 graph.clone(),
                 stats.clone(),
                 gathered.clone(),
+                placing,
             );
             threads.push(spawn("stokehold-assembler", move || {
-                Assembler::new(g, ds, st, batch_tx, credit_tx, sd, start).run(&gathered);
+                Assembler::new(g, ds, st, pl, batch_tx, credit_tx, sd, start).run(&gathered);
                 // Workers stop once nobody takes their results.
                 gathered.close();
             }));
@@ -667,6 +685,8 @@ impl Pipeline {
                 .map(|(n, t)| (n.name.to_string(), ns(t)))
                 .collect(),
             assemble: ns(&s.assemble_ns),
+            batch_images: s.batch_images.load(Ordering::Relaxed),
+            in_place: s.in_place.load(Ordering::Relaxed),
             consumer_wait: ns(&s.consumer_wait_ns),
             skipped_by_cause: s
                 .skipped_by_cause
@@ -749,7 +769,39 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
     }
 }
 
-type SampleOutput = (Vec<Value>, Vec<(Arc<str>, OpParams)>);
+type SampleOutput = (Vec<Output>, Vec<(Arc<str>, OpParams)>);
+
+/// One pipeline output of a sample: a value, or an image its operator wrote straight into
+/// a slot of a batch buffer.
+enum Output {
+    Value(Value),
+    Placed(Placed),
+}
+
+/// For each node, the pipeline output it may write straight into a batch slot: its one
+/// output, an image of fixed type and size that is a pipeline output (once) and no other
+/// node's input.
+fn placeable_outputs(graph: &Graph) -> Vec<Option<usize>> {
+    graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let &[s] = node.outputs.as_slice() else {
+                return None;
+            };
+            let fixed = matches!(
+                graph.slot_types[s],
+                ValueType::Image(t) if t.size.is_some() && t.channels.is_some()
+            );
+            let read_later = graph.nodes.iter().any(|n| n.inputs.contains(&s));
+            let mut as_output = graph.outputs.iter().enumerate().filter(|(_, &o)| o == s);
+            match (as_output.next(), as_output.next()) {
+                (Some((i, _)), None) if fixed && !read_later => Some(i),
+                _ => None,
+            }
+        })
+        .collect()
+}
 
 /// Credits the assembler gives back at once (see [`Assembler::return_credit`]).
 fn credit_chunk(batch: usize) -> usize {
@@ -833,6 +885,7 @@ fn process(
     g: &Graph,
     ds: &Dataset,
     st: &Stats,
+    placing: &Placing,
     max_bytes: u64,
     seq: u64,
     epoch: u64,
@@ -846,7 +899,7 @@ fn process(
         let bytes = bytes.map_err(Failure::Sample)?;
         let e = &ds.entries[index];
         catch_unwind(AssertUnwindSafe(|| {
-            run_sample(g, st, epoch, index, &e.path, e.label, bytes)
+            run_sample(g, st, placing, (epoch, pos), index, &e.path, e.label, bytes)
         }))
         .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
     };
@@ -887,11 +940,21 @@ fn process(
     }
 }
 
-/// Runs the per-sample operators of `graph` on one sample.
+/// Where workers may write final images: the batch buffers and which nodes may.
+struct Placing {
+    slots: BatchSlots,
+    /// By node, see [`placeable_outputs`].
+    placeable: Vec<Option<usize>>,
+}
+
+/// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
+/// in the epoch's order).
+#[allow(clippy::too_many_arguments)]
 fn run_sample(
     graph: &Graph,
     stats: &Stats,
-    epoch: u64,
+    placing: &Placing,
+    at: (u64, usize),
     index: usize,
     path: &Path,
     label: i64,
@@ -902,7 +965,9 @@ fn run_sample(
     if let Some(l) = graph.reader_labels {
         slots[l] = Some(Value::Label(label));
     }
+    let epoch = at.0;
     let mut params = Vec::new();
+    let mut placed: Vec<Option<Placed>> = vec![None; graph.outputs.len()];
     for (k, node) in graph.nodes.iter().enumerate() {
         let inputs: Vec<Value> = node
             .inputs
@@ -927,7 +992,17 @@ fn run_sample(
             params: &mut params,
         };
         let t0 = Instant::now();
-        let outs = node.op.run_cpu(inputs, &mut ctx).map_err(Failure::Sample)?;
+        let outs = match placing.placeable[k] {
+            Some(i) => {
+                let mut offer = placing.slots.offer(at.0, at.1, i);
+                let outs = node.op.run_cpu_into(inputs, &mut ctx, &mut offer);
+                // The slot's lease ends here, before the sample is handed on.
+                placed[i] = offer.placed();
+                outs
+            }
+            None => node.op.run_cpu(inputs, &mut ctx),
+        }
+        .map_err(Failure::Sample)?;
         add_ns(&stats.op_ns[k], t0.elapsed());
         for (&s, v) in node.outputs.iter().zip(outs) {
             slots[s] = Some(v);
@@ -936,24 +1011,26 @@ fn run_sample(
     let outputs = graph
         .outputs
         .iter()
-        .map(|&s| slots[s].take().expect("outputs are produced"))
+        .zip(placed)
+        .map(|(&s, p)| match p {
+            Some(p) => Output::Placed(p),
+            None => Output::Value(slots[s].take().expect("outputs are produced")),
+        })
         .collect();
     Ok((outputs, params))
 }
 
-/// One output of the batch being filled.
-enum Filling {
-    Images(TensorBuilder),
-    Labels(Vec<i64>),
+fn count_image(stats: &Stats, in_place: bool) {
+    stats.batch_images.fetch_add(1, Ordering::Relaxed);
+    if in_place {
+        stats.in_place.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-impl Filling {
-    fn finish(self) -> BatchOutput {
-        match self {
-            Filling::Images(b) => BatchOutput::Images(b.finish()),
-            Filling::Labels(l) => BatchOutput::Labels(l),
-        }
-    }
+/// One output of the batch being filled.
+enum Filling {
+    Images(ImageFill),
+    Labels(Vec<i64>),
 }
 
 struct Assembler {
@@ -975,14 +1052,16 @@ struct Assembler {
     /// Position in the current epoch's order after the last sample taken.
     next_pos: usize,
     summary: EpochSummary,
-    pool: Arc<BufferPool>,
+    placing: Arc<Placing>,
 }
 
 impl Assembler {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         graph: Arc<Graph>,
         dataset: Arc<Dataset>,
         stats: Arc<Stats>,
+        placing: Arc<Placing>,
         out: Sender<Result<Batch, Error>>,
         credits: Sender<()>,
         shutdown: Receiver<()>,
@@ -1012,7 +1091,7 @@ impl Assembler {
                 epoch: start.epoch,
                 ..EpochSummary::default()
             },
-            pool: Arc::new(BufferPool::default()),
+            placing,
         }
     }
 
@@ -1112,10 +1191,12 @@ impl Assembler {
                     let _ = self.out.send(Err(Error::Sample(e)));
                     return false;
                 }
+                // Later samples of the epoch move up a place: tell the workers.
+                self.placing.slots.skip(d.epoch);
                 self.report(e, false);
             }
             Ok((values, params)) => {
-                self.push(d.index, values, params);
+                self.push(d.epoch, d.index, values, params);
                 if self.samples.len() == batch_size {
                     let resume = Position {
                         seed: self.graph.spec.settings.seed,
@@ -1130,40 +1211,65 @@ impl Assembler {
         true
     }
 
-    /// Copies a good sample into the batch being filled, while its pixels are still warm in
-    /// cache, and gives its buffers back for later samples.
-    fn push(&mut self, index: usize, values: Vec<Value>, params: Vec<(Arc<str>, OpParams)>) {
+    /// Adds a good sample to the batch being filled: an image its worker wrote into this
+    /// batch's buffer where it belongs costs nothing, any other is copied in (while its pixels
+    /// are still warm in cache) and its buffer given back for later samples.
+    fn push(
+        &mut self,
+        epoch: u64,
+        index: usize,
+        values: Vec<Output>,
+        params: Vec<(Arc<str>, OpParams)>,
+    ) {
         let t0 = Instant::now();
         let batch = self.graph.spec.settings.batch;
+        let slots = &self.placing.slots;
+        let pool = slots.pool().clone();
         if self.filling.is_empty() {
             self.filling = values
-                .iter()
-                .map(|v| match v {
-                    Value::Image(im) => {
-                        Filling::Images(TensorBuilder::new(im, batch, Some(&self.pool)))
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Output::Placed(p) => {
+                        let target = slots.batch_buffer(epoch, i, &p);
+                        let (f, in_place) = ImageFill::start_placed(&p, target, &pool, batch);
+                        count_image(&self.stats, in_place);
+                        Filling::Images(f)
                     }
-                    Value::Label(l) => {
+                    Output::Value(Value::Image(im)) => {
+                        count_image(&self.stats, false);
+                        let f = ImageFill::start_copied(&im, &pool, batch);
+                        crate::scratch::recycle_image(im);
+                        Filling::Images(f)
+                    }
+                    Output::Value(Value::Label(l)) => {
                         let mut labels = Vec::with_capacity(batch);
-                        labels.push(*l);
+                        labels.push(l);
                         Filling::Labels(labels)
                     }
-                    Value::Encoded(_) => unreachable!("the graph refuses encoded outputs"),
+                    Output::Value(Value::Encoded(_)) => {
+                        unreachable!("the graph refuses encoded outputs")
+                    }
                 })
                 .collect();
         } else {
-            for (f, v) in self.filling.iter_mut().zip(&values) {
+            for (f, v) in self.filling.iter_mut().zip(values) {
                 match (f, v) {
-                    (Filling::Images(b), Value::Image(im)) => b.push(im),
-                    (Filling::Labels(l), Value::Label(x)) => l.push(*x),
+                    (Filling::Images(b), Output::Placed(p)) => {
+                        let in_place = b.push_placed(&p, &pool, batch);
+                        count_image(&self.stats, in_place);
+                    }
+                    (Filling::Images(b), Output::Value(Value::Image(im))) => {
+                        count_image(&self.stats, false);
+                        b.push(&im, &pool, batch);
+                        crate::scratch::recycle_image(im);
+                    }
+                    (Filling::Labels(l), Output::Value(Value::Label(x))) => l.push(x),
                     _ => unreachable!("an output keeps its type"),
                 }
             }
         }
-        for v in values {
-            if let Value::Image(im) = v {
-                crate::scratch::recycle_image(im);
-            }
-        }
+        slots.took_good(epoch);
         let e = &self.dataset.entries[index];
         self.samples.push(SampleInfo {
             index,
@@ -1175,6 +1281,8 @@ impl Assembler {
     }
 
     fn end_epoch(&mut self, epoch: u64) -> bool {
+        // Every sample of the epoch is taken: its tentative batches are ours alone.
+        self.placing.slots.epoch_ended(epoch);
         let batch_size = self.graph.spec.settings.batch;
         let resume = Position {
             seed: self.graph.spec.settings.seed,
@@ -1194,12 +1302,13 @@ impl Assembler {
                     self.filling.clear();
                 }
                 LastBatch::Pad => {
+                    let pool = self.placing.slots.pool().clone();
                     let pad = batch_size - self.samples.len();
                     let last = self.samples.last().expect("non-empty").clone();
                     for _ in 0..pad {
                         for f in &mut self.filling {
                             match f {
-                                Filling::Images(b) => b.repeat_last(),
+                                Filling::Images(b) => b.repeat_last(&pool, batch_size),
                                 Filling::Labels(l) => l.push(*l.last().expect("non-empty")),
                             }
                         }
@@ -1239,9 +1348,14 @@ impl Assembler {
 
     fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
         let t0 = Instant::now();
+        let pool = self.placing.slots.pool().clone();
+        let batch = self.graph.spec.settings.batch;
         let outputs: Vec<BatchOutput> = std::mem::take(&mut self.filling)
             .into_iter()
-            .map(Filling::finish)
+            .map(|f| match f {
+                Filling::Images(b) => BatchOutput::Images(b.finish(&pool, batch)),
+                Filling::Labels(l) => BatchOutput::Labels(l),
+            })
             .collect();
         let samples = std::mem::take(&mut self.samples);
         let real = (samples.len() - padded) as u64;
@@ -1264,10 +1378,12 @@ impl Assembler {
         };
         self.batch_in_epoch += 1;
         add_ns(&self.stats.assemble_ns, t0.elapsed());
-        select! {
+        let sent = select! {
             send(self.out, Ok(batch)) -> r => r.is_ok(),
             recv(self.shutdown) -> _ => false,
-        }
+        };
+        self.placing.slots.delivered(epoch);
+        sent
     }
 }
 

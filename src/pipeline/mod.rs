@@ -7,6 +7,7 @@ pub mod file;
 mod gather;
 pub mod graph;
 pub mod reference;
+mod slots;
 pub mod spec;
 
 pub use batch::{Batch, BatchTensor, SampleInfo};

@@ -37,7 +37,7 @@ use crate::value::{Value, ValueType};
 use super::schema::expect_image;
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpParams, OpSchema, Operator,
-    PortSpec, SampleContext,
+    OutputSlot, PixelsMut, PortSpec, SampleContext,
 };
 use crate::ops::flip::{flip_in_place, Flip};
 
@@ -243,62 +243,111 @@ impl NormalizeToLayout {
     /// (`vertical`) on the way.
     pub fn apply(&self, mut im: Image, horizontal: bool, vertical: bool) -> Result<Image, String> {
         let n = &self.normalize;
-        let fast = matches!(im.pixels, Pixels::U8(_))
-            && im.layout == Layout::Hwc
-            && self.layout == Layout::Chw;
-        if !fast {
+        if !self.one_pass(&im) {
             flip_in_place(&mut im, horizontal, vertical);
             let out = n.apply(im)?;
             return Ok(crate::ops::layout::to_layout(&out, self.layout));
         }
         n.check_channels(im.channels)?;
+        let len = im.pixels.len();
+        let pixels = match self.one_pass_dtype() {
+            DType::F16 => {
+                let mut dst = crate::scratch::buffer::<f16>(len);
+                self.write_one_pass(&im, horizontal, vertical, PixelsMut::F16(&mut dst));
+                Pixels::F16(dst)
+            }
+            _ => {
+                let mut dst = crate::scratch::buffer::<f32>(len);
+                self.write_one_pass(&im, horizontal, vertical, PixelsMut::F32(&mut dst));
+                Pixels::F32(dst)
+            }
+        };
+        let (height, width, channels) = (im.height, im.width, im.channels);
+        crate::scratch::recycle_image(im);
+        Ok(Image {
+            height,
+            width,
+            channels,
+            layout: Layout::Chw,
+            pixels,
+        })
+    }
+
+    /// Whether `im` takes the one pass from u8 HWC to normalized CHW.
+    fn one_pass(&self, im: &Image) -> bool {
+        matches!(im.pixels, Pixels::U8(_)) && im.layout == Layout::Hwc && self.layout == Layout::Chw
+    }
+
+    /// The element type the one pass writes.
+    fn one_pass_dtype(&self) -> DType {
+        match self.normalize.dtype {
+            DType::F16 => DType::F16,
+            _ => DType::F32,
+        }
+    }
+
+    /// The one pass over `im` (u8 HWC, channels checked) into `dst`, of the element type
+    /// [`Self::one_pass_dtype`] and the image's length; every element is written.
+    fn write_one_pass(&self, im: &Image, horizontal: bool, vertical: bool, dst: PixelsMut<'_>) {
+        let n = &self.normalize;
         let c = im.channels;
         let mean = per_channel(&n.mean, c);
         let inv = per_channel(&n.inv_std, c);
-        let Pixels::U8(src) = &im.pixels else {
-            unreachable!("checked above")
+        let Pixels::U8(data) = &im.pixels else {
+            unreachable!("one_pass checked the type")
         };
         let src = SourceHwc {
-            data: src,
+            data,
             height: im.height,
             width: im.width,
             channels: c,
             horizontal,
             vertical,
         };
-        let pixels = match n.dtype {
-            DType::F16 => Pixels::F16(hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32)),
-            _ => Pixels::F32(
-                rgb_to_chw_vector(&src, &mean, &inv, self.simd)
-                    .unwrap_or_else(|| hwc_to_chw_normalized(&src, &mean, &inv, |y| y)),
-            ),
+        match dst {
+            PixelsMut::F16(d) => hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32, d),
+            PixelsMut::F32(d) => {
+                if !rgb_to_chw_vector(&src, &mean, &inv, self.simd, d) {
+                    hwc_to_chw_normalized(&src, &mean, &inv, |y| y, d)
+                }
+            }
+            PixelsMut::U8(_) => unreachable!("the one pass writes f16 or f32"),
+        }
+    }
+
+    /// Draws (and records) the fused flip's choice: (left–right, top–bottom).
+    fn choose_mirror(&self, ctx: &mut SampleContext<'_>) -> (bool, bool) {
+        let Some(f) = &self.mirror else {
+            return (false, false);
         };
-        let (height, width) = (im.height, im.width);
-        crate::scratch::recycle_image(im);
-        Ok(Image {
-            height,
-            width,
-            channels: c,
-            layout: Layout::Chw,
-            pixels,
-        })
+        let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, f.key);
+        let (h, v) = f.flip.choose(&mut rng);
+        ctx.params.push((
+            f.name.clone(),
+            OpParams::Flip {
+                horizontal: h,
+                vertical: v,
+            },
+        ));
+        (h, v)
     }
 }
 
-/// The f32 RGB case with vector instructions, when allowed (`simd`) and available.
+/// The f32 RGB case with vector instructions, when allowed (`simd`) and available; false
+/// when not taken (nothing written).
 fn rgb_to_chw_vector(
     src: &SourceHwc<'_>,
     mean: &[f32],
     inv: &[f32],
     simd: bool,
-) -> Option<Vec<f32>> {
+    dst: &mut [f32],
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     if simd && src.channels == 3 && simd::available() {
-        let mut dst = crate::scratch::buffer::<f32>(3 * src.height * src.width);
         // SAFETY: `available()` checked that this CPU has AVX2.
         unsafe {
             simd::rgb_to_chw(
-                &mut dst,
+                dst,
                 src.data,
                 src.height,
                 src.width,
@@ -308,10 +357,10 @@ fn rgb_to_chw_vector(
                 [inv[0], inv[1], inv[2]],
             )
         };
-        return Some(dst);
+        return true;
     }
-    let _ = (src, mean, inv, simd);
-    None
+    let _ = (src, mean, inv, simd, dst);
+    false
 }
 
 /// A u8 HWC image read optionally mirrored.
@@ -324,27 +373,27 @@ struct SourceHwc<'a> {
     vertical: bool,
 }
 
-fn hwc_to_chw_normalized<T: crate::scratch::Recyclable>(
+fn hwc_to_chw_normalized<T: Copy>(
     src: &SourceHwc<'_>,
     mean: &[f32],
     inv: &[f32],
     out: impl Fn(f32) -> T + Copy,
-) -> Vec<T> {
+    dst: &mut [T],
+) {
     let (h, w, c) = (src.height, src.width, src.channels);
     let plane = h * w;
-    // Every element is written below.
-    let mut dst = crate::scratch::buffer::<T>(plane * c);
+    debug_assert_eq!(dst.len(), plane * c);
     if plane == 0 {
-        return dst;
+        return;
     }
     let row = w * c;
     for y in 0..h {
         let sy = if src.vertical { h - 1 - y } else { y };
         let srow = &src.data[sy * row..][..row];
         match c {
-            3 => chw_row::<3, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
-            1 => chw_row::<1, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
-            4 => chw_row::<4, T>(&mut dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            3 => chw_row::<3, T>(dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            1 => chw_row::<1, T>(dst, plane, y * w, srow, src.horizontal, mean, inv, out),
+            4 => chw_row::<4, T>(dst, plane, y * w, srow, src.horizontal, mean, inv, out),
             _ => {
                 for (k, (&m, &s)) in mean.iter().zip(inv).enumerate().take(c) {
                     let d = &mut dst[k * plane + y * w..][..w];
@@ -356,7 +405,6 @@ fn hwc_to_chw_normalized<T: crate::scratch::Recyclable>(
             }
         }
     }
-    dst
 }
 
 /// One source row of `N`-channel pixels into row `at` (an offset within a plane) of each of
@@ -413,21 +461,29 @@ impl Operator for NormalizeToLayout {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
-        let (horizontal, vertical) = match &self.mirror {
-            Some(f) => {
-                let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, f.key);
-                let (h, v) = f.flip.choose(&mut rng);
-                ctx.params.push((
-                    f.name.clone(),
-                    OpParams::Flip {
-                        horizontal: h,
-                        vertical: v,
-                    },
-                ));
-                (h, v)
+        let (horizontal, vertical) = self.choose_mirror(ctx);
+        let out = self
+            .apply(im, horizontal, vertical)
+            .map_err(|e| ctx.error(e))?;
+        Ok(vec![Value::Image(out)])
+    }
+
+    fn run_cpu_into(
+        &self,
+        inputs: Vec<Value>,
+        ctx: &mut SampleContext<'_>,
+        slot: &mut dyn OutputSlot,
+    ) -> Result<Vec<Value>, SampleErrorKind> {
+        let im = single_image(inputs, ctx)?;
+        let (horizontal, vertical) = self.choose_mirror(ctx);
+        if self.one_pass(&im) && self.normalize.check_channels(im.channels).is_ok() {
+            let shape = [im.channels, im.height, im.width];
+            if let Some(room) = slot.room(self.one_pass_dtype(), Layout::Chw, shape) {
+                self.write_one_pass(&im, horizontal, vertical, room);
+                crate::scratch::recycle_image(im);
+                return Ok(Vec::new());
             }
-            None => (false, false),
-        };
+        }
         let out = self
             .apply(im, horizontal, vertical)
             .map_err(|e| ctx.error(e))?;
