@@ -240,25 +240,11 @@ pub(crate) fn decode_pixels(
 ) -> Result<(Vec<u8>, usize), DecodeError> {
     let (width, height) = scaled_size(h.width, h.height, scale_denom);
     let data = &bytes[h.soi..];
-    if h.progressive
-        && scale_denom == 1
-        && PROGRESSIVE_TRANSCODE.load(Relaxed)
-        && super::progressive::pays_off(h.width, h.height, region)
-    {
-        if let Some(t) = super::progressive::transcode(data, region) {
-            let req = super::turbo::Request {
-                width: t.width,
-                height: t.height,
-                components: h.components,
-                region: t.region,
-                scale_denom: 1,
-                block_smoothing: true,
-            };
-            let decoded = super::turbo::decode(&t.jpeg, &req);
-            crate::scratch::recycle(t.jpeg);
-            // Should our re-encode ever not decode, the original still does (below).
-            if let Ok((px, _, _, c)) = decoded {
-                return Ok((px, c));
+    if h.progressive && scale_denom == 1 && OWN_PROGRESSIVE_DECODER.load(Relaxed) {
+        if let Some(coefficients) = super::progressive::coefficients(data, region) {
+            // Should libjpeg ever refuse our coefficients, the original still decodes (below).
+            if let Ok(decoded) = coefficients.decode(h.components) {
+                return Ok(decoded);
             }
         }
     }
@@ -281,7 +267,7 @@ pub(crate) fn decode_pixels(
 
 /// Whether progressive JPEGs go through [`super::progressive`] (on; tests and the decoder
 /// comparison turn it off to get libjpeg's own progressive decoding as the reference).
-pub(crate) static PROGRESSIVE_TRANSCODE: AtomicBool = AtomicBool::new(true);
+pub(crate) static OWN_PROGRESSIVE_DECODER: AtomicBool = AtomicBool::new(true);
 
 /// Size of a `width` × `height` JPEG decoded at 1/`scale_denom` (libjpeg rounds up).
 pub(crate) fn scaled_size(width: usize, height: usize, scale_denom: u8) -> (usize, usize) {

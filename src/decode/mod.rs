@@ -227,13 +227,13 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
 /// decoder (the default) or are decoded by libjpeg-turbo alone. Process-wide.
 ///
 /// Ours decodes progressive scans several times faster than libjpeg-turbo and stops at the
-/// last block row a window needs, then has libjpeg-turbo decode the needed part re-encoded
-/// as a sequential JPEG. The pixels are the same either way (tested against libjpeg-turbo
+/// last block row a window needs, then hands libjpeg-turbo the needed part's coefficients
+/// to turn into pixels as for a sequential JPEG. The pixels are the same either way (tested against libjpeg-turbo
 /// on every progressive file we have, whole images and windows); a file ours cannot match
 /// exactly (corrupt data, incomplete refinement, CMYK...) goes to libjpeg-turbo anyway. The
 /// switch is for comparisons, and an escape hatch.
 pub fn set_own_progressive_decoder(on: bool) {
-    jpeg::PROGRESSIVE_TRANSCODE.store(on, std::sync::atomic::Ordering::Relaxed);
+    jpeg::OWN_PROGRESSIVE_DECODER.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A window of an image: (top, left, height, width).

@@ -1,6 +1,5 @@
 //! Exact, faster decoding of Huffman-coded progressive JPEGs: our own coefficient decoder,
-//! then a lossless re-encode of the needed part as a sequential (baseline) JPEG, which
-//! libjpeg-turbo decodes.
+//! whose coefficients libjpeg-turbo then turns into pixels as it would a sequential JPEG's.
 //!
 //! # Why
 //!
@@ -8,40 +7,33 @@
 //! refinement scans) with generic bit-at-a-time code, about 10× slower than its sequential
 //! decoder (`perf` on large progressive photographs: 60% of all CPU time in
 //! `decode_mcu_AC_refine`, `decode_mcu_AC_first` and `decode_mcu_DC_*`). And it decodes every
-//! block of every scan before it outputs a row, even when only a window is wanted.
+//! block of every scan, into a whole-image buffer it allocates and clears afresh, before it
+//! outputs a row, even when only a window is wanted.
 //!
 //! # How, and why the pixels are the same
 //!
-//! [`transcode`] walks the scans with a 64-bit bit reader and table-driven Huffman decoding,
-//! and stops each scan after the last block row the window needs (the rest of the scan's data
-//! is skipped to its next marker). It then writes a sequential JPEG of the MCUs around the
-//! window (one MCU of margin on every side that is not an image edge, so that libjpeg's
-//! fancy upsampling sees the same neighbours), with the same quantisation tables (as latched
-//! for each component's first scan), component ids, sampling factors and JFIF/Adobe markers,
-//! and the standard Huffman tables. Quantised DCT coefficients are all a JPEG decoder works
-//! from: libjpeg dequantises, inverse-transforms, upsamples and converts colour the same way
-//! for both codings, so the window's pixels are bit-identical to libjpeg decoding the
-//! original (the tests check this against libjpeg on every fixture, at many windows).
+//! [`coefficients`] walks the scans with a 64-bit bit reader and table-driven Huffman
+//! decoding (refinement scans skip zeros with one `pdep` where the CPU has a fast one), and
+//! stops each scan after the last block row the window needs (the rest of the scan's data
+//! is skipped to its next marker). [`Coefficients::decode`] then gives libjpeg the header of
+//! a sequential JPEG of the MCUs around the window (one MCU of margin on every side that is
+//! not an image edge, so that libjpeg's fancy upsampling sees the same neighbours), with the
+//! same quantisation tables (as latched for each component's first scan), component ids,
+//! sampling factors and JFIF/Adobe markers, and hands it each MCU's coefficients in place
+//! of entropy decoding ([`turbo::decode_from_coefficients`]). Quantised DCT coefficients are
+//! all a JPEG decoder works from: libjpeg dequantises, inverse-transforms, upsamples and
+//! converts colour the same way for both codings, so the window's pixels are bit-identical
+//! to libjpeg decoding the original (the tests check this against libjpeg on every fixture,
+//! at many windows).
 //!
 //! Anything this decoder does not handle exactly as libjpeg does — corrupt or truncated data
 //! in the part we decode, a progression that leaves coefficients incomplete (libjpeg would
 //! then smooth blocks), out-of-range values, restart markers out of place, more than three
-//! components — makes [`transcode`] return `None`, and the caller decodes the original with
-//! libjpeg as before. So this only ever changes speed.
+//! components — makes [`coefficients`] return `None`, and the caller decodes the original
+//! with libjpeg as before. So this only ever changes speed.
 
-use super::turbo::Rect;
-
-/// A sequential JPEG holding the part of a progressive JPEG a decode needs.
-pub(crate) struct Transcoded {
-    /// The sequential JPEG.
-    pub jpeg: Vec<u8>,
-    /// Its width.
-    pub width: usize,
-    /// Its height.
-    pub height: usize,
-    /// The requested region in its coordinates (None: all of it is the request).
-    pub region: Option<Rect>,
-}
+use super::turbo::{self, Rect};
+use super::DecodeError;
 
 #[derive(Clone)]
 struct HuffTable {
@@ -294,7 +286,7 @@ struct Component {
     /// dense array instead of a cache line per block.
     dc: Vec<i16>,
     /// For each block, bit k set when AC coefficient k (zigzag) is nonzero: refinement
-    /// scans and the re-encode visit only those.
+    /// scans and the hand-over to libjpeg visit only those.
     nonzero: Vec<u64>,
     /// Successive-approximation state of each coefficient (libjpeg's `coef_bits`): -1
     /// before its first scan, then the scan's Al.
@@ -332,26 +324,11 @@ struct McuRegion {
     c1: usize,
 }
 
-/// Transcodes a Huffman-coded progressive JPEG (`data` starts at SOI) to a sequential JPEG
-/// of the part needed for `region` (stored coordinates; None: the whole image). None when
-/// the file is not one this decoder handles exactly (see the module docs).
-pub(crate) fn transcode(data: &[u8], region: Option<Rect>) -> Option<Transcoded> {
-    transcode_inner(data, region).ok()
-}
-
-/// Whether [`transcode`] is expected to be faster than libjpeg-turbo for this request: when
-/// the window (with its margin) is at most 60% of the image. Measured on large progressive
-/// photographs (`examples/decode_speed.rs`, `perf`): our coefficient decoding takes about
-/// 0.64 of libjpeg-turbo's progressive decoding and stops at the window's last row, but the
-/// re-encode and libjpeg-turbo's sequential decode of the window add about 0.43 of it per
-/// unit of window area, so a whole image is about 7% slower this way.
-pub(crate) fn pays_off(width: usize, height: usize, region: Option<Rect>) -> bool {
-    let Some((_, _, h, w)) = region else {
-        return false;
-    };
-    let margin = 2 * 16;
-    let area = ((h + margin).min(height) * (w + margin).min(width)) as f64;
-    area <= 0.6 * (width * height) as f64
+/// Decodes the coefficients of a Huffman-coded progressive JPEG (`data` starts at SOI) that
+/// `region` needs (stored coordinates; None: the whole image). None when the file is not
+/// one this decoder handles exactly (see the module docs).
+pub(crate) fn coefficients(data: &[u8], region: Option<Rect>) -> Option<Coefficients> {
+    read_coefficients(data, region).ok()
 }
 
 /// Coefficient storage kept by each thread between images, up to this many coefficients
@@ -398,7 +375,7 @@ fn keep_buffers(frame: Frame) {
     });
 }
 
-fn transcode_inner(d: &[u8], region: Option<Rect>) -> R<Transcoded> {
+fn read_coefficients(d: &[u8], region: Option<Rect>) -> R<Coefficients> {
     if d.get(..2) != Some(&[0xFF, 0xD8]) {
         return Err(Unsupported);
     }
@@ -412,7 +389,6 @@ fn transcode_inner(d: &[u8], region: Option<Rect>) -> R<Transcoded> {
     // space; they are copied verbatim.
     let mut color_markers: Vec<u8> = Vec::new();
     let mut seen_scan = false;
-    let mut entropy_bytes = 0;
     let mut i = 2;
     loop {
         while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
@@ -476,7 +452,6 @@ fn transcode_inner(d: &[u8], region: Option<Rect>) -> R<Transcoded> {
                 c.quant = Some(quant[c.tq].ok_or(Unsupported)?);
             }
         }
-        entropy_bytes += data_end - segment_end;
         let mut reader = BitReader::new(d, segment_end, data_end);
         decode_scan(
             f,
@@ -497,9 +472,7 @@ fn transcode_inner(d: &[u8], region: Option<Rect>) -> R<Transcoded> {
             return Err(Unsupported);
         }
     }
-    let out = encode_sequential(&f, need, region, &color_markers, entropy_bytes);
-    keep_buffers(f);
-    out
+    coefficients_of(f, need, region, &color_markers)
 }
 
 fn parse_frame(p: &[u8]) -> R<Frame> {
@@ -710,7 +683,113 @@ fn table(t: &[Option<HuffTable>; 4], i: usize) -> R<&HuffTable> {
     t.get(i).and_then(|t| t.as_ref()).ok_or(Unsupported)
 }
 
+/// Decodes one scan into `f`'s coefficients, down to MCU row `mcu_rows_needed`: with the
+/// refinement scans' zero skipping done by one `pdep` instruction where the CPU has a fast
+/// one (see [`fast_pdep`]), else by a loop.
 fn decode_scan(
+    f: &mut Frame,
+    scan: &Scan,
+    dc_tables: &[Option<HuffTable>; 4],
+    ac_tables: &[Option<HuffTable>; 4],
+    restart_interval: usize,
+    mcu_rows_needed: usize,
+    r: &mut BitReader<'_>,
+) -> R<()> {
+    #[cfg(target_arch = "x86_64")]
+    if fast_pdep() {
+        // SAFETY: fast_pdep() is true only when the CPU has BMI2, all decode_scan_bmi2 needs.
+        return unsafe {
+            decode_scan_bmi2(
+                f,
+                scan,
+                dc_tables,
+                ac_tables,
+                restart_interval,
+                mcu_rows_needed,
+                r,
+            )
+        };
+    }
+    decode_scan_with::<false>(
+        f,
+        scan,
+        dc_tables,
+        ac_tables,
+        restart_interval,
+        mcu_rows_needed,
+        r,
+    )
+}
+
+/// [`decode_scan_with`] compiled for BMI2, with `pdep`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "bmi2")]
+unsafe fn decode_scan_bmi2(
+    f: &mut Frame,
+    scan: &Scan,
+    dc_tables: &[Option<HuffTable>; 4],
+    ac_tables: &[Option<HuffTable>; 4],
+    restart_interval: usize,
+    mcu_rows_needed: usize,
+    r: &mut BitReader<'_>,
+) -> R<()> {
+    decode_scan_with::<true>(
+        f,
+        scan,
+        dc_tables,
+        ac_tables,
+        restart_interval,
+        mcu_rows_needed,
+        r,
+    )
+}
+
+/// Whether this CPU has a fast `pdep` (BMI2): Intel's since Haswell and AMD's since Zen 3.
+/// AMD's earlier ones microcode it at up to hundreds of cycles, slower than the loop.
+#[cfg(target_arch = "x86_64")]
+fn fast_pdep() -> bool {
+    #[cfg(test)]
+    if NO_PDEP.with(|n| n.get()) {
+        return false;
+    }
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| {
+        if !std::arch::is_x86_feature_detected!("bmi2") {
+            return false;
+        }
+        // SAFETY: every x86-64 CPU has CPUID (the intrinsic is safe from Rust 1.87 on).
+        #[allow(unused_unsafe)]
+        let (vendor, signature) = unsafe {
+            let v = std::arch::x86_64::__cpuid(0);
+            (
+                [
+                    v.ebx.to_le_bytes(),
+                    v.edx.to_le_bytes(),
+                    v.ecx.to_le_bytes(),
+                ]
+                .concat(),
+                std::arch::x86_64::__cpuid(1).eax,
+            )
+        };
+        let base_family = (signature >> 8) & 0xF;
+        let family = if base_family == 0xF {
+            base_family + ((signature >> 20) & 0xFF)
+        } else {
+            base_family
+        };
+        let slow = matches!(&vendor[..], b"AuthenticAMD" | b"HygonGenuine") && family < 0x19;
+        !slow
+    })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests set it to run the loop instead of `pdep` on a CPU that has a fast one.
+    pub(super) static NO_PDEP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline(always)]
+fn decode_scan_with<const PDEP: bool>(
     f: &mut Frame,
     scan: &Scan,
     dc_tables: &[Option<HuffTable>; 4],
@@ -768,7 +847,7 @@ fn decode_scan(
         } else {
             let t = table(ac_tables, ta)?;
             each_block(c, r, &mut restarts, &mut st, |r, b, nz, st| {
-                ac_refine_block(r, t, ss, se, al, &mut st.eobrun, b, nz)
+                ac_refine_block::<PDEP>(r, t, ss, se, al, &mut st.eobrun, b, nz)
             })?;
         }
     } else {
@@ -954,6 +1033,21 @@ fn eob_run(r: &mut BitReader<'_>, run: u32) -> u32 {
     n
 }
 
+/// `bits` less its `n` lowest set bits.
+#[inline(always)]
+fn skip_lowest<const PDEP: bool>(bits: u64, n: u32) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if PDEP {
+        // SAFETY: PDEP is true only in the code decode_scan_bmi2 runs (BMI2 detected).
+        return unsafe { std::arch::x86_64::_pdep_u64(u64::MAX << n, bits) };
+    }
+    let mut bits = bits;
+    for _ in 0..n {
+        bits &= bits.wrapping_sub(1);
+    }
+    bits
+}
+
 /// Bits `from..=to` set.
 #[inline(always)]
 fn band(from: usize, to: usize) -> u64 {
@@ -986,7 +1080,7 @@ fn correct(r: &mut BitReader<'_>, block: &mut [i16; 64], mut mask: u64, p1: i16)
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn ac_refine_block(
+fn ac_refine_block<const PDEP: bool>(
     r: &mut BitReader<'_>,
     t: &HuffTable,
     ss: usize,
@@ -1017,10 +1111,7 @@ fn ac_refine_block(
             // stop at the next zero: the new value goes there (ZRL: it is the 16th zero,
             // passed over).
             let rest = band(k, se);
-            let mut zeros = rest & !*nz;
-            for _ in 0..run {
-                zeros &= zeros.wrapping_sub(1);
-            }
+            let zeros = skip_lowest::<PDEP>(rest & !*nz, run);
             if zeros == 0 {
                 // Fewer zeros left than the run: the band ends first.
                 correct(r, block, *nz & rest, p1);
@@ -1050,118 +1141,153 @@ fn ac_refine_block(
 }
 
 // ---------------------------------------------------------------------------------------
-// Sequential re-encode.
+// Handing the coefficients to libjpeg.
 
-/// Annex K tables (luminance), complete for 8-bit data: DC sizes 0..=11, every AC run/size.
-const STD_DC_COUNTS: [u8; 16] = [0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
-const STD_DC_SYMBOLS: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
-const STD_AC_COUNTS: [u8; 16] = [0, 2, 1, 3, 3, 2, 4, 3, 5, 5, 4, 4, 0, 0, 1, 0x7d];
-const STD_AC_SYMBOLS: [u8; 162] = [
-    0x01, 0x02, 0x03, 0x00, 0x04, 0x11, 0x05, 0x12, 0x21, 0x31, 0x41, 0x06, 0x13, 0x51, 0x61, 0x07,
-    0x22, 0x71, 0x14, 0x32, 0x81, 0x91, 0xa1, 0x08, 0x23, 0x42, 0xb1, 0xc1, 0x15, 0x52, 0xd1, 0xf0,
-    0x24, 0x33, 0x62, 0x72, 0x82, 0x09, 0x0a, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x25, 0x26, 0x27, 0x28,
-    0x29, 0x2a, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49,
-    0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69,
-    0x6a, 0x73, 0x74, 0x75, 0x76, 0x77, 0x78, 0x79, 0x7a, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89,
-    0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
-    0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3, 0xc4, 0xc5,
-    0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda, 0xe1, 0xe2,
-    0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,
-    0xf9, 0xfa,
+/// Zigzag index → natural (row-major) position in an 8×8 block.
+const NATURAL_ORDER: [u8; 64] = [
+    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
+    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
+    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
 
-/// Code (right-aligned) and length of every symbol of a canonical Huffman table.
-fn encoder_codes(counts: &[u8; 16], symbols: &[u8]) -> [(u16, u8); 256] {
-    let mut codes = [(0u16, 0u8); 256];
-    let mut code = 0u16;
-    let mut k = 0;
-    for len in 1..=16u8 {
-        for _ in 0..counts[usize::from(len) - 1] {
-            codes[usize::from(symbols[k])] = (code, len);
-            code += 1;
-            k += 1;
-        }
-        code <<= 1;
-    }
-    codes
+/// The decoded coefficients of the part of a progressive JPEG a request needs (its MCUs and
+/// one more on every side where the image goes on), with the header of a sequential JPEG of
+/// that part: libjpeg decodes the header and takes each MCU's blocks from here
+/// ([`turbo::decode_from_coefficients`]).
+pub(crate) struct Coefficients {
+    header: Vec<u8>,
+    /// Width of the part.
+    pub width: usize,
+    /// Height of the part.
+    pub height: usize,
+    /// The requested region in the part's coordinates (None: all of it is the request).
+    pub region: Option<Rect>,
+    frame: Frame,
+    need: McuRegion,
+    /// For each block of an MCU, in scan order: component, block row and column in the MCU.
+    mcu_blocks: Vec<(usize, usize, usize)>,
+    /// MCUs across the part, and in all.
+    mcus_across: usize,
+    mcus: usize,
 }
 
-struct BitWriter {
-    out: Vec<u8>,
-    acc: u64,
-    bits: u32,
-}
-
-impl BitWriter {
-    /// Appends the low `len` (at most 32) bits of `code`.
-    #[inline(always)]
-    fn put(&mut self, code: u32, len: u32) {
-        self.acc = (self.acc << len) | u64::from(code);
-        self.bits += len;
-        if self.bits >= 32 {
-            self.bits -= 32;
-            let word = (self.acc >> self.bits) as u32;
-            if (!word).wrapping_sub(0x0101_0101) & word & 0x8080_8080 == 0 {
-                self.out.extend_from_slice(&word.to_be_bytes());
-            } else {
-                // A 0xFF byte is followed by a stuffed 0x00.
-                for b in word.to_be_bytes() {
-                    self.out.push(b);
-                    if b == 0xFF {
-                        self.out.push(0);
-                    }
-                }
-            }
-        }
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        // Pad the last byte with ones, then flush whole bytes.
-        let pad = (8 - self.bits % 8) % 8;
-        self.acc = (self.acc << pad) | ((1 << pad) - 1);
-        self.bits += pad;
-        while self.bits >= 8 {
-            self.bits -= 8;
-            let b = (self.acc >> self.bits) as u8;
-            self.out.push(b);
-            if b == 0xFF {
-                self.out.push(0);
-            }
-        }
-        self.out
+impl Coefficients {
+    /// The pixels of the request: interleaved, `components` channels as the frame has (1
+    /// or 3), and the channel count.
+    pub(crate) fn decode(self, components: usize) -> Result<(Vec<u8>, usize), DecodeError> {
+        let req = turbo::Request {
+            width: self.width,
+            height: self.height,
+            components,
+            region: self.region,
+            scale_denom: 1,
+            block_smoothing: true,
+        };
+        let out = turbo::decode_from_coefficients(&self.header, &req, &self);
+        keep_buffers(self.frame);
+        out.map(|(px, _, _, c)| (px, c))
     }
 }
 
-/// Bits needed for |v| (the JPEG "size" category).
-#[inline(always)]
-fn size_of(v: i32) -> u32 {
-    32 - v.unsigned_abs().leading_zeros()
+impl turbo::McuSource for Coefficients {
+    fn mcus(&self) -> usize {
+        self.mcus
+    }
+
+    fn blocks_per_mcu(&self) -> usize {
+        self.mcu_blocks.len()
+    }
+
+    #[inline]
+    fn block(&self, mcu: usize, i: usize, out: &mut [i16; 64]) {
+        let (ci, y, x) = self.mcu_blocks[i];
+        let c = &self.frame.comps[ci];
+        let (r, col) = (mcu / self.mcus_across, mcu % self.mcus_across);
+        let b = (self.need.r0 + r) * c.v * c.stride_blocks
+            + y * c.stride_blocks
+            + (self.need.c0 + col) * c.h
+            + x;
+        // Only the slots `nonzero` marks hold this image's values (see `Component::coefs`).
+        out.fill(0);
+        out[0] = c.dc[b];
+        let coefs = &c.coefs[b * 64..b * 64 + 64];
+        let mut m = c.nonzero[b] & !1;
+        while m != 0 {
+            let k = m.trailing_zeros() as usize;
+            m &= m - 1;
+            out[usize::from(NATURAL_ORDER[k])] = coefs[k];
+        }
+    }
 }
 
-/// The value bits of `v` in `s` bits (negative values as v - 1, low `s` bits).
-#[inline(always)]
-fn value_bits(v: i32, s: u32) -> u32 {
-    ((v - i32::from(v < 0)) as u32) & ((1u32 << s) - 1)
-}
-
-fn encode_sequential(
-    f: &Frame,
+/// The [`Coefficients`] of MCUs `need` of the decoded frame `f`, with their header.
+fn coefficients_of(
+    f: Frame,
     need: McuRegion,
     region: Option<Rect>,
     color_markers: &[u8],
-    entropy_bytes: usize,
-) -> R<Transcoded> {
-    let (mw, mh) = mcu_size(f);
+) -> R<Coefficients> {
+    let (mw, mh) = mcu_size(&f);
     let (x0, y0) = (need.c0 * mw, need.r0 * mh);
     let width = (need.c1 * mw).min(f.width) - x0;
     let height = (need.r1 * mh).min(f.height) - y0;
-    let nc = f.comps.len();
+    let (mcus_across, mcus_down) = (width.div_ceil(mw), height.div_ceil(mh));
+    // One component: its blocks are the MCUs (`mcu_size` is a block, so h = v = 1 here).
+    let mcu_blocks: Vec<(usize, usize, usize)> = if f.comps.len() == 1 {
+        vec![(0, 0, 0)]
+    } else {
+        f.comps
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, c)| (0..c.v).flat_map(move |y| (0..c.h).map(move |x| (ci, y, x))))
+            .collect()
+    };
+    let (one, nc) = (f.comps.len() == 1, f.comps.len());
+    // Every block read must be stored: the last MCU's, in each component, is the furthest.
+    for c in &f.comps {
+        let (h, v) = if one { (1, 1) } else { (c.h, c.v) };
+        let last_row = (need.r0 + mcus_down) * v - 1;
+        let last_col = (need.c0 + mcus_across) * h - 1;
+        let last = last_row * c.stride_blocks + last_col;
+        if last_col >= c.stride_blocks
+            || last >= c.dc.len()
+            || last >= c.nonzero.len()
+            || (last + 1) * 64 > c.coefs.len()
+        {
+            return Err(Unsupported);
+        }
+    }
+    let header = sequential_header(&f, width, height, color_markers)?;
+    let region = region.map(|(t, l, h, w)| (t - y0, l - x0, h, w));
+    let mut f = f;
+    if one {
+        // Blocks of a lone component are addressed as 1×1 MCUs.
+        f.comps[0].h = 1;
+        f.comps[0].v = 1;
+    }
+    debug_assert!(nc == 1 || mcu_blocks.len() <= 10);
+    Ok(Coefficients {
+        header,
+        width,
+        height,
+        region,
+        frame: f,
+        need,
+        mcu_blocks,
+        mcus_across,
+        mcus: mcus_across * mcus_down,
+    })
+}
 
-    // About the input's entropy-coded bytes (recycled: it can be megabytes).
-    let mut out = crate::scratch::empty::<u8>(entropy_bytes + (64 << 10));
+/// A sequential JPEG's header for a `width` × `height` part of `f`, up to and with its one
+/// scan's header (all components, Ss 0, Se 63): the same quantisation tables (as latched
+/// for each component's first scan), component ids, sampling factors and JFIF/Adobe
+/// markers. No Huffman tables: libjpeg installs the standard ones, and never reads them.
+fn sequential_header(f: &Frame, width: usize, height: usize, color_markers: &[u8]) -> R<Vec<u8>> {
+    let nc = f.comps.len();
+    let mut out = Vec::with_capacity(1024);
     out.extend_from_slice(&[0xFF, 0xD8]);
     out.extend_from_slice(color_markers);
-    // One quantisation table per component, as latched at its first scan.
     let mut any_16bit = false;
     for (ci, c) in f.comps.iter().enumerate() {
         let (pq, q) = c.quant.ok_or(Unsupported)?;
@@ -1178,7 +1304,7 @@ fn encode_sequential(
             }
         }
     }
-    // Frame header: SOF0 (SOF1 when a table has 16-bit entries, which baseline forbids).
+    // SOF0 (SOF1 when a table has 16-bit entries, which baseline forbids).
     out.extend_from_slice(&[0xFF, if any_16bit { 0xC1 } else { 0xC0 }]);
     out.extend_from_slice(&(8 + 3 * nc as u16).to_be_bytes());
     out.push(8);
@@ -1188,16 +1314,6 @@ fn encode_sequential(
     for (ci, c) in f.comps.iter().enumerate() {
         out.extend_from_slice(&[c.id, ((c.h as u8) << 4) | c.v as u8, ci as u8]);
     }
-    // The standard tables, slot 0 for DC and AC.
-    out.extend_from_slice(&[0xFF, 0xC4]);
-    out.extend_from_slice(&((2 + 17 + 12 + 17 + 162) as u16).to_be_bytes());
-    out.push(0x00);
-    out.extend_from_slice(&STD_DC_COUNTS);
-    out.extend_from_slice(&STD_DC_SYMBOLS);
-    out.push(0x10);
-    out.extend_from_slice(&STD_AC_COUNTS);
-    out.extend_from_slice(&STD_AC_SYMBOLS);
-    // Scan header: all components, tables 0/0, Ss 0, Se 63, Ah Al 0.
     out.extend_from_slice(&[0xFF, 0xDA]);
     out.extend_from_slice(&(6 + 2 * nc as u16).to_be_bytes());
     out.push(nc as u8);
@@ -1205,94 +1321,41 @@ fn encode_sequential(
         out.extend_from_slice(&[c.id, 0x00]);
     }
     out.extend_from_slice(&[0, 63, 0]);
+    out.extend_from_slice(&[0xFF, 0xD9]);
+    Ok(out)
+}
 
-    let dc_codes = encoder_codes(&STD_DC_COUNTS, &STD_DC_SYMBOLS);
-    let ac_codes = encoder_codes(&STD_AC_COUNTS, &STD_AC_SYMBOLS);
-    let mut w = BitWriter {
-        out,
-        acc: 0,
-        bits: 0,
-    };
-    let mut preds = [0i32; 4];
-    let put_block = |w: &mut BitWriter, block: &[i16], dc: i16, nonzero: u64, pred: &mut i32| {
-        let dc = i32::from(dc);
-        let diff = dc - *pred;
-        *pred = dc;
-        let s = size_of(diff);
-        if s > 11 {
-            return Err(Unsupported);
-        }
-        let (code, len) = dc_codes[s as usize];
-        w.put(u32::from(code), u32::from(len));
-        if s > 0 {
-            w.put(value_bits(diff, s), s);
-        }
-        // Only the nonzero AC coefficients are visited; the zeros between are runs.
-        let mut m = nonzero & !1;
-        let mut last = 0u32;
-        while m != 0 {
-            let k = m.trailing_zeros();
-            m &= m - 1;
-            let mut run = k - last - 1;
-            last = k;
-            while run > 15 {
-                let (code, len) = ac_codes[0xF0];
-                w.put(u32::from(code), u32::from(len));
-                run -= 16;
-            }
-            let v = i32::from(block[k as usize & 63]);
-            let s = size_of(v);
-            if s > 10 || s == 0 {
-                return Err(Unsupported);
-            }
-            let (code, len) = ac_codes[((run << 4) | s) as usize];
-            w.put(
-                (u32::from(code) << s) | value_bits(v, s),
-                u32::from(len) + s,
-            );
-        }
-        if last != 63 {
-            let (code, len) = ac_codes[0];
-            w.put(u32::from(code), u32::from(len));
-        }
-        Ok(())
-    };
-    if nc == 1 {
-        // Non-interleaved: the blocks holding image data, row by row.
-        let c = &f.comps[0];
-        let (bw, bh) = (width.div_ceil(8), height.div_ceil(8));
-        for by in 0..bh {
-            for bx in 0..bw {
-                let b = (need.r0 + by) * c.stride_blocks + need.c0 + bx;
-                let block = c.coefs.get(b * 64..b * 64 + 64).ok_or(Unsupported)?;
-                put_block(&mut w, block, c.dc[b], c.nonzero[b], &mut preds[0])?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdep_and_the_loop_skip_the_same_bits() {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi2") {
+            let mut rng = crate::rng::SampleRng::from_key(3);
+            for _ in 0..100_000 {
+                let bits = rng.next_u64() & rng.next_u64();
+                let n = (rng.next_u64() % 17) as u32;
+                assert_eq!(skip_lowest::<true>(bits, n), skip_lowest::<false>(bits, n));
             }
         }
-    } else {
-        let (mx, my) = (width.div_ceil(mw), height.div_ceil(mh));
-        for r in 0..my {
-            for col in 0..mx {
-                for (ci, c) in f.comps.iter().enumerate() {
-                    for y in 0..c.v {
-                        for x in 0..c.h {
-                            let by = (need.r0 + r) * c.v + y;
-                            let bx = (need.c0 + col) * c.h + x;
-                            let b = by * c.stride_blocks + bx;
-                            let block = c.coefs.get(b * 64..b * 64 + 64).ok_or(Unsupported)?;
-                            put_block(&mut w, block, c.dc[b], c.nonzero[b], &mut preds[ci])?;
-                        }
-                    }
-                }
+        assert_eq!(skip_lowest::<false>(0b1011_0100, 2), 0b1010_0000);
+        assert_eq!(skip_lowest::<false>(0b1011_0100, 4), 0);
+        assert_eq!(skip_lowest::<false>(u64::MAX, 0), u64::MAX);
+    }
+
+    #[test]
+    fn zigzag_order_is_a_permutation_along_the_antidiagonals() {
+        let mut seen = [false; 64];
+        for (k, &n) in NATURAL_ORDER.iter().enumerate() {
+            assert!(!std::mem::replace(&mut seen[usize::from(n)], true));
+            if k > 0 {
+                let (r0, c0) = (NATURAL_ORDER[k - 1] / 8, NATURAL_ORDER[k - 1] % 8);
+                let (r, c) = (n / 8, n % 8);
+                // Each step moves one place along an antidiagonal, or on to the next one.
+                assert!((r + c == r0 + c0) || (r + c == r0 + c0 + 1), "step {k}");
             }
         }
     }
-    let mut jpeg = w.finish();
-    jpeg.extend_from_slice(&[0xFF, 0xD9]);
-    let region = region.map(|(t, l, h, w)| (t - y0, l - x0, h, w));
-    Ok(Transcoded {
-        jpeg,
-        width,
-        height,
-        region,
-    })
 }

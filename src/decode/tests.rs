@@ -1369,21 +1369,22 @@ fn libjpeg_decode(jpg: &[u8], region: Option<turbo::Rect>) -> (Vec<u8>, usize) {
     (px, c)
 }
 
-/// Our progressive decoder (coefficients, then a sequential re-encode that libjpeg decodes)
-/// gives libjpeg's pixels exactly: whole images and windows at every edge and alignment.
+/// Our progressive decoder (coefficients, which libjpeg then turns into pixels as for a
+/// sequential JPEG) gives libjpeg's pixels exactly: whole images and windows at every edge
+/// and alignment.
 #[test]
-fn progressive_transcode_matches_libjpeg() {
+fn progressive_coefficients_match_libjpeg() {
     let files = progressive_files();
     let mut checked = 0;
     for (name, jpg) in &files {
         let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
         let soi = &jpg[hd.soi..];
-        let t = progressive::transcode(soi, None);
+        let t = progressive::coefficients(soi, None);
         let Some(t) = t else {
             // Our own fixtures must all take the fast path; other files may not (CMYK...).
             assert!(
                 !name.starts_with("progressive-") && !name.starts_with("generated"),
-                "{name}: not transcoded"
+                "{name}: not decoded by us"
             );
             println!("{name}: left to libjpeg");
             continue;
@@ -1391,28 +1392,20 @@ fn progressive_transcode_matches_libjpeg() {
         checked += 1;
         assert_eq!((t.width, t.height, t.region), (hd.width, hd.height, None));
         let (want, c) = libjpeg_decode(jpg, None);
-        let (got, _) = libjpeg_decode(&t.jpeg, None);
+        let (got, _) = t.decode(hd.components).unwrap();
         assert!(got == want, "{name}: whole image differs");
         let (h, w) = (hd.height, hd.width);
         let mut wins = windows_for(h, w);
         wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
         if h * w > 300 * 300 {
-            // Large photographs: a sample of the windows (each is a whole transcode).
+            // Large photographs: a sample of the windows (each is a whole coefficient decode).
             wins = wins.into_iter().step_by(37).collect();
         }
         for win in wins {
             let (top, left, wh, ww) = win;
-            let t = progressive::transcode(soi, Some(win))
-                .unwrap_or_else(|| panic!("{name}: window {win:?} not transcoded"));
-            let req = turbo::Request {
-                width: t.width,
-                height: t.height,
-                components: hd.components,
-                region: t.region,
-                scale_denom: 1,
-                block_smoothing: true,
-            };
-            let (got, _, _, _) = turbo::decode(&t.jpeg, &req).unwrap();
+            let t = progressive::coefficients(soi, Some(win))
+                .unwrap_or_else(|| panic!("{name}: window {win:?} not decoded by us"));
+            let (got, _) = t.decode(hd.components).unwrap();
             for y in 0..wh {
                 let s = ((top + y) * w + left) * c;
                 let a = &got[y * ww * c..(y + 1) * ww * c];
@@ -1421,14 +1414,34 @@ fn progressive_transcode_matches_libjpeg() {
         }
     }
     println!(
-        "{checked} of {} progressive files transcoded and checked",
+        "{checked} of {} progressive files decoded by us and checked",
         files.len()
     );
-    assert!(checked >= 16, "only {checked} files transcoded");
+    assert!(checked >= 16, "only {checked} files decoded by us");
+}
+
+/// The refinement scans' zero skipping gives the same coefficients with the plain loop as
+/// with `pdep` (which CPUs with a fast one use): whole images, against libjpeg.
+#[test]
+fn progressive_coefficients_without_pdep_match_libjpeg() {
+    progressive::NO_PDEP.with(|n| n.set(true));
+    let mut checked = 0;
+    for (name, jpg) in &progressive_files() {
+        let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
+        let Some(t) = progressive::coefficients(&jpg[hd.soi..], None) else {
+            continue;
+        };
+        let (want, _) = libjpeg_decode(jpg, None);
+        let (got, _) = t.decode(hd.components).unwrap();
+        assert!(got == want, "{name}: whole image differs");
+        checked += 1;
+    }
+    progressive::NO_PDEP.with(|n| n.set(false));
+    assert!(checked >= 16, "only {checked} files decoded by us");
 }
 
 /// The public decode functions use it, and say the same as libjpeg: `decode` and
-/// `decode_window` with the transcode on and off.
+/// `decode_window` with our progressive decoder on and off.
 #[test]
 fn progressive_decode_paths_agree() {
     let (h, w) = (157usize, 203usize);
@@ -1447,16 +1460,16 @@ fn progressive_decode_paths_agree() {
 /// decoder hands the file to libjpeg (whose behaviour is the reference) or the pixels are
 /// libjpeg's.
 #[test]
-fn progressive_transcode_refuses_what_it_cannot_match() {
+fn progressive_coefficients_refuse_what_they_cannot_match() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
     let jpg = std::fs::read(dir.join("progressive-420.jpg")).unwrap();
     // Cut inside the last scan: the data of the image's bottom is missing.
     let mut cut = jpg[..jpg.len() - 200].to_vec();
     cut.extend_from_slice(&[0xFF, 0xD9]);
-    assert!(progressive::transcode(&cut, None).is_none());
+    assert!(progressive::coefficients(&cut, None).is_none());
     // ... but a window near the top never reads the missing part.
-    assert!(progressive::transcode(&cut, Some((0, 0, 16, 16))).is_some());
-    // Bit flips anywhere: never a panic; when transcoded, libjpeg agrees.
+    assert!(progressive::coefficients(&cut, Some((0, 0, 16, 16))).is_some());
+    // Bit flips anywhere: never a panic; when we decode, libjpeg agrees.
     let mut rng = crate::rng::SampleRng::from_key(7);
     for _ in 0..300 {
         let mut b = jpg.clone();
@@ -1464,7 +1477,7 @@ fn progressive_transcode_refuses_what_it_cannot_match() {
             let i = 2 + (rng.next_u64() as usize) % (b.len() - 4);
             b[i] ^= 1 << (rng.next_u64() % 8);
         }
-        let Some(t) = progressive::transcode(&b, None) else {
+        let Some(t) = progressive::coefficients(&b, None) else {
             continue;
         };
         let Ok(hd) = jpeg::scan(&b, true, &Limits::default()) else {
@@ -1478,19 +1491,12 @@ fn progressive_transcode_refuses_what_it_cannot_match() {
             scale_denom: 1,
             block_smoothing: true,
         };
-        let (Ok(want), Ok(got)) = (
-            turbo::decode(&b, &req),
-            turbo::decode(
-                &t.jpeg,
-                &turbo::Request {
-                    width: t.width,
-                    height: t.height,
-                    ..req
-                },
-            ),
-        ) else {
+        let (Ok(want), Ok(got)) = (turbo::decode(&b, &req), t.decode(hd.components)) else {
             continue;
         };
-        assert!(want.0 == got.0, "a corrupt file transcoded to other pixels");
+        assert!(
+            want.0 == got.0,
+            "a corrupt file decoded by us to other pixels"
+        );
     }
 }

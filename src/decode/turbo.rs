@@ -1,5 +1,5 @@
 //! The libjpeg-turbo decoder (as bundled by `mozjpeg-sys`, whose decoder is libjpeg-turbo's),
-//! behind a safe interface. This is the only module of the crate with `unsafe` code.
+//! behind a safe interface. All of the crate's `unsafe` code for libjpeg is here.
 //!
 //! # Errors never cross C frames by `longjmp`
 //!
@@ -19,8 +19,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use mozjpeg_sys::{
     boolean, jpeg_common_struct, jpeg_crop_scanline, jpeg_decompress_struct,
     jpeg_destroy_decompress, jpeg_error_mgr, jpeg_mem_src, jpeg_read_header, jpeg_read_scanlines,
-    jpeg_skip_scanlines, jpeg_start_decompress, jpeg_std_error, JDIMENSION, JSAMPROW_MUT,
-    J_COLOR_SPACE,
+    jpeg_skip_scanlines, jpeg_start_decompress, jpeg_std_error, JBLOCKROW, JDIMENSION,
+    JSAMPROW_MUT, J_COLOR_SPACE,
 };
 
 use super::DecodeError;
@@ -117,6 +117,60 @@ impl Drop for Decompress {
     }
 }
 
+/// The quantised DCT coefficients of a sequential JPEG's MCUs, handed to libjpeg in place
+/// of its entropy decoding (see [`decode_from_coefficients`]).
+pub(crate) trait McuSource {
+    /// MCUs in the image (libjpeg's MCUs per row × MCU rows).
+    fn mcus(&self) -> usize;
+    /// Blocks per MCU (1 to 10), in the order of the interleaved scan.
+    fn blocks_per_mcu(&self) -> usize;
+    /// Writes block `i` of MCU `mcu` (row-major over the image's MCUs): quantised
+    /// coefficients in natural (row-major) order, all 64 of them.
+    fn block(&self, mcu: usize, i: usize, out: &mut [i16; 64]);
+}
+
+/// What the installed `decode_mcu` reads, through `client_data`.
+struct Feed<'a> {
+    source: &'a dyn McuSource,
+    next: usize,
+}
+
+/// libjpeg's entropy decoder method table (`struct jpeg_entropy_decoder`, jpegint.h):
+/// `decode_mcu` is what we replace.
+#[repr(C)]
+struct EntropyDecoder {
+    start_pass: Option<unsafe extern "C-unwind" fn(*mut jpeg_decompress_struct)>,
+    decode_mcu:
+        Option<unsafe extern "C-unwind" fn(*mut jpeg_decompress_struct, *mut JBLOCKROW) -> boolean>,
+    insufficient_data: boolean,
+}
+
+/// `entropy->decode_mcu` for [`decode_from_coefficients`]: the next MCU's blocks come from
+/// the [`Feed`] in `client_data` (a null `mcu` passes over one, as when rows are skipped).
+unsafe extern "C-unwind" fn decode_mcu_from_feed(
+    cinfo: *mut jpeg_decompress_struct,
+    mcu: *mut JBLOCKROW,
+) -> boolean {
+    // SAFETY: installed only by `decode_inner`, which points `client_data` at a `Feed` that
+    // outlives every libjpeg call it makes and clears it before returning.
+    let feed = unsafe { &mut *((*cinfo).common.client_data as *mut Feed<'_>) };
+    if feed.next >= feed.source.mcus() {
+        std::panic::resume_unwind(Box::new(LibjpegError(
+            "more MCUs asked for than the coefficients hold".into(),
+        )));
+    }
+    if !mcu.is_null() {
+        for i in 0..feed.source.blocks_per_mcu() {
+            // SAFETY: libjpeg passes blocks_in_MCU pointers to distinct, writable blocks;
+            // `decode_inner` checked that blocks_in_MCU equals `blocks_per_mcu()`.
+            let block = unsafe { &mut **mcu.add(i) };
+            feed.source.block(feed.next, i, block);
+        }
+    }
+    feed.next += 1;
+    1
+}
+
 /// Pillow's `CMYK;I` → RGB: the stored (Adobe, inverted) values are inverted back to CMYK,
 /// then `R = 255 - K - C·(255 - K)/255` with Pillow's rounding (`MULDIV255`).
 #[inline]
@@ -139,8 +193,32 @@ pub(crate) fn decode(
     data: &[u8],
     req: &Request,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    decode_with(data, req, None)
+}
+
+/// As [`decode`], for a sequential JPEG header (everything up to its one scan's header) whose
+/// coefficients come from `source` instead of entropy-coded data: libjpeg dequantises,
+/// inverse-transforms, upsamples and converts colour as for any sequential JPEG, so the
+/// pixels are those of a file holding the same coefficients.
+pub(crate) fn decode_from_coefficients(
+    header: &[u8],
+    req: &Request,
+    source: &dyn McuSource,
+) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    decode_with(header, req, Some(source))
+}
+
+fn decode_with(
+    data: &[u8],
+    req: &Request,
+    source: Option<&dyn McuSource>,
+) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
     let mut d = Decompress::new();
-    let result = catch_unwind(AssertUnwindSafe(|| decode_inner(&mut d, data, req)));
+    let mut feed = source.map(|source| Feed { source, next: 0 });
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        decode_inner(&mut d, data, req, feed.as_mut())
+    }));
+    d.cinfo.common.client_data = std::ptr::null_mut();
     drop(d);
     match result {
         Ok(r) => r,
@@ -165,10 +243,53 @@ pub(crate) fn decode(
 /// the upsampling filters. Without it the window tests fail.
 const MARGIN_IMCUS: usize = 1;
 
+/// Points libjpeg's entropy decoder at `feed` (after `jpeg_start_decompress`, before any
+/// row is read). Fails, changing nothing, when the MCU layout is not the feed's.
+fn install_feed(
+    cinfo: &mut jpeg_decompress_struct,
+    feed: &mut Feed<'_>,
+) -> Result<(), DecodeError> {
+    let mismatch = || DecodeError::Corrupt("JPEG: coefficients do not fit the header".into());
+    let nc = cinfo.num_components as usize;
+    // SAFETY: `comp_info` holds `num_components` entries once the header is read.
+    let comps = unsafe { std::slice::from_raw_parts(cinfo.comp_info, nc) };
+    let blocks: usize = if nc == 1 {
+        1
+    } else {
+        comps
+            .iter()
+            .map(|c| (c.h_samp_factor * c.v_samp_factor) as usize)
+            .sum()
+    };
+    if blocks != feed.source.blocks_per_mcu() {
+        return Err(mismatch());
+    }
+    // `entropy` is private in mozjpeg-sys's binding. jpeglib.h ends the struct with five
+    // pointers: entropy, idct, upsample, cconvert, cquantize (no padding after pointers).
+    let entropy_at = std::mem::size_of::<jpeg_decompress_struct>()
+        - 5 * std::mem::size_of::<*mut std::ffi::c_void>();
+    // SAFETY: the offset is inside `cinfo` and names its `entropy` field (above), a pointer
+    // libjpeg set to its live entropy decoder in `jpeg_start_decompress`; that decoder
+    // begins with `struct jpeg_entropy_decoder`, which `EntropyDecoder` mirrors.
+    let entropy = unsafe {
+        *((cinfo as *mut jpeg_decompress_struct as *mut u8).add(entropy_at)
+            as *mut *mut EntropyDecoder)
+    };
+    // SAFETY: as above; a null or half-initialised table is refused before it is written.
+    let table = unsafe { entropy.as_mut() }.ok_or_else(mismatch)?;
+    if table.start_pass.is_none() || table.decode_mcu.is_none() {
+        return Err(mismatch());
+    }
+    table.decode_mcu = Some(decode_mcu_from_feed);
+    cinfo.common.client_data = feed as *mut Feed<'_> as *mut std::ffi::c_void;
+    Ok(())
+}
+
 fn decode_inner(
     d: &mut Decompress,
     data: &[u8],
     req: &Request,
+    feed: Option<&mut Feed<'_>>,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
     let cinfo = &mut d.cinfo;
     // SAFETY: `cinfo` is zeroed with a valid error manager; creation fills the rest.
@@ -204,6 +325,9 @@ fn decode_inner(
     }
     // SAFETY: header read, parameters set; errors unwind to `decode`.
     unsafe { jpeg_start_decompress(cinfo) };
+    if let Some(feed) = feed {
+        install_feed(cinfo, feed)?;
+    }
     let (full_w, full_h) = (cinfo.output_width as usize, cinfo.output_height as usize);
     if (full_w, full_h) != (req.width, req.height) || cinfo.output_components as usize != nc {
         return Err(DecodeError::Corrupt(format!(
