@@ -1420,6 +1420,13 @@ fn progressive_coefficients_match_libjpeg() {
     assert!(checked >= 16, "only {checked} files decoded by us");
 }
 
+/// The libjpeg binding has the layout whose `entropy` field the coefficient hand-over uses.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn libjpeg_struct_layout_is_the_one_checked() {
+    assert!(turbo::ENTROPY_FIELD_KNOWN);
+}
+
 /// The refinement scans' zero skipping gives the same coefficients with the plain loop as
 /// with `pdep` (which CPUs with a fast one use): whole images, against libjpeg.
 #[test]

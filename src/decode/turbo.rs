@@ -243,6 +243,13 @@ fn decode_with(
 /// the upsampling filters. Without it the window tests fail.
 const MARGIN_IMCUS: usize = 1;
 
+/// Whether `jpeg_decompress_struct` has the layout whose `entropy` field [`install_feed`]
+/// finds (mozjpeg-sys 2.2's binding of libjpeg-turbo's jpeglib.h, 64-bit, no jpeg70/80
+/// ABI): another layout turns the feed off (the original decodes instead), and a test
+/// fails, so that the offset is checked again.
+pub(crate) const ENTROPY_FIELD_KNOWN: bool =
+    cfg!(target_pointer_width = "64") && std::mem::size_of::<jpeg_decompress_struct>() == 632;
+
 /// Points libjpeg's entropy decoder at `feed` (after `jpeg_start_decompress`, before any
 /// row is read). Fails, changing nothing, when the MCU layout is not the feed's.
 fn install_feed(
@@ -262,6 +269,9 @@ fn install_feed(
             .sum()
     };
     if blocks != feed.source.blocks_per_mcu() {
+        return Err(mismatch());
+    }
+    if !ENTROPY_FIELD_KNOWN {
         return Err(mismatch());
     }
     // `entropy` is private in mozjpeg-sys's binding. jpeglib.h ends the struct with five
