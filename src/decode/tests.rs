@@ -1424,7 +1424,7 @@ fn progressive_coefficients_match_libjpeg() {
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn libjpeg_struct_layout_is_the_one_checked() {
-    assert!(turbo::ENTROPY_FIELD_KNOWN);
+    const { assert!(turbo::ENTROPY_FIELD_KNOWN) };
 }
 
 /// The refinement scans' zero skipping gives the same coefficients with the plain loop as
