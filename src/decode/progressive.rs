@@ -453,15 +453,14 @@ fn read_coefficients(d: &[u8], region: Option<Rect>) -> R<Coefficients> {
             }
         }
         let mut reader = BitReader::new(d, segment_end, data_end);
-        decode_scan(
-            f,
-            &scan,
-            &dc_tables,
-            &ac_tables,
+        let job = ScanJob {
+            scan: &scan,
+            dc_tables: &dc_tables,
+            ac_tables: &ac_tables,
             restart_interval,
-            need.r1,
-            &mut reader,
-        )?;
+            mcu_rows_needed: need.r1,
+        };
+        decode_scan(f, &job, &mut reader)?;
         i = data_end;
     }
     let f = frame.ok_or(Unsupported)?;
@@ -683,65 +682,34 @@ fn table(t: &[Option<HuffTable>; 4], i: usize) -> R<&HuffTable> {
     t.get(i).and_then(|t| t.as_ref()).ok_or(Unsupported)
 }
 
-/// Decodes one scan into `f`'s coefficients, down to MCU row `mcu_rows_needed`: with the
-/// refinement scans' zero skipping done by one `pdep` instruction where the CPU has a fast
-/// one (see [`fast_pdep`]), else by a loop.
-fn decode_scan(
-    f: &mut Frame,
-    scan: &Scan,
-    dc_tables: &[Option<HuffTable>; 4],
-    ac_tables: &[Option<HuffTable>; 4],
+/// What decoding one scan needs besides the frame and the reader.
+#[derive(Clone, Copy)]
+struct ScanJob<'a> {
+    scan: &'a Scan,
+    dc_tables: &'a [Option<HuffTable>; 4],
+    ac_tables: &'a [Option<HuffTable>; 4],
     restart_interval: usize,
+    /// Decode down to this MCU row.
     mcu_rows_needed: usize,
-    r: &mut BitReader<'_>,
-) -> R<()> {
+}
+
+/// Decodes one scan into `f`'s coefficients, down to MCU row `job.mcu_rows_needed`: with
+/// the refinement scans' zero skipping done by one `pdep` instruction where the CPU has a
+/// fast one (see [`fast_pdep`]), else by a loop.
+fn decode_scan(f: &mut Frame, job: &ScanJob<'_>, r: &mut BitReader<'_>) -> R<()> {
     #[cfg(target_arch = "x86_64")]
     if fast_pdep() {
         // SAFETY: fast_pdep() is true only when the CPU has BMI2, all decode_scan_bmi2 needs.
-        return unsafe {
-            decode_scan_bmi2(
-                f,
-                scan,
-                dc_tables,
-                ac_tables,
-                restart_interval,
-                mcu_rows_needed,
-                r,
-            )
-        };
+        return unsafe { decode_scan_bmi2(f, job, r) };
     }
-    decode_scan_with::<false>(
-        f,
-        scan,
-        dc_tables,
-        ac_tables,
-        restart_interval,
-        mcu_rows_needed,
-        r,
-    )
+    decode_scan_with::<false>(f, job, r)
 }
 
 /// [`decode_scan_with`] compiled for BMI2, with `pdep`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
-unsafe fn decode_scan_bmi2(
-    f: &mut Frame,
-    scan: &Scan,
-    dc_tables: &[Option<HuffTable>; 4],
-    ac_tables: &[Option<HuffTable>; 4],
-    restart_interval: usize,
-    mcu_rows_needed: usize,
-    r: &mut BitReader<'_>,
-) -> R<()> {
-    decode_scan_with::<true>(
-        f,
-        scan,
-        dc_tables,
-        ac_tables,
-        restart_interval,
-        mcu_rows_needed,
-        r,
-    )
+unsafe fn decode_scan_bmi2(f: &mut Frame, job: &ScanJob<'_>, r: &mut BitReader<'_>) -> R<()> {
+    decode_scan_with::<true>(f, job, r)
 }
 
 /// Whether this CPU has a fast `pdep` (BMI2): Intel's since Haswell and AMD's since Zen 3.
@@ -791,13 +759,16 @@ thread_local! {
 #[inline(always)]
 fn decode_scan_with<const PDEP: bool>(
     f: &mut Frame,
-    scan: &Scan,
-    dc_tables: &[Option<HuffTable>; 4],
-    ac_tables: &[Option<HuffTable>; 4],
-    restart_interval: usize,
-    mcu_rows_needed: usize,
+    job: &ScanJob<'_>,
     r: &mut BitReader<'_>,
 ) -> R<()> {
+    let ScanJob {
+        scan,
+        dc_tables,
+        ac_tables,
+        restart_interval,
+        mcu_rows_needed,
+    } = *job;
     // Storage for the rows needed, allocated on first use.
     let nc = f.comps.len();
     for &(ci, _, _) in &scan.comps {
@@ -1207,8 +1178,8 @@ impl turbo::McuSource for Coefficients {
             + y * c.stride_blocks
             + (self.need.c0 + col) * c.h
             + x;
-        // Only the slots `nonzero` marks hold this image's values (see `Component::coefs`).
-        out.fill(0);
+        // `out` comes zeroed; only the slots `nonzero` marks hold this image's values (see
+        // `Component::coefs`).
         out[0] = c.dc[b];
         let coefs = &c.coefs[b * 64..b * 64 + 64];
         let mut m = c.nonzero[b] & !1;
@@ -1242,7 +1213,7 @@ fn coefficients_of(
             .flat_map(|(ci, c)| (0..c.v).flat_map(move |y| (0..c.h).map(move |x| (ci, y, x))))
             .collect()
     };
-    let (one, nc) = (f.comps.len() == 1, f.comps.len());
+    let one = f.comps.len() == 1;
     // Every block read must be stored: the last MCU's, in each component, is the furthest.
     for c in &f.comps {
         let (h, v) = if one { (1, 1) } else { (c.h, c.v) };
@@ -1265,7 +1236,6 @@ fn coefficients_of(
         f.comps[0].h = 1;
         f.comps[0].v = 1;
     }
-    debug_assert!(nc == 1 || mcu_blocks.len() <= 10);
     Ok(Coefficients {
         header,
         width,

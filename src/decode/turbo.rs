@@ -125,7 +125,8 @@ pub(crate) trait McuSource {
     /// Blocks per MCU (1 to 10), in the order of the interleaved scan.
     fn blocks_per_mcu(&self) -> usize;
     /// Writes block `i` of MCU `mcu` (row-major over the image's MCUs): quantised
-    /// coefficients in natural (row-major) order, all 64 of them.
+    /// coefficients in natural (row-major) order. libjpeg hands `out` over zeroed, as it
+    /// does to its own entropy decoders, so only the nonzero ones need writing.
     fn block(&self, mcu: usize, i: usize, out: &mut [i16; 64]);
 }
 
@@ -162,7 +163,7 @@ unsafe extern "C-unwind" fn decode_mcu_from_feed(
     if !mcu.is_null() {
         for i in 0..feed.source.blocks_per_mcu() {
             // SAFETY: libjpeg passes blocks_in_MCU pointers to distinct, writable blocks;
-            // `decode_inner` checked that blocks_in_MCU equals `blocks_per_mcu()`.
+            // `install_feed` checked that blocks_in_MCU equals `blocks_per_mcu()`.
             let block = unsafe { &mut **mcu.add(i) };
             feed.source.block(feed.next, i, block);
         }
