@@ -1,7 +1,7 @@
 //! Single-thread JPEG decode speed on a folder of JPEGs: zune-jpeg vs stokehold's decoder
 //! (libjpeg-turbo), full decodes and random-resized-crop windows, then decode + crop to 224
 //! unfused vs fused ([`decode_and_crop`]), full and window decodes with libjpeg-turbo's own
-//! progressive decoding instead of ours, alternating rounds and printing medians (img/s,
+//! entropy decoding (progressive and sequential) instead of ours, alternating rounds and printing medians (img/s,
 //! and MP/s of the full image size). Times are on-CPU time of the thread (Linux schedstat),
 //! which a busy shared machine disturbs less than wall time.
 //!
@@ -9,7 +9,10 @@
 
 use std::time::Instant;
 
-use stokehold::decode::{decode, decode_window, probe, set_own_progressive_decoder, DecodeOptions};
+use stokehold::decode::{
+    decode, decode_window, probe, set_own_progressive_decoder, set_own_sequential_decoder,
+    DecodeOptions,
+};
 use stokehold::ops::random_resized_crop::{
     choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
 };
@@ -117,8 +120,10 @@ fn main() {
             wsum += decode_window(f, &opts, win).unwrap().width;
         }
         tw.push(s.elapsed().as_secs_f64());
-        // The same two with libjpeg-turbo's own progressive decoding.
+        // The same two with libjpeg-turbo's own entropy decoding (progressive and
+        // sequential).
         set_own_progressive_decoder(false);
+        set_own_sequential_decoder(false);
         let s = Clock::now();
         files.iter().for_each(|f| {
             decode(f, &opts).unwrap();
@@ -131,6 +136,7 @@ fn main() {
         }
         tlw.push(s.elapsed().as_secs_f64());
         set_own_progressive_decoder(true);
+        set_own_sequential_decoder(true);
         let s = Clock::now();
         for (i, f) in files.iter().enumerate() {
             let im = decode(f, &opts).unwrap();

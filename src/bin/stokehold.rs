@@ -110,11 +110,17 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
-    // Escape hatch and A/B switch: progressive JPEGs decoded by libjpeg-turbo alone.
-    if std::env::var_os("STOKEHOLD_LIBJPEG_PROGRESSIVE").is_some_and(|v| v != "0") {
+    // Escape hatches and A/B switches: JPEGs entropy-decoded by libjpeg-turbo alone.
+    if env_flag("STOKEHOLD_LIBJPEG_PROGRESSIVE") {
         stokehold::decode::set_own_progressive_decoder(false);
         tracing::info!(
             "STOKEHOLD_LIBJPEG_PROGRESSIVE: progressive JPEGs decoded by libjpeg-turbo alone"
+        );
+    }
+    if env_flag("STOKEHOLD_LIBJPEG_SEQUENTIAL") {
+        stokehold::decode::set_own_sequential_decoder(false);
+        tracing::info!(
+            "STOKEHOLD_LIBJPEG_SEQUENTIAL: sequential JPEGs entropy-decoded by libjpeg-turbo"
         );
     }
     let result = match cli.command {
@@ -469,4 +475,9 @@ fn check(path: &Path, dot: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether environment variable `name` is set to something other than `0`.
+fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v != "0")
 }

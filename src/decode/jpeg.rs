@@ -261,9 +261,21 @@ pub(crate) fn decode_pixels(
         scale_denom,
         block_smoothing: fewer_scans.is_none(),
     };
+    if !h.progressive && !h.arithmetic && OWN_SEQUENTIAL_DECODER.load(Relaxed) {
+        if let Some(mut scan) = super::baseline::scan(data) {
+            // Should our entropy decoding decline, libjpeg decodes the file alone (below).
+            if let Ok((px, _, _, c)) = super::turbo::decode_from_source(data, &req, &mut scan) {
+                return Ok((px, c));
+            }
+        }
+    }
     let (px, _, _, c) = super::turbo::decode(fewer_scans.as_deref().unwrap_or(data), &req)?;
     Ok((px, c))
 }
+
+/// Whether sequential Huffman-coded JPEGs are entropy-decoded by [`super::baseline`] (on)
+/// or by libjpeg-turbo.
+pub(crate) static OWN_SEQUENTIAL_DECODER: AtomicBool = AtomicBool::new(true);
 
 /// Whether progressive JPEGs go through [`super::progressive`] (on; tests and the decoder
 /// comparison turn it off to get libjpeg's own progressive decoding as the reference).

@@ -21,7 +21,9 @@
 //! full [`decode`] has there: for JPEG it skips the rows above the window and the iMCU columns
 //! left and right of it (libjpeg-turbo's `jpeg_skip_scanlines` / `jpeg_crop_scanline`).
 
+mod baseline;
 pub mod exif;
+mod huffman;
 pub mod jpeg;
 pub mod png;
 mod progressive;
@@ -234,6 +236,18 @@ pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> 
 /// switch is for comparisons, and an escape hatch.
 pub fn set_own_progressive_decoder(on: bool) {
     jpeg::OWN_PROGRESSIVE_DECODER.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether sequential (baseline) Huffman-coded JPEGs are entropy-decoded by stokehold
+/// (the default) or by libjpeg-turbo. Process-wide.
+///
+/// Either way libjpeg-turbo does everything after entropy decoding, so the pixels are the
+/// same (tested against libjpeg-turbo alone on every file we have, whole images and
+/// windows); ours reads the Huffman codes faster. A file ours cannot decode exactly as
+/// libjpeg-turbo would (corrupt data, data that ends early) goes to libjpeg-turbo anyway.
+/// The switch is for comparisons, and an escape hatch.
+pub fn set_own_sequential_decoder(on: bool) {
+    jpeg::OWN_SEQUENTIAL_DECODER.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A window of an image: (top, left, height, width).

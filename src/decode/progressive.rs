@@ -20,7 +20,7 @@
 //! not an image edge, so that libjpeg's fancy upsampling sees the same neighbours), with the
 //! same quantisation tables (as latched for each component's first scan), component ids,
 //! sampling factors and JFIF/Adobe markers, and hands it each MCU's coefficients in place
-//! of entropy decoding ([`turbo::decode_from_coefficients`]). Quantised DCT coefficients are
+//! of entropy decoding ([`turbo::decode_from_source`]). Quantised DCT coefficients are
 //! all a JPEG decoder works from: libjpeg dequantises, inverse-transforms, upsamples and
 //! converts colour the same way for both codings, so the window's pixels are bit-identical
 //! to libjpeg decoding the original (the tests check this against libjpeg on every fixture,
@@ -32,238 +32,11 @@
 //! components — makes [`coefficients`] return `None`, and the caller decodes the original
 //! with libjpeg as before. So this only ever changes speed.
 
+use super::huffman::{
+    extend, parse_dht, table, BitReader, HuffTable, Unsupported, NATURAL_ORDER, R,
+};
 use super::turbo::{self, Rect};
 use super::DecodeError;
-
-#[derive(Clone)]
-struct HuffTable {
-    /// For the top `LOOKUP_BITS` bits: (code length << 8) | symbol, or 0 when the code is
-    /// longer.
-    lookup: Vec<u16>,
-    /// Largest code of each length (1..=16), -1 when none; index 17 is a sentinel.
-    maxcode: [i32; 18],
-    /// Offset of each length's first symbol in `symbols`, minus its first code.
-    valoffset: [i32; 17],
-    symbols: Vec<u8>,
-}
-
-const LOOKUP_BITS: u32 = 10;
-
-impl HuffTable {
-    /// Builds a table from a DHT's 16 counts and its symbols; None when the counts describe
-    /// an invalid code (more codes than fit).
-    fn new(counts: &[u8; 16], symbols: &[u8]) -> Option<HuffTable> {
-        let mut lookup = vec![0u16; 1 << LOOKUP_BITS];
-        let mut maxcode = [-1i32; 18];
-        let mut valoffset = [0i32; 17];
-        let mut code: u32 = 0;
-        let mut k = 0usize;
-        for len in 1..=16u32 {
-            let n = usize::from(counts[len as usize - 1]);
-            if n > 0 {
-                valoffset[len as usize] = k as i32 - code as i32;
-                for _ in 0..n {
-                    if code >= (1 << len) {
-                        return None;
-                    }
-                    if len <= LOOKUP_BITS {
-                        let shift = LOOKUP_BITS - len;
-                        let base = (code << shift) as usize;
-                        let entry = ((len as u16) << 8) | u16::from(*symbols.get(k)?);
-                        lookup[base..base + (1 << shift)].fill(entry);
-                    }
-                    code += 1;
-                    k += 1;
-                }
-                maxcode[len as usize] = code as i32 - 1;
-            }
-            code <<= 1;
-        }
-        maxcode[17] = i32::MAX;
-        Some(HuffTable {
-            lookup,
-            maxcode,
-            valoffset,
-            symbols: symbols[..k].to_vec(),
-        })
-    }
-}
-
-/// Why decoding stopped early: the caller falls back to libjpeg.
-#[derive(Debug)]
-struct Unsupported;
-
-type R<T> = Result<T, Unsupported>;
-
-/// Entropy-coded data reader: bits MSB-first in a 64-bit accumulator, byte stuffing
-/// (0xFF 0x00) removed, zeros fed once a marker is reached (as libjpeg does; using them
-/// means the data was short, which [`BitReader::check_no_padding_used`] reports).
-struct BitReader<'a> {
-    d: &'a [u8],
-    pos: usize,
-    end: usize,
-    acc: u64,
-    bits: u32,
-    padding: u32,
-    at_marker: bool,
-}
-
-impl<'a> BitReader<'a> {
-    fn new(d: &'a [u8], start: usize, end: usize) -> BitReader<'a> {
-        BitReader {
-            d,
-            pos: start,
-            end,
-            acc: 0,
-            bits: 0,
-            padding: 0,
-            at_marker: false,
-        }
-    }
-
-    #[inline(always)]
-    fn refill(&mut self) {
-        if self.bits > 56 {
-            return;
-        }
-        if !self.at_marker && self.pos + 8 <= self.end {
-            let w = u64::from_be_bytes(self.d[self.pos..self.pos + 8].try_into().unwrap());
-            // No 0xFF byte among the eight: take as many whole bytes as fit at once.
-            if (!w).wrapping_sub(0x0101_0101_0101_0101) & w & 0x8080_8080_8080_8080 == 0 {
-                let take = (64 - self.bits) / 8;
-                self.acc |= (w >> (64 - 8 * take)) << (64 - self.bits - 8 * take);
-                self.bits += 8 * take;
-                self.pos += take as usize;
-                return;
-            }
-        }
-        self.refill_slow();
-    }
-
-    #[cold]
-    fn refill_slow(&mut self) {
-        while self.bits <= 56 {
-            let mut byte = 0u8;
-            if self.at_marker || self.pos >= self.end {
-                self.padding += 8;
-            } else if self.d[self.pos] != 0xFF {
-                byte = self.d[self.pos];
-                self.pos += 1;
-            } else {
-                // 0xFF: stuffing when followed by 0x00 (after any fill bytes), else a marker.
-                let mut j = self.pos + 1;
-                while j < self.end && self.d[j] == 0xFF {
-                    j += 1;
-                }
-                if j < self.end && self.d[j] == 0 {
-                    byte = 0xFF;
-                    self.pos = j + 1;
-                } else {
-                    self.at_marker = true;
-                    self.padding += 8;
-                }
-            }
-            self.acc |= u64::from(byte) << (56 - self.bits);
-            self.bits += 8;
-        }
-    }
-
-    #[inline(always)]
-    fn consume(&mut self, n: u32) {
-        self.acc <<= n;
-        self.bits -= n;
-    }
-
-    /// `n` (1..=16) bits as an unsigned value.
-    #[inline(always)]
-    fn get(&mut self, n: u32) -> u32 {
-        if self.bits < n {
-            self.refill();
-        }
-        let v = (self.acc >> (64 - n)) as u32;
-        self.consume(n);
-        v
-    }
-
-    #[inline(always)]
-    fn bit(&mut self) -> bool {
-        if self.bits == 0 {
-            self.refill();
-        }
-        let v = self.acc >> 63 != 0;
-        self.consume(1);
-        v
-    }
-
-    #[inline(always)]
-    fn decode(&mut self, t: &HuffTable) -> R<u8> {
-        if self.bits < 16 {
-            self.refill();
-        }
-        let e = t.lookup[(self.acc >> (64 - LOOKUP_BITS)) as usize];
-        if e != 0 {
-            self.consume(u32::from(e >> 8));
-            return Ok(e as u8);
-        }
-        let mut len = LOOKUP_BITS + 1;
-        loop {
-            let code = (self.acc >> (64 - len)) as i32;
-            if code <= t.maxcode[len as usize] {
-                self.consume(len);
-                let i = code + t.valoffset[len as usize];
-                return t.symbols.get(i as usize).copied().ok_or(Unsupported);
-            }
-            len += 1;
-            if len > 16 {
-                return Err(Unsupported);
-            }
-        }
-    }
-
-    fn check_no_padding_used(&self) -> R<()> {
-        if self.bits < self.padding {
-            Err(Unsupported)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// At a restart boundary: at most 7 padding bits may remain, then marker RSTn.
-    fn restart(&mut self, n: u8) -> R<()> {
-        self.check_no_padding_used()?;
-        if self.bits - self.padding >= 8 {
-            return Err(Unsupported);
-        }
-        let mut j = self.pos;
-        if self.d.get(j) != Some(&0xFF) {
-            return Err(Unsupported);
-        }
-        while self.d.get(j) == Some(&0xFF) {
-            j += 1;
-        }
-        if self.d.get(j) != Some(&(0xD0 + n)) {
-            return Err(Unsupported);
-        }
-        self.pos = j + 1;
-        self.acc = 0;
-        self.bits = 0;
-        self.padding = 0;
-        self.at_marker = false;
-        Ok(())
-    }
-}
-
-/// `HUFF_EXTEND`: the signed value of `s` magnitude bits `v`.
-#[inline(always)]
-fn extend(v: u32, s: u32) -> i32 {
-    if s == 0 {
-        0
-    } else if v < (1 << (s - 1)) {
-        v as i32 - (1 << s) + 1
-    } else {
-        v as i32
-    }
-}
 
 struct Component {
     id: u8,
@@ -578,32 +351,6 @@ fn needed_mcus(f: &Frame, region: Option<Rect>) -> R<McuRegion> {
     })
 }
 
-fn parse_dht(
-    mut p: &[u8],
-    dc: &mut [Option<HuffTable>; 4],
-    ac: &mut [Option<HuffTable>; 4],
-) -> R<()> {
-    while !p.is_empty() {
-        if p.len() < 17 {
-            return Err(Unsupported);
-        }
-        let (class, id) = (p[0] >> 4, usize::from(p[0] & 15));
-        let counts: [u8; 16] = p[1..17].try_into().map_err(|_| Unsupported)?;
-        let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
-        if id > 3 || class > 1 || n > 256 || p.len() < 17 + n {
-            return Err(Unsupported);
-        }
-        let t = HuffTable::new(&counts, &p[17..17 + n]).ok_or(Unsupported)?;
-        if class == 0 {
-            dc[id] = Some(t);
-        } else {
-            ac[id] = Some(t);
-        }
-        p = &p[17 + n..];
-    }
-    Ok(())
-}
-
 fn parse_dqt(mut p: &[u8], quant: &mut [Option<(u8, [u16; 64])>; 4]) -> R<()> {
     while !p.is_empty() {
         let (pq, tq) = (p[0] >> 4, usize::from(p[0] & 15));
@@ -676,10 +423,6 @@ fn parse_sos(p: &[u8], f: &mut Frame) -> R<Scan> {
         ah,
         al,
     })
-}
-
-fn table(t: &[Option<HuffTable>; 4], i: usize) -> R<&HuffTable> {
-    t.get(i).and_then(|t| t.as_ref()).ok_or(Unsupported)
 }
 
 /// What decoding one scan needs besides the frame and the reader.
@@ -1114,17 +857,10 @@ fn ac_refine_block<const PDEP: bool>(
 // ---------------------------------------------------------------------------------------
 // Handing the coefficients to libjpeg.
 
-/// Zigzag index → natural (row-major) position in an 8×8 block.
-const NATURAL_ORDER: [u8; 64] = [
-    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
-    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
-    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
-];
-
 /// The decoded coefficients of the part of a progressive JPEG a request needs (its MCUs and
 /// one more on every side where the image goes on), with the header of a sequential JPEG of
 /// that part: libjpeg decodes the header and takes each MCU's blocks from here
-/// ([`turbo::decode_from_coefficients`]).
+/// ([`turbo::decode_from_source`]).
 pub(crate) struct Coefficients {
     header: Vec<u8>,
     /// Width of the part.
@@ -1140,12 +876,14 @@ pub(crate) struct Coefficients {
     /// MCUs across the part, and in all.
     mcus_across: usize,
     mcus: usize,
+    /// The MCU libjpeg asks for next.
+    next: usize,
 }
 
 impl Coefficients {
     /// The pixels of the request: interleaved, `components` channels as the frame has (1
     /// or 3), and the channel count.
-    pub(crate) fn decode(self, components: usize) -> Result<(Vec<u8>, usize), DecodeError> {
+    pub(crate) fn decode(mut self, components: usize) -> Result<(Vec<u8>, usize), DecodeError> {
         let req = turbo::Request {
             width: self.width,
             height: self.height,
@@ -1154,40 +892,47 @@ impl Coefficients {
             scale_denom: 1,
             block_smoothing: true,
         };
-        let out = turbo::decode_from_coefficients(&self.header, &req, &self);
+        let header = std::mem::take(&mut self.header);
+        let out = turbo::decode_from_source(&header, &req, &mut self);
         keep_buffers(self.frame);
         out.map(|(px, _, _, c)| (px, c))
     }
 }
 
 impl turbo::McuSource for Coefficients {
-    fn mcus(&self) -> usize {
-        self.mcus
-    }
-
     fn blocks_per_mcu(&self) -> usize {
         self.mcu_blocks.len()
     }
 
-    #[inline]
-    fn block(&self, mcu: usize, i: usize, out: &mut [i16; 64]) {
-        let (ci, y, x) = self.mcu_blocks[i];
-        let c = &self.frame.comps[ci];
-        let (r, col) = (mcu / self.mcus_across, mcu % self.mcus_across);
-        let b = (self.need.r0 + r) * c.v * c.stride_blocks
-            + y * c.stride_blocks
-            + (self.need.c0 + col) * c.h
-            + x;
-        // `out` comes zeroed; only the slots `nonzero` marks hold this image's values (see
-        // `Component::coefs`).
-        out[0] = c.dc[b];
-        let coefs = &c.coefs[b * 64..b * 64 + 64];
-        let mut m = c.nonzero[b] & !1;
-        while m != 0 {
-            let k = m.trailing_zeros() as usize;
-            m &= m - 1;
-            out[usize::from(NATURAL_ORDER[k])] = coefs[k];
+    fn next_mcu(&mut self, blocks: Option<turbo::McuBlocks<'_>>) -> bool {
+        let mcu = self.next;
+        if mcu >= self.mcus {
+            return false;
         }
+        self.next += 1;
+        let Some(mut blocks) = blocks else {
+            return true;
+        };
+        let (row, col) = (mcu / self.mcus_across, mcu % self.mcus_across);
+        for (i, &(ci, y, x)) in self.mcu_blocks.iter().enumerate() {
+            let c = &self.frame.comps[ci];
+            let b = (self.need.r0 + row) * c.v * c.stride_blocks
+                + y * c.stride_blocks
+                + (self.need.c0 + col) * c.h
+                + x;
+            let out = blocks.get(i);
+            // `out` comes zeroed; only the slots `nonzero` marks hold this image's values
+            // (see `Component::coefs`).
+            out[0] = c.dc[b];
+            let coefs = &c.coefs[b * 64..b * 64 + 64];
+            let mut m = c.nonzero[b] & !1;
+            while m != 0 {
+                let k = m.trailing_zeros() as usize;
+                m &= m - 1;
+                out[usize::from(NATURAL_ORDER[k])] = coefs[k];
+            }
+        }
+        true
     }
 }
 
@@ -1246,6 +991,7 @@ fn coefficients_of(
         mcu_blocks,
         mcus_across,
         mcus: mcus_across * mcus_down,
+        next: 0,
     })
 }
 

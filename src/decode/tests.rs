@@ -1507,3 +1507,234 @@ fn progressive_coefficients_refuse_what_they_cannot_match() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Our entropy decoding of sequential JPEGs (decode/baseline.rs) against libjpeg's own.
+
+/// A noisy image (large coefficients, long Huffman codes) with smooth parts (long zero
+/// runs, end-of-block codes): h × w × c.
+fn noisy_pattern(h: usize, w: usize, c: usize, seed: u64) -> Vec<u8> {
+    let mut rng = crate::rng::SampleRng::from_key(seed);
+    let mut v = Vec::with_capacity(h * w * c);
+    for y in 0..h {
+        for x in 0..w {
+            for ch in 0..c {
+                let smooth = ((x * 255) / w.max(1) + ch * 40 + y) as u64;
+                let noise = if (x / 24 + y / 24) % 2 == 0 {
+                    rng.next_u64() % 256
+                } else {
+                    rng.next_u64() % 9
+                };
+                v.push(((smooth + noise) % 256) as u8);
+            }
+        }
+    }
+    v
+}
+
+/// Sequential JPEGs to check our entropy decoding on: the Pillow fixtures (optimised
+/// Huffman tables in one scan, restart markers, gray, CMYK), generated ones (every
+/// subsampling, gray, CMYK, with and without restart markers, low to top quality; with
+/// optimised tables, or 4:1:1, jpeg-encoder writes a scan per component, which we leave to
+/// libjpeg), the sequential files of `../shared` when it is there, and any in
+/// `STOKEHOLD_SEQUENTIAL_DIR`.
+fn sequential_files() -> Vec<(String, Vec<u8>)> {
+    use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sequential");
+    let mut files: Vec<(String, Vec<u8>)> = ["420", "444-q100", "422-rst", "gray-rst", "cmyk"]
+        .iter()
+        .map(|n| {
+            let name = format!("optimised-{n}.jpg");
+            (name.clone(), std::fs::read(dir.join(&name)).unwrap())
+        })
+        .collect();
+    let (h, w) = (157usize, 203usize);
+    let subs = [
+        SamplingFactor::R_4_4_4,
+        SamplingFactor::R_4_2_2,
+        SamplingFactor::R_4_2_0,
+        SamplingFactor::R_4_4_0,
+        SamplingFactor::R_4_1_1,
+        SamplingFactor::F_2_2,
+    ];
+    for (i, sub) in subs.into_iter().enumerate() {
+        for (restart, optimised, quality) in [(0u16, false, 90u8), (3, true, 95), (7, false, 30)] {
+            for (ct, c) in [
+                (ColorType::Rgb, 3),
+                (ColorType::Luma, 1),
+                (ColorType::Cmyk, 4),
+            ] {
+                if c != 3 && i > 2 {
+                    continue;
+                }
+                let mut out = Vec::new();
+                let mut enc = Encoder::new(&mut out, quality);
+                enc.set_sampling_factor(sub);
+                enc.set_restart_interval(restart);
+                enc.set_optimized_huffman_tables(optimised);
+                let px = noisy_pattern(h, w, c, i as u64);
+                enc.encode(&px, w as u16, h as u16, ct).unwrap();
+                files.push((
+                    format!("generated {sub:?} {ct:?} q{quality} restart {restart} optimised {optimised}"),
+                    out,
+                ));
+            }
+        }
+    }
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(shared) = crate::testutil::shared_data() {
+        dirs.push(shared.join("imagenet-400"));
+        dirs.push(shared.join("jpeg-edge"));
+    } else {
+        println!("../shared not found: generated files only");
+    }
+    if let Ok(extra) = std::env::var("STOKEHOLD_SEQUENTIAL_DIR") {
+        dirs.push(extra.into());
+    }
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            let bytes = std::fs::read(&p).unwrap();
+            if let Ok(hd) = jpeg::scan(&bytes, true, &Limits::default()) {
+                if !hd.progressive && !hd.arithmetic {
+                    files.push((p.display().to_string(), bytes));
+                }
+            }
+        }
+    }
+    files
+}
+
+fn scaled_request(hd: &jpeg::JpegHeader, region: Option<turbo::Rect>, scale: u8) -> turbo::Request {
+    let (width, height) = jpeg::scaled_size(hd.width, hd.height, scale);
+    turbo::Request {
+        width,
+        height,
+        components: hd.components,
+        region,
+        scale_denom: scale,
+        block_smoothing: true,
+    }
+}
+
+/// Our entropy decoding gives libjpeg's pixels exactly: whole images at every DCT scale,
+/// and windows at every edge and alignment (which make libjpeg skip rows, passing over
+/// their MCUs, and crop columns).
+#[test]
+fn sequential_entropy_decoding_matches_libjpeg() {
+    let files = sequential_files();
+    let mut checked = 0;
+    for (name, jpg) in &files {
+        let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
+        let soi = &jpg[hd.soi..];
+        let one_scan =
+            name.contains("Luma") || !(name.contains("optimised true") || name.contains("R_4_1_1"));
+        let ours = (name.starts_with("generated") && one_scan) || name.starts_with("optimised-");
+        if baseline::scan(soi).is_none() {
+            // Our fixtures must take our path unless they have a scan per component;
+            // other files may not (12-bit...).
+            assert!(!ours, "{name}: not decoded by us");
+            println!("{name}: left to libjpeg");
+            continue;
+        }
+        assert!(
+            !name.starts_with("generated") || one_scan,
+            "{name}: a scan per component, decoded by us"
+        );
+        checked += 1;
+        for scale in [1u8, 2, 4, 8] {
+            let req = scaled_request(&hd, None, scale);
+            let want = turbo::decode(soi, &req).unwrap();
+            let mut source = baseline::scan(soi).unwrap();
+            let got = turbo::decode_from_source(soi, &req, &mut source)
+                .unwrap_or_else(|e| panic!("{name}: declined at scale 1/{scale}: {e}"));
+            assert!(got == want, "{name}: whole image at 1/{scale} differs");
+        }
+        let (h, w) = (hd.height, hd.width);
+        let mut wins = windows_for(h, w);
+        wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
+        if h * w > 300 * 300 {
+            wins = wins.into_iter().step_by(53).collect();
+        }
+        for win in wins {
+            let req = scaled_request(&hd, Some(win), 1);
+            let want = turbo::decode(soi, &req).unwrap();
+            let mut source = baseline::scan(soi).unwrap();
+            let got = turbo::decode_from_source(soi, &req, &mut source)
+                .unwrap_or_else(|e| panic!("{name}: window {win:?} declined: {e}"));
+            assert!(got == want, "{name}: window {win:?} differs");
+        }
+    }
+    println!(
+        "{checked} of {} sequential files decoded by us and checked",
+        files.len()
+    );
+    assert!(checked >= 40, "only {checked} files decoded by us");
+}
+
+/// Corrupt or cut sequential data never decodes to other pixels than libjpeg's: our
+/// entropy decoding either declines (and libjpeg decodes the file alone) or agrees.
+#[test]
+fn sequential_entropy_decoding_declines_what_it_cannot_match() {
+    let (h, w) = (96usize, 120usize);
+    let mut declined = 0;
+    for (restart, sub) in [(0u16, Sub::S420), (4, Sub::S444)] {
+        let mut out = Vec::new();
+        let mut enc = jpeg_encoder::Encoder::new(&mut out, 85);
+        enc.set_restart_interval(restart);
+        enc.set_sampling_factor(match sub {
+            Sub::S444 => jpeg_encoder::SamplingFactor::R_4_4_4,
+            _ => jpeg_encoder::SamplingFactor::R_4_2_0,
+        });
+        enc.encode(
+            &noisy_pattern(h, w, 3, 3),
+            w as u16,
+            h as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .unwrap();
+        let jpg = out;
+        let hd = jpeg::scan(&jpg, true, &Limits::default()).unwrap();
+        let req = scaled_request(&hd, None, 1);
+        // Data cut short: libjpeg fills with zeros and stops decoding; we decline.
+        let mut cut = jpg[..jpg.len() - 300].to_vec();
+        cut.extend_from_slice(&[0xFF, 0xD9]);
+        let mut source = baseline::scan(&cut).unwrap();
+        assert!(turbo::decode_from_source(&cut, &req, &mut source).is_err());
+        // ... but a window near the top never reads the missing part.
+        let top = scaled_request(&hd, Some((0, 0, 16, 16)), 1);
+        let mut source = baseline::scan(&cut).unwrap();
+        assert_eq!(
+            turbo::decode_from_source(&cut, &top, &mut source).unwrap(),
+            turbo::decode(&cut, &top).unwrap()
+        );
+        // Bit flips anywhere: never a panic; when we decode, libjpeg agrees.
+        let mut rng = crate::rng::SampleRng::from_key(11 + u64::from(restart));
+        for _ in 0..400 {
+            let mut b = jpg.clone();
+            for _ in 0..3 {
+                let i = 2 + (rng.next_u64() as usize) % (b.len() - 4);
+                b[i] ^= 1 << (rng.next_u64() % 8);
+            }
+            let Ok(hd) = jpeg::scan(&b, true, &Limits::default()) else {
+                continue;
+            };
+            let Some(mut source) = baseline::scan(&b[hd.soi..]) else {
+                continue;
+            };
+            let req = scaled_request(&hd, None, 1);
+            match turbo::decode_from_source(&b[hd.soi..], &req, &mut source) {
+                Ok(got) => assert!(
+                    turbo::decode(&b[hd.soi..], &req).is_ok_and(|want| want == got),
+                    "a corrupt file decoded by us to other pixels"
+                ),
+                Err(_) => declined += 1,
+            }
+        }
+    }
+    assert!(declined > 0, "no corrupt file was declined");
+}

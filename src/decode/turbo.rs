@@ -117,23 +117,39 @@ impl Drop for Decompress {
     }
 }
 
-/// The quantised DCT coefficients of a sequential JPEG's MCUs, handed to libjpeg in place
-/// of its entropy decoding (see [`decode_from_coefficients`]).
+/// Where a sequential JPEG's quantised DCT coefficients come from when not from libjpeg's
+/// own entropy decoder: libjpeg asks for the MCUs in order and does everything after
+/// entropy decoding itself (see [`decode_from_source`]).
 pub(crate) trait McuSource {
-    /// MCUs in the image (libjpeg's MCUs per row × MCU rows).
-    fn mcus(&self) -> usize;
     /// Blocks per MCU (1 to 10), in the order of the interleaved scan.
     fn blocks_per_mcu(&self) -> usize;
-    /// Writes block `i` of MCU `mcu` (row-major over the image's MCUs): quantised
-    /// coefficients in natural (row-major) order. libjpeg hands `out` over zeroed, as it
-    /// does to its own entropy decoders, so only the nonzero ones need writing.
-    fn block(&self, mcu: usize, i: usize, out: &mut [i16; 64]);
+    /// Writes the next MCU's blocks: quantised coefficients in natural (row-major) order.
+    /// libjpeg hands them over zeroed, as it does to its own entropy decoders, so only the
+    /// nonzero ones need writing. `None`: the MCU is passed over (rows libjpeg skips).
+    /// False when the source cannot give that MCU exactly as libjpeg's entropy decoder
+    /// would (more MCUs than it holds, data it does not decode): the decode then stops
+    /// with an error, and the caller decodes without the source.
+    fn next_mcu(&mut self, blocks: Option<McuBlocks<'_>>) -> bool;
 }
 
-/// What the installed `decode_mcu` reads, through `client_data`.
-struct Feed<'a> {
-    source: &'a dyn McuSource,
-    next: usize,
+/// The blocks of one MCU as libjpeg hands them to its entropy decoder.
+pub(crate) struct McuBlocks<'a> {
+    blocks: *mut JBLOCKROW,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [i16; 64]>,
+}
+
+impl McuBlocks<'_> {
+    /// Block `i` (below `blocks_per_mcu()`).
+    #[inline(always)]
+    pub(crate) fn get(&mut self, i: usize) -> &mut [i16; 64] {
+        assert!(i < self.len, "block {i} of an MCU of {}", self.len);
+        // SAFETY: libjpeg passes `len` (= blocks_in_MCU, checked in `install_source`)
+        // pointers to distinct, writable, aligned blocks that live through the
+        // `decode_mcu` call this value is confined to; `&mut self` keeps one block
+        // borrowed at a time.
+        unsafe { &mut **self.blocks.add(i) }
+    }
 }
 
 /// libjpeg's entropy decoder method table (`struct jpeg_entropy_decoder`, jpegint.h):
@@ -146,29 +162,26 @@ struct EntropyDecoder {
     insufficient_data: boolean,
 }
 
-/// `entropy->decode_mcu` for [`decode_from_coefficients`]: the next MCU's blocks come from
-/// the [`Feed`] in `client_data` (a null `mcu` passes over one, as when rows are skipped).
-unsafe extern "C-unwind" fn decode_mcu_from_feed(
+/// The unwind payload of a source that cannot go on.
+struct Declined;
+
+/// `entropy->decode_mcu` for [`decode_from_source`]: the next MCU's blocks come from the
+/// source `S` in `client_data` (a null `mcu` passes over one, as when rows are skipped).
+unsafe extern "C-unwind" fn decode_mcu_from_source<S: McuSource>(
     cinfo: *mut jpeg_decompress_struct,
     mcu: *mut JBLOCKROW,
 ) -> boolean {
-    // SAFETY: installed only by `decode_inner`, which points `client_data` at a `Feed` that
+    // SAFETY: installed only by `decode_inner`, which points `client_data` at an `S` that
     // outlives every libjpeg call it makes and clears it before returning.
-    let feed = unsafe { &mut *((*cinfo).common.client_data as *mut Feed<'_>) };
-    if feed.next >= feed.source.mcus() {
-        std::panic::resume_unwind(Box::new(LibjpegError(
-            "more MCUs asked for than the coefficients hold".into(),
-        )));
+    let source = unsafe { &mut *((*cinfo).common.client_data as *mut S) };
+    let blocks = (!mcu.is_null()).then(|| McuBlocks {
+        blocks: mcu,
+        len: source.blocks_per_mcu(),
+        _borrow: std::marker::PhantomData,
+    });
+    if !source.next_mcu(blocks) {
+        std::panic::resume_unwind(Box::new(Declined));
     }
-    if !mcu.is_null() {
-        for i in 0..feed.source.blocks_per_mcu() {
-            // SAFETY: libjpeg passes blocks_in_MCU pointers to distinct, writable blocks;
-            // `install_feed` checked that blocks_in_MCU equals `blocks_per_mcu()`.
-            let block = unsafe { &mut **mcu.add(i) };
-            feed.source.block(feed.next, i, block);
-        }
-    }
-    feed.next += 1;
     1
 }
 
@@ -194,31 +207,43 @@ pub(crate) fn decode(
     data: &[u8],
     req: &Request,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
-    decode_with(data, req, None)
+    decode_with::<NoSource>(data, req, None)
 }
 
-/// As [`decode`], for a sequential JPEG header (everything up to its one scan's header) whose
-/// coefficients come from `source` instead of entropy-coded data: libjpeg dequantises,
-/// inverse-transforms, upsamples and converts colour as for any sequential JPEG, so the
-/// pixels are those of a file holding the same coefficients.
-pub(crate) fn decode_from_coefficients(
-    header: &[u8],
-    req: &Request,
-    source: &dyn McuSource,
-) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
-    decode_with(header, req, Some(source))
-}
-
-fn decode_with(
+/// As [`decode`], for a sequential JPEG whose one scan (all components) is entropy-decoded
+/// by `source` instead of libjpeg: libjpeg dequantises, inverse-transforms, upsamples and
+/// converts colour as for any sequential JPEG, so the pixels are those of a file holding
+/// the same coefficients. `data` may end after the scan header when the source does not
+/// read the scan from it. An error when the source declines an MCU (see
+/// [`McuSource::next_mcu`]) as for anything else libjpeg refuses: the caller then decodes
+/// without the source.
+pub(crate) fn decode_from_source<S: McuSource>(
     data: &[u8],
     req: &Request,
-    source: Option<&dyn McuSource>,
+    source: &mut S,
+) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    decode_with(data, req, Some(source))
+}
+
+/// The type of no source.
+enum NoSource {}
+
+impl McuSource for NoSource {
+    fn blocks_per_mcu(&self) -> usize {
+        match *self {}
+    }
+    fn next_mcu(&mut self, _: Option<McuBlocks<'_>>) -> bool {
+        match *self {}
+    }
+}
+
+fn decode_with<S: McuSource>(
+    data: &[u8],
+    req: &Request,
+    source: Option<&mut S>,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
     let mut d = Decompress::new();
-    let mut feed = source.map(|source| Feed { source, next: 0 });
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        decode_inner(&mut d, data, req, feed.as_mut())
-    }));
+    let result = catch_unwind(AssertUnwindSafe(|| decode_inner(&mut d, data, req, source)));
     d.cinfo.common.client_data = std::ptr::null_mut();
     drop(d);
     match result {
@@ -226,6 +251,9 @@ fn decode_with(
         Err(payload) => Err(DecodeError::Corrupt(
             match payload.downcast::<LibjpegError>() {
                 Ok(e) => format!("JPEG: {}", e.0),
+                Err(p) if p.is::<Declined>() => {
+                    "JPEG: the coefficient source declined an MCU".into()
+                }
                 Err(p) => format!(
                     "JPEG decoder panicked: {}",
                     p.downcast_ref::<&str>()
@@ -244,18 +272,18 @@ fn decode_with(
 /// the upsampling filters. Without it the window tests fail.
 const MARGIN_IMCUS: usize = 1;
 
-/// Whether `jpeg_decompress_struct` has the layout whose `entropy` field [`install_feed`]
+/// Whether `jpeg_decompress_struct` has the layout whose `entropy` field [`install_source`]
 /// finds (mozjpeg-sys 2.2's binding of libjpeg-turbo's jpeglib.h, 64-bit, no jpeg70/80
-/// ABI): another layout turns the feed off (the original decodes instead), and a test
+/// ABI): another layout turns sources off (libjpeg decodes alone instead), and a test
 /// fails, so that the offset is checked again.
 pub(crate) const ENTROPY_FIELD_KNOWN: bool =
     cfg!(target_pointer_width = "64") && std::mem::size_of::<jpeg_decompress_struct>() == 632;
 
-/// Points libjpeg's entropy decoder at `feed` (after `jpeg_start_decompress`, before any
-/// row is read). Fails, changing nothing, when the MCU layout is not the feed's.
-fn install_feed(
+/// Points libjpeg's entropy decoder at `source` (after `jpeg_start_decompress`, before any
+/// row is read). Fails, changing nothing, when the MCU layout is not the source's.
+fn install_source<S: McuSource>(
     cinfo: &mut jpeg_decompress_struct,
-    feed: &mut Feed<'_>,
+    source: &mut S,
 ) -> Result<(), DecodeError> {
     let mismatch = || DecodeError::Corrupt("JPEG: coefficients do not fit the header".into());
     let nc = cinfo.num_components as usize;
@@ -269,7 +297,7 @@ fn install_feed(
             .map(|c| (c.h_samp_factor * c.v_samp_factor) as usize)
             .sum()
     };
-    if blocks != feed.source.blocks_per_mcu() {
+    if blocks != source.blocks_per_mcu() {
         return Err(mismatch());
     }
     if !ENTROPY_FIELD_KNOWN {
@@ -291,16 +319,16 @@ fn install_feed(
     if table.start_pass.is_none() || table.decode_mcu.is_none() {
         return Err(mismatch());
     }
-    table.decode_mcu = Some(decode_mcu_from_feed);
-    cinfo.common.client_data = feed as *mut Feed<'_> as *mut std::ffi::c_void;
+    table.decode_mcu = Some(decode_mcu_from_source::<S>);
+    cinfo.common.client_data = source as *mut S as *mut std::ffi::c_void;
     Ok(())
 }
 
-fn decode_inner(
+fn decode_inner<S: McuSource>(
     d: &mut Decompress,
     data: &[u8],
     req: &Request,
-    feed: Option<&mut Feed<'_>>,
+    source: Option<&mut S>,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
     let cinfo = &mut d.cinfo;
     // SAFETY: `cinfo` is zeroed with a valid error manager; creation fills the rest.
@@ -336,8 +364,8 @@ fn decode_inner(
     }
     // SAFETY: header read, parameters set; errors unwind to `decode`.
     unsafe { jpeg_start_decompress(cinfo) };
-    if let Some(feed) = feed {
-        install_feed(cinfo, feed)?;
+    if let Some(source) = source {
+        install_source(cinfo, source)?;
     }
     let (full_w, full_h) = (cinfo.output_width as usize, cinfo.output_height as usize);
     if (full_w, full_h) != (req.width, req.height) || cinfo.output_components as usize != nc {
