@@ -31,8 +31,8 @@
 //! changes speed.
 
 use super::huffman::{
-    extend, parse_dht, AcTable, BitReader, HuffTable, Unsupported, AC_END_OF_BLOCK, LOOKUP_BITS,
-    NATURAL_ORDER, R,
+    extend, next_segment, parse_dht, parse_dri, AcTable, BitReader, HuffTable, Unsupported,
+    AC_END_OF_BLOCK, LOOKUP_BITS, NATURAL_ORDER, R,
 };
 use super::turbo::{McuBlocks, McuSource};
 
@@ -71,30 +71,10 @@ fn read_headers(d: &[u8]) -> R<BaselineScan<'_>> {
     let mut restart_interval = 0usize;
     let mut i = 2;
     loop {
-        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
-            i += 1;
-        }
-        if d.get(i) != Some(&0xFF) {
-            return Err(Unsupported);
-        }
-        let m = *d.get(i + 1).ok_or(Unsupported)?;
-        if (0xD0..=0xD7).contains(&m) || m == 0x01 {
-            i += 2;
-            continue;
-        }
-        if m == 0xD9 {
-            return Err(Unsupported);
-        }
-        let len = usize::from(u16::from_be_bytes([
-            *d.get(i + 2).ok_or(Unsupported)?,
-            *d.get(i + 3).ok_or(Unsupported)?,
-        ]));
-        let p = d.get(i + 4..i + 2 + len).ok_or(Unsupported)?;
-        if len < 2 {
-            return Err(Unsupported);
-        }
-        let segment_end = i + 2 + len;
-        match m {
+        let seg = next_segment(d, i)?;
+        let p = seg.payload;
+        match seg.marker {
+            0xD9 => return Err(Unsupported),
             0xC0 | 0xC1 => {
                 if frame.is_some() {
                     return Err(Unsupported);
@@ -103,27 +83,14 @@ fn read_headers(d: &[u8]) -> R<BaselineScan<'_>> {
             }
             0xC2 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return Err(Unsupported),
             0xC4 => parse_dht(p, &mut dc_defs, &mut ac_defs)?,
-            0xDD => {
-                if p.len() < 2 {
-                    return Err(Unsupported);
-                }
-                restart_interval = usize::from(u16::from_be_bytes([p[0], p[1]]));
-            }
+            0xDD => restart_interval = parse_dri(p)?,
             0xDA => {
                 let comps = frame.ok_or(Unsupported)?;
-                return scan_from(
-                    d,
-                    segment_end,
-                    p,
-                    &comps,
-                    dc_defs,
-                    ac_defs,
-                    restart_interval,
-                );
+                return scan_from(d, seg.end, p, &comps, dc_defs, ac_defs, restart_interval);
             }
             _ => {}
         }
-        i = segment_end;
+        i = seg.end;
     }
 }
 

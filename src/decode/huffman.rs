@@ -1,7 +1,8 @@
 //! Huffman decoding shared by our progressive and baseline JPEG decoders: a 64-bit bit
 //! reader over entropy-coded data and table-driven code lookup, with libjpeg's conventions
 //! (zeros fed past a marker, `HUFF_EXTEND`), so that what they decode is what libjpeg-turbo
-//! decodes from the same bytes.
+//! decodes from the same bytes; and the header parsing both need (marker segments, DHT,
+//! DRI).
 
 #[derive(Clone)]
 pub(super) struct HuffTable {
@@ -267,31 +268,21 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    #[inline(always)]
-    pub(super) fn consume(&mut self, n: u32) {
-        self.acc <<= n;
-        self.bits -= n;
-    }
-
     /// `n` (1..=16) bits as an unsigned value.
     #[inline(always)]
     pub(super) fn get(&mut self, n: u32) -> u32 {
         if self.bits < n {
             self.refill();
         }
-        let v = (self.acc >> (64 - n)) as u32;
-        self.consume(n);
+        let mut b = self.take();
+        let v = b.get(n);
+        self.put(b);
         v
     }
 
     #[inline(always)]
     pub(super) fn bit(&mut self) -> bool {
-        if self.bits == 0 {
-            self.refill();
-        }
-        let v = self.acc >> 63 != 0;
-        self.consume(1);
-        v
+        self.get(1) != 0
     }
 
     #[inline(always)]
@@ -347,6 +338,63 @@ pub(super) fn extend(v: u32, s: u32) -> i32 {
         v as i32 - (1 << s) + 1
     } else {
         v as i32
+    }
+}
+
+/// A marker segment: its marker, where it starts (at 0xFF) and ends, and its payload
+/// (empty for EOI).
+pub(super) struct Segment<'a> {
+    pub(super) marker: u8,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) payload: &'a [u8],
+}
+
+/// The segment at `i` of a JPEG's headers (after any fill bytes; standalone RSTn and TEM
+/// markers passed over). Err when there is none: another byte than a marker, a bad length,
+/// the data ending.
+pub(super) fn next_segment(d: &[u8], mut i: usize) -> R<Segment<'_>> {
+    loop {
+        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if d.get(i) != Some(&0xFF) {
+            return Err(Unsupported);
+        }
+        let marker = *d.get(i + 1).ok_or(Unsupported)?;
+        if (0xD0..=0xD7).contains(&marker) || marker == 0x01 {
+            i += 2;
+            continue;
+        }
+        if marker == 0xD9 {
+            return Ok(Segment {
+                marker,
+                start: i,
+                end: i + 2,
+                payload: &[],
+            });
+        }
+        let len = usize::from(u16::from_be_bytes([
+            *d.get(i + 2).ok_or(Unsupported)?,
+            *d.get(i + 3).ok_or(Unsupported)?,
+        ]));
+        if len < 2 {
+            return Err(Unsupported);
+        }
+        return Ok(Segment {
+            marker,
+            start: i,
+            end: i + 2 + len,
+            payload: d.get(i + 4..i + 2 + len).ok_or(Unsupported)?,
+        });
+    }
+}
+
+/// A DRI segment's restart interval (MCUs; 0: none).
+pub(super) fn parse_dri(p: &[u8]) -> R<usize> {
+    match p {
+        [a, b, ..] => Ok(usize::from(u16::from_be_bytes([*a, *b]))),
+        _ => Err(Unsupported),
     }
 }
 

@@ -12,7 +12,11 @@
 //!
 //! JPEG specifics (what is supported, the truncation policy) are in [`jpeg`]; pixels come
 //! from libjpeg-turbo (the same decoder Pillow uses, bundled by `mozjpeg-sys`; building needs
-//! a C compiler and `nasm`). PNG conversions are in [`png`]. No input panics: libjpeg's
+//! a C compiler and `nasm`). Huffman-coded JPEGs are entropy-decoded by our own code
+//! (`progressive` for progressive scans, `baseline` for sequential ones, which share
+//! `huffman`), which hands libjpeg-turbo the coefficients in place of its own entropy
+//! decoding, so the pixels are libjpeg-turbo's; whatever ours cannot match exactly goes to
+//! libjpeg-turbo alone. PNG conversions are in [`png`]. No input panics: libjpeg's
 //! fatal errors unwind to a `catch_unwind` (never `longjmp`), both decoders run under
 //! `catch_unwind` as a last line of defence, and a panic is reported as
 //! [`DecodeError::Corrupt`].

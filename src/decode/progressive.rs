@@ -33,7 +33,8 @@
 //! with libjpeg as before. So this only ever changes speed.
 
 use super::huffman::{
-    extend, parse_dht, table, BitReader, HuffTable, Unsupported, NATURAL_ORDER, R,
+    extend, next_segment, parse_dht, parse_dri, table, BitReader, HuffTable, Unsupported,
+    NATURAL_ORDER, R,
 };
 use super::turbo::{self, Rect};
 use super::DecodeError;
@@ -164,30 +165,10 @@ fn read_coefficients(d: &[u8], region: Option<Rect>) -> R<Coefficients> {
     let mut seen_scan = false;
     let mut i = 2;
     loop {
-        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
-            i += 1;
-        }
-        if d.get(i) != Some(&0xFF) {
-            return Err(Unsupported);
-        }
-        let m = *d.get(i + 1).ok_or(Unsupported)?;
-        if m == 0xD9 {
-            break;
-        }
-        if (0xD0..=0xD7).contains(&m) || m == 0x01 {
-            i += 2;
-            continue;
-        }
-        let len = usize::from(u16::from_be_bytes([
-            *d.get(i + 2).ok_or(Unsupported)?,
-            *d.get(i + 3).ok_or(Unsupported)?,
-        ]));
-        if len < 2 {
-            return Err(Unsupported);
-        }
-        let p = d.get(i + 4..i + 2 + len).ok_or(Unsupported)?;
-        let segment_end = i + 2 + len;
-        match m {
+        let seg = next_segment(d, i)?;
+        let (p, segment_end) = (seg.payload, seg.end);
+        match seg.marker {
+            0xD9 => break,
             0xC2 => {
                 if frame.is_some() {
                     return Err(Unsupported);
@@ -201,16 +182,13 @@ fn read_coefficients(d: &[u8], region: Option<Rect>) -> R<Coefficients> {
             }
             0xC4 => parse_dht(p, &mut dc_tables, &mut ac_tables)?,
             0xDB => parse_dqt(p, &mut quant)?,
-            0xDD => {
-                if p.len() < 2 {
-                    return Err(Unsupported);
-                }
-                restart_interval = usize::from(u16::from_be_bytes([p[0], p[1]]));
+            0xDD => restart_interval = parse_dri(p)?,
+            0xE0 | 0xEE if !seen_scan => {
+                color_markers.extend_from_slice(&d[seg.start..segment_end])
             }
-            0xE0 | 0xEE if !seen_scan => color_markers.extend_from_slice(&d[i..segment_end]),
             _ => {}
         }
-        if m != 0xDA {
+        if seg.marker != 0xDA {
             i = segment_end;
             continue;
         }

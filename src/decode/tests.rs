@@ -1328,14 +1328,29 @@ fn progressive_files() -> Vec<(String, Vec<u8>)> {
             files.push((format!("generated {sub:?} restart {restart}"), out));
         }
     }
+    files.extend(jpegs_beside("STOKEHOLD_PROGRESSIVE_DIR", |hd| {
+        hd.progressive
+    }));
+    files
+}
+
+/// The JPEGs of `../shared`'s imagenet-400 and jpeg-edge (when it is there) and of the
+/// folder in environment variable `extra_dir` whose headers `keep` accepts, by path.
+fn jpegs_beside(
+    extra_dir: &str,
+    keep: impl Fn(&jpeg::JpegHeader) -> bool,
+) -> Vec<(String, Vec<u8>)> {
     let mut dirs: Vec<std::path::PathBuf> = Vec::new();
     if let Some(shared) = crate::testutil::shared_data() {
         dirs.push(shared.join("imagenet-400"));
         dirs.push(shared.join("jpeg-edge"));
+    } else {
+        println!("../shared not found: our own fixtures only");
     }
-    if let Ok(extra) = std::env::var("STOKEHOLD_PROGRESSIVE_DIR") {
+    if let Ok(extra) = std::env::var(extra_dir) {
         dirs.push(extra.into());
     }
+    let mut files = Vec::new();
     for d in dirs {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
@@ -1344,10 +1359,8 @@ fn progressive_files() -> Vec<(String, Vec<u8>)> {
         paths.sort();
         for p in paths {
             let bytes = std::fs::read(&p).unwrap();
-            if let Ok(hd) = jpeg::scan(&bytes, true, &Limits::default()) {
-                if hd.progressive {
-                    files.push((p.display().to_string(), bytes));
-                }
+            if jpeg::scan(&bytes, true, &Limits::default()).is_ok_and(|hd| keep(&hd)) {
+                files.push((p.display().to_string(), bytes));
             }
         }
     }
@@ -1581,31 +1594,9 @@ fn sequential_files() -> Vec<(String, Vec<u8>)> {
             }
         }
     }
-    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
-    if let Some(shared) = crate::testutil::shared_data() {
-        dirs.push(shared.join("imagenet-400"));
-        dirs.push(shared.join("jpeg-edge"));
-    } else {
-        println!("../shared not found: generated files only");
-    }
-    if let Ok(extra) = std::env::var("STOKEHOLD_SEQUENTIAL_DIR") {
-        dirs.push(extra.into());
-    }
-    for d in dirs {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        paths.sort();
-        for p in paths {
-            let bytes = std::fs::read(&p).unwrap();
-            if let Ok(hd) = jpeg::scan(&bytes, true, &Limits::default()) {
-                if !hd.progressive && !hd.arithmetic {
-                    files.push((p.display().to_string(), bytes));
-                }
-            }
-        }
-    }
+    files.extend(jpegs_beside("STOKEHOLD_SEQUENTIAL_DIR", |hd| {
+        !hd.progressive && !hd.arithmetic
+    }));
     files
 }
 
