@@ -1547,9 +1547,10 @@ fn noisy_pattern(h: usize, w: usize, c: usize, seed: u64) -> Vec<u8> {
 
 /// Sequential JPEGs to check our entropy decoding on: the Pillow fixtures (optimised
 /// Huffman tables in one scan, restart markers, gray, CMYK), generated ones (every
-/// subsampling, gray, CMYK, with and without restart markers, low to top quality; with
-/// optimised tables, or 4:1:1, jpeg-encoder writes a scan per component, which we leave to
-/// libjpeg), the sequential files of `../shared` when it is there, and any in
+/// subsampling, gray, CMYK, with and without restart markers, low to high quality; with
+/// 4:1:1 jpeg-encoder writes a scan per component, which we leave to libjpeg; its
+/// optimised tables are not used: it writes a scan per component with them, and 0.7.1 can
+/// write data too short for them or trip a debug assertion at high quality), the sequential files of `../shared` when it is there, and any in
 /// `STOKEHOLD_SEQUENTIAL_DIR`.
 fn sequential_files() -> Vec<(String, Vec<u8>)> {
     use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
@@ -1571,7 +1572,7 @@ fn sequential_files() -> Vec<(String, Vec<u8>)> {
         SamplingFactor::F_2_2,
     ];
     for (i, sub) in subs.into_iter().enumerate() {
-        for (restart, optimised, quality) in [(0u16, false, 90u8), (3, true, 95), (7, false, 30)] {
+        for (restart, quality) in [(0u16, 90u8), (3, 95), (7, 30)] {
             for (ct, c) in [
                 (ColorType::Rgb, 3),
                 (ColorType::Luma, 1),
@@ -1584,11 +1585,10 @@ fn sequential_files() -> Vec<(String, Vec<u8>)> {
                 let mut enc = Encoder::new(&mut out, quality);
                 enc.set_sampling_factor(sub);
                 enc.set_restart_interval(restart);
-                enc.set_optimized_huffman_tables(optimised);
                 let px = noisy_pattern(h, w, c, i as u64);
                 enc.encode(&px, w as u16, h as u16, ct).unwrap();
                 files.push((
-                    format!("generated {sub:?} {ct:?} q{quality} restart {restart} optimised {optimised}"),
+                    format!("generated {sub:?} {ct:?} q{quality} restart {restart}"),
                     out,
                 ));
             }
@@ -1622,8 +1622,7 @@ fn sequential_entropy_decoding_matches_libjpeg() {
     for (name, jpg) in &files {
         let hd = jpeg::scan(jpg, true, &Limits::default()).unwrap();
         let soi = &jpg[hd.soi..];
-        let one_scan =
-            name.contains("Luma") || !(name.contains("optimised true") || name.contains("R_4_1_1"));
+        let one_scan = name.contains("Luma") || !name.contains("R_4_1_1");
         let ours = (name.starts_with("generated") && one_scan) || name.starts_with("optimised-");
         if baseline::scan(soi).is_none() {
             // Our fixtures must take our path unless they have a scan per component;
