@@ -31,16 +31,18 @@
 //! changes speed.
 
 use super::huffman::{
-    extend, next_segment, parse_dht, parse_dri, AcTable, BitReader, HuffTable, Unsupported,
+    dht_tables, extend, next_segment, parse_dri, AcTable, BitReader, HuffTable, Unsupported,
     AC_END_OF_BLOCK, LOOKUP_BITS, NATURAL_ORDER, R,
 };
 use super::turbo::{McuBlocks, McuSource};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// The entropy-coded first scan of a sequential JPEG, decoded MCU by MCU for libjpeg.
 pub(crate) struct BaselineScan<'a> {
     reader: BitReader<'a>,
-    dc_tables: Vec<HuffTable>,
-    ac_tables: Vec<AcTable>,
+    dc_tables: Vec<Rc<HuffTable>>,
+    ac_tables: Vec<Rc<AcTable>>,
     /// For each scan component: its DC and AC table (indices into the vectors above).
     tables: Vec<(usize, usize)>,
     /// Scan component of each block of an MCU.
@@ -66,8 +68,9 @@ fn read_headers(d: &[u8]) -> R<BaselineScan<'_>> {
     }
     // Frame components: (id, h, v).
     let mut frame: Option<Vec<(u8, usize, usize)>> = None;
-    let mut dc_defs: [Option<HuffTable>; 4] = Default::default();
-    let mut ac_defs: [Option<HuffTable>; 4] = Default::default();
+    // The bytes of each table id's last definition.
+    let mut dc_defs: [Option<&[u8]>; 4] = [None; 4];
+    let mut ac_defs: [Option<&[u8]>; 4] = [None; 4];
     let mut restart_interval = 0usize;
     let mut i = 2;
     loop {
@@ -82,7 +85,16 @@ fn read_headers(d: &[u8]) -> R<BaselineScan<'_>> {
                 frame = Some(parse_frame(p)?);
             }
             0xC2 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return Err(Unsupported),
-            0xC4 => parse_dht(p, &mut dc_defs, &mut ac_defs)?,
+            0xC4 => {
+                for (class, id, t) in dht_tables(p)? {
+                    let defs = if class == 0 {
+                        &mut dc_defs
+                    } else {
+                        &mut ac_defs
+                    };
+                    defs[id] = Some(t);
+                }
+            }
             0xDD => restart_interval = parse_dri(p)?,
             0xDA => {
                 let comps = frame.ok_or(Unsupported)?;
@@ -122,8 +134,8 @@ fn scan_from<'a>(
     start: usize,
     p: &[u8],
     comps: &[(u8, usize, usize)],
-    mut dc_defs: [Option<HuffTable>; 4],
-    mut ac_defs: [Option<HuffTable>; 4],
+    dc_defs: [Option<&[u8]>; 4],
+    ac_defs: [Option<&[u8]>; 4],
     restart_interval: usize,
 ) -> R<BaselineScan<'a>> {
     let ns = usize::from(*p.first().ok_or(Unsupported)?);
@@ -133,8 +145,8 @@ fn scan_from<'a>(
     if p[1 + 2 * ns..1 + 2 * ns + 3] != [0, 63, 0] {
         return Err(Unsupported);
     }
-    let mut dc_tables: Vec<HuffTable> = Vec::new();
-    let mut ac_tables: Vec<AcTable> = Vec::new();
+    let mut dc_tables: Vec<Rc<HuffTable>> = Vec::new();
+    let mut ac_tables: Vec<Rc<AcTable>> = Vec::new();
     // Slot in dc_tables / ac_tables of each table id, once taken.
     let (mut dc_slot, mut ac_slot) = ([usize::MAX; 4], [usize::MAX; 4]);
     let mut tables = Vec::with_capacity(ns);
@@ -152,11 +164,15 @@ fn scan_from<'a>(
         }
         if dc_slot[td] == usize::MAX {
             dc_slot[td] = dc_tables.len();
-            dc_tables.push(dc_defs[td].take().ok_or(Unsupported)?);
+            dc_tables.push(cached(&DC_TABLES, dc_defs[td].ok_or(Unsupported)?, |t| {
+                HuffTable::from_dht(t)
+            })?);
         }
         if ac_slot[ta] == usize::MAX {
             ac_slot[ta] = ac_tables.len();
-            ac_tables.push(AcTable::new(ac_defs[ta].take().ok_or(Unsupported)?));
+            ac_tables.push(cached(&AC_TABLES, ac_defs[ta].ok_or(Unsupported)?, |t| {
+                Ok(AcTable::new(HuffTable::from_dht(t)?))
+            })?);
         }
         tables.push((dc_slot[td], ac_slot[ta]));
         // An interleaved scan's MCU: each component's h × v blocks in scan order; a lone
@@ -178,6 +194,40 @@ fn scan_from<'a>(
         restart_interval,
         restarts_left: restart_interval,
         next_restart: 0,
+    })
+}
+
+/// Tables built lately on this thread, with the DHT bytes they were built from, most recent
+/// first: photos from one source mostly share their tables, and building one costs about
+/// as much as decoding a hundred blocks.
+type TableCache<T> = RefCell<Vec<(Box<[u8]>, Rc<T>)>>;
+
+/// How many tables of each class a thread keeps.
+const CACHED_TABLES: usize = 8;
+
+thread_local! {
+    static DC_TABLES: TableCache<HuffTable> = const { RefCell::new(Vec::new()) };
+    static AC_TABLES: TableCache<AcTable> = const { RefCell::new(Vec::new()) };
+}
+
+/// The table of DHT bytes `t` from `cache`, or built by `build` (and kept).
+fn cached<T>(
+    cache: &'static std::thread::LocalKey<TableCache<T>>,
+    t: &[u8],
+    build: impl FnOnce(&[u8]) -> R<T>,
+) -> R<Rc<T>> {
+    cache.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some(i) = c.iter().position(|(k, _)| **k == *t) {
+            let hit = c.remove(i);
+            let table = Rc::clone(&hit.1);
+            c.insert(0, hit);
+            return Ok(table);
+        }
+        let table = Rc::new(build(t)?);
+        c.insert(0, (t.into(), Rc::clone(&table)));
+        c.truncate(CACHED_TABLES);
+        Ok(table)
     })
 }
 
@@ -245,7 +295,7 @@ fn decode_block<const STORE: bool>(
     pred: &mut i32,
     block: &mut [i16; 64],
 ) -> R<()> {
-    let fast: &[u32; 1 << LOOKUP_BITS] = &ac.fast;
+    let fast: &[u64; 1 << LOOKUP_BITS] = &ac.fast;
     // A code (up to 16 bits) and its magnitude bits (up to 15) without another refill.
     let mut b = r.fill(r.take(), 31);
     let s = u32::from(b.decode(dc)?);
@@ -262,34 +312,68 @@ fn decode_block<const STORE: bool>(
     if STORE {
         block[0] = *pred as i16;
     }
+    // The next position to fill.
     let mut k = 1usize;
     while k < 64 {
         b = r.fill(b, 31);
-        let step = fast[b.peek(LOOKUP_BITS) as usize];
-        let (run, value) = if step & 0xFF != 0 {
-            b.consume(step & 0xFF);
-            ((step >> 8) & 0xFF, (step >> 16) as u16 as i16)
+        let e = fast[b.peek(LOOKUP_BITS) as usize];
+        if e & 31 != 0 {
+            let p1 = k + ((e >> 10) & 127) as usize;
+            let v1 = (e >> 32) as u16 as i16;
+            if p1 >= 63 {
+                // The block ends with the first step: the bits after it are the next
+                // block's.
+                b.consume(((e >> 5) & 31) as u32);
+                if p1 > 63 {
+                    if v1 == 0 {
+                        break; // end of block, or a ZRL that reaches past it
+                    }
+                    return Err(Unsupported); // a run past the end: corrupt
+                }
+                if STORE {
+                    block[63] = v1;
+                }
+                break;
+            }
+            b.consume((e & 31) as u32);
+            if STORE {
+                block[usize::from(NATURAL_ORDER[p1]) & 63] = v1;
+            }
+            // The second step (without one: a zero written at the next position, which
+            // is zero anyway, and no advance).
+            let p2 = p1 + 1 + ((e >> 17) & 127) as usize;
+            let v2 = (e >> 48) as u16 as i16;
+            if p2 > 63 {
+                if v2 == 0 {
+                    break;
+                }
+                return Err(Unsupported);
+            }
+            if STORE {
+                block[usize::from(NATURAL_ORDER[p2]) & 63] = v2;
+            }
+            k = p2 + ((e >> 24) & 1) as usize;
         } else {
             let rs = u32::from(b.decode(&ac.huff)?);
             let (run, s) = (rs >> 4, rs & 15);
-            if s == 0 {
+            let (run, value) = if s == 0 {
                 (if run == 15 { 15 } else { AC_END_OF_BLOCK }, 0)
             } else {
                 (run, extend(b.get(s), s) as i16)
+            };
+            let p = k + run as usize;
+            if p > 63 {
+                if value == 0 {
+                    break; // end of block, or a ZRL that reaches past it (libjpeg writes nothing)
+                }
+                // A run past the block's end: corrupt (libjpeg would write position 63).
+                return Err(Unsupported);
             }
-        };
-        k += run as usize;
-        if k > 63 {
-            if value == 0 {
-                break; // end of block, or a ZRL that reaches past it (libjpeg writes nothing)
+            if STORE {
+                block[usize::from(NATURAL_ORDER[p]) & 63] = value;
             }
-            // A run past the block's end: corrupt (libjpeg would write position 63).
-            return Err(Unsupported);
+            k = p + 1;
         }
-        if STORE {
-            block[usize::from(NATURAL_ORDER[k]) & 63] = value;
-        }
-        k += 1;
     }
     r.put(b);
     Ok(())

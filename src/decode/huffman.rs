@@ -115,44 +115,77 @@ impl Bits {
     }
 }
 
-/// A sequential scan's AC table with, for each value of the next [`LOOKUP_BITS`] bits, the
-/// whole step when the code and its magnitude bits fit in them (most do: short codes of
-/// small coefficients), so that one lookup replaces a code lookup, a bit read and
-/// `HUFF_EXTEND`.
+/// A sequential scan's AC table with, for each value of the next [`LOOKUP_BITS`] bits, up
+/// to two whole steps (code, run and sign-extended coefficient, or end of block) when
+/// their codes and magnitude bits fit in them. Most steps are short codes of small
+/// coefficients, so one lookup often replaces two code lookups, two bit reads and two
+/// `HUFF_EXTEND`s: each lookup waits for the one before (its bits start where the last
+/// step ended), and that wait is most of the decoding time.
 pub(super) struct AcTable {
-    /// Bits 0..8: bits the step takes (0: not in the table, decode `huff`); 8..16: zeros
-    /// before the coefficient (run), or [`AC_END_OF_BLOCK`]; 16..32: the coefficient (i16).
-    pub(super) fast: Box<[u32; 1 << LOOKUP_BITS]>,
+    /// Bits 0..5: bits both steps take (0: not in the table, decode `huff`); 5..10: bits
+    /// the first takes; 10..17: the first step's run (zeros before its coefficient), or
+    /// [`AC_END_OF_BLOCK`]; 17..24: the second's run, or [`AC_END_OF_BLOCK`] (0 when there
+    /// is no second step); bit 24: whether there is a second step that is not an end of
+    /// block; 32..48 and 48..64: the two coefficients (i16; 0 for ZRL, end of block or no
+    /// step).
+    pub(super) fast: Box<[u64; 1 << LOOKUP_BITS]>,
     pub(super) huff: HuffTable,
 }
 
 /// The run of an end-of-block step in [`AcTable::fast`]: past every position.
-pub(super) const AC_END_OF_BLOCK: u32 = 0xFF;
+pub(super) const AC_END_OF_BLOCK: u32 = 64;
 
 impl AcTable {
     pub(super) fn new(huff: HuffTable) -> AcTable {
-        let mut fast = Box::new([0u32; 1 << LOOKUP_BITS]);
+        let mut fast = Box::new([0u64; 1 << LOOKUP_BITS]);
         for (bits, entry) in fast.iter_mut().enumerate() {
-            let e = huff.lookup[bits];
-            if e == 0 {
+            let bits = bits as u32;
+            let Some((len1, run1, v1)) = ac_step(&huff, bits, LOOKUP_BITS) else {
                 continue;
-            }
-            let (len, rs) = (u32::from(e >> 8), u32::from(e & 0xFF));
-            let (run, s) = (rs >> 4, rs & 15);
-            *entry = if s == 0 {
-                // ZRL (sixteen zeros: fifteen, then a zero "coefficient") or, for every
-                // other run, end of block as libjpeg's sequential decoder reads it.
-                let run = if run == 15 { 15 } else { AC_END_OF_BLOCK };
-                (run << 8) | len
-            } else if len + s <= LOOKUP_BITS {
-                let v = (bits as u32 >> (LOOKUP_BITS - len - s)) & ((1 << s) - 1);
-                (u32::from(extend(v, s) as i16 as u16) << 16) | (run << 8) | (len + s)
-            } else {
-                0
             };
+            let mut e = u64::from(len1)
+                | u64::from(len1) << 5
+                | u64::from(run1) << 10
+                | u64::from(v1 as u16) << 32;
+            let rest = LOOKUP_BITS - len1;
+            if run1 != AC_END_OF_BLOCK && rest > 0 {
+                let next = (bits << len1) & ((1 << LOOKUP_BITS) - 1);
+                if let Some((len2, run2, v2)) = ac_step(&huff, next, rest) {
+                    e = u64::from(len1 + len2)
+                        | u64::from(len1) << 5
+                        | u64::from(run1) << 10
+                        | u64::from(run2) << 17
+                        | u64::from(run2 != AC_END_OF_BLOCK) << 24
+                        | u64::from(v1 as u16) << 32
+                        | u64::from(v2 as u16) << 48;
+                }
+            }
+            *entry = e;
         }
         AcTable { fast, huff }
     }
+}
+
+/// The AC step whose code starts the top `avail` bits of the [`LOOKUP_BITS`]-bit `bits`:
+/// (bits it takes, run or [`AC_END_OF_BLOCK`], coefficient), None unless it fits in them.
+/// ZRL is sixteen zeros (fifteen, then a zero "coefficient"); every other zero-magnitude
+/// symbol ends the block, as libjpeg's sequential decoder reads it.
+fn ac_step(huff: &HuffTable, bits: u32, avail: u32) -> Option<(u32, u32, i16)> {
+    let e = huff.lookup[bits as usize];
+    let len = u32::from(e >> 8);
+    // A code of at most `avail` bits is decided by them alone (no code is another's prefix).
+    if e == 0 || len > avail {
+        return None;
+    }
+    let (run, s) = (u32::from(e & 0xFF) >> 4, u32::from(e & 15));
+    if s == 0 {
+        return Some((len, if run == 15 { 15 } else { AC_END_OF_BLOCK }, 0));
+    }
+    if len + s > avail {
+        return None;
+    }
+    let v = (bits >> (LOOKUP_BITS - len - s)) & ((1 << s) - 1);
+    Some((len + s, run, extend(v, s) as i16))
 }
 
 /// Why decoding stopped early: the caller falls back to libjpeg.
@@ -398,28 +431,48 @@ pub(super) fn parse_dri(p: &[u8]) -> R<usize> {
     }
 }
 
-pub(super) fn parse_dht(
-    mut p: &[u8],
-    dc: &mut [Option<HuffTable>; 4],
-    ac: &mut [Option<HuffTable>; 4],
-) -> R<()> {
+/// The tables a DHT segment defines: (class: 0 DC, 1 AC; id; the table's bytes: 16 counts,
+/// then the symbols).
+pub(super) fn dht_tables(mut p: &[u8]) -> R<Vec<(u8, usize, &[u8])>> {
+    let mut tables = Vec::new();
     while !p.is_empty() {
         if p.len() < 17 {
             return Err(Unsupported);
         }
         let (class, id) = (p[0] >> 4, usize::from(p[0] & 15));
-        let counts: [u8; 16] = p[1..17].try_into().map_err(|_| Unsupported)?;
-        let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
+        let n: usize = p[1..17].iter().map(|&c| usize::from(c)).sum();
         if id > 3 || class > 1 || n > 256 || p.len() < 17 + n {
             return Err(Unsupported);
         }
-        let t = HuffTable::new(&counts, &p[17..17 + n]).ok_or(Unsupported)?;
+        tables.push((class, id, &p[1..17 + n]));
+        p = &p[17 + n..];
+    }
+    Ok(tables)
+}
+
+impl HuffTable {
+    /// The table of [`dht_tables`] bytes.
+    pub(super) fn from_dht(t: &[u8]) -> R<HuffTable> {
+        let counts: &[u8; 16] = t
+            .get(..16)
+            .and_then(|c| c.try_into().ok())
+            .ok_or(Unsupported)?;
+        HuffTable::new(counts, &t[16..]).ok_or(Unsupported)
+    }
+}
+
+pub(super) fn parse_dht(
+    p: &[u8],
+    dc: &mut [Option<HuffTable>; 4],
+    ac: &mut [Option<HuffTable>; 4],
+) -> R<()> {
+    for (class, id, t) in dht_tables(p)? {
+        let t = HuffTable::from_dht(t)?;
         if class == 0 {
             dc[id] = Some(t);
         } else {
             ac[id] = Some(t);
         }
-        p = &p[17 + n..];
     }
     Ok(())
 }
@@ -434,3 +487,98 @@ pub(super) const NATURAL_ORDER: [u8; 64] = [
     13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
     52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AC tables of the Pillow fixtures (standard-like and optimised codes).
+    fn ac_tables() -> Vec<HuffTable> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        let mut tables = Vec::new();
+        for f in [
+            "sequential/optimised-444-q100.jpg",
+            "sequential/optimised-420.jpg",
+            "progressive/progressive-420.jpg",
+        ] {
+            let d = std::fs::read(dir.join(f)).unwrap();
+            let mut i = 2;
+            while let Ok(seg) = next_segment(&d, i) {
+                if seg.marker == 0xDA || seg.marker == 0xD9 {
+                    break;
+                }
+                if seg.marker == 0xC4 {
+                    for (class, _, t) in dht_tables(seg.payload).unwrap() {
+                        if class == 1 {
+                            tables.push(HuffTable::from_dht(t).unwrap());
+                        }
+                    }
+                }
+                i = seg.end;
+            }
+        }
+        assert!(tables.len() >= 4);
+        tables
+    }
+
+    /// One AC step read the plain way: (bits taken, run or end of block, coefficient).
+    fn plain_step(t: &HuffTable, b: &mut Bits) -> (u32, u32, i16) {
+        let before = b.bits;
+        let rs = u32::from(b.decode(t).unwrap());
+        let (run, s) = (rs >> 4, rs & 15);
+        let (run, v) = if s == 0 {
+            (if run == 15 { 15 } else { AC_END_OF_BLOCK }, 0)
+        } else {
+            (run, extend(b.get(s), s) as i16)
+        };
+        (before - b.bits, run, v)
+    }
+
+    /// Every entry of the two-step table says what decoding the same bits one step at a
+    /// time says.
+    #[test]
+    fn two_step_ac_table_matches_plain_decoding() {
+        for huff in ac_tables() {
+            let table = AcTable::new(huff.clone());
+            let (mut pairs, mut singles) = (0, 0);
+            for (idx, &e) in table.fast.iter().enumerate() {
+                // The index's bits, then ones: a step that fits must not read past them.
+                let acc = ((idx as u64) << (64 - LOOKUP_BITS)) | ((1 << (64 - LOOKUP_BITS)) - 1);
+                let mut b = Bits { acc, bits: 64 };
+                if e & 31 == 0 {
+                    continue;
+                }
+                let (len1, run1, v1) = plain_step(&huff, &mut b);
+                assert_eq!(
+                    ((e >> 5) & 31, (e >> 10) & 127, (e >> 32) as u16 as i16),
+                    (u64::from(len1), u64::from(run1), v1),
+                    "index {idx:#x}: first step"
+                );
+                if e & 31 == (e >> 5) & 31 {
+                    singles += 1;
+                    continue;
+                }
+                pairs += 1;
+                let (len2, run2, v2) = plain_step(&huff, &mut b);
+                assert_eq!(
+                    (
+                        e & 31,
+                        (e >> 17) & 127,
+                        (e >> 48) as u16 as i16,
+                        (e >> 24) & 1
+                    ),
+                    (
+                        u64::from(len1 + len2),
+                        u64::from(run2),
+                        v2,
+                        u64::from(run2 != AC_END_OF_BLOCK)
+                    ),
+                    "index {idx:#x}: second step"
+                );
+                assert!(len1 + len2 <= LOOKUP_BITS);
+            }
+            assert!(pairs > 0, "{pairs} pairs, {singles} single steps");
+            println!("{pairs} pairs, {singles} single steps");
+        }
+    }
+}
