@@ -165,17 +165,17 @@ fn main() {
     }
     for (name, t) in [
         ("zune-jpeg full", tz),
-        ("libjpeg-turbo full", tt),
-        ("libjpeg-turbo rrc window", tw),
-        ("full, libjpeg progressive", tl),
-        ("window, libjpeg progressive", tlw),
+        ("stokehold full", tt),
+        ("stokehold rrc window", tw),
+        ("full, libjpeg-turbo alone", tl),
+        ("window, libjpeg-turbo alone", tlw),
         ("decode + rrc 224 (unfused)", tu),
         ("decode_and_crop 224 (fused)", tf),
         ("decode_and_crop_scaled 224 (opt-in)", ts),
     ] {
         let m = median(t);
         println!(
-            "{name:>26}: {:6.0} img/s  {:6.1} MP/s (median of {rounds})",
+            "{name:>36}: {:6.0} img/s  {:6.1} MP/s (median of {rounds})",
             n / m,
             mp / m
         );

@@ -7,7 +7,8 @@
 //! photos put libjpeg-turbo's `decode_mcu` at about 57% of all CPU time, against 9% for its
 //! IDCT and colour conversion. Its fast path looks up a code in 8 bits, then reads the
 //! coefficient's magnitude bits and sign-extends it as separate steps, refilling its bit
-//! buffer a byte at a time.
+//! buffer a byte at a time. Each code's lookup needs the bits where the last step ended, so
+//! the lookups form one chain of dependent loads: their number is what decides the time.
 //!
 //! # How, and why the pixels are the same
 //!
@@ -21,8 +22,10 @@
 //! own, so equal coefficients make equal pixels. The decoding here is libjpeg's
 //! (`decode_mcu` in jdhuff.c: DC predictions per component reset at restart markers, runs,
 //! ZRL, every other zero-magnitude symbol ending the block), with a 64-bit bit reader that
-//! refills eight bytes at a time and an AC table that resolves most steps (code, run and
-//! sign-extended coefficient) in one lookup ([`AcTable`]).
+//! refills eight bytes at a time, kept in registers through a block, and an AC table that
+//! resolves up to two whole steps (code, run and sign-extended coefficient, or end of
+//! block) in one lookup of 11 bits ([`AcTable`]; most steps of photos take 3 to 6 bits).
+//! Built tables are kept per thread by their DHT bytes: photos of one source share them.
 //!
 //! Where libjpeg would do something else than decode the data as written — corrupt data
 //! (an invalid code, a run past the block's end, a restart marker out of place), data that

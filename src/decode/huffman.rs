@@ -137,37 +137,45 @@ pub(super) const AC_END_OF_BLOCK: u32 = 64;
 
 impl AcTable {
     pub(super) fn new(huff: HuffTable) -> AcTable {
+        const MASK: u32 = (1 << LOOKUP_BITS) - 1;
+        // One step for each index: bits taken (0: does not fit), run, coefficient.
+        let mut single = [(0u32, 0u32, 0i16); 1 << LOOKUP_BITS];
+        for (bits, step) in single.iter_mut().enumerate() {
+            if let Some(s) = ac_step(&huff, bits as u32, LOOKUP_BITS) {
+                *step = s;
+            }
+        }
         let mut fast = Box::new([0u64; 1 << LOOKUP_BITS]);
-        for (bits, entry) in fast.iter_mut().enumerate() {
-            let bits = bits as u32;
-            let Some((len1, run1, v1)) = ac_step(&huff, bits, LOOKUP_BITS) else {
+        for (bits, (entry, &(len1, run1, v1))) in fast.iter_mut().zip(&single).enumerate() {
+            if len1 == 0 {
                 continue;
-            };
-            let mut e = u64::from(len1)
+            }
+            *entry = u64::from(len1)
                 | u64::from(len1) << 5
                 | u64::from(run1) << 10
                 | u64::from(v1 as u16) << 32;
-            let rest = LOOKUP_BITS - len1;
-            if run1 != AC_END_OF_BLOCK && rest > 0 {
-                let next = (bits << len1) & ((1 << LOOKUP_BITS) - 1);
-                if let Some((len2, run2, v2)) = ac_step(&huff, next, rest) {
-                    e = u64::from(len1 + len2)
-                        | u64::from(len1) << 5
-                        | u64::from(run1) << 10
-                        | u64::from(run2) << 17
-                        | u64::from(run2 != AC_END_OF_BLOCK) << 24
-                        | u64::from(v1 as u16) << 32
-                        | u64::from(v2 as u16) << 48;
-                }
+            if run1 == AC_END_OF_BLOCK || len1 == LOOKUP_BITS {
+                continue;
             }
-            *entry = e;
+            // The step in the bits after the first: decided by them alone when it takes no
+            // more than they are (no code is another's prefix).
+            let (len2, run2, v2) = single[((bits as u32) << len1 & MASK) as usize];
+            if len2 != 0 && len2 <= LOOKUP_BITS - len1 {
+                *entry = u64::from(len1 + len2)
+                    | u64::from(len1) << 5
+                    | u64::from(run1) << 10
+                    | u64::from(run2) << 17
+                    | u64::from(run2 != AC_END_OF_BLOCK) << 24
+                    | u64::from(v1 as u16) << 32
+                    | u64::from(v2 as u16) << 48;
+            }
         }
         AcTable { fast, huff }
     }
 }
 
-/// The AC step whose code starts the top `avail` bits of the [`LOOKUP_BITS`]-bit `bits`:
-/// (bits it takes, run or [`AC_END_OF_BLOCK`], coefficient), None unless it fits in them.
+/// The AC step whose code starts the [`LOOKUP_BITS`]-bit `bits`: (bits it takes, run or
+/// [`AC_END_OF_BLOCK`], coefficient), None unless it fits in the top `avail` of them.
 /// ZRL is sixteen zeros (fifteen, then a zero "coefficient"); every other zero-magnitude
 /// symbol ends the block, as libjpeg's sequential decoder reads it.
 fn ac_step(huff: &HuffTable, bits: u32, avail: u32) -> Option<(u32, u32, i16)> {
