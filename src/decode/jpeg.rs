@@ -248,7 +248,7 @@ pub(crate) fn decode_pixels(
             }
         }
     }
-    let fewer_scans = if scale_denom == 8 && !h.arithmetic {
+    let fewer_scans = if h.progressive && scale_denom == 8 && !h.arithmetic {
         without_unused_ac_scans(data)
     } else {
         None

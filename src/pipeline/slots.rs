@@ -587,37 +587,50 @@ impl ImageFill {
     /// Appends a sample written into a shared buffer: nothing to do when it is already where
     /// it belongs (then true), else a copy.
     pub(crate) fn push_placed(&mut self, p: &Placed, pool: &Arc<BufferPool>, batch: usize) -> bool {
-        if let ImageFill::Shared {
-            pixels,
-            layout,
-            shapes,
-        } = self
-        {
-            let to = shapes.len();
-            let in_place = pixels.same(&p.pixels) && to == p.slot;
-            if *layout == p.layout && to < pixels.slots() && pixels.copy_slot(to, &p.pixels, p.slot)
-            {
-                shapes.push(p.shape);
-                return in_place;
-            }
+        let mut in_place = false;
+        let written = self.write_shared(p.layout, p.shape, |pixels, to| {
+            in_place = pixels.same(&p.pixels) && to == p.slot;
+            pixels.copy_slot(to, &p.pixels, p.slot)
+        });
+        if written {
+            return in_place;
         }
         self.push(&Self::image_of(p), pool, batch);
         false
     }
 
-    /// Appends an ordinary image.
-    pub(crate) fn push(&mut self, im: &Image, pool: &Arc<BufferPool>, batch: usize) {
+    /// Appends the next sample to the shared buffer, through `write(buffer, slot)`, when this
+    /// fill has one of `layout` with a slot left and `write` succeeds (then true; `shape`
+    /// is recorded).
+    fn write_shared(
+        &mut self,
+        layout: Layout,
+        shape: [usize; 3],
+        write: impl FnOnce(&SharedPixels, usize) -> bool,
+    ) -> bool {
         if let ImageFill::Shared {
             pixels,
-            layout,
+            layout: shared_layout,
             shapes,
         } = self
         {
             let to = shapes.len();
-            if *layout == im.layout && to < pixels.slots() && pixels.write_slot(to, &im.pixels) {
-                shapes.push(im.shape());
-                return;
+            if *shared_layout == layout && to < pixels.slots() && write(pixels, to) {
+                shapes.push(shape);
+                return true;
             }
+        }
+        false
+    }
+
+    /// Appends an ordinary image.
+    pub(crate) fn push(&mut self, im: &Image, pool: &Arc<BufferPool>, batch: usize) {
+        if self.write_shared(im.layout, im.shape(), |pixels, to| {
+            pixels.write_slot(to, &im.pixels)
+        }) {
+            return;
+        }
+        if let ImageFill::Shared { .. } = self {
             // Another shape or type: from here on, built the ordinary way.
             self.make_copied(pool, batch);
         }
