@@ -456,6 +456,9 @@ fn horizontal_pass(
 ) {
     let c = src.channels;
     let row_out = taps.out_size() * c;
+    // Only x86-64 has vector passes; elsewhere the scalar loop below runs either way.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
     #[cfg(target_arch = "x86_64")]
     if simd && (c == 3 || c == 4) && super::simd::available() {
         use super::simd::{hrow_groups, HGroups};
@@ -545,6 +548,8 @@ fn vertical_pass(
 ) {
     const CHUNK: usize = 256;
     let row_out = out.len() / taps.out_size();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
     #[cfg(target_arch = "x86_64")]
     if simd && super::simd::available() {
         for (i, orow) in out.chunks_exact_mut(row_out).enumerate() {
