@@ -38,17 +38,24 @@ __device__ __forceinline__ float f16_bits_to_f32(u16 h) {
     return r;
 }
 #else
-// Host build of the kernels (tests/cuda_emu): the same conversions through _Float16.
+// Host build of the kernels (tests/cuda_emu): the same conversions through the compiler's
+// IEEE half type (round to nearest even, as cvt.rn). GCC 12 knows _Float16 in C++ only on
+// x86; every AArch64 compiler has __fp16 (IEEE binary16).
 #include <string.h>
+#if defined(__aarch64__)
+typedef __fp16 emu_half;
+#else
+typedef _Float16 emu_half;
+#endif
 __device__ __forceinline__ u16 f32_to_f16_bits(float x) {
-    _Float16 h = (_Float16)x;
+    emu_half h = (emu_half)x;
     u16 r;
     memcpy(&r, &h, 2);
     return r;
 }
 
 __device__ __forceinline__ float f16_bits_to_f32(u16 b) {
-    _Float16 h;
+    emu_half h;
     memcpy(&h, &b, 2);
     return (float)h;
 }
