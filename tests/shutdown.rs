@@ -32,11 +32,8 @@ fn dropping_mid_epoch_is_prompt_and_leaks_no_thread() {
         while pipeline_threads() < 5 && named.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(
-            pipeline_threads() >= 5,
-            "{} pipeline threads",
-            pipeline_threads()
-        );
+        let named_threads = pipeline_threads();
+        assert!(named_threads >= 5, "{named_threads} pipeline threads");
         let t0 = Instant::now();
         drop(p);
         assert!(

@@ -950,6 +950,17 @@ fn windows_for(h: usize, w: usize) -> Vec<Window> {
     v
 }
 
+/// [`windows_for`] of a photograph whose every window is a whole decode: the non-empty ones
+/// inside the image, and on images over 300×300 only every `sample`th of them.
+fn windows_sampled(h: usize, w: usize, sample: usize) -> Vec<Window> {
+    let mut wins = windows_for(h, w);
+    wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
+    if h * w > 300 * 300 {
+        wins = wins.into_iter().step_by(sample).collect();
+    }
+    wins
+}
+
 #[test]
 fn window_decode_is_bit_exact_all_subsamplings() {
     // A textured image (sharp edges in every channel) so that any difference in upsampling
@@ -1408,13 +1419,7 @@ fn progressive_coefficients_match_libjpeg() {
         let (got, _) = t.decode(hd.components).unwrap();
         assert!(got == want, "{name}: whole image differs");
         let (h, w) = (hd.height, hd.width);
-        let mut wins = windows_for(h, w);
-        wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
-        if h * w > 300 * 300 {
-            // Large photographs: a sample of the windows (each is a whole coefficient decode).
-            wins = wins.into_iter().step_by(37).collect();
-        }
-        for win in wins {
+        for win in windows_sampled(h, w, 37) {
             let (top, left, wh, ww) = win;
             let t = progressive::coefficients(soi, Some(win))
                 .unwrap_or_else(|| panic!("{name}: window {win:?} not decoded by us"));
@@ -1645,12 +1650,7 @@ fn sequential_entropy_decoding_matches_libjpeg() {
             assert!(got == want, "{name}: whole image at 1/{scale} differs");
         }
         let (h, w) = (hd.height, hd.width);
-        let mut wins = windows_for(h, w);
-        wins.retain(|&(t, l, wh, ww)| wh > 0 && ww > 0 && t + wh <= h && l + ww <= w);
-        if h * w > 300 * 300 {
-            wins = wins.into_iter().step_by(53).collect();
-        }
-        for win in wins {
+        for win in windows_sampled(h, w, 53) {
             let req = scaled_request(&hd, Some(win), 1);
             let want = turbo::decode(soi, &req).unwrap();
             let mut source = baseline::scan(soi).unwrap();
