@@ -1300,19 +1300,31 @@ fn baseline_jpegs_keep_every_scan() {
     assert!(jpeg::without_unused_ac_scans(cut).is_none());
 }
 
+/// The committed fixtures `tests/golden/<folder>/<prefix>-<name>.jpg`, named by file name.
+fn golden_jpegs(folder: &str, prefix: &str, names: &[&str]) -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(folder);
+    names
+        .iter()
+        .map(|n| {
+            let name = format!("{prefix}-{n}.jpg");
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect()
+}
+
 /// Progressive JPEGs to check our progressive decoder on: the Pillow fixtures (libjpeg's
 /// standard script with refinement scans, with and without restart markers), generated ones
 /// (spectral selection only, with and without restarts), the progressive files of
 /// `../shared` when it is there, and any in `STOKEHOLD_PROGRESSIVE_DIR`.
 fn progressive_files() -> Vec<(String, Vec<u8>)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
-    let mut files: Vec<(String, Vec<u8>)> = ["420", "422", "444", "gray", "420-rst", "gray-rst"]
-        .iter()
-        .map(|n| {
-            let name = format!("progressive-{n}.jpg");
-            (name.clone(), std::fs::read(dir.join(&name)).unwrap())
-        })
-        .collect();
+    let mut files = golden_jpegs(
+        "progressive",
+        "progressive",
+        &["420", "422", "444", "gray", "420-rst", "gray-rst"],
+    );
     let (h, w) = (157usize, 203usize);
     for sub in [Sub::S444, Sub::S422, Sub::S420, Sub::S440, Sub::S411] {
         for restart in [0u16, 5] {
@@ -1559,14 +1571,11 @@ fn noisy_pattern(h: usize, w: usize, c: usize, seed: u64) -> Vec<u8> {
 /// `STOKEHOLD_SEQUENTIAL_DIR`.
 fn sequential_files() -> Vec<(String, Vec<u8>)> {
     use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sequential");
-    let mut files: Vec<(String, Vec<u8>)> = ["420", "444-q100", "422-rst", "gray-rst", "cmyk"]
-        .iter()
-        .map(|n| {
-            let name = format!("optimised-{n}.jpg");
-            (name.clone(), std::fs::read(dir.join(&name)).unwrap())
-        })
-        .collect();
+    let mut files = golden_jpegs(
+        "sequential",
+        "optimised",
+        &["420", "444-q100", "422-rst", "gray-rst", "cmyk"],
+    );
     let (h, w) = (157usize, 203usize);
     let subs = [
         SamplingFactor::R_4_4_4,
