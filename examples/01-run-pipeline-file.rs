@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use stokehold::pipeline::executor::set_data_root;
 use stokehold::pipeline::{file, Pipeline};
 
 fn main() -> Result<(), stokehold::Error> {
@@ -18,10 +17,10 @@ fn main() -> Result<(), stokehold::Error> {
     );
     let data = match args.next() {
         Some(d) => PathBuf::from(d),
-        None => stokehold::samples::ensure(&stokehold::samples::default_dir())?,
+        None => stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?,
     };
     let mut spec = file::load(&pipeline)?.spec;
-    set_data_root(&mut spec, &data);
+    spec.set_data(&data);
     for batch in Pipeline::new(spec)? {
         let batch = batch?;
         let images = batch

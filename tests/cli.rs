@@ -32,7 +32,7 @@ fn run_with_no_data_uses_the_builtin_samples() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("built-in sample set"), "{stderr}");
     let last = stdout.lines().last().unwrap();
-    let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    let n = stokehold::builtin_data::CLASSES.len() * stokehold::builtin_data::PER_CLASS;
     assert!(
         last.starts_with(&format!("images={n} skipped=0 seconds=")),
         "{last}"
@@ -43,7 +43,7 @@ fn run_with_no_data_uses_the_builtin_samples() {
 #[test]
 fn bench_prints_the_peer_format() {
     let samples = tempfile::tempdir().unwrap();
-    let data = stokehold::samples::ensure(&samples.path().join("s")).unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
     let out = stokehold()
         .args([
             "bench",
@@ -68,7 +68,7 @@ fn bench_prints_the_peer_format() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap();
-    let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    let n = stokehold::builtin_data::CLASSES.len() * stokehold::builtin_data::PER_CLASS;
     assert!(
         last.starts_with(&format!("device=cpu threads=2 batch=8 images={n} seconds=")),
         "{last}"

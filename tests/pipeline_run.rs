@@ -26,7 +26,7 @@ fn set_reader(spec: &mut PipelineSpec, key: &str, v: impl Into<stokehold::ops::A
 fn train_pipeline_on_builtin_samples() {
     let (_d, data) = samples();
     let batches = collect(spec_for("resnet50-train.toml", &data, 16, 2, 2));
-    let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    let n = stokehold::builtin_data::CLASSES.len() * stokehold::builtin_data::PER_CLASS;
     assert_eq!(batches.len(), 2 * n.div_ceil(16));
     let mut per_epoch = [0usize; 2];
     for b in &batches {
