@@ -21,7 +21,10 @@ fn main() -> Result<(), stokehold::Error> {
     };
     let mut spec = file::load(&pipeline)?.spec;
     spec.set_data(&data);
-    for batch in Pipeline::new(spec)? {
+    let mut pipeline = Pipeline::new(spec)?;
+    println!("device: {}", pipeline.device());
+    // `&mut`: the pipeline stays ours, for its summaries at the end.
+    for batch in &mut pipeline {
         let batch = batch?;
         let images = batch
             .images("images")
@@ -34,6 +37,12 @@ fn main() -> Result<(), stokehold::Error> {
             images.dtype,
             images.layout,
             batch.skipped.len()
+        );
+    }
+    for e in pipeline.epoch_summaries() {
+        println!(
+            "epoch {}: {} images, {} skipped",
+            e.epoch, e.images, e.skipped
         );
     }
     Ok(())
