@@ -14,7 +14,7 @@ Then it reports
   (b) operator modules (the folders under src/ops/) that import another operator module.
 It exits 1 when it finds either, unless --report is given.
 
-    python3 scripts/import-graph.py [--report] [--scope pipeline,reader,ops] [--quiet]
+    python3 scripts/import-graph.py [--report] [--scope pipeline,reader,ops] [--quiet] [--root DIR]
 """
 
 import argparse
@@ -24,7 +24,6 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SRC = os.path.join(ROOT, "src")
 
 
 def strip(text):
@@ -262,8 +261,12 @@ class Crate:
                 continue
             m = ident.match(text, i)
             if m:
-                if m.group(0) in ("crate", "super", "self") and text.startswith("::", m.end()):
-                    p = re.compile(r"(crate|super|self)(\s*::\s*[A-Za-z_]\w*)+").match(text, i)
+                after_dot = i > 0 and text[i - 1] in ".:"
+                if not after_dot and re.match(r"\s*::\s*[A-Za-z_]", text[m.end():m.end() + 40]):
+                    # A path written inline: `crate::`/`super::`/`self::`, or one starting
+                    # at a child module (resolved later; other first segments are crates,
+                    # types or imported names, and resolve to nothing).
+                    p = re.compile(r"[A-Za-z_]\w*(\s*::\s*[A-Za-z_]\w*)+").match(text, i)
                     segs = [s.strip() for s in p.group(0).split("::")]
                     self.refs.append((rel, stack[-1][0].path, segs, "inline", False, None))
                     i = p.end()
@@ -434,7 +437,11 @@ def main():
     ap.add_argument("--scope", default="pipeline,reader,ops",
                     help="folders of src/ whose files must not import each other in a loop")
     ap.add_argument("--quiet", action="store_true", help="leave the graph out, print findings only")
+    ap.add_argument("--root", help="the checkout to read (default: the one holding this script)")
     args = ap.parse_args()
+    if args.root:
+        global ROOT
+        ROOT = os.path.abspath(args.root)
     scope = {s.strip().strip("/") for s in args.scope.split(",") if s.strip()}
 
     crate = Crate()
@@ -448,8 +455,9 @@ def main():
 
     loops = [c for c in sccs(set(crate.files), edges)
              if len(c) > 1 and sum(folder(f) in scope for f in c) >= 2]
+    inside = sum(1 for c in loops for f in c for t in edges.get(f, ()) if t in c)
     print(f"\nimport loops among the files of {', '.join(s + '/' for s in sorted(scope))}: {len(loops)}"
-          f" ({sum(len(c) for c in loops)} files)")
+          f" ({sum(len(c) for c in loops)} files, {inside} imports inside them)")
     for c in loops:
         print(f"  {len(c)} files: {', '.join(c)}")
         start = next(f for f in c if folder(f) in scope)
