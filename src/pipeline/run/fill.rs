@@ -344,6 +344,32 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_whose_first_sample_was_not_placed_is_built_on_its_buffer_all_the_same() {
+        let pool = Arc::new(BatchBufferPool::default());
+        let buffers = BatchBuffers::new(3, 3, (0, 0), pool.clone());
+        // Samples 1 and 2 were written in their places; sample 0 came as an ordinary image.
+        let p1 = place(&buffers, 1, 1.0).unwrap();
+        let p2 = place(&buffers, 2, 2.0).unwrap();
+        let target = buffers.batch_buffer_for(0, 0, crate::image::DType::F32, 12);
+        let mut fill = ImageFill::start_on(target, &image(0.0), &pool, 3).unwrap();
+        assert!(
+            matches!(fill, ImageFill::Shared { .. }),
+            "one buffer for the batch"
+        );
+        buffers.took_good(0);
+        for p in [&p1, &p2] {
+            assert!(fill.push_placed(p, &pool, 3).unwrap(), "no copy");
+            buffers.took_good(0);
+        }
+        drop((p1, p2));
+        let t = fill.finish(&pool, 3).unwrap();
+        assert_eq!(values(&t), vec![0.0, 1.0, 2.0]);
+        // Without a buffer to build on, the ordinary way.
+        let fill = ImageFill::start_on(None, &image(5.0), &pool, 3).unwrap();
+        assert!(matches!(fill, ImageFill::Copied(_)));
+    }
+
+    #[test]
     fn a_buffer_too_large_for_memory_is_an_error_not_an_abort() {
         let pool = Arc::new(BatchBufferPool::default());
         // Room for usize::MAX / 16 images of 12 floats: more than any allocator gives.
