@@ -16,7 +16,7 @@ fn spec(data: &str) -> PipelineSpec {
         .batch(16)
         .seed(7)
         .threads(1)
-        .epochs(Some(1))
+        .epochs(1)
         .device(DeviceChoice::Cpu)
         .op(OpSpec::new("file_reader")
             .output("jpegs")

@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use stokehold::pipeline::executor::set_data_root;
 use stokehold::pipeline::{file, Pipeline};
 
 fn main() -> Result<(), stokehold::Error> {
@@ -18,11 +17,14 @@ fn main() -> Result<(), stokehold::Error> {
     );
     let data = match args.next() {
         Some(d) => PathBuf::from(d),
-        None => stokehold::samples::ensure(&stokehold::samples::default_dir())?,
+        None => stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?,
     };
     let mut spec = file::load(&pipeline)?.spec;
-    set_data_root(&mut spec, &data);
-    for batch in Pipeline::new(spec)? {
+    spec.set_data(&data);
+    let mut pipeline = Pipeline::new(spec)?;
+    println!("device: {}", pipeline.device());
+    // `&mut`: the pipeline stays ours, for its summaries at the end.
+    for batch in &mut pipeline {
         let batch = batch?;
         let images = batch
             .images("images")
@@ -35,6 +37,12 @@ fn main() -> Result<(), stokehold::Error> {
             images.dtype,
             images.layout,
             batch.skipped.len()
+        );
+    }
+    for e in pipeline.epoch_summaries() {
+        println!(
+            "epoch {}: {} images, {} skipped",
+            e.epoch, e.images, e.skipped
         );
     }
     Ok(())

@@ -12,7 +12,7 @@ use stokehold::pipeline::{OpSpec, Pipeline, PipelineSpec};
 fn main() -> Result<(), stokehold::Error> {
     let data = match std::env::args().nth(1) {
         Some(d) => PathBuf::from(d),
-        None => stokehold::samples::ensure(&stokehold::samples::default_dir())?,
+        None => stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?,
     };
     let spec = PipelineSpec::builder()
         .batch(32)

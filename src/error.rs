@@ -73,6 +73,48 @@ pub enum Error {
     /// A CUDA driver, NVRTC or kernel error on the GPU path (what was being done, and why).
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// The batches the settings ask for need more memory than is available: the figures,
+    /// checked before the pipeline starts, and what to lower.
+    #[error(
+        "batches need {} ({samples} samples per batch x {} per sample x {buffers} batch buffers in flight), but only {} is available\n  help: {help}",
+        human_bytes(*needed),
+        human_bytes(*per_sample),
+        human_bytes(*available)
+    )]
+    BatchMemory {
+        /// Bytes the batch buffers need at most.
+        needed: u64,
+        /// Bytes available to this process (Linux: `MemAvailable`, or the cgroup's limit
+        /// when lower).
+        available: u64,
+        /// Samples a batch buffer holds.
+        samples: usize,
+        /// Bytes per sample over the pipeline's outputs.
+        per_sample: u64,
+        /// Batch buffers that can be in flight at once.
+        buffers: usize,
+        /// What to lower.
+        help: String,
+    },
+    /// Memory for a batch could not be allocated (the process goes on; the run stops).
+    #[error("out of memory: could not allocate {} for {what}", human_bytes(*bytes))]
+    Allocation {
+        /// What was being allocated.
+        what: &'static str,
+        /// How many bytes.
+        bytes: u64,
+    },
+}
+
+/// A byte count for people: `1.5 GB`, `602.1 kB`.
+fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        n if n >= 1e9 => format!("{:.1} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
+        n => format!("{n} bytes"),
+    }
 }
 
 fn help_suffix(help: &Option<String>) -> String {
@@ -112,6 +154,15 @@ pub enum SampleErrorKind {
         /// What went wrong.
         message: String,
     },
+    /// An operator can't run with the pipeline's settings: every sample would fail the same
+    /// way whatever its file, so this is no bad sample (a pipeline stops on it).
+    #[error("operator '{op}' can't run with its settings: {message}")]
+    Settings {
+        /// The operator's name in the pipeline.
+        op: String,
+        /// What is wrong with its settings.
+        message: String,
+    },
 }
 
 impl SampleErrorKind {
@@ -127,7 +178,13 @@ impl SampleErrorKind {
                 DecodeError::Window(_) => "decode:window",
             },
             SampleErrorKind::Op { .. } => "operator",
+            SampleErrorKind::Settings { .. } => "settings",
         }
+    }
+
+    /// True when the cause lies in the pipeline's settings, not in the sample's file.
+    pub fn is_settings(&self) -> bool {
+        matches!(self, SampleErrorKind::Settings { .. })
     }
 }
 

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod builtin_data;
 pub mod cuda;
 pub mod decode;
 pub mod error;
@@ -16,7 +17,6 @@ pub mod ops;
 pub mod pipeline;
 pub mod reader;
 pub mod rng;
-pub mod samples;
 pub mod scratch;
 pub mod value;
 

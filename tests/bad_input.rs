@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::*;
 use stokehold::decode::{decode, DecodeOptions};
 use stokehold::pipeline::{Batch, EpochSummary, OnError, Pipeline, PipelineSpec};
-use stokehold::reader::epoch_order;
+use stokehold::reader::schedule::epoch_order;
 use stokehold::rng::SampleRng;
 use stokehold::{Error, SampleError, SampleErrorKind};
 
@@ -76,7 +76,7 @@ fn corpus() -> Corpus {
     copy_tree(&samples, &root);
     let mut good = BTreeSet::new();
     let mut bad = BTreeMap::new();
-    for class in stokehold::samples::CLASSES {
+    for class in stokehold::builtin_data::CLASSES {
         for e in std::fs::read_dir(root.join(class)).unwrap() {
             good.insert(e.unwrap().path());
         }
@@ -439,7 +439,7 @@ fn fifo_named_like_an_image_does_not_hang() {
     let (n, _reported, skipped) = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the pipeline hangs on a FIFO");
-    let total = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    let total = stokehold::builtin_data::CLASSES.len() * stokehold::builtin_data::PER_CLASS;
     // Either left out at listing time, or reported as a bad sample: never a hang.
     assert_eq!(n, total);
     assert!(skipped <= 1);

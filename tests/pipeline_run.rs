@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use stokehold::ops::OpParams;
+use stokehold::pipeline::batch::BatchOutput;
 use stokehold::pipeline::{Batch, LastBatch, OnError, Pipeline, PipelineSpec};
 use stokehold::{DType, Layout};
 
@@ -26,7 +27,7 @@ fn set_reader(spec: &mut PipelineSpec, key: &str, v: impl Into<stokehold::ops::A
 fn train_pipeline_on_builtin_samples() {
     let (_d, data) = samples();
     let batches = collect(spec_for("resnet50-train.toml", &data, 16, 2, 2));
-    let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+    let n = stokehold::builtin_data::CLASSES.len() * stokehold::builtin_data::PER_CLASS;
     assert_eq!(batches.len(), 2 * n.div_ceil(16));
     let mut per_epoch = [0usize; 2];
     for b in &batches {
@@ -444,4 +445,62 @@ fn batches_written_in_place_equal_batches_copied_together() {
     }
     let st = p.stats();
     assert_eq!((st.in_place, st.batch_images), (22, 22));
+}
+
+/// What identifies a batch's content: where it is, who is in it, and every output.
+fn content(
+    b: &Batch,
+) -> (
+    u64,
+    usize,
+    usize,
+    &[stokehold::pipeline::SampleInfo],
+    &[BatchOutput],
+) {
+    (b.epoch, b.index, b.padded, &b.samples, &b.outputs)
+}
+
+#[test]
+fn a_train_and_an_eval_pipeline_at_once_give_what_each_gives_alone() {
+    let (_d, data) = samples();
+    let train = || spec_for("resnet50-train.toml", &data, 16, 2, 2);
+    let eval = || spec_for("resnet50-eval.toml", &data, 8, 2, 1);
+    let train_alone = collect(train());
+    let eval_alone = collect(eval());
+    assert!(eval_alone.len() > 4);
+
+    // Both at once, their next_batch calls interleaved; the eval pipeline is dropped after
+    // three batches, while the train pipeline runs on to its end; then a second eval
+    // pipeline runs beside what is left of it.
+    let mut t = Pipeline::new(train()).unwrap();
+    let mut e = Pipeline::new(eval()).unwrap();
+    let mut train_both = Vec::new();
+    let mut eval_both = Vec::new();
+    for _ in 0..3 {
+        train_both.push(t.next_batch().unwrap().unwrap());
+        eval_both.push(e.next_batch().unwrap().unwrap());
+    }
+    drop(e);
+    let mut e2 = Pipeline::new(eval()).unwrap();
+    let mut eval_again = Vec::new();
+    loop {
+        let (tb, eb) = (t.next_batch(), e2.next_batch());
+        if tb.is_none() && eb.is_none() {
+            break;
+        }
+        train_both.extend(tb.map(Result::unwrap));
+        eval_again.extend(eb.map(Result::unwrap));
+    }
+
+    assert_eq!(train_both.len(), train_alone.len());
+    for (a, b) in train_alone.iter().zip(&train_both) {
+        assert_eq!(content(a), content(b));
+    }
+    for (a, b) in eval_alone.iter().zip(&eval_both) {
+        assert_eq!(content(a), content(b));
+    }
+    assert_eq!(eval_again.len(), eval_alone.len());
+    for (a, b) in eval_alone.iter().zip(&eval_again) {
+        assert_eq!(content(a), content(b));
+    }
 }

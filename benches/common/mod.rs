@@ -36,7 +36,7 @@ pub fn jpeg_files() -> (Vec<Vec<u8>>, String) {
 
 /// The built-in sample set, generated on first use.
 pub fn samples_dir() -> PathBuf {
-    stokehold::samples::ensure(&stokehold::samples::default_dir()).expect("sample set")
+    stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir()).expect("sample set")
 }
 
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use stokehold::pipeline::executor::{has_no_data, set_data_root, StatsSnapshot};
 use stokehold::pipeline::graph::Graph;
+use stokehold::pipeline::StatsSnapshot;
 use stokehold::pipeline::{file, DeviceChoice, Pipeline, PipelineSpec};
 
 #[derive(Parser)]
@@ -191,15 +191,15 @@ fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
     }
     if let Some(d) = &o.data {
         anyhow::ensure!(d.exists(), "--data {}: no such file or folder", d.display());
-        set_data_root(spec, d);
-    } else if has_no_data(spec) {
-        let dir = stokehold::samples::ensure(&stokehold::samples::default_dir())
+        spec.set_data(d);
+    } else if !spec.has_data() {
+        let dir = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())
             .context("generating the built-in sample set")?;
         eprintln!(
             "no data given: using the built-in sample set in {}",
             dir.display()
         );
-        set_data_root(spec, &dir);
+        spec.set_data(&dir);
     }
     Ok(())
 }

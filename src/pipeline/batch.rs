@@ -5,23 +5,24 @@ use std::sync::Arc;
 
 use half::f16;
 
-use crate::error::SampleError;
+use crate::error::{Error, SampleError};
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::OpParams;
 
 /// Batch buffers given back by dropped batches, reused for the next ones so that steady
 /// state allocates (and page-faults) nothing new.
 #[derive(Debug, Default)]
-pub struct BufferPool {
+pub struct BatchBufferPool {
     free: std::sync::Mutex<Vec<Pixels>>,
 }
 
-impl BufferPool {
+impl BatchBufferPool {
     /// Buffers kept at most; more are freed.
     const MAX: usize = 8;
 
-    /// An empty buffer of `dtype` with room for `len` elements, reused when possible.
-    fn take(&self, dtype: DType, len: usize) -> Pixels {
+    /// An empty buffer of `dtype` with room for `len` elements, reused when possible; an
+    /// error (never an abort) when the memory can't be had.
+    fn take(&self, dtype: DType, len: usize) -> Result<Pixels, Error> {
         if let Ok(mut free) = self.free.lock() {
             if let Some(i) = free
                 .iter()
@@ -29,20 +30,20 @@ impl BufferPool {
             {
                 let mut p = free.swap_remove(i);
                 clear(&mut p);
-                return p;
+                return Ok(p);
             }
         }
-        match dtype {
-            DType::U8 => Pixels::U8(Vec::with_capacity(len)),
-            DType::F16 => Pixels::F16(Vec::with_capacity(len)),
-            DType::F32 => Pixels::F32(Vec::with_capacity(len)),
-        }
+        Ok(match dtype {
+            DType::U8 => Pixels::U8(try_with_capacity(len)?),
+            DType::F16 => Pixels::F16(try_with_capacity(len)?),
+            DType::F32 => Pixels::F32(try_with_capacity(len)?),
+        })
     }
 
     /// A buffer of `dtype` holding exactly `len` elements of unspecified value: a given-back
     /// one (cut to `len`, or grown within its capacity, which writes only the tail), else a new
-    /// zeroed one (whose pages the allocator maps lazily, so nothing is written up front).
-    pub(crate) fn take_initialized(&self, dtype: DType, len: usize) -> Pixels {
+    /// zeroed one; an error (never an abort) when the memory can't be had.
+    pub(crate) fn take_initialized(&self, dtype: DType, len: usize) -> Result<Pixels, Error> {
         if let Ok(mut free) = self.free.lock() {
             let fits = |p: &Pixels| p.dtype() == dtype && capacity(p) >= len;
             let long_enough = free.iter().position(|p| fits(p) && p.len() >= len);
@@ -53,14 +54,19 @@ impl BufferPool {
                     Pixels::F16(v) => v.resize(len, f16::ZERO),
                     Pixels::F32(v) => v.resize(len, 0.0),
                 }
-                return p;
+                return Ok(p);
             }
         }
-        match dtype {
-            DType::U8 => Pixels::U8(vec![0; len]),
-            DType::F16 => Pixels::F16(vec![f16::ZERO; len]),
-            DType::F32 => Pixels::F32(vec![0.0; len]),
+        fn zeroed<T: Clone>(len: usize, zero: T) -> Result<Vec<T>, Error> {
+            let mut v = try_with_capacity(len)?;
+            v.resize(len, zero);
+            Ok(v)
         }
+        Ok(match dtype {
+            DType::U8 => Pixels::U8(zeroed(len, 0)?),
+            DType::F16 => Pixels::F16(zeroed(len, f16::ZERO)?),
+            DType::F32 => Pixels::F32(zeroed(len, 0.0)?),
+        })
     }
 
     fn give(&self, p: Pixels) {
@@ -73,6 +79,17 @@ impl BufferPool {
             }
         }
     }
+}
+
+/// An empty vector with room for `len` elements, or an [`Error::Allocation`] when the
+/// allocator refuses (a batch too large for memory must not abort the process).
+fn try_with_capacity<T>(len: usize) -> Result<Vec<T>, Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::Allocation {
+        what: "a batch buffer",
+        bytes: (len as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+    })?;
+    Ok(v)
 }
 
 fn capacity(p: &Pixels) -> usize {
@@ -105,7 +122,7 @@ pub struct BatchTensor {
     /// All samples, back to back.
     pub data: Pixels,
     /// Where the buffer goes back when the batch is dropped.
-    pool: Option<Arc<BufferPool>>,
+    pool: Option<Arc<BatchBufferPool>>,
 }
 
 impl PartialEq for BatchTensor {
@@ -134,7 +151,7 @@ impl BatchTensor {
         offsets: Vec<usize>,
         shapes: Vec<[usize; 3]>,
         data: Pixels,
-        pool: Option<&Arc<BufferPool>>,
+        pool: Option<&Arc<BatchBufferPool>>,
     ) -> BatchTensor {
         BatchTensor {
             dtype,
@@ -146,28 +163,32 @@ impl BatchTensor {
         }
     }
 
-    /// Concatenates images (all of one dtype and layout).
-    pub fn from_images(images: &[&Image]) -> BatchTensor {
+    /// Concatenates images (all of one dtype and layout); an error when the memory for
+    /// them can't be had.
+    pub fn from_images(images: &[&Image]) -> Result<BatchTensor, Error> {
         Self::from_images_pooled(images, None)
     }
 
     /// Concatenates images into a buffer from `pool` (given back when the batch drops).
-    pub fn from_images_pooled(images: &[&Image], pool: Option<&Arc<BufferPool>>) -> BatchTensor {
+    pub fn from_images_pooled(
+        images: &[&Image],
+        pool: Option<&Arc<BatchBufferPool>>,
+    ) -> Result<BatchTensor, Error> {
         let Some((first, rest)) = images.split_first() else {
-            return BatchTensor {
+            return Ok(BatchTensor {
                 dtype: DType::U8,
                 layout: Layout::Hwc,
                 shapes: Vec::new(),
                 offsets: Vec::new(),
                 data: Pixels::U8(Vec::new()),
                 pool: pool.cloned(),
-            };
+            });
         };
-        let mut b = TensorBuilder::new(first, images.len(), pool);
+        let mut b = TensorBuilder::new(first, images.len(), pool)?;
         for im in rest {
-            b.push(im);
+            b.push(im)?;
         }
-        b.finish()
+        Ok(b.finish())
     }
 
     /// Number of samples.
@@ -234,31 +255,40 @@ pub struct TensorBuilder {
 }
 
 impl TensorBuilder {
-    /// A builder whose first sample is `first`, with room for `batch` samples of its size.
-    pub fn new(first: &Image, batch: usize, pool: Option<&Arc<BufferPool>>) -> TensorBuilder {
-        let len = first.pixels.len() * batch.max(1);
+    /// A builder whose first sample is `first`, with room for `batch` samples of its size;
+    /// an error (never an abort) when that memory can't be had.
+    pub fn new(
+        first: &Image,
+        batch: usize,
+        pool: Option<&Arc<BatchBufferPool>>,
+    ) -> Result<TensorBuilder, Error> {
+        let len = first.pixels.len().saturating_mul(batch.max(1));
         let data = match pool {
-            Some(p) => p.take(first.dtype(), len),
-            None => BufferPool::default().take(first.dtype(), len),
+            Some(p) => p.take(first.dtype(), len)?,
+            None => BatchBufferPool::default().take(first.dtype(), len)?,
         };
+        let shapes = try_with_capacity(batch)?;
+        let offsets = try_with_capacity(batch)?;
         let mut b = TensorBuilder {
             tensor: BatchTensor {
                 dtype: first.dtype(),
                 layout: first.layout,
-                shapes: Vec::with_capacity(batch),
-                offsets: Vec::with_capacity(batch),
+                shapes,
+                offsets,
                 data,
                 pool: pool.cloned(),
             },
         };
-        b.push(first);
-        b
+        b.push(first)?;
+        Ok(b)
     }
 
-    /// Appends one sample (of the builder's dtype and layout; the graph's types ensure it).
-    pub fn push(&mut self, im: &Image) {
+    /// Appends one sample (of the builder's dtype and layout; the graph's types ensure it);
+    /// an error when there was no room left and more memory can't be had.
+    pub fn push(&mut self, im: &Image) -> Result<(), Error> {
         let t = &mut self.tensor;
         debug_assert_eq!(im.dtype(), t.dtype, "one dtype per output");
+        reserve(&mut t.data, im.pixels.len())?;
         t.shapes.push(im.shape());
         t.offsets.push(t.data.len());
         match (&mut t.data, &im.pixels) {
@@ -267,15 +297,18 @@ impl TensorBuilder {
             (Pixels::F32(d), Pixels::F32(s)) => d.extend_from_slice(s),
             _ => unreachable!("one dtype per output"),
         }
+        Ok(())
     }
 
-    /// Appends a copy of the last sample (`last_batch = "pad"`).
-    pub fn repeat_last(&mut self) {
+    /// Appends a copy of the last sample (`last_batch = "pad"`); an error as for
+    /// [`TensorBuilder::push`].
+    pub fn repeat_last(&mut self) -> Result<(), Error> {
         let t = &mut self.tensor;
         let (Some(&shape), Some(&start)) = (t.shapes.last(), t.offsets.last()) else {
-            return;
+            return Ok(());
         };
         let end = t.data.len();
+        reserve(&mut t.data, end - start)?;
         t.shapes.push(shape);
         t.offsets.push(end);
         match &mut t.data {
@@ -283,11 +316,28 @@ impl TensorBuilder {
             Pixels::F16(d) => d.extend_from_within(start..end),
             Pixels::F32(d) => d.extend_from_within(start..end),
         }
+        Ok(())
     }
 
     /// The finished tensor.
     pub fn finish(self) -> BatchTensor {
         self.tensor
+    }
+}
+
+/// Room for `more` elements in `data` (nothing to do within its capacity), or an
+/// [`Error::Allocation`].
+fn reserve(data: &mut Pixels, more: usize) -> Result<(), Error> {
+    fn go<T>(v: &mut Vec<T>, more: usize) -> Result<(), Error> {
+        v.try_reserve(more).map_err(|_| Error::Allocation {
+            what: "a batch buffer",
+            bytes: ((v.len() + more) as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+        })
+    }
+    match data {
+        Pixels::U8(v) => go(v, more),
+        Pixels::F16(v) => go(v, more),
+        Pixels::F32(v) => go(v, more),
     }
 }
 
@@ -333,7 +383,7 @@ pub struct Batch {
     /// epoch's last batch are in that epoch's summary ([`crate::Pipeline::epoch_summaries`]).
     pub skipped: Vec<SampleError>,
     /// Where to resume to get the batches after this one ([`crate::Pipeline::resume`]).
-    pub resume: crate::pipeline::executor::Position,
+    pub resume: crate::reader::schedule::Position,
 }
 
 impl Batch {

@@ -1,15 +1,15 @@
 //! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`](mod@file)), validation
-//! and planning ([`graph`]), batches ([`batch`]) and the threaded executor ([`executor`]).
+//! and planning ([`graph`]), batches ([`batch`]) and the running pipeline ([`run`]).
 
 pub mod batch;
-pub mod executor;
 pub mod file;
-mod gather;
 pub mod graph;
 pub mod reference;
-mod slots;
+pub mod run;
 pub mod spec;
+mod spec_data;
 
+pub use crate::reader::schedule::Position;
 pub use batch::{Batch, BatchTensor, SampleInfo};
-pub use executor::{EpochSummary, Pipeline, Position, Stats, StatsSnapshot};
+pub use run::{DeviceReport, EpochSummary, Pipeline, Stats, StatsSnapshot};
 pub use spec::{DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Placement, Settings};

@@ -72,32 +72,9 @@ impl DeviceChoice {
     }
 }
 
-/// What to do with the last, incomplete batch of an epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LastBatch {
-    /// Return it with fewer samples.
-    #[default]
-    Partial,
-    /// Leave its samples out.
-    Drop,
-    /// Fill it by repeating its last sample; the batch says how many are padding.
-    Pad,
-}
-
-impl LastBatch {
-    /// Pipeline-file names.
-    pub const NAMES: &'static [&'static str] = &["partial", "drop", "pad"];
-
-    /// Parses a pipeline-file name.
-    pub fn from_name(s: &str) -> Option<LastBatch> {
-        match s {
-            "partial" => Some(LastBatch::Partial),
-            "drop" => Some(LastBatch::Drop),
-            "pad" => Some(LastBatch::Pad),
-            _ => None,
-        }
-    }
-}
+/// What to do with the last, incomplete batch of an epoch (the reader's setting; it lives
+/// with the sample schedule).
+pub use crate::reader::schedule::LastBatch;
 
 /// Pipeline-wide settings (`[pipeline]` in a file).
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +87,7 @@ pub struct Settings {
     pub prefetch: usize,
     /// Seed of every random choice.
     pub seed: u64,
-    /// Epochs to run (`None`: until stopped).
+    /// Epochs to run: 1 unless set (`None`: until stopped).
     pub epochs: Option<u64>,
     /// Bad-sample policy.
     pub on_error: OnError,
@@ -280,7 +257,8 @@ pub struct PipelineSpec {
 }
 
 impl PipelineSpec {
-    /// An empty pipeline with default settings.
+    /// An empty pipeline with the default [`Settings`]: batch 32, 1 epoch, prefetch 2, seed 0,
+    /// one worker thread per core, bad samples skipped, device auto.
     pub fn builder() -> PipelineSpec {
         PipelineSpec::default()
     }
@@ -315,9 +293,15 @@ impl PipelineSpec {
         self
     }
 
-    /// Sets the number of epochs (`None`: unbounded).
-    pub fn epochs(mut self, n: Option<u64>) -> PipelineSpec {
-        self.settings.epochs = n;
+    /// Sets the number of epochs (1 unless set).
+    pub fn epochs(mut self, n: u64) -> PipelineSpec {
+        self.settings.epochs = Some(n);
+        self
+    }
+
+    /// Runs epoch after epoch until the pipeline is dropped.
+    pub fn forever(mut self) -> PipelineSpec {
+        self.settings.epochs = None;
         self
     }
 

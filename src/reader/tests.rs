@@ -1,8 +1,11 @@
 use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 
 use proptest::prelude::*;
 
+use super::dataset::Dataset;
+use super::schedule::*;
 use super::*;
 
 fn config(root: &Path) -> ReaderConfig {
@@ -137,6 +140,57 @@ fn order_is_deterministic_and_changes_per_epoch() {
     assert_ne!(a, epoch_order(100, 7, 1, true, 0, 1));
     assert_ne!(a, epoch_order(100, 8, 0, true, 0, 1));
     assert_eq!(epoch_order(5, 7, 3, false, 0, 1), vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn positions_print_and_parse() {
+    let p = Position {
+        seed: 3,
+        epoch: 2,
+        sample: 17,
+        batch: 4,
+    };
+    assert_eq!(p.to_string(), "3:2:17:4");
+    assert_eq!("3:2:17:4".parse::<Position>().unwrap(), p);
+    assert!("3:2:17".parse::<Position>().is_err());
+    assert!("a:b:c:d".parse::<Position>().is_err());
+}
+
+#[test]
+fn the_schedule_walks_each_epoch_then_its_end_and_resumes_mid_epoch() {
+    let mut c = config(Path::new(""));
+    c.shuffle = false;
+    let start = Position {
+        seed: 1,
+        ..Position::default()
+    };
+    let mut s = Schedule::new(c.epoch_order(), 3, Some(2), start);
+    let steps: Vec<Step> = std::iter::from_fn(|| s.next_step()).collect();
+    assert_eq!(steps.len(), 8, "3 samples and an end, twice");
+    assert_eq!(steps[3], Step::EpochEnd { seq: 3, epoch: 0 }, "{steps:?}");
+    assert_eq!(
+        steps[5],
+        Step::Sample {
+            seq: 5,
+            epoch: 1,
+            pos: 1,
+            index: 1
+        }
+    );
+    let mut resumed = Schedule::new(
+        c.epoch_order(),
+        3,
+        Some(2),
+        Position {
+            epoch: 1,
+            sample: 1,
+            ..start
+        },
+    );
+    let rest: Vec<Step> = std::iter::from_fn(|| resumed.next_step()).collect();
+    assert_eq!(rest.len(), 3, "{rest:?}");
+    let three_shards = ReaderConfig { num_shards: 3, ..c };
+    assert_eq!(three_shards.epoch_order().samples_per_epoch(10), 4);
 }
 
 proptest! {

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use stokehold::pipeline::executor::set_data_root;
 use stokehold::pipeline::{file, PipelineSpec};
 
 /// `../shared/data` beside the checkout (or `$STOKEHOLD_SHARED/data`); prints a notice when absent.
@@ -41,7 +40,7 @@ pub fn spec_for(
     let mut spec = file::load(&shipped(name))
         .expect("shipped pipeline loads")
         .spec;
-    set_data_root(&mut spec, data);
+    spec.set_data(data);
     spec.settings.batch = batch;
     spec.settings.threads = Some(threads);
     spec.settings.epochs = Some(epochs);
@@ -52,7 +51,7 @@ pub fn spec_for(
 /// The built-in sample set in a fresh temporary folder.
 pub fn samples() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
-    let p = stokehold::samples::ensure(&d.path().join("samples")).unwrap();
+    let p = stokehold::builtin_data::ensure(&d.path().join("samples")).unwrap();
     (d, p)
 }
 

@@ -105,6 +105,18 @@ impl ResizeTarget {
             }
         }
     }
+
+    /// Why no input at all fits under [`MAX_OUTPUT_PIXELS`], when even the smallest output
+    /// this target makes is over it: then it is the settings' fault, not any file's.
+    pub fn never_fits(&self) -> Option<String> {
+        let (h, w, what) = match *self {
+            ResizeTarget::Exact(h, w) => (h, w, format!("size = [{h}, {w}] makes")),
+            ResizeTarget::Shorter(n) => (n, n, format!("shorter = {n} makes at least")),
+        };
+        h.checked_mul(w)
+            .is_none_or(|p| p > MAX_OUTPUT_PIXELS)
+            .then(|| format!("{what} {h}x{w} images, over the limit of {MAX_OUTPUT_PIXELS} pixels"))
+    }
 }
 
 /// The built operator.
@@ -189,6 +201,12 @@ impl Operator for Resize {
         inputs: Vec<Value>,
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
+        if let Some(message) = self.target.never_fits() {
+            return Err(SampleErrorKind::Settings {
+                op: ctx.op_name.to_string(),
+                message,
+            });
+        }
         let im = single_image(inputs, ctx)?;
         let (oh, ow) = self.target.output_size(im.height, im.width);
         if (oh, ow) == (im.height, im.width) {

@@ -654,7 +654,7 @@ scale = 1.0
     );
     assert_eq!(ok(&text).spec, spec);
     // Unbounded epochs have no file form: a comment, read back as the default.
-    let text = to_toml(&spec.clone().epochs(None));
+    let text = to_toml(&spec.clone().forever());
     assert!(text.contains("# epochs: unbounded"));
     assert_eq!(ok(&text).spec.settings.epochs, Some(1));
 }

@@ -13,6 +13,8 @@ use crate::value::ValueType;
 
 use super::spec::{PipelineSpec, Placement, SpecError, SpecPointer};
 
+mod limits;
+
 /// A built operator node, ready for the executor.
 #[derive(Debug)]
 pub struct Node {
@@ -266,6 +268,7 @@ impl Graph {
             .into_iter()
             .map(|t| t.unwrap_or(ValueType::Label))
             .collect();
+        limits::check_output_sizes(spec, &order, |e| slot_of[e], &slot_types)?;
         for (k, &s) in outputs.iter().enumerate() {
             if slot_types[s] == ValueType::Encoded {
                 return Err(SpecError::new(

@@ -1,4 +1,4 @@
-//! The built-in sample set: a few dozen small photos-like images that stokehold generates
+//! The built-in demo data set: a few dozen small photo-like images that stokehold generates
 //! itself (varied sizes, JPEG chroma subsamplings, grayscale, progressive, PNG), so a
 //! pipeline runs on a fresh machine with no data at hand.
 

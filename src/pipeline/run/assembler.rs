@@ -1,0 +1,445 @@
+//! The assembler: takes the processed samples in schedule order, applies the bad-sample and
+//! last-batch policies, builds each batch (on the buffers workers wrote into, or by copying)
+//! and hands it to the consumer; it gives credits back to the readers as it goes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use crate::error::{Error, SampleError, SampleErrorKind};
+use crate::ops::OpParams;
+use crate::pipeline::batch::{Batch, BatchOutput, SampleInfo};
+use crate::pipeline::graph::Graph;
+use crate::pipeline::spec::OnError;
+use crate::reader::dataset::Dataset;
+use crate::reader::schedule::{LastBatch, Position};
+use crate::value::Value;
+
+use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
+use super::fill::ImageFill;
+use super::gather::Gather;
+use super::placement::Placing;
+use super::stats::{add_ns, EpochSummary, Stats};
+
+/// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
+const GATHER_AT_ONCE: usize = 8;
+
+/// Credits the assembler gives back at once (see [`Assembler::return_credit`]).
+pub(super) fn credit_chunk(batch: usize) -> usize {
+    (batch / 4).clamp(1, 16)
+}
+
+/// One output of the batch being filled.
+enum Filling {
+    Images(ImageFill),
+    Labels(Vec<i64>),
+}
+
+/// The channels and shared state the assembler works with.
+pub(super) struct Links {
+    pub(super) graph: Arc<Graph>,
+    pub(super) dataset: Arc<Dataset>,
+    pub(super) stats: Arc<Stats>,
+    pub(super) placing: Arc<Placing>,
+    pub(super) out: Sender<Result<Batch, Error>>,
+    pub(super) credits: Sender<()>,
+    pub(super) shutdown: Receiver<()>,
+    /// Samples a batch buffer holds (see [`super::memory`]).
+    pub(super) capacity: usize,
+}
+
+pub(super) struct Assembler {
+    links: Links,
+    /// Credits earned but not yet given back (fewer than a chunk).
+    owed_credits: usize,
+    names: Arc<[String]>,
+    /// The batch being filled: its outputs (empty until its first sample) and samples.
+    filling: Vec<Filling>,
+    samples: Vec<SampleInfo>,
+    skipped: Vec<SampleError>,
+    reported: HashSet<usize>,
+    batch_in_epoch: usize,
+    /// Position in the current epoch's order after the last sample taken.
+    next_pos: usize,
+    summary: EpochSummary,
+}
+
+impl Assembler {
+    pub(super) fn new(links: Links, start: Position) -> Assembler {
+        let g = &links.graph;
+        let names: Arc<[String]> = g.outputs.iter().map(|&s| g.slot_names[s].clone()).collect();
+        Assembler {
+            links,
+            owed_credits: 0,
+            names,
+            filling: Vec::new(),
+            samples: Vec::new(),
+            skipped: Vec::new(),
+            reported: HashSet::new(),
+            batch_in_epoch: start.batch,
+            next_pos: start.sample,
+            summary: EpochSummary {
+                epoch: start.epoch,
+                ..EpochSummary::default()
+            },
+        }
+    }
+
+    /// Takes the processed samples in order until they end, the consumer goes or an error
+    /// stops the run.
+    pub(super) fn run(mut self, done: &Gather<Processed>) {
+        let mut reorder: BTreeMap<u64, Processed> = BTreeMap::new();
+        let mut arrived = Vec::new();
+        let mut next = 0u64;
+        let batch = self.links.graph.spec.settings.batch;
+        loop {
+            // Sleep until a few samples have come (never more than would finish the batch
+            // being filled, were every one good and in order; epoch ends and failures wake us
+            // anyway): fewer wake-ups, while the samples copied are still warm in cache.
+            let want = batch
+                .saturating_sub(self.samples.len() + reorder.len())
+                .min(GATHER_AT_ONCE);
+            let shut_down = || {
+                matches!(
+                    self.links.shutdown.try_recv(),
+                    Err(crossbeam_channel::TryRecvError::Disconnected)
+                )
+            };
+            if !done.take(want, &mut arrived, shut_down) {
+                return;
+            }
+            for d in arrived.drain(..) {
+                let seq = match &d {
+                    Processed::Sample(s) => s.seq,
+                    Processed::EpochEnd { seq, .. } => *seq,
+                };
+                reorder.insert(seq, d);
+            }
+            while let Some(d) = reorder.remove(&next) {
+                next += 1;
+                if !self.take(d) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Records a bad sample: reported once per file in the log, counted every time.
+    fn report(&mut self, e: SampleError, replaced: bool) {
+        let stats = &self.links.stats;
+        if self.reported.insert(e.index) {
+            if replaced {
+                tracing::warn!("replaced {e}");
+            } else {
+                tracing::warn!("skipped {e}");
+            }
+        }
+        if replaced {
+            stats.replaced.fetch_add(1, Ordering::Relaxed);
+            self.summary.replaced += 1;
+        } else {
+            stats.skipped.fetch_add(1, Ordering::Relaxed);
+            self.summary.skipped += 1;
+        }
+        if let Ok(mut m) = stats.skipped_by_cause.lock() {
+            *m.entry(e.kind.category()).or_default() += 1;
+        }
+        self.summary.errors.push(e.clone());
+        self.skipped.push(e);
+    }
+
+    /// Gives a credit back to the readers, a chunk at a time so that a reader waiting for
+    /// credits wakes once per chunk rather than once per sample.
+    fn return_credit(&mut self) {
+        self.owed_credits += 1;
+        if self.owed_credits >= credit_chunk(self.links.capacity) {
+            for _ in 0..std::mem::take(&mut self.owed_credits) {
+                let _ = self.links.credits.try_send(());
+            }
+        }
+    }
+
+    /// Stops the run with `e` (the consumer gets it as its last result); always false.
+    fn fail(&mut self, e: Error) -> bool {
+        let _ = self.links.out.send(Err(e));
+        false
+    }
+
+    /// Handles the next sample (or epoch end) in order; false to stop.
+    fn take(&mut self, d: Processed) -> bool {
+        let d = match d {
+            Processed::EpochEnd { epoch, .. } => {
+                self.return_credit();
+                return self.end_epoch(epoch);
+            }
+            Processed::Sample(d) => d,
+        };
+        let ProcessedSample {
+            epoch,
+            pos,
+            index,
+            replaced,
+            result,
+            ..
+        } = d;
+        let settings = &self.links.graph.spec.settings;
+        let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
+        self.next_pos = pos + 1;
+        self.return_credit();
+        for e in replaced {
+            self.report(e, true);
+        }
+        match result {
+            Err(Failure::Panic(message)) => {
+                let path = self.links.dataset.entries[index].path.clone();
+                return self.fail(Error::WorkerPanic { path, message });
+            }
+            Err(Failure::Sample(SampleErrorKind::Settings { op, message })) => {
+                // Not this file's fault: every sample would fail alike, so the run stops
+                // once rather than skip them all.
+                let path = self.links.dataset.entries[index].path.display().to_string();
+                return self.fail(Error::Invalid {
+                    at: format!("operator '{op}'"),
+                    message,
+                    help: Some(format!(
+                        "every sample fails this way whatever its file (the first was {path}): \
+                         change the operator's arguments"
+                    )),
+                });
+            }
+            Err(Failure::Sample(kind)) => {
+                let e = SampleError {
+                    path: self.links.dataset.entries[index].path.clone(),
+                    index,
+                    kind,
+                };
+                if on_error == OnError::Fail {
+                    return self.fail(Error::Sample(e));
+                }
+                // Later samples of the epoch move up a place: tell the workers.
+                self.links.placing.buffers.skip(epoch);
+                self.report(e, false);
+            }
+            Ok((values, params)) => {
+                if let Err(e) = self.push(epoch, index, values, params) {
+                    return self.fail(e);
+                }
+                if self.samples.len() == batch_size {
+                    let resume = Position {
+                        seed,
+                        epoch,
+                        sample: self.next_pos,
+                        batch: self.batch_in_epoch + 1,
+                    };
+                    return self.emit(epoch, 0, resume);
+                }
+            }
+        }
+        true
+    }
+
+    /// Adds a good sample to the batch being filled: an image its worker wrote into this
+    /// batch's buffer where it belongs costs nothing, any other is copied in (while its pixels
+    /// are still warm in cache) and its buffer given back for later samples.
+    fn push(
+        &mut self,
+        epoch: u64,
+        index: usize,
+        values: Vec<Output>,
+        params: Vec<(Arc<str>, OpParams)>,
+    ) -> Result<(), Error> {
+        let t0 = Instant::now();
+        let capacity = self.links.capacity;
+        let stats = &self.links.stats;
+        let buffers = &self.links.placing.buffers;
+        let pool = buffers.pool().clone();
+        if self.filling.is_empty() {
+            let mut filling = Vec::with_capacity(values.len());
+            for (i, v) in values.into_iter().enumerate() {
+                filling.push(match v {
+                    Output::Placed(p) => {
+                        let target = buffers.batch_buffer(epoch, i, &p);
+                        let (f, in_place) = ImageFill::start_placed(&p, target, &pool, capacity)?;
+                        stats.count_image(in_place);
+                        Filling::Images(f)
+                    }
+                    Output::Value(Value::Image(im)) => {
+                        stats.count_image(false);
+                        // On the batch's buffer when workers fill this output, so a batch
+                        // never has two buffers (see `super::memory`).
+                        let target = if self.links.placing.is_placeable(i) {
+                            buffers.batch_buffer_for(epoch, i, im.dtype(), im.pixels.len())
+                        } else {
+                            None
+                        };
+                        let f = ImageFill::start_on(target, &im, &pool, capacity)?;
+                        crate::scratch::recycle_image(im);
+                        Filling::Images(f)
+                    }
+                    Output::Value(Value::Label(l)) => {
+                        let mut labels = Vec::new();
+                        labels
+                            .try_reserve_exact(capacity)
+                            .map_err(|_| Error::Allocation {
+                                what: "a batch's labels",
+                                bytes: capacity as u64 * 8,
+                            })?;
+                        labels.push(l);
+                        Filling::Labels(labels)
+                    }
+                    Output::Value(Value::Encoded(_)) => {
+                        unreachable!("the graph refuses encoded outputs")
+                    }
+                });
+            }
+            self.filling = filling;
+        } else {
+            for (f, v) in self.filling.iter_mut().zip(values) {
+                match (f, v) {
+                    (Filling::Images(b), Output::Placed(p)) => {
+                        let in_place = b.push_placed(&p, &pool, capacity)?;
+                        stats.count_image(in_place);
+                    }
+                    (Filling::Images(b), Output::Value(Value::Image(im))) => {
+                        stats.count_image(false);
+                        b.push(&im, &pool, capacity)?;
+                        crate::scratch::recycle_image(im);
+                    }
+                    (Filling::Labels(l), Output::Value(Value::Label(x))) => l.push(x),
+                    _ => unreachable!("an output keeps its type"),
+                }
+            }
+        }
+        buffers.took_good(epoch);
+        let e = &self.links.dataset.entries[index];
+        self.samples.push(SampleInfo {
+            index,
+            path: e.path.clone(),
+            label: e.label,
+            params,
+        });
+        add_ns(&stats.assemble_ns, t0.elapsed());
+        Ok(())
+    }
+
+    fn end_epoch(&mut self, epoch: u64) -> bool {
+        // Every sample of the epoch is taken: its tentative batches are ours alone.
+        self.links.placing.buffers.epoch_ended(epoch);
+        let settings = &self.links.graph.spec.settings;
+        let (batch_size, seed) = (settings.batch, settings.seed);
+        let resume = Position {
+            seed,
+            epoch: epoch + 1,
+            sample: 0,
+            batch: 0,
+        };
+        let mut ok = true;
+        if !self.samples.is_empty() {
+            match self.links.graph.reader.last_batch {
+                LastBatch::Partial => ok = self.emit(epoch, 0, resume),
+                LastBatch::Drop => {
+                    let n = self.samples.len() as u64;
+                    self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
+                    self.summary.dropped += n;
+                    self.samples.clear();
+                    self.filling.clear();
+                }
+                LastBatch::Pad => {
+                    let pad = batch_size - self.samples.len();
+                    match self.pad(pad) {
+                        Ok(()) => ok = self.emit(epoch, pad, resume),
+                        Err(e) => ok = self.fail(e),
+                    }
+                }
+            }
+        }
+        // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
+        // carried into the next epoch's first batch.
+        self.skipped.clear();
+        let summary = std::mem::take(&mut self.summary);
+        if summary.skipped + summary.replaced > 0 {
+            tracing::warn!(
+                "epoch {epoch}: {} images in {} batches; {} bad samples skipped, {} replaced",
+                summary.images,
+                summary.batches,
+                summary.skipped,
+                summary.replaced
+            );
+        } else {
+            tracing::info!(
+                "epoch {epoch}: {} images in {} batches",
+                summary.images,
+                summary.batches
+            );
+        }
+        if let Ok(mut v) = self.links.stats.epochs.lock() {
+            v.push(EpochSummary { epoch, ..summary });
+        }
+        self.summary.epoch = epoch + 1;
+        self.batch_in_epoch = 0;
+        self.next_pos = 0;
+        ok
+    }
+
+    /// Fills the batch with `pad` repeats of its last sample (`last_batch = "pad"`).
+    fn pad(&mut self, pad: usize) -> Result<(), Error> {
+        let pool = self.links.placing.buffers.pool().clone();
+        let capacity = self.links.capacity;
+        let last = self.samples.last().expect("non-empty").clone();
+        for _ in 0..pad {
+            for f in &mut self.filling {
+                match f {
+                    Filling::Images(b) => b.repeat_last(&pool, capacity)?,
+                    Filling::Labels(l) => l.push(*l.last().expect("non-empty")),
+                }
+            }
+            self.samples.push(last.clone());
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
+        let t0 = Instant::now();
+        let pool = self.links.placing.buffers.pool().clone();
+        let capacity = self.links.capacity;
+        let mut outputs = Vec::with_capacity(self.filling.len());
+        for f in std::mem::take(&mut self.filling) {
+            outputs.push(match f {
+                Filling::Images(b) => match b.finish(&pool, capacity) {
+                    Ok(t) => BatchOutput::Images(t),
+                    Err(e) => return self.fail(e),
+                },
+                Filling::Labels(l) => BatchOutput::Labels(l),
+            });
+        }
+        let samples = std::mem::take(&mut self.samples);
+        let real = (samples.len() - padded) as u64;
+        let stats = &self.links.stats;
+        stats.images.fetch_add(real, Ordering::Relaxed);
+        stats.padded.fetch_add(padded as u64, Ordering::Relaxed);
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.summary.images += real;
+        self.summary.batches += 1;
+        let batch = Batch {
+            epoch,
+            index: self.batch_in_epoch,
+            names: self.names.clone(),
+            outputs,
+            samples,
+            padded,
+            skipped: std::mem::take(&mut self.skipped),
+            resume,
+        };
+        self.batch_in_epoch += 1;
+        add_ns(&stats.assemble_ns, t0.elapsed());
+        let sent = select! {
+            send(self.links.out, Ok(batch)) -> r => r.is_ok(),
+            recv(self.links.shutdown) -> _ => false,
+        };
+        self.links.placing.buffers.delivered(epoch);
+        sent
+    }
+}

@@ -1,0 +1,275 @@
+//! The CPU stage: worker threads run the per-sample operators on each loaded sample, write
+//! final images straight into their places in the batch buffers where they may, apply the
+//! `on_error = "replace"` policy, and turn a panicking operator into an error.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{select, Receiver};
+
+use crate::error::{SampleError, SampleErrorKind};
+use crate::ops::{OpParams, SampleContext};
+use crate::pipeline::graph::Graph;
+use crate::pipeline::spec::OnError;
+use crate::reader::dataset::Dataset;
+use crate::rng::{domain, key};
+use crate::value::Value;
+
+use super::gather::{Gather, SenderGuard};
+use super::placement::{Placed, Placing};
+use super::read_stage::{read_sample, Loaded};
+use super::stats::{add_ns, Stats};
+
+/// How many replacements `on_error = "replace"` tries before giving up on a position.
+const MAX_REPLACEMENTS: u64 = 16;
+
+/// What a worker hands to the assembler, in schedule order (`seq`).
+pub(super) enum Processed {
+    /// A sample, good or failed.
+    Sample(ProcessedSample),
+    /// Every sample of `epoch` has been processed: an epoch end is a message of its own,
+    /// never an error.
+    EpochEnd { seq: u64, epoch: u64 },
+}
+
+impl Processed {
+    /// The assembler needs epoch ends and failures at once; good samples it takes a batch at
+    /// a time.
+    fn urgent(&self) -> bool {
+        match self {
+            Processed::Sample(s) => s.result.is_err(),
+            Processed::EpochEnd { .. } => true,
+        }
+    }
+}
+
+/// One processed sample.
+pub(super) struct ProcessedSample {
+    pub(super) seq: u64,
+    pub(super) epoch: u64,
+    /// Position of the sample in its epoch's order.
+    pub(super) pos: usize,
+    /// The sample delivered (a replacement's index under `on_error = "replace"`).
+    pub(super) index: usize,
+    /// Errors of samples this one replaced.
+    pub(super) replaced: Vec<SampleError>,
+    pub(super) result: Result<SampleOutput, Failure>,
+}
+
+/// Why a sample has no output.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// The sample failed (its file, or the pipeline's settings: see
+    /// [`SampleErrorKind::is_settings`]).
+    Sample(SampleErrorKind),
+    /// An operator panicked (a bug), with the panic's message.
+    Panic(String),
+}
+
+/// A sample's pipeline outputs and the random parameters its operators chose.
+pub(super) type SampleOutput = (Vec<Output>, Vec<(Arc<str>, OpParams)>);
+
+/// One pipeline output of a sample: a value, or an image its operator wrote straight into
+/// its place in a batch buffer.
+pub(super) enum Output {
+    Value(Value),
+    Placed(Placed),
+}
+
+/// One worker thread's share of the stage (clone it for each thread).
+#[derive(Clone)]
+pub(super) struct CpuStage {
+    pub(super) input: Receiver<Loaded>,
+    pub(super) out: Arc<Gather<Processed>>,
+    pub(super) shutdown: Receiver<()>,
+    pub(super) dataset: Arc<Dataset>,
+    pub(super) graph: Arc<Graph>,
+    pub(super) stats: Arc<Stats>,
+    pub(super) placing: Arc<Placing>,
+    /// Files over this many bytes are refused unread (for replacements).
+    pub(super) max_bytes: u64,
+}
+
+impl CpuStage {
+    /// Processes samples until the readers are done, the assembler is gone or the pipeline
+    /// shuts down.
+    pub(super) fn run(self) {
+        let _leaving = SenderGuard(&*self.out);
+        loop {
+            let item = select! {
+                recv(self.input) -> i => match i { Ok(i) => i, Err(_) => return },
+                recv(self.shutdown) -> _ => return,
+            };
+            let processed = match item {
+                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
+                Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    bytes,
+                } => Processed::Sample(self.process(seq, epoch, pos, index, bytes)),
+            };
+            let urgent = processed.urgent();
+            if !self.out.push(processed, urgent) {
+                return;
+            }
+        }
+    }
+
+    /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
+    /// samples (chosen from the seed, epoch, position and attempt) until one succeeds. A
+    /// failure caused by the settings is never replaced: every sample would fail alike.
+    fn process(
+        &self,
+        seq: u64,
+        epoch: u64,
+        pos: usize,
+        planned: usize,
+        bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
+    ) -> ProcessedSample {
+        let (g, ds) = (&*self.graph, &*self.dataset);
+        let run = |index: usize,
+                   bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
+         -> Result<SampleOutput, Failure> {
+            let bytes = bytes.map_err(Failure::Sample)?;
+            let e = &ds.entries[index];
+            catch_unwind(AssertUnwindSafe(|| {
+                run_sample(
+                    g,
+                    &self.stats,
+                    &self.placing,
+                    (epoch, pos),
+                    index,
+                    &e.path,
+                    e.label,
+                    bytes,
+                )
+            }))
+            .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+        };
+        let mut index = planned;
+        let mut result = run(index, bytes);
+        let mut replaced = Vec::new();
+        if g.spec.settings.on_error == OnError::Replace {
+            let n = ds.entries.len() as u64;
+            let mut attempt = 0;
+            while let Err(Failure::Sample(kind)) = &result {
+                if attempt == MAX_REPLACEMENTS || kind.is_settings() {
+                    break;
+                }
+                replaced.push(SampleError {
+                    path: ds.entries[index].path.clone(),
+                    index,
+                    kind: kind.clone(),
+                });
+                attempt += 1;
+                let k = key(&[
+                    domain::REPLACE,
+                    g.spec.settings.seed,
+                    epoch,
+                    pos as u64,
+                    attempt,
+                ]);
+                index = (k % n) as usize;
+                let bytes = read_sample(ds, index, self.max_bytes, &self.stats);
+                result = run(index, bytes);
+            }
+        }
+        ProcessedSample {
+            seq,
+            epoch,
+            pos,
+            index,
+            replaced,
+            result,
+        }
+    }
+}
+
+fn panic_message(p: Box<dyn Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
+/// in the epoch's order).
+#[allow(clippy::too_many_arguments)]
+fn run_sample(
+    graph: &Graph,
+    stats: &Stats,
+    placing: &Placing,
+    at: (u64, usize),
+    index: usize,
+    path: &Path,
+    label: i64,
+    bytes: Arc<Vec<u8>>,
+) -> Result<SampleOutput, Failure> {
+    // The value on each edge of the graph.
+    let mut edges: Vec<Option<Value>> = vec![None; graph.slot_names.len()];
+    edges[graph.reader_encoded] = Some(Value::Encoded(bytes));
+    if let Some(l) = graph.reader_labels {
+        edges[l] = Some(Value::Label(label));
+    }
+    let epoch = at.0;
+    let mut params = Vec::new();
+    let mut placed: Vec<Option<Placed>> = vec![None; graph.outputs.len()];
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let inputs: Vec<Value> = node
+            .inputs
+            .iter()
+            .zip(&node.last_use)
+            .map(|(&s, &last)| {
+                if last {
+                    edges[s].take()
+                } else {
+                    edges[s].clone()
+                }
+                .expect("inputs are produced before use")
+            })
+            .collect();
+        let mut ctx = SampleContext {
+            seed: graph.spec.settings.seed,
+            epoch,
+            index,
+            path,
+            op_key: node.key,
+            op_name: &node.name,
+            params: &mut params,
+        };
+        let t0 = Instant::now();
+        let outs = match placing.placeable[k] {
+            Some(i) => {
+                let mut offer = placing.buffers.offer(at.0, at.1, i);
+                let outs = node.op.run_cpu_into(inputs, &mut ctx, &mut offer);
+                // The place's lease ends here, before the sample is handed on.
+                placed[i] = offer.placed();
+                outs
+            }
+            None => node.op.run_cpu(inputs, &mut ctx),
+        }
+        .map_err(Failure::Sample)?;
+        add_ns(&stats.op_ns[k], t0.elapsed());
+        for (&s, v) in node.outputs.iter().zip(outs) {
+            edges[s] = Some(v);
+        }
+    }
+    let outputs = graph
+        .outputs
+        .iter()
+        .zip(placed)
+        .map(|(&s, p)| match p {
+            Some(p) => Output::Placed(p),
+            None => Output::Value(edges[s].take().expect("outputs are produced")),
+        })
+        .collect();
+    Ok((outputs, params))
+}

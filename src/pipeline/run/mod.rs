@@ -1,0 +1,228 @@
+//! The running pipeline: the [`Pipeline`] a consumer takes batches from, and its stages, one
+//! file each in the order data flows: `read_stage` (reader threads) → `cpu_stage` (workers)
+//! → `placement` (the batch buffers workers write into) → `gather` → `assembler` → the
+//! consumer. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
+//! [`memory`] checks that the batches fit in memory before anything starts.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::error::Error;
+use crate::reader::dataset::Dataset;
+use crate::reader::schedule::Position;
+use crate::scratch::ScratchPools;
+
+use super::batch::Batch;
+use super::graph::Graph;
+use super::spec::PipelineSpec;
+
+mod assembler;
+mod cpu_stage;
+pub mod device;
+mod fill;
+mod gather;
+pub mod memory;
+mod place_buffer;
+mod placement;
+mod read_stage;
+mod start;
+pub mod stats;
+
+#[cfg(test)]
+mod tests;
+
+pub use device::DeviceReport;
+pub use stats::{EpochSummary, Stats, StatsSnapshot};
+
+/// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
+///
+/// Iterate over `&mut pipeline` to keep the pipeline for its statistics afterwards
+/// (iterating over `pipeline` itself consumes it):
+/// ```
+/// use stokehold::pipeline::{file, Pipeline};
+/// let data = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?;
+/// let mut spec = file::load("pipelines/resnet50-eval.toml".as_ref())?.spec;
+/// spec.set_data(&data);
+/// let mut pipeline = Pipeline::new(spec)?;
+/// for batch in &mut pipeline {
+///     let batch = batch?;
+///     let images = batch.images("images").unwrap();
+///     println!("{:?}, {} bad samples", images.shape(), batch.skipped.len());
+/// }
+/// for epoch in pipeline.epoch_summaries() {
+///     println!("epoch {}: {} images", epoch.epoch, epoch.images);
+/// }
+/// println!("{}", pipeline.device());
+/// # Ok::<(), stokehold::Error>(())
+/// ```
+///
+/// Dropping a pipeline stops and joins its threads, whatever they are doing, and frees its
+/// pools; other pipelines in the process are not disturbed.
+pub struct Pipeline {
+    /// Processed samples on their way to the assembler (closed on drop to wake it).
+    gathered: Arc<gather::Gather<cpu_stage::Processed>>,
+    batches: Receiver<Result<Batch, Error>>,
+    shutdown: Option<Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+    stats: Arc<Stats>,
+    graph: Arc<Graph>,
+    dataset: Arc<Dataset>,
+    per_epoch: usize,
+    device: DeviceReport,
+    worker_threads: usize,
+    /// The scratch pools of this pipeline's threads.
+    scratch: Arc<ScratchPools>,
+    finished: bool,
+}
+
+impl Pipeline {
+    /// Validates `spec`, lists the dataset and starts the threads.
+    pub fn new(spec: PipelineSpec) -> Result<Pipeline, Error> {
+        let graph = Graph::build(&spec).map_err(|e| match &spec.file {
+            Some(f) => Error::Config {
+                file: f.clone(),
+                line: 0,
+                column: 0,
+                message: format!("{}: {}", spec.describe(&e.at), e.message),
+                help: e.help.clone(),
+            },
+            None => Error::Invalid {
+                at: spec.describe(&e.at),
+                message: e.message,
+                help: e.help,
+            },
+        })?;
+        Self::from_graph(graph)
+    }
+
+    /// Starts a pipeline from a validated graph.
+    pub fn from_graph(graph: Graph) -> Result<Pipeline, Error> {
+        let seed = graph.spec.settings.seed;
+        Self::start(
+            graph,
+            Position {
+                seed,
+                ..Position::default()
+            },
+        )
+    }
+
+    /// Resumes a run at `position` (from [`Batch::resume`] of the last batch consumed):
+    /// the batches that follow are the ones the uninterrupted run would have given.
+    pub fn resume(spec: PipelineSpec, position: Position) -> Result<Pipeline, Error> {
+        let graph = Graph::build(&spec).map_err(|e| Error::Invalid {
+            at: spec.describe(&e.at),
+            message: e.message,
+            help: e.help,
+        })?;
+        Self::resume_graph(graph, position)
+    }
+
+    /// Resumes a validated graph at `position`.
+    pub fn resume_graph(graph: Graph, position: Position) -> Result<Pipeline, Error> {
+        if position.seed != graph.spec.settings.seed {
+            return Err(Error::Invalid {
+                at: "setting 'seed'".into(),
+                message: format!(
+                    "the position was recorded with seed {}, the pipeline has seed {}",
+                    position.seed, graph.spec.settings.seed
+                ),
+                help: Some("resume with the seed the run started with".into()),
+            });
+        }
+        Self::start(graph, position)
+    }
+
+    /// The next batch; `None` once every epoch has been delivered (or after an error).
+    pub fn next_batch(&mut self) -> Option<Result<Batch, Error>> {
+        if self.finished {
+            return None;
+        }
+        self.stats.queue_samples.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .queue_sum
+            .fetch_add(self.batches.len() as u64, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let r = self.batches.recv();
+        stats::add_ns(&self.stats.consumer_wait_ns, t0.elapsed());
+        match r {
+            Ok(Ok(b)) => Some(Ok(b)),
+            Ok(Err(e)) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.finished = true;
+                None
+            }
+        }
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats
+            .snapshot(self.graph.nodes.iter().map(|n| n.name.to_string()))
+    }
+
+    /// Summaries of the epochs finished so far.
+    pub fn epoch_summaries(&self) -> Vec<EpochSummary> {
+        self.stats.epoch_summaries()
+    }
+
+    /// Samples per epoch for this shard (before skipping and the last-batch policy).
+    pub fn samples_per_epoch(&self) -> usize {
+        self.per_epoch
+    }
+
+    /// The listed dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    /// The validated graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Which path runs, and why.
+    pub fn device(&self) -> &DeviceReport {
+        &self.device
+    }
+
+    /// Worker threads in use.
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads
+    }
+
+    /// The scratch pools this pipeline's threads recycle sample buffers in (its own: no
+    /// other pipeline uses, sizes or empties them).
+    pub fn scratch_pools(&self) -> &Arc<ScratchPools> {
+        &self.scratch
+    }
+}
+
+/// Batches until the last epoch ends or an error (the error is the last item). For
+/// `for batch in &mut pipeline`, the standard library's iterator over `&mut I` applies.
+impl Iterator for Pipeline {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch()
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Disconnecting the shutdown channel wakes every thread blocked in a select; closing
+        // the gathered results wakes the assembler.
+        self.shutdown.take();
+        self.gathered.close();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The read stage: reader threads take the schedule's next step while they hold a credit,
+//! read that sample's file and hand the bytes on to the workers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use crate::error::SampleErrorKind;
+use crate::reader::dataset::Dataset;
+use crate::reader::file_io::read_file;
+use crate::reader::schedule::{Schedule, Step};
+
+use super::stats::{add_ns, Stats};
+
+/// What a reader hands to the workers, in schedule order (`seq`).
+#[derive(Debug)]
+pub(super) enum Loaded {
+    /// A sample's file (or why it could not be read).
+    Sample {
+        seq: u64,
+        epoch: u64,
+        pos: usize,
+        index: usize,
+        bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
+    },
+    /// Every sample of `epoch` has been handed on.
+    EpochEnd { seq: u64, epoch: u64 },
+}
+
+/// One reader thread's share of the stage (clone it for each thread).
+#[derive(Clone)]
+pub(super) struct ReadStage {
+    /// The sample schedule, shared by the readers.
+    pub(super) schedule: Arc<Mutex<Schedule>>,
+    /// One credit per step: the assembler gives them back as it takes samples, which bounds
+    /// the samples in flight.
+    pub(super) credits: Receiver<()>,
+    pub(super) out: Sender<Loaded>,
+    pub(super) shutdown: Receiver<()>,
+    pub(super) dataset: Arc<Dataset>,
+    pub(super) stats: Arc<Stats>,
+    /// Files over this many bytes are refused unread.
+    pub(super) max_bytes: u64,
+}
+
+impl ReadStage {
+    /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
+    pub(super) fn run(self) {
+        loop {
+            select! {
+                recv(self.credits) -> c => if c.is_err() { return },
+                recv(self.shutdown) -> _ => return,
+            }
+            let step = match self.schedule.lock() {
+                Ok(mut s) => s.next_step(),
+                Err(_) => None,
+            };
+            let item = match step {
+                None => return,
+                Some(Step::EpochEnd { seq, epoch }) => Loaded::EpochEnd { seq, epoch },
+                Some(Step::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                }) => Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    bytes: read_sample(&self.dataset, index, self.max_bytes, &self.stats),
+                },
+            };
+            if self.out.send(item).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Reads sample `index`'s file, counting the time and bytes.
+pub(super) fn read_sample(
+    dataset: &Dataset,
+    index: usize,
+    max_bytes: u64,
+    stats: &Stats,
+) -> Result<Arc<Vec<u8>>, SampleErrorKind> {
+    let t0 = Instant::now();
+    let r = read_file(&dataset.entries[index].path, max_bytes);
+    add_ns(&stats.read_ns, t0.elapsed());
+    if let Ok(b) = &r {
+        stats
+            .read_bytes
+            .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    r.map(Arc::new)
+}

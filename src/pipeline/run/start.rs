@@ -1,0 +1,190 @@
+//! Starting a pipeline: the checks before anything runs (device, dataset, memory), then the
+//! threads and the channels between them.
+//!
+//! ```text
+//! readers --loaded--> workers --processed--> assembler --batches(prefetch)--> consumer
+//!    ^                                          |
+//!    +---------------- credits -----------------+
+//! ```
+//! The readers walk the epochs' schedule (one shared [`Schedule`]) and may only take the next
+//! step while they hold a credit; the assembler returns credits, a few at a time, once it
+//! has taken those samples in order. So at most `credits` samples are in flight, and with the
+//! bounded batch queue memory stays bounded whatever the consumer does. Results are reordered
+//! by sequence number, so batches are the same whatever the thread count. Every thread works
+//! with the pipeline's own scratch pools.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, unbounded};
+
+use crate::error::Error;
+use crate::pipeline::batch::{Batch, BatchBufferPool};
+use crate::pipeline::graph::Graph;
+use crate::reader::dataset::Dataset;
+use crate::reader::schedule::{LastBatch, Position, Schedule};
+use crate::scratch::ScratchPools;
+
+use super::assembler::{credit_chunk, Assembler, Links};
+use super::cpu_stage::{CpuStage, Processed};
+use super::gather::Gather;
+use super::placement::{BatchBuffers, Placing};
+use super::read_stage::{Loaded, ReadStage};
+use super::stats::Stats;
+use super::{device, memory, Pipeline};
+
+impl Pipeline {
+    /// Checks `graph`'s settings against the dataset and the machine, then starts the
+    /// threads at `start`.
+    pub(super) fn start(mut graph: Graph, start: Position) -> Result<Pipeline, Error> {
+        let settings = graph.spec.settings.clone();
+        let device = device::choose(&settings)?;
+        // Relative reader paths resolve against the pipeline file's folder.
+        if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
+            let dir = dir.to_path_buf();
+            graph.reader.resolve_relative_to(&dir);
+        }
+        let dataset = Arc::new(Dataset::list(&graph.reader)?);
+        for w in &dataset.warnings {
+            tracing::warn!("{w}");
+        }
+        let per_epoch = graph
+            .reader
+            .epoch_order()
+            .samples_per_epoch(dataset.entries.len());
+        let last_batch = graph.reader.last_batch;
+        if last_batch == LastBatch::Drop && per_epoch < settings.batch {
+            return Err(Error::Dataset(format!(
+                "this shard has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
+                settings.batch
+            )));
+        }
+        // A batch holds no more samples than an epoch has, unless padded to the batch size.
+        let capacity = if last_batch == LastBatch::Pad {
+            settings.batch
+        } else {
+            settings.batch.min(per_epoch.max(1))
+        };
+        memory::check(&graph, capacity, memory::available())?;
+        let worker_threads = settings
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let graph = Arc::new(graph);
+        let stats = Arc::new(Stats::new(graph.nodes.len()));
+        let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+        // Enough samples in flight for every worker to stay busy while a batch is assembled.
+        let credits = capacity + 4 * worker_threads + 8 + credit_chunk(capacity);
+        let scratch = ScratchPools::new(credits);
+        let (credit_tx, credit_rx) = bounded::<()>(credits);
+        for _ in 0..credits {
+            credit_tx.send(()).expect("capacity");
+        }
+        let (loaded_tx, loaded_rx) = unbounded::<Loaded>();
+        // Workers write final images straight into the batch buffers the assembler hands out.
+        let buffers = BatchBuffers::new(
+            settings.batch,
+            capacity,
+            (start.epoch, start.sample),
+            Arc::new(BatchBufferPool::default()),
+        );
+        let placing = Arc::new(Placing::new(&graph, buffers));
+        let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
+        let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> JoinHandle<()> {
+            let scratch = scratch.clone();
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    let _pools = scratch.bind();
+                    f()
+                })
+                .expect("spawning a pipeline thread")
+        };
+
+        // Readers: file reading runs ahead of decoding.
+        let max_bytes = graph
+            .nodes
+            .iter()
+            .filter_map(|n| n.op.max_input_bytes())
+            .max()
+            .unwrap_or(crate::decode::Limits::default().max_file_bytes);
+        let io_threads = (worker_threads / 4).clamp(1, 4);
+        let reader = ReadStage {
+            schedule: Arc::new(Mutex::new(Schedule::new(
+                graph.reader.epoch_order(),
+                dataset.entries.len(),
+                settings.epochs,
+                start,
+            ))),
+            credits: credit_rx,
+            out: loaded_tx,
+            shutdown: shutdown_rx.clone(),
+            dataset: dataset.clone(),
+            stats: stats.clone(),
+            max_bytes,
+        };
+        for t in 0..io_threads {
+            let r = reader.clone();
+            threads.push(spawn(
+                format!("stokehold-read-{t}"),
+                Box::new(move || r.run()),
+            ));
+        }
+        // The workers see the end of the input once every reader is gone.
+        drop(reader);
+        // Workers: decode and transform one sample at a time.
+        let worker = CpuStage {
+            input: loaded_rx,
+            out: gathered.clone(),
+            shutdown: shutdown_rx.clone(),
+            dataset: dataset.clone(),
+            graph: graph.clone(),
+            stats: stats.clone(),
+            placing: placing.clone(),
+            max_bytes,
+        };
+        for t in 0..worker_threads {
+            let w = worker.clone();
+            threads.push(spawn(
+                format!("stokehold-worker-{t}"),
+                Box::new(move || w.run()),
+            ));
+        }
+        drop(worker);
+        // Assembler.
+        let links = Links {
+            graph: graph.clone(),
+            dataset: dataset.clone(),
+            stats: stats.clone(),
+            placing,
+            out: batch_tx,
+            credits: credit_tx,
+            shutdown: shutdown_rx,
+            capacity,
+        };
+        let done = gathered.clone();
+        threads.push(spawn(
+            "stokehold-assembler".into(),
+            Box::new(move || {
+                Assembler::new(links, start).run(&done);
+                // Workers stop once nobody takes their results.
+                done.close();
+            }),
+        ));
+        Ok(Pipeline {
+            gathered,
+            batches: batch_rx,
+            shutdown: Some(shutdown_tx),
+            threads,
+            stats,
+            graph,
+            dataset,
+            per_epoch,
+            device,
+            worker_threads,
+            scratch,
+            finished: false,
+        })
+    }
+}

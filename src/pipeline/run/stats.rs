@@ -1,0 +1,153 @@
+//! Counting what a running pipeline does: counters and stage times every thread adds to
+//! ([`Stats`]), copies of them for the user ([`StatsSnapshot`]) and each epoch's summary.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::error::SampleError;
+
+/// Counters and stage times, shared by all threads.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub(super) images: AtomicU64,
+    pub(super) skipped: AtomicU64,
+    pub(super) replaced: AtomicU64,
+    pub(super) dropped: AtomicU64,
+    pub(super) padded: AtomicU64,
+    pub(super) batches: AtomicU64,
+    pub(super) read_ns: AtomicU64,
+    pub(super) read_bytes: AtomicU64,
+    pub(super) op_ns: Vec<AtomicU64>,
+    pub(super) assemble_ns: AtomicU64,
+    pub(super) in_place: AtomicU64,
+    pub(super) batch_images: AtomicU64,
+    pub(super) consumer_wait_ns: AtomicU64,
+    pub(super) skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
+    pub(super) epochs: Mutex<Vec<EpochSummary>>,
+    pub(super) queue_samples: AtomicU64,
+    pub(super) queue_sum: AtomicU64,
+}
+
+/// What happened in one epoch.
+#[derive(Debug, Clone, Default)]
+pub struct EpochSummary {
+    /// The epoch.
+    pub epoch: u64,
+    /// Samples delivered (padding excluded).
+    pub images: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Bad samples skipped.
+    pub skipped: u64,
+    /// Bad samples replaced.
+    pub replaced: u64,
+    /// Good samples left out by `last_batch = "drop"`.
+    pub dropped: u64,
+    /// Every bad sample met in the epoch (skipped or replaced), with its path and cause,
+    /// including those after the epoch's last batch, which no batch carries.
+    pub errors: Vec<SampleError>,
+}
+
+/// A copy of the statistics at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct StatsSnapshot {
+    /// Samples delivered (padding excluded).
+    pub images: u64,
+    /// Bad samples skipped.
+    pub skipped: u64,
+    /// Bad samples replaced by others (`on_error = "replace"`).
+    pub replaced: u64,
+    /// Good samples left out by `last_batch = "drop"`.
+    pub dropped: u64,
+    /// Repeats added by `last_batch = "pad"`.
+    pub padded: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Mean number of ready batches in the queue when the consumer asked for one.
+    pub mean_queue_depth: f64,
+    /// Per-epoch summaries, for finished epochs.
+    pub epochs: Vec<EpochSummary>,
+    /// Time the reader threads spent reading files (summed over threads).
+    pub read: Duration,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Time spent in each operator (summed over threads), by operator name.
+    pub ops: Vec<(String, Duration)>,
+    /// Time spent assembling batches.
+    pub assemble: Duration,
+    /// Images put into batches (padding excluded), counted per image output.
+    pub batch_images: u64,
+    /// Of those, the images a worker wrote straight into their place in the batch (no copy).
+    pub in_place: u64,
+    /// Time the consumer waited inside `next_batch`.
+    pub consumer_wait: Duration,
+    /// Skipped samples by cause.
+    pub skipped_by_cause: BTreeMap<&'static str, u64>,
+}
+
+impl Stats {
+    /// Empty statistics for a pipeline of `operators` per-sample operators.
+    pub(super) fn new(operators: usize) -> Stats {
+        Stats {
+            op_ns: (0..operators).map(|_| AtomicU64::new(0)).collect(),
+            ..Stats::default()
+        }
+    }
+
+    /// A copy of the counters, the operators' times under `op_names` (in node order).
+    pub(super) fn snapshot(&self, op_names: impl Iterator<Item = String>) -> StatsSnapshot {
+        StatsSnapshot {
+            images: self.images.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
+            replaced: self.replaced.load(Ordering::Relaxed),
+            mean_queue_depth: {
+                let n = self.queue_samples.load(Ordering::Relaxed);
+                if n == 0 {
+                    0.0
+                } else {
+                    self.queue_sum.load(Ordering::Relaxed) as f64 / n as f64
+                }
+            },
+            epochs: self.epoch_summaries(),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            padded: self.padded.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            read: ns(&self.read_ns),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            ops: op_names.zip(&self.op_ns).map(|(n, t)| (n, ns(t))).collect(),
+            assemble: ns(&self.assemble_ns),
+            batch_images: self.batch_images.load(Ordering::Relaxed),
+            in_place: self.in_place.load(Ordering::Relaxed),
+            consumer_wait: ns(&self.consumer_wait_ns),
+            skipped_by_cause: self
+                .skipped_by_cause
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Summaries of the epochs finished so far.
+    pub(super) fn epoch_summaries(&self) -> Vec<EpochSummary> {
+        self.epochs.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Counts an image put into a batch (`in_place`: written there by its worker).
+    pub(super) fn count_image(&self, in_place: bool) {
+        self.batch_images.fetch_add(1, Ordering::Relaxed);
+        if in_place {
+            self.in_place.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Adds `d` to a time counter.
+pub(super) fn add_ns(a: &AtomicU64, d: Duration) {
+    a.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+}
+
+fn ns(a: &AtomicU64) -> Duration {
+    Duration::from_nanos(a.load(Ordering::Relaxed))
+}

@@ -1,0 +1,235 @@
+//! Listing a dataset: class folders (labels from the sorted sub-folder names), a flat folder,
+//! or a list file of `path label` lines.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+use super::{ReaderConfig, SourceKind};
+
+/// One sample of a dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The file.
+    pub path: PathBuf,
+    /// Its label (-1 when the source has none).
+    pub label: i64,
+}
+
+/// A listed dataset.
+#[derive(Debug, Clone, Default)]
+pub struct Dataset {
+    /// Samples in their canonical (sorted) order; a sample's index is its position here.
+    pub entries: Vec<Entry>,
+    /// Class names by label, for class-folder sources.
+    pub classes: Vec<OsString>,
+    /// Problems met while listing (unreadable sub-folders, symlink loops, bad list lines).
+    pub warnings: Vec<String>,
+}
+
+impl Dataset {
+    /// Lists the samples described by `config`.
+    pub fn list(config: &ReaderConfig) -> Result<Dataset, Error> {
+        let source = match config.source {
+            SourceKind::Auto if config.list.is_some() => SourceKind::List,
+            SourceKind::Auto => {
+                if config.root.as_os_str().is_empty() {
+                    return Err(Error::Dataset(
+                        "no data given: set `root` (or `list`) on the file_reader, or pass --data DIR"
+                            .into(),
+                    ));
+                }
+                if has_subfolders(&config.root)? {
+                    SourceKind::ClassFolders
+                } else {
+                    SourceKind::Flat
+                }
+            }
+            s => s,
+        };
+        let mut ds = Dataset::default();
+        match source {
+            SourceKind::List => {
+                let list = config.list.as_ref().expect("checked in from_args");
+                let base = if config.root.as_os_str().is_empty() {
+                    list.parent().map(Path::to_path_buf).unwrap_or_default()
+                } else {
+                    config.root.clone()
+                };
+                read_list(list, &base, &mut ds)?;
+            }
+            SourceKind::ClassFolders => {
+                let mut dirs: Vec<PathBuf> = read_dir_sorted(&config.root)?
+                    .into_iter()
+                    .filter(|p| p.is_dir())
+                    .collect();
+                dirs.sort();
+                for (label, dir) in dirs.iter().enumerate() {
+                    let mut visited = Vec::new();
+                    let before = ds.entries.len();
+                    walk(dir, config, label as i64, &mut ds, &mut visited);
+                    if ds.entries.len() == before {
+                        ds.warnings.push(format!(
+                            "class folder {} holds no image files",
+                            dir.display()
+                        ));
+                    }
+                    ds.classes
+                        .push(dir.file_name().map(OsStr::to_os_string).unwrap_or_default());
+                }
+            }
+            SourceKind::Flat | SourceKind::Auto => {
+                for p in read_dir_sorted(&config.root)? {
+                    // Anything but a folder: a broken symlink or a FIFO is listed and then
+                    // reported when it fails to read, as in class folders.
+                    if !p.is_dir() && has_extension(&p, &config.extensions) {
+                        ds.entries.push(Entry { path: p, label: -1 });
+                    }
+                }
+            }
+        }
+        if ds.entries.is_empty() {
+            let where_ = config
+                .list
+                .as_ref()
+                .unwrap_or(&config.root)
+                .display()
+                .to_string();
+            return Err(Error::Dataset(format!(
+                "no image files found in {where_} (extensions: {})",
+                config.extensions.join(", ")
+            )));
+        }
+        Ok(ds)
+    }
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        out.push(entry.path());
+    }
+    // Byte order of the file names, whatever their encoding.
+    out.sort();
+    Ok(out)
+}
+
+fn has_subfolders(dir: &Path) -> Result<bool, Error> {
+    Ok(read_dir_sorted(dir)?.iter().any(|p| p.is_dir()))
+}
+
+fn has_extension(path: &Path, extensions: &[String]) -> bool {
+    path.extension()
+        .map(|e| {
+            let e = e.to_string_lossy().to_ascii_lowercase();
+            extensions.contains(&e)
+        })
+        .unwrap_or(false)
+}
+
+/// Recursive, sorted walk of one class folder, following symlinks but not loops.
+fn walk(
+    dir: &Path,
+    config: &ReaderConfig,
+    label: i64,
+    ds: &mut Dataset,
+    visited: &mut Vec<PathBuf>,
+) {
+    let canonical = match std::fs::canonicalize(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            ds.warnings.push(format!("skipped {}: {e}", dir.display()));
+            return;
+        }
+    };
+    if visited.contains(&canonical) {
+        ds.warnings
+            .push(format!("skipped {}: symlink loop", dir.display()));
+        return;
+    }
+    visited.push(canonical);
+    let items = match read_dir_sorted(dir) {
+        Ok(v) => v,
+        Err(e) => {
+            ds.warnings.push(format!("skipped {e}"));
+            return;
+        }
+    };
+    for p in items {
+        if p.is_dir() {
+            walk(&p, config, label, ds, visited);
+        } else if has_extension(&p, &config.extensions) {
+            ds.entries.push(Entry { path: p, label });
+        }
+    }
+    visited.pop();
+}
+
+fn bytes_to_path(bytes: &[u8]) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(OsStr::from_bytes(bytes))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// Parses a list file: `path label` per line; the label is the last whitespace-separated
+/// field when it is an integer (else the whole line is a path with label -1). Blank lines
+/// and lines starting with `#` are skipped. File names are taken as raw bytes.
+fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
+    let bytes = std::fs::read(list).map_err(|e| io_err(list, e))?;
+    for (lineno, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let trimmed = trim_ascii(line);
+        if trimmed.is_empty() || trimmed[0] == b'#' {
+            continue;
+        }
+        let (path_bytes, label) = match trimmed.iter().rposition(|b| b.is_ascii_whitespace()) {
+            Some(pos) => {
+                let last = &trimmed[pos + 1..];
+                match std::str::from_utf8(last)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                {
+                    Some(l) => (trim_ascii(&trimmed[..pos]), l),
+                    None => (trimmed, -1),
+                }
+            }
+            None => (trimmed, -1),
+        };
+        if path_bytes.is_empty() {
+            ds.warnings
+                .push(format!("{}:{}: no path", list.display(), lineno + 1));
+            continue;
+        }
+        let p = bytes_to_path(path_bytes);
+        let path = if p.is_absolute() { p } else { base.join(p) };
+        ds.entries.push(Entry { path, label });
+    }
+    Ok(())
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &b[start..end]
+}
