@@ -377,20 +377,7 @@ pub fn has_no_data(spec: &PipelineSpec) -> bool {
 impl Pipeline {
     /// Validates `spec`, lists the dataset and starts the threads.
     pub fn new(spec: PipelineSpec) -> Result<Pipeline, Error> {
-        let graph = Graph::build(&spec).map_err(|e| match &spec.file {
-            Some(f) => Error::Config {
-                file: f.clone(),
-                line: 0,
-                column: 0,
-                message: format!("{}: {}", spec.describe(&e.at), e.message),
-                help: e.help.clone(),
-            },
-            None => Error::Invalid {
-                at: spec.describe(&e.at),
-                message: e.message,
-                help: e.help,
-            },
-        })?;
+        let graph = Graph::build(&spec).map_err(|e| super::file::spec_error(&spec, e))?;
         Self::from_graph(graph)
     }
 
@@ -409,11 +396,7 @@ impl Pipeline {
     /// Resumes a run at `position` (from [`Batch::resume`] of the last batch consumed):
     /// the batches that follow are the ones the uninterrupted run would have given.
     pub fn resume(spec: PipelineSpec, position: Position) -> Result<Pipeline, Error> {
-        let graph = Graph::build(&spec).map_err(|e| Error::Invalid {
-            at: spec.describe(&e.at),
-            message: e.message,
-            help: e.help,
-        })?;
+        let graph = Graph::build(&spec).map_err(|e| super::file::spec_error(&spec, e))?;
         Self::resume_graph(graph, position)
     }
 

@@ -1,12 +1,13 @@
-//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`](mod@file)), validation
-//! and planning ([`graph`]), batches ([`batch`]) and the threaded executor ([`executor`]).
+//! The pipeline machinery: definitions ([`spec`]) and their [`settings`], pipeline files
+//! ([`file`](mod@file)), validation and planning ([`graph`]), batches ([`batch`]) and the
+//! threaded executor ([`executor`]).
 
 pub mod batch;
 pub mod executor;
 pub mod file;
 mod gather;
 pub mod graph;
-pub mod reference;
+pub mod settings;
 mod slots;
 pub mod spec;
 
