@@ -34,7 +34,7 @@ use super::batch::{Batch, BatchOutput, BufferPool, SampleInfo};
 use super::gather::{Gather, SenderGuard};
 use super::graph::Graph;
 use super::slots::{BatchSlots, ImageFill, Placed};
-use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec};
+use super::spec::{DeviceChoice, LastBatch, OnError, PipelineSpec, Settings};
 
 /// Counters and stage times, shared by all threads.
 #[derive(Debug, Default)]
@@ -293,16 +293,36 @@ pub struct DeviceReport {
     pub reason: String,
 }
 
-/// Why the GPU path isn't taken, for `--device auto|gpu`: what the probe found, and that
-/// the executor's GPU stage is not wired yet (the kernels and nvJPEG layer exist).
+/// Which path pipelines with `settings` run on, and why; [`Error::GpuUnavailable`] when
+/// `device = "gpu"` can't be honoured. What `stokehold run` does and `stokehold check` says.
+pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
+    match settings.device {
+        DeviceChoice::Cpu => Ok(DeviceReport {
+            device: "cpu",
+            reason: "device = \"cpu\"".into(),
+        }),
+        DeviceChoice::Auto => Ok(DeviceReport {
+            device: "cpu",
+            reason: gpu_unavailable_reason(settings.device_id),
+        }),
+        DeviceChoice::Gpu => Err(Error::GpuUnavailable(gpu_unavailable_reason(
+            settings.device_id,
+        ))),
+    }
+}
+
+/// Why the GPU path isn't taken: what stops it in every case today (the executor's GPU
+/// stage is not wired; the kernels and the nvJPEG layer exist), then what the probe found
+/// on this machine, so neither reason is mistaken for the other.
 fn gpu_unavailable_reason(device_id: usize) -> String {
+    let stage = "this build has no GPU stage yet";
     match crate::cuda::probe(device_id) {
         Ok(gpu) => format!(
-            "found {} (device {}, sm_{}{}), but this build's executor has no GPU stage yet",
+            "{stage}, though this machine has {} (device {}, sm_{}{})",
             gpu.name, gpu.device_id, gpu.compute_capability.0, gpu.compute_capability.1
         ),
-        Err(Error::GpuUnavailable(m)) => m,
-        Err(e) => e.to_string(),
+        Err(Error::GpuUnavailable(m)) => format!("{stage}; nor has this machine a usable GPU: {m}"),
+        Err(e) => format!("{stage}; nor has this machine a usable GPU: {e}"),
     }
 }
 
@@ -417,24 +437,7 @@ impl Pipeline {
 
     fn start(mut graph: Graph, start: Position) -> Result<Pipeline, Error> {
         let settings = graph.spec.settings.clone();
-        let device = match settings.device {
-            DeviceChoice::Cpu => DeviceReport {
-                device: "cpu",
-                reason: "--device cpu".into(),
-            },
-            DeviceChoice::Auto => DeviceReport {
-                device: "cpu",
-                reason: format!(
-                    "{}; the CPU path runs everything",
-                    gpu_unavailable_reason(settings.device_id)
-                ),
-            },
-            DeviceChoice::Gpu => {
-                return Err(Error::GpuUnavailable(gpu_unavailable_reason(
-                    settings.device_id,
-                )))
-            }
-        };
+        let device = choose_device(&settings)?;
         // Relative reader paths resolve against the pipeline file's folder.
         if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
             let r = &mut graph.reader;
