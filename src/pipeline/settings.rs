@@ -177,8 +177,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Flag {
             long: "epochs",
             value_name: "N",
-            help: "Passes over the dataset (bench and tune: timed passes after a warm-up one, \
-                   at least)",
+            help: "Passes over the dataset (bench and tune: timed passes after a warm-up one)",
         },
         get: |s| {
             s.epochs

@@ -7,7 +7,7 @@ use crate::ops::ArgValue;
 use crate::pipeline::settings::{Unset, SETTINGS};
 use crate::pipeline::spec::{PipelineSpec, Placement};
 
-/// Writes `spec` as a pipeline file that [`parse`] reads back into an equal spec
+/// Writes `spec` as a pipeline file that [`parse`](super::parse) reads back into an equal spec
 /// (`file` aside). Every setting is written out explicitly; arguments in name order.
 ///
 /// Not every spec has a file form: unbounded `epochs` (`None`) and a `seed` above
