@@ -129,7 +129,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Flag {
             long: "threads",
             value_name: "N",
-            help: "Worker threads (0: one per core)",
+            help: "Worker threads",
         },
         get: |s| s.threads.and_then(count),
         set: |s, v| s.threads = v.map(|v| usize_of(Some(v))),

@@ -24,11 +24,26 @@ use crate::pipeline::spec::{OpSpec, PipelineSpec, SpecError, SpecPointer};
 /// use std::path::Path;
 /// use stokehold::pipeline::file::Draft;
 ///
-/// let text = "[pipeline]\nbatch = 0\nprefetch = \"2\"\noutputs = [\"images\"]\n";
+/// let text = r#"
+/// [pipeline]
+/// batch = 0
+/// prefetch = "2"
+/// outputs = ["images"]
+///
+/// [[op]]
+/// kind = "file_reader"
+/// output = "jpegs"
+///
+/// [[op]]
+/// kind = "decode"
+/// input = "jpegs"
+/// output = "images"
+/// "#;
 /// let errors = Draft::parse(text, Path::new("p.toml")).finish().unwrap_err();
 /// let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-/// assert!(shown[0].starts_with("p.toml:2:9: `batch` = 0 is out of range"), "{shown:?}");
-/// assert!(shown[1].starts_with("p.toml:3:12: `prefetch` must be an integer"), "{shown:?}");
+/// assert_eq!(shown.len(), 2, "{shown:?}");
+/// assert!(shown[0].starts_with("p.toml:3:9: `batch` = 0 is out of range"), "{shown:?}");
+/// assert!(shown[1].starts_with("p.toml:4:12: `prefetch` must be an integer"), "{shown:?}");
 /// assert!(shown.iter().all(|e| e.contains("\n  help: ")));
 /// ```
 #[derive(Debug)]
