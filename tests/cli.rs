@@ -532,3 +532,25 @@ fn bench_and_tune_repeat_small_epochs_and_show_the_spread() {
     );
     assert!(stdout.contains("--threads 1 --prefetch "), "{stdout}");
 }
+
+#[test]
+fn resuming_at_the_end_says_nothing_is_left() {
+    let (_d, samples) = common::samples();
+    let out = paced_run(&samples, None)
+        .args(["--resume", "1:3:0:0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("nothing left to run: position 1:3:0:0"),
+        "{stdout}"
+    );
+    let out = paced_run(&samples, None)
+        .args(["--resume", "7:0:0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("recorded with seed 7"), "{stderr}");
+}

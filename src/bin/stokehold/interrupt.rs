@@ -1,6 +1,7 @@
 //! Ctrl-C on `run`: the first asks the run to stop cleanly (the loop finishes the batch in
 //! hand, then prints the summary and where to resume); the second quits at once.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,7 +22,11 @@ impl Interrupt {
         let seen = requested.clone();
         ctrlc::set_handler(move || {
             if seen.swap(true, Ordering::SeqCst) {
-                eprintln!("\ninterrupted again: quitting now");
+                if std::io::stderr().is_terminal() {
+                    // Clears the progress bar's line.
+                    eprint!("\r\x1b[2K");
+                }
+                eprintln!("interrupted again: quitting now");
                 std::process::exit(EXIT_STATUS.into());
             }
             eprintln!("\ninterrupted: stopping after this batch (Ctrl-C again to quit now)");

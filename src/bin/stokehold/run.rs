@@ -108,6 +108,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::from(interrupt::EXIT_STATUS));
     }
+    if images == 0 && skipped == 0 && args.resume.is_some() {
+        outln!("nothing left to run: position {position} is the end of the run")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if images == 0 {
         anyhow::bail!(
             "the run delivered no image: {skipped} samples were skipped (causes above); \
