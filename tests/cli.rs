@@ -515,8 +515,8 @@ fn bench_and_tune_repeat_small_epochs_and_show_the_spread() {
             "1",
             "--prefetch-depths",
             "1,2",
-            "--min-seconds",
-            "0.3",
+            "--epochs",
+            "2",
             "--data",
         ])
         .arg(&samples)

@@ -46,14 +46,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan `--epochs` and `--min-seconds` ask for.
-    pub fn from(opts: &RunOpts, min_seconds: f64) -> Plan {
+    /// The plan `--epochs` and `--min-seconds` ask for, timing at least `min_epochs`
+    /// epochs when `--epochs` is not given.
+    pub fn from(opts: &RunOpts, min_seconds: f64, min_epochs: u64) -> Plan {
         Plan {
             epochs: opts
                 .settings
                 .int("epochs")
                 .and_then(|n| u64::try_from(n).ok()),
-            min_epochs: 3,
+            min_epochs,
             min_seconds,
         }
     }
@@ -199,7 +200,7 @@ const MEANINGFUL_BATCHES: u64 = 10;
 /// Benchmarks the pipeline; the last line has the fields the peer scripts print.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
-    let plan = Plan::from(&args.opts, args.min_seconds);
+    let plan = Plan::from(&args.opts, args.min_seconds, 3);
     let m = measure(checked.loaded.spec, plan, args.consumer_ms, true)?;
     if args.stats {
         stats::print(&m.stats, m.run_seconds)?;

@@ -24,8 +24,7 @@ pub struct TuneArgs {
     /// Prefetch depths to try.
     #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 4])]
     prefetch_depths: Vec<usize>,
-    /// Without --epochs: repeat each trial's timed epochs (at least 3) until they took
-    /// this long.
+    /// Without --epochs: repeat each trial's timed epochs until they took this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     min_seconds: f64,
 }
@@ -59,7 +58,8 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
         "thread counts and prefetch depths must be at least 1"
     );
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
-    let plan = Plan::from(&args.opts, args.min_seconds);
+    // Epochs long enough on their own are timed once (as many as small ones take).
+    let plan = Plan::from(&args.opts, args.min_seconds, 1);
     outln!(
         "{:>8} {:>9} {:>12} {:>21}",
         "threads",
@@ -120,8 +120,8 @@ fn advice(trials: &[Trial], cores: usize) -> Vec<String> {
     let mut lines = Vec::new();
     if trials.iter().any(|t| !t.spread_known) {
         lines.push(
-            "only one timed epoch per trial, so the spread is unknown: leave out --epochs to \
-             repeat epochs until each trial is long enough"
+            "only one timed epoch per trial, so the spread is unknown: pass --epochs 3 (or \
+             more) to measure it"
                 .to_string(),
         );
     }
