@@ -116,6 +116,445 @@ fn gpu_request_without_a_gpu_path_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("GPU"));
 }
 
+/// A copy of the shipped training pipeline with `edits` (from, to) applied, in `dir`.
+fn edited(dir: &std::path::Path, edits: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(common::shipped("resnet50-train.toml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let path = dir.join("edited.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_reports_every_problem_with_its_place_and_help() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = edited(
+        d.path(),
+        &[
+            ("batch = 64", "batch = 0"),
+            ("size = 224", "size = \"224\""),
+            ("antialias = true", "antialias = 1"),
+            ("horizontal = 0.5", "horizontal = 5"),
+        ],
+    );
+    let out = stokehold().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: ") && l.contains("edited.toml:"))
+        .filter(|l| !l.ends_with("problems found"))
+        .collect();
+    assert_eq!(errors.len(), 4, "{stderr}");
+    for (e, what) in errors
+        .iter()
+        .zip(["`batch` = 0", "'size'", "'antialias'", "'horizontal'"])
+    {
+        assert!(e.contains(what), "{e}");
+        // file:line:column
+        let place = e.split(": ").nth(1).unwrap();
+        assert_eq!(place.split(':').count(), 3, "{e}");
+    }
+    assert_eq!(stderr.matches("\n  help: ").count(), 4, "{stderr}");
+    assert!(
+        stderr.contains("help: write it without quotes, e.g. `size = 224`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("4 problems found"), "{stderr}");
+    assert_eq!(
+        stderr.matches("horizontal").count(),
+        1,
+        "said once: {stderr}"
+    );
+}
+
+#[test]
+fn a_missing_file_is_reported_once() {
+    let out = stokehold()
+        .args(["check", "no/such/pipeline.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: no/such/pipeline.toml: "),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("os error").count(), 1, "{stderr}");
+}
+
+#[test]
+fn check_on_a_gpu_pipeline_says_what_run_will_do() {
+    let d = tempfile::tempdir().unwrap();
+    let gpu = edited(d.path(), &[("device = \"auto\"", "device = \"gpu\"")]);
+    let out = stokehold().arg("check").arg(&gpu).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ok"));
+    assert!(stderr.contains("edited.toml:"), "{stderr}");
+    assert!(
+        stderr.contains("`stokehold run` would stop here"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no GPU stage"), "{stderr}");
+    assert!(stderr.contains("help: use device = \"auto\""), "{stderr}");
+    // `auto` runs, and says where and why.
+    let out = stokehold()
+        .args(["check", "pipelines/resnet50-train.toml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runs on: cpu (this build has no GPU stage"),
+        "{stdout}"
+    );
+}
+
+/// A folder of files that are not images.
+fn junk_data() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        std::fs::write(d.path().join(format!("x{i}.jpg")), b"not a jpeg").unwrap();
+    }
+    d
+}
+
+#[test]
+fn a_run_that_delivers_nothing_fails() {
+    let junk = junk_data();
+    let out = stokehold()
+        .args([
+            "run",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "2",
+            "--data",
+        ])
+        .arg(junk.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: the run delivered no image: 3 samples were skipped"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("images=0 skipped=3"));
+}
+
+#[test]
+fn logs_off_a_terminal_have_no_colour_or_time_stamps() {
+    let junk = junk_data();
+    let out = stokehold()
+        .args([
+            "run",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "2",
+            "--data",
+        ])
+        .arg(junk.path())
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("x1.jpg")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].starts_with("warning: skipped "),
+        "the look of the other lines, no time stamp: {}",
+        warnings[0]
+    );
+}
+
+#[test]
+fn setting_flags_are_checked_as_file_values_are() {
+    let out = stokehold()
+        .args(["run", "pipelines/resnet50-eval.toml", "--batch", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`batch` = 0 is out of range"), "{stderr}");
+    assert!(stderr.contains("help: use an integer ≥ 1"), "{stderr}");
+    let out = stokehold()
+        .args([
+            "run",
+            "pipelines/resnet50-eval.toml",
+            "--on-error",
+            "ignore",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not one of \"skip\", \"fail\", \"replace\""),
+        "{stderr}"
+    );
+    let help = stokehold().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for s in stokehold::pipeline::settings::SETTINGS {
+        assert!(help.contains(&format!("--{}", s.flag.long)), "{help}");
+    }
+}
+
+/// `run` arguments for a paced run over the built-in samples, printing every batch.
+fn paced_run(samples: &std::path::Path, consumer_ms: Option<&str>) -> Command {
+    let mut c = stokehold();
+    c.args([
+        "run",
+        "pipelines/resnet50-eval.toml",
+        "--epochs",
+        "3",
+        "--batch",
+        "8",
+        "--threads",
+        "1",
+        "--print-batches",
+        "--data",
+    ])
+    .arg(samples);
+    if let Some(ms) = consumer_ms {
+        c.args(["--consumer-ms", ms]);
+    }
+    c
+}
+
+fn batch_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("batch "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Starts `c` with stdout piped and returns it once it printed `n` lines, with those lines.
+fn spawn_until_lines(
+    c: &mut Command,
+    n: usize,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    Vec<String>,
+) {
+    use std::io::BufRead;
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    while lines.len() < n {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "ended early: {lines:?}"
+        );
+        lines.push(line.trim_end().to_string());
+    }
+    (child, out, lines)
+}
+
+fn sigint(child: &std::process::Child) {
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_resume_gives_the_remaining_batches() {
+    use std::io::Read;
+    let (_d, samples) = common::samples();
+    let whole = paced_run(&samples, None).output().unwrap();
+    assert!(whole.status.success());
+    let whole = batch_lines(&String::from_utf8_lossy(&whole.stdout));
+    assert_eq!(whole.len(), 24);
+
+    let (mut child, mut out, mut lines) =
+        spawn_until_lines(&mut paced_run(&samples, Some("100")), 3);
+    sigint(&child);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    lines.extend(rest.lines().map(str::to_string));
+    let stdout = lines.join("\n");
+    let done = batch_lines(&stdout);
+    assert!(done.len() >= 3 && done.len() < 24, "{stdout}");
+    assert_eq!(done, whole[..done.len()], "{stdout}");
+    assert!(
+        stdout.contains(&format!("images={} skipped=0", 8 * done.len())),
+        "{stdout}"
+    );
+    let position = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("stopped at position "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(stdout.contains(&format!("--resume {position}")), "{stdout}");
+    assert!(done
+        .last()
+        .unwrap()
+        .ends_with(&format!("resume={position}")));
+
+    let resumed = paced_run(&samples, None)
+        .args(["--resume", position])
+        .output()
+        .unwrap();
+    assert!(resumed.status.success());
+    let resumed = batch_lines(&String::from_utf8_lossy(&resumed.stdout));
+    assert_eq!(resumed, whole[done.len()..]);
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once() {
+    let (_d, samples) = common::samples();
+    // A 5-second training step: the first Ctrl-C waits for it, the second doesn't.
+    let (mut child, _out, _) = spawn_until_lines(&mut paced_run(&samples, Some("5000")), 1);
+    let t0 = std::time::Instant::now();
+    sigint(&child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sigint(&child);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(t0.elapsed().as_secs_f64() < 4.0, "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    use std::io::Read;
+    let (_d, samples) = common::samples();
+    let (mut child, out, _) = spawn_until_lines(&mut paced_run(&samples, None), 1);
+    drop(out);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{status:?} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+}
+
+#[test]
+fn bench_takes_stats_and_warns_when_too_short() {
+    let (_d, samples) = common::samples();
+    let out = stokehold()
+        .args([
+            "bench",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "16",
+            "--epochs",
+            "1",
+            "--stats",
+            "--data",
+        ])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("stage times"), "{stdout}");
+    // One epoch of 64 images in 4 batches can't be timed meaningfully.
+    assert!(stderr.contains("warning: the timed part took"), "{stderr}");
+    assert!(stderr.contains("too short to mean much"), "{stderr}");
+}
+
+#[test]
+fn bench_and_tune_repeat_small_epochs_and_show_the_spread() {
+    let (_d, samples) = common::samples();
+    let out = stokehold()
+        .args([
+            "bench",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "16",
+            "--min-seconds",
+            "0.5",
+            "--data",
+        ])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let timed = stdout.lines().find(|l| l.starts_with("timed ")).unwrap();
+    let epochs: usize = timed.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(epochs >= 3, "{timed}");
+    assert!(
+        timed.contains("lowest") && timed.contains("highest"),
+        "{timed}"
+    );
+    let last = stdout.lines().last().unwrap();
+    assert!(last.contains(&format!("images={} ", 64 * epochs)), "{last}");
+
+    let out = stokehold()
+        .args([
+            "tune",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "16",
+            "--thread-counts",
+            "1",
+            "--prefetch-depths",
+            "1,2",
+            "--epochs",
+            "2",
+            "--data",
+        ])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" – ")).collect();
+    assert_eq!(rows.len(), 2, "a spread per trial: {stdout}");
+    assert!(
+        stdout.contains("no clear winner") || stdout.contains("clear of the other settings"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--threads 1 --prefetch "), "{stdout}");
+}
+
+#[test]
+fn resuming_at_the_end_says_nothing_is_left() {
+    let (_d, samples) = common::samples();
+    let out = paced_run(&samples, None)
+        .args(["--resume", "1:3:0:0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("nothing left to run: position 1:3:0:0"),
+        "{stdout}"
+    );
+    let out = paced_run(&samples, None)
+        .args(["--resume", "7:0:0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("recorded with seed 7"), "{stderr}");
+}
+
 /// A list file naming the built-in images over and over, `lines` lines.
 fn long_list(dir: &std::path::Path, lines: usize) -> std::path::PathBuf {
     let data = stokehold::builtin_data::ensure(&dir.join("s")).unwrap();

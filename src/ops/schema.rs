@@ -178,6 +178,24 @@ impl fmt::Display for ArgType {
     }
 }
 
+impl ArgType {
+    /// A valid value of this type as TOML text, for help lines.
+    pub fn example(&self) -> String {
+        let list = |n: usize, x: String| vec![x; n.max(1)].join(", ");
+        match *self {
+            ArgType::Bool => "true".to_string(),
+            ArgType::Int { min, max } => min.max(0).min(max).to_string(),
+            ArgType::Float { min, max } => format!("{:?}", min.max(0.0).min(max)),
+            ArgType::Choice(c) => format!("\"{}\"", c.first().copied().unwrap_or("")),
+            ArgType::Str => "\"...\"".to_string(),
+            ArgType::Size { max } => 224.min(max).to_string(),
+            ArgType::Range { min, max } => format!("[{min:?}, {max:?}]"),
+            ArgType::Floats { len, min, .. } => format!("[{}]", list(len, format!("{min:?}"))),
+            ArgType::Ints { len, min, .. } => format!("[{}]", list(len, min.to_string())),
+        }
+    }
+}
+
 /// The `default` of an argument that may be left out and then has no value.
 pub const OPTIONAL: Option<&str> = Some("~");
 
@@ -193,6 +211,22 @@ pub struct ArgSpec {
     pub default: Option<&'static str>,
     /// One-line description.
     pub doc: &'static str,
+}
+
+impl ArgSpec {
+    /// Checks `value` against this argument's type and range, as [`Args::validate`] does
+    /// for each given argument, and returns it normalised (a scalar `Size` becomes a pair).
+    pub fn check(&self, value: ArgValue) -> Result<ArgValue, ArgError> {
+        check_type(self, value)
+    }
+
+    /// A valid value as TOML text: the default, else an example of the type.
+    fn example(&self) -> String {
+        match self.default {
+            Some(d) if self.default != OPTIONAL => d.to_string(),
+            _ => self.ty.example(),
+        }
+    }
 }
 
 /// An input or output port of an operator.
@@ -405,6 +439,13 @@ pub fn from_toml(v: &toml::Value) -> ArgValue {
 }
 
 fn type_error(spec: &ArgSpec, got: &ArgValue) -> ArgError {
+    let quoted_number = matches!(got, ArgValue::Str(_))
+        && !matches!(spec.ty, ArgType::Str | ArgType::Choice(_) | ArgType::Bool);
+    let how = if quoted_number {
+        "write it without quotes, e.g."
+    } else {
+        "write e.g."
+    };
     ArgError::arg(
         spec.name,
         format!(
@@ -414,6 +455,7 @@ fn type_error(spec: &ArgSpec, got: &ArgValue) -> ArgError {
             got.kind_name()
         ),
     )
+    .with_help(format!("{how} `{} = {}`", spec.name, spec.example()))
 }
 
 fn range_error(spec: &ArgSpec, got: &ArgValue, lo: f64, hi: f64) -> ArgError {
@@ -514,7 +556,12 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
                             spec.name,
                             l.len()
                         ),
-                    ))
+                    )
+                    .with_help(format!(
+                        "give one value for all or {len}: `{} = {}`",
+                        spec.name,
+                        spec.example()
+                    )))
                 }
                 _ => return Err(type_error(spec, &v)),
             };

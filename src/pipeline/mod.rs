@@ -1,11 +1,12 @@
-//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`](mod@file)), validation
-//! and planning ([`graph`]), batches ([`batch`]) and the running pipeline ([`run`]).
+//! The pipeline machinery: definitions ([`spec`]) and their [`settings`], pipeline files
+//! ([`file`](mod@file)), validation and planning ([`graph`]), batches ([`batch`]) and the
+//! running pipeline ([`run`]).
 
 pub mod batch;
 pub mod file;
 pub mod graph;
-pub mod reference;
 pub mod run;
+pub mod settings;
 pub mod spec;
 mod spec_data;
 

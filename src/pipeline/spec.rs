@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::error::Error;
 use crate::ops::ArgValue;
 
 /// What to do with a sample that can't be read, decoded or transformed.
@@ -58,6 +59,15 @@ pub enum DeviceChoice {
 }
 
 impl DeviceChoice {
+    /// The pipeline-file and command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceChoice::Auto => "auto",
+            DeviceChoice::Cpu => "cpu",
+            DeviceChoice::Gpu => "gpu",
+        }
+    }
+
     /// Pipeline-file and command-line names.
     pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu"];
 
@@ -240,6 +250,22 @@ impl SpecError {
     pub fn help(mut self, help: impl Into<String>) -> SpecError {
         self.help = Some(help.into());
         self
+    }
+
+    /// The error for a pipeline that doesn't come from a file: which part, in words, and
+    /// what is wrong, each said once (an argument named by the message isn't named again).
+    pub fn into_invalid(self, spec: &PipelineSpec) -> Error {
+        let at = match &self.at {
+            SpecPointer::OpArg(i, arg) if self.message.contains(&format!("'{arg}'")) => {
+                spec.describe(&SpecPointer::Op(*i))
+            }
+            at => spec.describe(at),
+        };
+        Error::Invalid {
+            at,
+            message: self.message,
+            help: self.help,
+        }
     }
 }
 

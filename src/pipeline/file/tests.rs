@@ -3,6 +3,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 
 use super::*;
+use crate::ops::ArgValue;
+use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Placement, Settings};
 
 const FILE: &str = "pipe.toml";
 

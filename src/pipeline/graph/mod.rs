@@ -539,40 +539,12 @@ fn arg_error(i: usize, e: ops::ArgError) -> SpecError {
     }
 }
 
+/// The first setting out of its declared range ([`crate::pipeline::settings`]).
 fn check_settings(spec: &PipelineSpec) -> Result<(), SpecError> {
-    let s = &spec.settings;
-    let bad = |name: &str, msg: String, help: &str| {
-        Err(SpecError::new(SpecPointer::Setting(name.into()), msg).help(help))
-    };
-    if s.batch == 0 {
-        return bad(
-            "batch",
-            "batch must be at least 1".into(),
-            "set batch = 64, for example",
-        );
+    match super::settings::validate(&spec.settings).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    if s.prefetch == 0 {
-        return bad(
-            "prefetch",
-            "prefetch must be at least 1".into(),
-            "the default is 2",
-        );
-    }
-    if s.threads == Some(0) {
-        return bad(
-            "threads",
-            "threads must be at least 1".into(),
-            "leave it out to use one thread per core",
-        );
-    }
-    if s.epochs == Some(0) {
-        return bad(
-            "epochs",
-            "epochs must be at least 1".into(),
-            "leave it out for 1",
-        );
-    }
-    Ok(())
 }
 
 fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), SpecError> {

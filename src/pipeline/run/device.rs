@@ -25,19 +25,17 @@ impl std::fmt::Display for DeviceReport {
     }
 }
 
-/// The device `settings` ask for, or why it can't be had.
-pub(super) fn choose(settings: &Settings) -> Result<DeviceReport, Error> {
+/// Which path pipelines with `settings` run on, and why; [`Error::GpuUnavailable`] when
+/// `device = "gpu"` can't be honoured. What `stokehold run` does and `stokehold check` says.
+pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
     match settings.device {
         DeviceChoice::Cpu => Ok(DeviceReport {
             device: "cpu",
-            reason: "--device cpu".into(),
+            reason: "device = \"cpu\"".into(),
         }),
         DeviceChoice::Auto => Ok(DeviceReport {
             device: "cpu",
-            reason: format!(
-                "{}; the CPU path runs everything",
-                gpu_unavailable_reason(settings.device_id)
-            ),
+            reason: gpu_unavailable_reason(settings.device_id),
         }),
         DeviceChoice::Gpu => Err(Error::GpuUnavailable(gpu_unavailable_reason(
             settings.device_id,
@@ -45,15 +43,17 @@ pub(super) fn choose(settings: &Settings) -> Result<DeviceReport, Error> {
     }
 }
 
-/// Why the GPU path isn't taken, for `--device auto|gpu`: what the probe found, and that
-/// the pipeline's GPU stage is not wired yet (the kernels and nvJPEG layer exist).
+/// Why the GPU path isn't taken: what stops it in every case today (the pipeline's GPU
+/// stage is not wired; the kernels and the nvJPEG layer exist), then what the probe found
+/// on this machine, so neither reason is mistaken for the other.
 fn gpu_unavailable_reason(device_id: usize) -> String {
+    let stage = "this build has no GPU stage yet";
     match crate::cuda::probe(device_id) {
         Ok(gpu) => format!(
-            "found {} (device {}, sm_{}{}), but this build's executor has no GPU stage yet",
+            "{stage}, though this machine has {} (device {}, sm_{}{})",
             gpu.name, gpu.device_id, gpu.compute_capability.0, gpu.compute_capability.1
         ),
-        Err(Error::GpuUnavailable(m)) => m,
-        Err(e) => e.to_string(),
+        Err(Error::GpuUnavailable(m)) => format!("{stage}; nor has this machine a usable GPU: {m}"),
+        Err(e) => format!("{stage}; nor has this machine a usable GPU: {e}"),
     }
 }

@@ -35,7 +35,7 @@ pub mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use device::DeviceReport;
+pub use device::{choose_device, DeviceReport};
 pub use stats::{EpochSummary, Stats, StatsSnapshot};
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
@@ -82,20 +82,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// Validates `spec`, lists the dataset and starts the threads.
     pub fn new(spec: PipelineSpec) -> Result<Pipeline, Error> {
-        let graph = Graph::build(&spec).map_err(|e| match &spec.file {
-            Some(f) => Error::Config {
-                file: f.clone(),
-                line: 0,
-                column: 0,
-                message: format!("{}: {}", spec.describe(&e.at), e.message),
-                help: e.help.clone(),
-            },
-            None => Error::Invalid {
-                at: spec.describe(&e.at),
-                message: e.message,
-                help: e.help,
-            },
-        })?;
+        let graph = Graph::build(&spec).map_err(|e| crate::pipeline::file::spec_error(&spec, e))?;
         Self::from_graph(graph)
     }
 
@@ -114,11 +101,7 @@ impl Pipeline {
     /// Resumes a run at `position` (from [`Batch::resume`] of the last batch consumed):
     /// the batches that follow are the ones the uninterrupted run would have given.
     pub fn resume(spec: PipelineSpec, position: Position) -> Result<Pipeline, Error> {
-        let graph = Graph::build(&spec).map_err(|e| Error::Invalid {
-            at: spec.describe(&e.at),
-            message: e.message,
-            help: e.help,
-        })?;
+        let graph = Graph::build(&spec).map_err(|e| crate::pipeline::file::spec_error(&spec, e))?;
         Self::resume_graph(graph, position)
     }
 

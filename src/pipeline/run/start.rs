@@ -38,7 +38,7 @@ impl Pipeline {
     /// threads at `start`.
     pub(super) fn start(mut graph: Graph, start: Position) -> Result<Pipeline, Error> {
         let settings = graph.spec.settings.clone();
-        let device = device::choose(&settings)?;
+        let device = device::choose_device(&settings)?;
         // Relative reader paths resolve against the pipeline file's folder.
         if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
             let dir = dir.to_path_buf();

@@ -197,7 +197,8 @@ fn an_output_size_over_the_limit_is_refused_before_running() {
         Err(e) => e.to_string(),
         Ok(_) => panic!("accepted 32768x32768 outputs"),
     };
-    assert!(e.contains("argument 'size'"), "{e}");
+    // Located at the `size = …` line of the file the spec came from.
+    assert!(e.contains("resnet50-train.toml:30:"), "{e}");
     assert!(e.contains("32768x32768"), "{e}");
     assert!(e.contains("every sample would fail"), "{e}");
     assert!(e.contains("help:"), "{e}");

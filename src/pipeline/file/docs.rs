@@ -1,12 +1,17 @@
-//! The pipeline-file reference (for README.md), generated from the `[pipeline]` settings
-//! table below and the operator schemas in [`crate::ops::registry`].
+//! The pipeline-file docs (`docs/pipeline-file.md`), generated from the settings
+//! declarations in [`crate::pipeline::settings`] and the operator schemas in
+//! [`crate::ops::registry`].
 //!
-//! [`SETTINGS`] and [`OP_KEYS`] are also what the pipeline-file parser
-//! ([`crate::pipeline::file`]) accepts, so the reference and the parser can't disagree.
+//! [`OP_KEYS`] and [`OUTPUTS`], like the settings, are also what the pipeline-file parser
+//! ([`crate::pipeline::file`]) accepts, so the docs and the parser can't disagree.
 
 use std::fmt::Write;
 
 use crate::ops::{registry, ArgSpec, OpSchema, OPTIONAL};
+use crate::pipeline::settings::SETTINGS;
+
+/// Where the generated docs are kept in the repository, and how to regenerate them.
+pub const PATH: &str = "docs/pipeline-file.md";
 
 /// One documented key of a pipeline file.
 #[derive(Debug, Clone, Copy)]
@@ -21,66 +26,13 @@ pub struct KeyDoc {
     pub doc: &'static str,
 }
 
-/// The keys of `[pipeline]`, in reference order.
-pub const SETTINGS: &[KeyDoc] = &[
-    KeyDoc {
-        name: "batch",
-        ty: "integer ≥ 1",
-        default: "32",
-        doc: "samples per batch",
-    },
-    KeyDoc {
-        name: "threads",
-        ty: "integer ≥ 0",
-        default: "0",
-        doc: "worker threads; 0 means one per core",
-    },
-    KeyDoc {
-        name: "prefetch",
-        ty: "integer ≥ 1",
-        default: "2",
-        doc: "batches prepared ahead of the consumer",
-    },
-    KeyDoc {
-        name: "seed",
-        ty: "integer ≥ 0",
-        default: "0",
-        doc: "seed of every random choice (same seed, same batches)",
-    },
-    KeyDoc {
-        name: "epochs",
-        ty: "integer ≥ 1",
-        default: "1",
-        doc: "passes over the dataset",
-    },
-    KeyDoc {
-        name: "on_error",
-        ty: "\"skip\", \"fail\" or \"replace\"",
-        default: "\"skip\"",
-        doc:
-            "a sample that can't be read, decoded or transformed is reported (path and cause) and \
-              dropped, its batch filled from the next samples (\"skip\"); or stops the run \
-              (\"fail\"); or is replaced by another sample chosen from the seed (\"replace\")",
-    },
-    KeyDoc {
-        name: "device",
-        ty: "\"auto\", \"cpu\" or \"gpu\"",
-        default: "\"auto\"",
-        doc: "where per-sample operators run; \"auto\" uses the GPU when one is usable",
-    },
-    KeyDoc {
-        name: "device_id",
-        ty: "integer ≥ 0",
-        default: "0",
-        doc: "GPU ordinal for the GPU path",
-    },
-    KeyDoc {
-        name: "outputs",
-        ty: "array of strings",
-        default: "required",
-        doc: "edge names handed to the consumer, in order (at least one)",
-    },
-];
+/// The one key of `[pipeline]` that is not a setting: the edges handed to the consumer.
+pub const OUTPUTS: KeyDoc = KeyDoc {
+    name: "outputs",
+    ty: "array of strings",
+    default: "required",
+    doc: "edge names handed to the consumer, in order (at least one)",
+};
 
 /// The reserved keys of an `[[op]]` table; every other key is an argument of the operator.
 pub const OP_KEYS: &[KeyDoc] = &[
@@ -128,24 +80,54 @@ pub const OP_KEYS: &[KeyDoc] = &[
     },
 ];
 
-/// The pipeline-file reference in Markdown: the `[pipeline]` settings, the reserved keys
-/// of `[[op]]`, then every operator kind with its ports and arguments. Deterministic.
-pub fn reference_markdown() -> String {
+/// The pipeline-file docs in Markdown: the `[pipeline]` settings, the reserved keys of
+/// `[[op]]`, then every operator kind with its ports and arguments. Deterministic.
+pub fn markdown() -> String {
     let mut out = String::new();
-    out.push_str("## Pipeline file reference\n\n");
+    out.push_str("# Pipeline files\n\n");
+    let _ = writeln!(
+        out,
+        "<!-- Generated from the settings and operator schemas; do not edit. Regenerate with \
+         `STOKEHOLD_BLESS=1 cargo test --test docs`. -->\n"
+    );
     out.push_str(
         "A pipeline file is TOML: one `[pipeline]` table of settings and one `[[op]]` table \
-         per operator, joined by named edges.\n\n",
+         per operator, joined by named edges. `stokehold check FILE` reports every problem \
+         it finds with its line, column and what to change.\n\n",
     );
-    out.push_str("### `[pipeline]`\n\n");
-    key_table(&mut out, SETTINGS);
-    out.push_str("\n### `[[op]]`\n\n");
+    out.push_str("## `[pipeline]`\n\n");
+    out.push_str(
+        "Every setting can be overridden on the command line of `stokehold run`, `bench` \
+         and `tune` by the flag in its row.\n\n",
+    );
+    out.push_str("| key | type | default | flag | meaning |\n|---|---|---|---|---|\n");
+    for s in SETTINGS {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | `{}` | `--{}` | {} |",
+            s.name(),
+            cell(&s.type_doc()),
+            cell(s.spec.default.unwrap_or("")),
+            s.flag.long,
+            cell(s.spec.doc)
+        );
+    }
+    let k = OUTPUTS;
+    let _ = writeln!(
+        out,
+        "| `{}` | {} | {} | — | {} |",
+        k.name,
+        cell(k.ty),
+        code_or_word(k.default),
+        cell(k.doc)
+    );
+    out.push_str("\n## `[[op]]`\n\n");
     out.push_str(
         "Reserved keys are below; every other key of an `[[op]]` table is an argument of the \
          operator (a boolean, number, string, or array of those).\n\n",
     );
     key_table(&mut out, OP_KEYS);
-    out.push_str("\n### Operators\n");
+    out.push_str("\n## Operators\n");
     for schema in registry() {
         operator_section(&mut out, schema);
     }
@@ -167,7 +149,7 @@ fn key_table(out: &mut String, keys: &[KeyDoc]) {
 }
 
 fn operator_section(out: &mut String, schema: &OpSchema) {
-    let _ = writeln!(out, "\n#### `{}`\n", schema.kind);
+    let _ = writeln!(out, "\n### `{}`\n", schema.kind);
     let _ = writeln!(out, "{}\n", schema.doc);
     let backends = match schema.backends {
         crate::ops::Backends::CpuOnly => "CPU",
@@ -230,13 +212,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reference_lists_every_setting_key_and_operator() {
-        let md = reference_markdown();
-        for k in SETTINGS.iter().chain(OP_KEYS) {
+    fn docs_list_every_setting_key_and_operator() {
+        let md = markdown();
+        for s in SETTINGS {
+            assert!(
+                md.contains(&format!("| `{}` | {} |", s.name(), s.type_doc())),
+                "{}",
+                s.name()
+            );
+            assert!(md.contains(&format!("`--{}`", s.flag.long)), "{}", s.name());
+        }
+        for k in OP_KEYS.iter().chain([&OUTPUTS]) {
             assert!(md.contains(&format!("| `{}` |", k.name)), "{}", k.name);
         }
         for s in registry() {
-            assert!(md.contains(&format!("#### `{}`\n", s.kind)), "{}", s.kind);
+            assert!(md.contains(&format!("### `{}`\n", s.kind)), "{}", s.kind);
             for a in s.args {
                 assert!(
                     md.contains(&format!("| `{}` | {} |", a.name, a.ty)),
@@ -245,12 +235,12 @@ mod tests {
                 );
             }
         }
-        assert_eq!(md, reference_markdown(), "output must be deterministic");
+        assert_eq!(md, markdown(), "output must be deterministic");
     }
 
     #[test]
     fn argument_defaults_are_rendered() {
-        let md = reference_markdown();
+        let md = markdown();
         // flip's arguments have TOML defaults; the reader section says when it has none.
         assert!(
             md.contains("| `horizontal` | number in [0, 1] | `0.5` |"),

@@ -1,0 +1,75 @@
+//! The `stokehold` command line: run, bench, tune and check pipeline files.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod check;
+mod interrupt;
+mod logs;
+mod options;
+mod output;
+mod progress;
+mod run;
+mod stats;
+mod tune;
+
+#[derive(Parser)]
+#[command(
+    name = "stokehold",
+    version,
+    about = "Keeps a GPU fed: image input pipelines from TOML files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline over its data, with a progress bar and a summary. The first Ctrl-C
+    /// stops it cleanly and prints where to resume from; a second one quits at once.
+    Run(run::RunArgs),
+    /// One warm-up epoch, then timed epochs (at least 3, repeated for at least
+    /// `--min-seconds`); prints the spread and a throughput line.
+    Bench(bench::BenchArgs),
+    /// Try thread counts and prefetch depths on this machine and print the best setting,
+    /// or say that the differences are within the measured spread.
+    Tune(tune::TuneArgs),
+    /// Check a pipeline file, report every problem found, and print its graph.
+    Check(check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    logs::init();
+    let cli = Cli::parse();
+    // Escape hatches and A/B switches: JPEGs entropy-decoded by libjpeg-turbo alone.
+    if env_flag("STOKEHOLD_LIBJPEG_PROGRESSIVE") {
+        stokehold::decode::set_own_progressive_decoder(false);
+        tracing::info!(
+            "STOKEHOLD_LIBJPEG_PROGRESSIVE: progressive JPEGs decoded by libjpeg-turbo alone"
+        );
+    }
+    if env_flag("STOKEHOLD_LIBJPEG_SEQUENTIAL") {
+        stokehold::decode::set_own_sequential_decoder(false);
+        tracing::info!(
+            "STOKEHOLD_LIBJPEG_SEQUENTIAL: sequential JPEGs entropy-decoded by libjpeg-turbo"
+        );
+    }
+    let result = match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::bench(&args),
+        Command::Tune(args) => tune::tune(&args),
+        Command::Check(args) => check::check(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => output::report(&e),
+    }
+}
+
+/// Whether environment variable `name` is set to something other than `0`.
+fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v != "0")
+}

@@ -1,0 +1,153 @@
+//! The options `run`, `bench` and `tune` share: `--data` and one override flag per
+//! pipeline setting, built from the settings declarations; and loading a pipeline file with
+//! them applied, every problem reported at once.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
+use stokehold::ops::ArgValue;
+use stokehold::pipeline::file::{Checked, Draft};
+use stokehold::pipeline::settings::{Setting, SETTINGS};
+use stokehold::pipeline::{Pipeline, PipelineSpec, Position};
+
+use crate::output::Problems;
+
+/// Options of the commands that run a pipeline.
+#[derive(Args, Clone)]
+pub struct RunOpts {
+    /// Dataset: a folder (class sub-folders, or flat) or a list file; overrides the file's
+    /// reader.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: SettingFlags,
+}
+
+/// The settings given on the command line, one flag per setting
+/// ([`stokehold::pipeline::settings::SETTINGS`]), each checked as the file's value is.
+#[derive(Clone, Default)]
+pub struct SettingFlags(Vec<(&'static Setting, ArgValue)>);
+
+impl SettingFlags {
+    /// The value given for setting `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&ArgValue> {
+        self.0
+            .iter()
+            .find(|(s, _)| s.name() == name)
+            .map(|(_, v)| v)
+    }
+
+    /// An integer setting given on the command line.
+    pub fn int(&self, name: &str) -> Option<i64> {
+        match self.get(name)? {
+            ArgValue::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Applies every flag given to `spec`.
+    pub fn apply(&self, spec: &mut PipelineSpec) -> Result<()> {
+        for (setting, value) in &self.0 {
+            setting
+                .apply(&mut spec.settings, value)
+                .map_err(|e| anyhow::anyhow!("--{}: {}", setting.flag.long, e.message))?;
+        }
+        Ok(())
+    }
+}
+
+impl FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let given = SETTINGS
+            .iter()
+            .filter_map(|s| Some((s, matches.get_one::<ArgValue>(s.name())?.clone())))
+            .collect();
+        Ok(SettingFlags(given))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = SettingFlags::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for SettingFlags {
+    fn augment_args(cmd: Command) -> Command {
+        SETTINGS.iter().fold(cmd, |cmd, s| {
+            cmd.arg(
+                Arg::new(s.name())
+                    .long(s.flag.long)
+                    .value_name(s.flag.value_name)
+                    .help(format!("{} [{}]", s.flag.help, s.type_doc()))
+                    .value_parser(move |text: &str| {
+                        s.parse_flag(text)
+                            .map_err(|e| format!("{}\n  help: {}", e.message, e.help))
+                    }),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Reads the pipeline file, applies the command-line options, and checks the result:
+/// every problem found is reported, each at its line and column.
+pub fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Checked> {
+    let mut draft = Draft::load(path)?;
+    if let Some(o) = opts {
+        o.settings.apply(draft.spec_mut())?;
+        point_at_data(draft.spec_mut(), o.data.as_deref())?;
+    }
+    draft.finish().map_err(|errors| {
+        Problems {
+            file: path.to_path_buf(),
+            errors,
+        }
+        .into()
+    })
+}
+
+/// Points the reader at `--data`, or at the built-in sample set when neither the file nor
+/// the command line names any data.
+fn point_at_data(spec: &mut PipelineSpec, data: Option<&Path>) -> Result<()> {
+    if let Some(d) = data {
+        anyhow::ensure!(d.exists(), "--data {}: no such file or folder", d.display());
+        spec.set_data(d);
+    } else if !spec.has_data() {
+        let dir = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())
+            .context("generating the built-in sample set")?;
+        eprintln!(
+            "no data given: using the built-in sample set in {}",
+            dir.display()
+        );
+        spec.set_data(&dir);
+    }
+    Ok(())
+}
+
+/// Starts the checked pipeline (at `resume`, when given); when `verbose`, says on stderr
+/// which device runs it and why, the worker threads and the samples per epoch.
+pub fn start(checked: Checked, resume: Option<Position>, verbose: bool) -> Result<Pipeline> {
+    let p = match resume {
+        Some(at) => Pipeline::resume_graph(checked.graph, at)?,
+        None => Pipeline::from_graph(checked.graph)?,
+    };
+    if verbose {
+        describe(&p);
+    }
+    Ok(p)
+}
+
+/// Says on stderr which device runs `p` and why, its worker threads and samples per epoch.
+pub fn describe(p: &Pipeline) {
+    eprintln!(
+        "device: {} ({}); {} worker threads; {} samples per epoch",
+        p.device().device,
+        p.device().reason,
+        p.worker_threads(),
+        p.samples_per_epoch()
+    );
+}

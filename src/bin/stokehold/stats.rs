@@ -1,0 +1,67 @@
+//! The `--stats` report: per-stage times, queue depth, consumer wait, per-epoch summaries
+//! and peak memory.
+
+use std::io;
+use std::time::Duration;
+
+use stokehold::pipeline::StatsSnapshot;
+
+use crate::output::outln;
+
+/// Prints `st` for a run of `secs` wall seconds.
+pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
+    let pct = |d: Duration| 100.0 * d.as_secs_f64() / secs.max(1e-9);
+    outln!("stage times (summed over threads; % of wall time):")?;
+    outln!(
+        "  read      {:>9.3} s  {:>6.1}%  ({:.1} MB)",
+        st.read.as_secs_f64(),
+        pct(st.read),
+        st.read_bytes as f64 / 1e6
+    )?;
+    for (name, d) in &st.ops {
+        outln!("  {name:<9} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d))?;
+    }
+    outln!(
+        "  assemble  {:>9.3} s  {:>6.1}%  ({} of {} images written in place by the workers)",
+        st.assemble.as_secs_f64(),
+        pct(st.assemble),
+        st.in_place,
+        st.batch_images
+    )?;
+    outln!(
+        "  consumer waited {:.3} s ({:.1}% of the run)",
+        st.consumer_wait.as_secs_f64(),
+        pct(st.consumer_wait)
+    )?;
+    outln!(
+        "  batches={} dropped={} padded={} replaced={}; {:.2} batches ready on average when asked",
+        st.batches,
+        st.dropped,
+        st.padded,
+        st.replaced,
+        st.mean_queue_depth
+    )?;
+    for e in &st.epochs {
+        outln!(
+            "  epoch {}: {} images in {} batches, {} skipped, {} replaced, {} dropped",
+            e.epoch,
+            e.images,
+            e.batches,
+            e.skipped,
+            e.replaced,
+            e.dropped
+        )?;
+    }
+    if let Some(peak) = peak_rss_bytes() {
+        outln!("  peak resident memory {:.1} MB", peak as f64 / 1e6)?;
+    }
+    Ok(())
+}
+
+/// Peak resident set size of this process (Linux: VmHWM), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,220 @@
+//! `stokehold tune`: times each (threads, prefetch) pair long enough to measure, prints
+//! each one's spread, and recommends a setting only as firmly as the spread allows.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::bench::{measure, Plan};
+use crate::options::{self, RunOpts};
+use crate::output::outln;
+
+/// Arguments of `stokehold tune`.
+#[derive(Args)]
+pub struct TuneArgs {
+    /// The pipeline file.
+    pipeline: PathBuf,
+    #[command(flatten)]
+    opts: RunOpts,
+    /// Thread counts to try (default: 1 up to the core count, and one more).
+    #[arg(long, value_delimiter = ',')]
+    thread_counts: Vec<usize>,
+    /// Prefetch depths to try.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 4])]
+    prefetch_depths: Vec<usize>,
+    /// Without --epochs: repeat each trial's timed epochs until they took this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    min_seconds: f64,
+}
+
+/// One trial's result.
+struct Trial {
+    threads: usize,
+    prefetch: usize,
+    /// Median, lowest and highest epoch throughput (all equal with one timed epoch).
+    median: f64,
+    low: f64,
+    high: f64,
+    /// Whether the spread was measured (two timed epochs or more).
+    spread_known: bool,
+}
+
+/// Epoch-to-epoch variation (half the range, of the median) above which a trial says
+/// more about noise than about the setting.
+const NOISY: f64 = 0.10;
+
+/// Tries every pair and prints the table and the advice.
+pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads: Vec<usize> = if args.thread_counts.is_empty() {
+        (1..=cores + 1).collect()
+    } else {
+        args.thread_counts.clone()
+    };
+    anyhow::ensure!(
+        threads.iter().chain(&args.prefetch_depths).all(|&n| n >= 1),
+        "thread counts and prefetch depths must be at least 1"
+    );
+    let checked = options::load(&args.pipeline, Some(&args.opts))?;
+    // Epochs long enough on their own are timed once (as many as small ones take).
+    let plan = Plan::from(&args.opts, args.min_seconds, 1);
+    outln!(
+        "{:>8} {:>9} {:>12} {:>21}",
+        "threads",
+        "prefetch",
+        "img/s",
+        "spread over epochs"
+    )?;
+    let mut trials = Vec::new();
+    for &t in &threads {
+        for &d in &args.prefetch_depths {
+            let mut spec = checked.loaded.spec.clone();
+            spec.settings.threads = Some(t);
+            spec.settings.prefetch = d;
+            let m = measure(spec, plan, None, false)?;
+            let trial = match m.spread() {
+                Some((median, low, high)) => Trial {
+                    threads: t,
+                    prefetch: d,
+                    median,
+                    low,
+                    high,
+                    spread_known: true,
+                },
+                None => {
+                    let tp = m.throughput();
+                    Trial {
+                        threads: t,
+                        prefetch: d,
+                        median: tp,
+                        low: tp,
+                        high: tp,
+                        spread_known: false,
+                    }
+                }
+            };
+            let spread = if trial.spread_known {
+                format!("{:.1} – {:.1}", trial.low, trial.high)
+            } else {
+                "—".to_string()
+            };
+            outln!("{t:>8} {d:>9} {:>12.1} {spread:>21}", trial.median)?;
+            trials.push(trial);
+        }
+    }
+    for line in advice(&trials, cores) {
+        outln!("{line}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the trials support saying: the best setting when it stands clear of the others'
+/// spread; otherwise the cheapest (fewest threads, then least prefetch) of those that
+/// can't be told apart from the best, said as such.
+fn advice(trials: &[Trial], cores: usize) -> Vec<String> {
+    let Some(best) = trials.iter().max_by(|a, b| a.median.total_cmp(&b.median)) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    if trials.iter().any(|t| !t.spread_known) {
+        lines.push(
+            "only one timed epoch per trial, so the spread is unknown: pass --epochs 3 (or \
+             more) to measure it"
+                .to_string(),
+        );
+    }
+    let noisy = trials
+        .iter()
+        .filter(|t| (t.high - t.low) / 2.0 > NOISY * t.median)
+        .count();
+    if noisy > 0 {
+        lines.push(format!(
+            "{noisy} of {} trials varied by more than ±{:.0}% from epoch to epoch: the data \
+             may be too small or the machine busy; use more data (--data) or a longer \
+             --min-seconds",
+            trials.len(),
+            NOISY * 100.0
+        ));
+    }
+    // Trials whose spread reaches the best one's: the measurements can't rank them.
+    let mut tied: Vec<&Trial> = trials.iter().filter(|t| t.high >= best.low).collect();
+    tied.sort_by_key(|t| (t.threads, t.prefetch));
+    let pick = tied.first().copied().unwrap_or(best);
+    if tied.len() > 1 {
+        let list: Vec<String> = tied
+            .iter()
+            .map(|t| format!("{}/{}", t.threads, t.prefetch))
+            .collect();
+        lines.push(format!(
+            "no clear winner: {} settings (threads/prefetch: {}) are within the measured \
+             spread of the best ({:.1} img/s); the cheapest of them is threads = {}, \
+             prefetch = {}",
+            tied.len(),
+            list.join(", "),
+            best.median,
+            pick.threads,
+            pick.prefetch
+        ));
+    } else {
+        lines.push(format!(
+            "best: threads = {}, prefetch = {} ({:.1} img/s on {cores} cores, clear of the \
+             other settings' spread)",
+            pick.threads, pick.prefetch, pick.median
+        ));
+    }
+    lines.push(format!(
+        "put `threads = {t}` and `prefetch = {d}` in the [pipeline] table, or pass --threads \
+         {t} --prefetch {d}",
+        t = pick.threads,
+        d = pick.prefetch
+    ));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(threads: usize, prefetch: usize, low: f64, high: f64) -> Trial {
+        Trial {
+            threads,
+            prefetch,
+            median: (low + high) / 2.0,
+            low,
+            high,
+            spread_known: true,
+        }
+    }
+
+    #[test]
+    fn overlapping_spreads_give_the_cheapest_of_them() {
+        let trials = [
+            trial(1, 1, 100.0, 104.0),
+            trial(2, 1, 180.0, 190.0),
+            trial(2, 2, 185.0, 195.0),
+            trial(3, 1, 188.0, 192.0),
+        ];
+        let a = advice(&trials, 2);
+        assert!(a[0].starts_with("no clear winner: 3 settings"), "{a:?}");
+        assert!(a[0].ends_with("threads = 2, prefetch = 1"), "{a:?}");
+        assert!(a[1].contains("--threads 2 --prefetch 1"), "{a:?}");
+    }
+
+    #[test]
+    fn a_clear_winner_is_named_as_such() {
+        let trials = [trial(1, 1, 100.0, 104.0), trial(2, 1, 180.0, 190.0)];
+        let a = advice(&trials, 2);
+        assert!(a[0].starts_with("best: threads = 2, prefetch = 1"), "{a:?}");
+    }
+
+    #[test]
+    fn noisy_or_unmeasured_spreads_are_said() {
+        let mut one = trial(1, 1, 100.0, 100.0);
+        one.spread_known = false;
+        let a = advice(&[one, trial(2, 1, 100.0, 200.0)], 2);
+        assert!(a[0].starts_with("only one timed epoch"), "{a:?}");
+        assert!(a[1].starts_with("1 of 2 trials varied"), "{a:?}");
+    }
+}
