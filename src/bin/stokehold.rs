@@ -469,7 +469,7 @@ fn check(path: &Path, dot: bool) -> Result<()> {
         }
         // The one opt-in exception to "same results".
         for n in &fused.nodes {
-            if let Some(what) = n.op.fusion_differs() {
+            if let Some(what) = n.fusion_differs() {
                 println!("  {}: {what}", n.name);
             }
         }

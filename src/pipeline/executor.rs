@@ -790,7 +790,7 @@ fn placeable_outputs(graph: &Graph) -> Vec<Option<usize>> {
                 return None;
             };
             let fixed = matches!(
-                graph.slot_types[s],
+                graph.edge_types[s],
                 ValueType::Image(t) if t.size.is_some() && t.channels.is_some()
             );
             let read_later = graph.nodes.iter().any(|n| n.inputs.contains(&s));
@@ -960,7 +960,7 @@ fn run_sample(
     label: i64,
     bytes: Arc<Vec<u8>>,
 ) -> Result<SampleOutput, Failure> {
-    let mut slots: Vec<Option<Value>> = vec![None; graph.slot_names.len()];
+    let mut slots: Vec<Option<Value>> = vec![None; graph.edge_names.len()];
     slots[graph.reader_encoded] = Some(Value::Encoded(bytes));
     if let Some(l) = graph.reader_labels {
         slots[l] = Some(Value::Label(label));
@@ -1070,7 +1070,7 @@ impl Assembler {
         let names: Arc<[String]> = graph
             .outputs
             .iter()
-            .map(|&s| graph.slot_names[s].clone())
+            .map(|&s| graph.edge_names[s].clone())
             .collect();
         Assembler {
             graph,

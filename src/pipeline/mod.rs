@@ -1,5 +1,6 @@
-//! The pipeline machinery: definitions ([`spec`]), pipeline files ([`file`](mod@file)), validation
-//! and planning ([`graph`]), batches ([`batch`]) and the threaded executor ([`executor`]).
+//! The pipeline machinery: definitions ([`spec`]), the kinds a pipeline may name
+//! ([`registry`]), pipeline files ([`file`](mod@file)), validation and planning ([`graph`]),
+//! batches ([`batch`]) and the threaded executor ([`executor`]).
 
 pub mod batch;
 pub mod executor;
@@ -7,6 +8,7 @@ pub mod file;
 mod gather;
 pub mod graph;
 pub mod reference;
+pub mod registry;
 mod slots;
 pub mod spec;
 

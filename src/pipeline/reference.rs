@@ -1,12 +1,14 @@
 //! The pipeline-file reference (for README.md), generated from the `[pipeline]` settings
-//! table below and the operator schemas in [`crate::ops::registry`].
+//! table below and the operator schemas in [`crate::pipeline::registry`].
 //!
 //! [`SETTINGS`] and [`OP_KEYS`] are also what the pipeline-file parser
 //! ([`crate::pipeline::file`]) accepts, so the reference and the parser can't disagree.
 
 use std::fmt::Write;
 
-use crate::ops::{registry, ArgSpec, OpSchema, OPTIONAL};
+use crate::schema::{ArgSpec, OpSchema, OPTIONAL};
+
+use super::registry::schemas as registry;
 
 /// One documented key of a pipeline file.
 #[derive(Debug, Clone, Copy)]
@@ -170,8 +172,8 @@ fn operator_section(out: &mut String, schema: &OpSchema) {
     let _ = writeln!(out, "\n#### `{}`\n", schema.kind);
     let _ = writeln!(out, "{}\n", schema.doc);
     let backends = match schema.backends {
-        crate::ops::Backends::CpuOnly => "CPU",
-        crate::ops::Backends::CpuAndGpu => "CPU, GPU",
+        crate::schema::Backends::CpuOnly => "CPU",
+        crate::schema::Backends::CpuAndGpu => "CPU, GPU",
     };
     let _ = writeln!(out, "Runs on: {backends}.\n");
     ports(out, "Inputs", schema.inputs);
@@ -193,7 +195,7 @@ fn operator_section(out: &mut String, schema: &OpSchema) {
     }
 }
 
-fn ports(out: &mut String, title: &str, ports: &[crate::ops::PortSpec]) {
+fn ports(out: &mut String, title: &str, ports: &[crate::schema::PortSpec]) {
     if ports.is_empty() {
         let _ = writeln!(out, "{title}: none.\n");
         return;
@@ -264,7 +266,7 @@ mod tests {
         assert_eq!(cell("a|b\nc"), "a\\|b c");
         let a = ArgSpec {
             name: "x",
-            ty: crate::ops::ArgType::Str,
+            ty: crate::schema::ArgType::Str,
             default: None,
             doc: "",
         };

@@ -32,7 +32,7 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
     return old;
 }
 
-#include "../../kernels/fused.cu"
+#include "../../kernels/chain.cu"
 #include "../../kernels/resize.cu"
 #include "../../kernels/geometry.cu"
 #include "../../kernels/convert.cu"

@@ -38,8 +38,8 @@ use super::spec::{
     DeviceChoice, OnError, OpSpec, PipelineSpec, Placement, Settings, SpecError, SpecPointer,
 };
 use crate::error::Error;
-use crate::ops::schema::closest;
-use crate::ops::ArgValue;
+use crate::schema::closest;
+use crate::schema::ArgValue;
 
 #[cfg(test)]
 mod tests;
@@ -540,7 +540,9 @@ impl<'a> Cx<'a> {
             }
         }
         if !has_kind {
-            let kinds: Vec<&str> = crate::ops::registry().iter().map(|s| s.kind).collect();
+            let kinds: Vec<&str> = crate::pipeline::registry::schemas()
+                .map(|s| s.kind)
+                .collect();
             return Err(self.err_at(
                 header,
                 format!("operator #{} has no `kind`", i + 1),

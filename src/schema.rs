@@ -1,13 +1,13 @@
-//! Operator schemas: the arguments each operator takes, with types, ranges, defaults and
-//! docs. The same schema validates pipeline files, validates the Rust builder, and
-//! generates the pipeline-file reference in README.md.
+//! Argument and port declarations shared by operators, the reader and pipeline settings:
+//! what each kind takes (types, ranges, defaults, docs) and the validation of given values.
+//! The same declarations validate pipeline files and the Rust builder, and generate the
+//! pipeline-file reference.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
-use crate::value::ValueType;
-
-use super::Operator;
+use crate::value::{ImageType, ValueType};
 
 /// A value given for an argument (from TOML or from the builder).
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +90,25 @@ impl_from_arg!(f64, v => ArgValue::Float(v));
 impl_from_arg!(f32, v => ArgValue::Float(v.into()));
 impl_from_arg!(&str, v => ArgValue::Str(v.to_string()));
 impl_from_arg!(String, v => ArgValue::Str(v));
+impl From<&Path> for ArgValue {
+    /// A path as a string argument (`.arg("root", dir.path())`); a path that is not valid
+    /// UTF-8 is converted lossily.
+    fn from(v: &Path) -> Self {
+        ArgValue::Str(v.to_string_lossy().into_owned())
+    }
+}
+impl From<PathBuf> for ArgValue {
+    /// As for `&Path`.
+    fn from(v: PathBuf) -> Self {
+        ArgValue::from(v.as_path())
+    }
+}
+impl From<&PathBuf> for ArgValue {
+    /// As for `&Path`.
+    fn from(v: &PathBuf) -> Self {
+        ArgValue::from(v.as_path())
+    }
+}
 impl<T: Into<ArgValue>, const N: usize> From<[T; N]> for ArgValue {
     fn from(v: [T; N]) -> Self {
         ArgValue::List(v.into_iter().map(Into::into).collect())
@@ -213,7 +232,8 @@ pub enum Backends {
     CpuAndGpu,
 }
 
-/// Everything about an operator kind that is known without running it.
+/// Everything about an operator kind (or the reader) that is known without running it. How an
+/// operator is built from validated arguments is its module's `build` function.
 #[derive(Debug, Clone, Copy)]
 pub struct OpSchema {
     /// The `kind` string in pipeline files.
@@ -228,9 +248,11 @@ pub struct OpSchema {
     pub args: &'static [ArgSpec],
     /// Where it can run.
     pub backends: Backends,
-    /// Builds the operator from validated arguments (defaults filled in).
-    pub build: fn(&Args) -> Result<Box<dyn Operator>, ArgError>,
 }
+
+/// The kind of the one graph node that is not an operator: the file reader, which runs on
+/// the reader threads (see `crate::reader`).
+pub const READER_KIND: &str = "file_reader";
 
 /// An argument problem found while building an operator.
 #[derive(Debug, Clone, PartialEq)]
@@ -569,7 +591,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Helper for operators: the single image input type, or a message saying what was given.
-pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<crate::value::ImageType, String> {
+pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
     match inputs {
         [ValueType::Image(t)] => Ok(*t),
         [other] => Err(format!(
@@ -577,4 +599,17 @@ pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<crate::value::Im
         )),
         _ => Err(format!("'{kind}' takes exactly one input")),
     }
+}
+
+/// Helper for the geometric resamplers: the single input must carry 8-bit HWC images.
+pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
+    let t = expect_image(kind, inputs)?;
+    if t.dtype != crate::image::DType::U8 || t.layout != crate::image::Layout::Hwc {
+        return Err(format!(
+            "{kind} works on u8 HWC images, but its input carries {}; place it before \
+             normalize/cast/layout",
+            ValueType::Image(t)
+        ));
+    }
+    Ok(t)
 }
