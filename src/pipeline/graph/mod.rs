@@ -693,4 +693,6 @@ fn find_cycle(start: usize, deps: &[Vec<usize>], done: &[bool]) -> Vec<usize> {
 }
 
 #[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
 mod tests;
