@@ -1,5 +1,6 @@
 //! Fusion: the table of rules by which the planner replaces a run of adjacent operators by
-//! one fused CPU operator, and those fused operators. Operators don't know each other; the
+//! one fused CPU operator, those fused operators, and the composition of the operators after
+//! the decoder into the GPU's fused chain ([`chain`]). Operators don't know each other; the
 //! fused operators here import the pieces they combine, and each rule rebuilds the concrete
 //! operators from the nodes' validated arguments (no downcasts).
 //!
@@ -29,6 +30,7 @@ use crate::ops::random_resized_crop::RandomResizedCrop;
 use crate::ops::resize::Resize;
 use crate::ops::{Args, Operator};
 
+pub mod chain;
 pub mod decode_random_crop;
 pub mod normalize_layout;
 #[cfg(target_arch = "x86_64")]

@@ -23,7 +23,6 @@ use crate::image::{DType, Layout};
 use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};
 
-pub mod chain;
 pub mod params;
 pub mod setup;
 pub mod window;
@@ -113,7 +112,7 @@ pub trait Operator: Send + Sync + fmt::Debug {
 /// exactly what the CPU path draws), then either launches each operator with
 /// [`GpuOperator::launch`], or composes every operator's [`GpuOperator::chain_piece`] into
 /// one [`crate::cuda::FusedSample`] per sample and launches the chain once per batch
-/// ([`chain::SampleChain`] does that composition).
+/// ([`crate::fusion::chain::SampleChain`] does that composition).
 pub trait GpuOperator: Send + Sync {
     /// Runs this operator over a batch: output sample `i` is this operator applied to
     /// `inputs[i]` with the parameters of `setups[i]` (one setup per input, from

@@ -1,5 +1,5 @@
 //! Tests of composing a chain into one fused sample (no device needed; the kernels are
-//! checked against the CPU in `crate::ops::chain`).
+//! checked against the CPU in `crate::fusion::chain`).
 
 use super::*;
 use crate::image::{DType, Layout};

@@ -2,7 +2,7 @@
 //! pipeline starts ([`SampleChain::new`] refuses, with the operator and the reason, a chain
 //! the fused kernel can't run), then set up per sample on the host ([`SampleChain::sample`]):
 //! each operator's [`Operator::setup`] draws exactly what its `run_cpu` would, and its
-//! [`GpuOperator::chain_piece`](super::GpuOperator::chain_piece) turns that into its piece of
+//! [`GpuOperator::chain_piece`](crate::ops::GpuOperator::chain_piece) turns that into its piece of
 //! the sample's [`FusedSample`].
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use crate::cuda::chain::{ChainError, ChainPiece, ChainPlan};
 use crate::cuda::FusedSample;
 use crate::image::{DType, Layout};
 
-use super::{ImageShape, OpParams, Operator, SampleKey, SetupInput};
+use crate::ops::{ImageShape, OpParams, Operator, SampleKey, SetupInput};
 
 #[cfg(test)]
 mod kernel_tests;
