@@ -9,7 +9,18 @@ use std::path::{Path, PathBuf};
 
 use crate::value::{ImageType, ValueType};
 
-/// A value given for an argument (from TOML or from the builder).
+/// A value given for an argument (from TOML or from the builder). Booleans, numbers,
+/// strings, paths and arrays of those convert into one, so the builder takes them as they
+/// are:
+///
+/// ```
+/// use stokehold::pipeline::OpSpec;
+///
+/// let dir = std::env::temp_dir();
+/// let reader = OpSpec::new("file_reader").arg("root", dir.as_path()).arg("shuffle", true);
+/// let crop = OpSpec::new("random_resized_crop").arg("size", [224, 224]).arg("scale", [0.08, 1.0]);
+/// # let _ = (reader, crop);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgValue {
     /// `true` / `false`.
@@ -612,4 +623,17 @@ pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, Stri
         ));
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_string_arguments() {
+        let p = Path::new("/data/train set");
+        assert_eq!(ArgValue::from(p), ArgValue::Str("/data/train set".into()));
+        assert_eq!(ArgValue::from(p.to_path_buf()), ArgValue::from(p));
+        assert_eq!(ArgValue::from(&p.to_path_buf()), ArgValue::from(p));
+    }
 }

@@ -1,5 +1,5 @@
 //! GPU form of `random_resized_crop`: the windows are drawn by the host setup (the CPU's
-//! [`choose_window`](super::choose_window) with each sample's random stream), then one
+//! [`choose_window`](crate::ops::random_resized_crop::choose_window) with each sample's random stream), then one
 //! `resize_u8` launch reads each window; in the fused chain, a window resampled to the size.
 
 use super::RandomResizedCrop;

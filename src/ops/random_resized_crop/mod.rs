@@ -104,7 +104,7 @@ pub struct RandomResizedCrop {
     /// Widen the bilinear filter when downscaling.
     pub antialias: bool,
     /// Decode large windows downscaled in the DCT domain when fused with the decoder
-    /// ([`decode_and_crop_scaled`]); not bit-identical to the exact path.
+    /// (`crate::fusion::decode_and_crop_scaled`); not bit-identical to the exact path.
     pub dct_downscale: bool,
 }
 

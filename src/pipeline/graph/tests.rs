@@ -1,3 +1,5 @@
+//! Tests of validation and planning: errors in words, edge types, order, placement, fusion.
+
 use super::*;
 use crate::image::{DType, Layout};
 use crate::pipeline::spec::OpSpec;
