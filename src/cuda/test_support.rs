@@ -4,8 +4,8 @@
 //!
 //! Parity tests open device 0 and print "skipped: no CUDA driver" and return when that
 //! fails (set `STOKEHOLD_REQUIRE_GPU=1` to make that a failure instead, on a GPU machine);
-//! they need no files, so a prebuilt test binary runs them anywhere (their names contain
-//! `gpu` or `parity`: `stokehold-<hash> parity --test-threads=1`). u8 outputs must match the
+//! they need no files, so a prebuilt test binary runs them anywhere (their names start with
+//! `gpu_`: `stokehold-<hash> gpu_ --test-threads=1`). u8 outputs must match the
 //! CPU bit for bit; float outputs within 1e-3 (relative above 1).
 //!
 //! The emulation compiles the kernels with the host's C++ compiler and runs one
