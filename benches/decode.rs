@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use stokehold::decode::{decode, decode_window, probe, DecodeOptions};
-use stokehold::ops::random_resized_crop::{
-    choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
-};
+use stokehold::fusion::{decode_and_crop, decode_and_crop_scaled};
+use stokehold::ops::random_resized_crop::{choose_window, RandomResizedCrop};
 use stokehold::ops::resize::Interp;
 use stokehold::rng::SampleRng;
 use zune_core::bytestream::ZCursor;

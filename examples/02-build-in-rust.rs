@@ -20,7 +20,7 @@ fn main() -> Result<(), stokehold::Error> {
         .op(OpSpec::new("file_reader")
             .output("jpegs")
             .output("labels")
-            .arg("root", data.to_string_lossy().as_ref()))
+            .arg("root", data.as_path()))
         .op(OpSpec::new("decode").input("jpegs").output("decoded"))
         .op(OpSpec::new("random_resized_crop")
             .input("decoded")
@@ -50,7 +50,21 @@ fn main() -> Result<(), stokehold::Error> {
         first.labels("labels")
     );
     for sample in first.samples.iter().take(3) {
-        println!("{}: {:?}", sample.path.display(), sample.params);
+        let crop = sample
+            .crop()
+            .expect("random_resized_crop records its window");
+        let flip = sample.flip().expect("flip records its choice");
+        println!(
+            "{}: window {}x{} at ({}, {}) of the {}x{} image, mirrored: {}",
+            sample.path.display(),
+            crop.height,
+            crop.width,
+            crop.top,
+            crop.left,
+            crop.source_height,
+            crop.source_width,
+            flip.horizontal
+        );
     }
     let rest: usize = pipeline
         .map(|b| b.map(|b| b.len()))

@@ -13,9 +13,8 @@ use stokehold::decode::{
     decode, decode_window, probe, set_own_progressive_decoder, set_own_sequential_decoder,
     DecodeOptions,
 };
-use stokehold::ops::random_resized_crop::{
-    choose_window, decode_and_crop, decode_and_crop_scaled, RandomResizedCrop,
-};
+use stokehold::fusion::{decode_and_crop, decode_and_crop_scaled};
+use stokehold::ops::random_resized_crop::{choose_window, RandomResizedCrop};
 use stokehold::ops::resize::{resize_image, Interp};
 use stokehold::rng::SampleRng;
 use zune_core::bytestream::ZCursor;

@@ -11,12 +11,15 @@ pub mod builtin_data;
 pub mod cuda;
 pub mod decode;
 pub mod error;
+pub mod fusion;
 pub mod image;
 pub mod nvjpeg;
 pub mod ops;
 pub mod pipeline;
 pub mod reader;
+pub mod resample;
 pub mod rng;
+pub mod schema;
 pub mod scratch;
 pub mod value;
 
@@ -25,6 +28,7 @@ pub(crate) mod testutil;
 
 pub use error::{DecodeError, Error, Result, SampleError, SampleErrorKind};
 pub use image::{DType, Image, Layout, Pixels};
+pub use ops::{ColorJitterParams, CropParams, FlipParams, OpParams};
 pub use pipeline::{Batch, OpSpec, Pipeline, PipelineSpec};
 pub use value::{Value, ValueType};
 

@@ -133,3 +133,114 @@ pub fn exif_orientation_tiff(orientation: u16, big_endian: bool) -> Vec<u8> {
     v.extend_from_slice(&p32(0));
     v
 }
+
+/// `im` in `layout`, straight from the definition (an element-by-element copy), so tests of
+/// one operator need not call another operator to build CHW inputs.
+pub fn to_layout(im: &crate::image::Image, layout: crate::image::Layout) -> crate::image::Image {
+    use crate::image::{Layout, Pixels};
+    fn reorder<T: Copy>(v: &[T], h: usize, w: usize, c: usize, to_chw: bool) -> Vec<T> {
+        let mut out = v.to_vec();
+        for p in 0..h * w {
+            for k in 0..c {
+                let (hwc, chw) = (p * c + k, k * h * w + p);
+                if to_chw {
+                    out[chw] = v[hwc];
+                } else {
+                    out[hwc] = v[chw];
+                }
+            }
+        }
+        out
+    }
+    if im.layout == layout {
+        return im.clone();
+    }
+    let (h, w, c) = (im.height, im.width, im.channels);
+    let to_chw = layout == Layout::Chw;
+    let pixels = match &im.pixels {
+        Pixels::U8(v) => Pixels::U8(reorder(v, h, w, c, to_chw)),
+        Pixels::F16(v) => Pixels::F16(reorder(v, h, w, c, to_chw)),
+        Pixels::F32(v) => Pixels::F32(reorder(v, h, w, c, to_chw)),
+    };
+    crate::image::Image {
+        layout,
+        pixels,
+        ..im.clone()
+    }
+}
+
+/// Every element of `im` as f32 (exact for every element type).
+pub fn to_f32s(im: &crate::image::Image) -> Vec<f32> {
+    use crate::image::Pixels;
+    match &im.pixels {
+        Pixels::U8(v) => v.iter().map(|&x| f32::from(x)).collect(),
+        Pixels::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        Pixels::F32(v) => v.clone(),
+    }
+}
+
+/// `im`'s values as `dtype` elements in `layout`: exact from u8 and between floats except
+/// f32 → f16 (round to nearest even); float → u8 is not needed by the tests and panics.
+pub fn widen(
+    im: &crate::image::Image,
+    dtype: crate::image::DType,
+    layout: crate::image::Layout,
+) -> crate::image::Image {
+    use crate::image::{DType, Pixels};
+    use half::f16;
+    let pixels = match (&im.pixels, dtype) {
+        (p, d) if p.dtype() == d => p.clone(),
+        (Pixels::U8(v), DType::F16) => {
+            Pixels::F16(v.iter().map(|&x| f16::from_f32(f32::from(x))).collect())
+        }
+        (Pixels::U8(v), DType::F32) => Pixels::F32(v.iter().map(|&x| f32::from(x)).collect()),
+        (Pixels::F16(v), DType::F32) => Pixels::F32(v.iter().map(|x| x.to_f32()).collect()),
+        (Pixels::F32(v), DType::F16) => Pixels::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+        (p, d) => panic!("widen: {:?} to {d:?} is not a widening", p.dtype()),
+    };
+    to_layout(
+        &crate::image::Image {
+            pixels,
+            ..im.clone()
+        },
+        layout,
+    )
+}
+
+/// The golden file written by scripts/golden/color.py.
+pub(crate) fn golden() -> serde_json::Value {
+    let text = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/color.json"
+    ));
+    serde_json::from_str(text).expect("tests/golden/color.json is valid JSON")
+}
+
+const SATURATED: [[u8; 3]; 8] = [
+    [255, 0, 0],
+    [0, 255, 0],
+    [0, 0, 255],
+    [255, 255, 0],
+    [0, 255, 255],
+    [255, 0, 255],
+    [0, 0, 0],
+    [255, 255, 255],
+];
+
+/// The golden input image (HWC RGB); same formula as `pattern` in scripts/golden/color.py.
+pub(crate) fn golden_input(h: usize, w: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(h * w * 3);
+    for y in 0..h {
+        for x in 0..w {
+            let px: [u8; 3] = if (x * 3 + y) % 13 == 5 {
+                SATURATED[(x + y) % 8]
+            } else if (x + y) % 11 == 0 {
+                [((x * y * 5) % 256) as u8; 3]
+            } else {
+                std::array::from_fn(|c| ((x * 7 + y * 13 + c * 29 + (x * y) % 17) % 256) as u8)
+            };
+            v.extend_from_slice(&px);
+        }
+    }
+    v
+}

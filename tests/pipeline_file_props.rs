@@ -223,7 +223,7 @@ fn apply(d: &Doc, m: &Mutation) -> Option<(Vec<String>, Option<usize>)> {
                     (b.keys.iter().find(|k| k.key == name)?, bad.to_string())
                 }
                 Some(_) => {
-                    let schema = stokehold::ops::find(&b.kind)?;
+                    let schema = stokehold::pipeline::registry::find(&b.kind)?;
                     let keys: Vec<(&KeyLine, String)> = arg_lines(b)
                         .into_iter()
                         .filter_map(|k| {
@@ -280,7 +280,7 @@ fn apply(d: &Doc, m: &Mutation) -> Option<(Vec<String>, Option<usize>)> {
         }
         Mutation::RemovedRequired { op } => {
             let b = &d.ops[op % n];
-            let schema = stokehold::ops::find(&b.kind)?;
+            let schema = stokehold::pipeline::registry::find(&b.kind)?;
             // A required argument, else the `kind` line itself.
             let k = b
                 .keys

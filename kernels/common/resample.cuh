@@ -1,4 +1,4 @@
-// Pillow-exact resampling of one output pixel, shared by fused.cu and resize.cu.
+// Pillow-exact resampling of one output pixel, shared by chain.cu and resize.cu.
 //
 // Pillow's bilinear resize is two separable passes with the intermediate image rounded and
 // clipped to u8. Here one thread produces one output pixel and recomputes, for each tap of

@@ -13,7 +13,7 @@ typedef unsigned long long u64;
 #define DT_F16 1u
 #define DT_F32 2u
 
-// Pillow's fixed-point precision (`PRECISION_BITS` in src/ops/resize/kernel.rs).
+// Pillow's fixed-point precision (`PRECISION_BITS` in src/resample/taps.rs).
 #define PRECISION_BITS 22
 #define HALF_ONE (1 << (PRECISION_BITS - 1))
 

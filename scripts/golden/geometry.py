@@ -5,7 +5,7 @@ Reference: Pillow 13.0. Pillow 13 runs the vertical bilinear pass first when the
 shrinks by more than twice as many pixels as the width; earlier versions always went
 horizontal first (12.2-12.3 only for images over 100x taller than wide), so regenerating
 with another version changes some outputs by 1 (see `vertical_first` in
-src/ops/resize/kernel.rs).
+src/resample/taps.rs).
 
 Rerun from the repository root (needs only Pillow and numpy):
 

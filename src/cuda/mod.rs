@@ -6,22 +6,22 @@
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run
 //! time, and [`probe`] reports their absence as an error instead of panicking.
 //!
-//! Kernel sources are in `kernels/` (see `build.rs`); operator launchers are the `cuda.rs`
-//! files of the operator folders, and [`fused::run_fused_batch`] runs the fused
-//! crop → resize → flip → normalize → cast → layout chain in one launch per batch.
+//! Kernel sources are in `kernels/` (see `build.rs`); operator launchers are the `gpu.rs`
+//! files of the operator folders (each implementing `crate::ops::GpuOperator`), and
+//! [`chain::run_fused_batch`] runs the fused crop → resize → flip → color jitter → normalize
+//! → cast → layout chain over a batch, as composed by [`chain::ChainPlan`]. This folder knows
+//! no operator: operators use it, never the reverse.
 
 pub mod batch;
+pub mod chain;
 pub mod desc;
-pub mod fused;
 pub(crate) mod launch;
 pub mod memory;
 pub mod module;
 pub mod run;
 
 #[cfg(test)]
-mod emu_tests;
-#[cfg(test)]
-mod parity;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream};
 
 pub use batch::{DeviceBatch, DeviceImage};
-pub use fused::{run_fused_batch, FusedSample};
+pub use chain::{run_fused_batch, FusedSample};
 pub use module::KernelModule;
 
 use crate::error::Error;

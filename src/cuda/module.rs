@@ -23,8 +23,8 @@ mod generated {
 /// The kernel modules (one per `kernels/*.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelModule {
-    /// `fused.cu`: `fused_crop_resize_normalize`.
-    Fused,
+    /// `chain.cu`: `fused_crop_resize_normalize`, the fused chain (see `crate::cuda::chain`).
+    Chain,
     /// `resize.cu`: `resize_u8`.
     Resize,
     /// `geometry.cu`: `crop_fill_b{1,2,4}`, `flip_b{1,2,4}`, `transpose_b{1,2,4}`.
@@ -38,7 +38,7 @@ pub enum KernelModule {
 impl KernelModule {
     /// Every module.
     pub const ALL: [KernelModule; 5] = [
-        KernelModule::Fused,
+        KernelModule::Chain,
         KernelModule::Resize,
         KernelModule::Geometry,
         KernelModule::Convert,
@@ -48,7 +48,7 @@ impl KernelModule {
     /// The file stem in `kernels/`.
     pub fn stem(self) -> &'static str {
         match self {
-            KernelModule::Fused => "fused",
+            KernelModule::Chain => "chain",
             KernelModule::Resize => "resize",
             KernelModule::Geometry => "geometry",
             KernelModule::Convert => "convert",
@@ -59,7 +59,7 @@ impl KernelModule {
     /// The kernel entry points the module defines.
     pub fn entry_points(self) -> &'static [&'static str] {
         match self {
-            KernelModule::Fused => &["fused_crop_resize_normalize"],
+            KernelModule::Chain => &["fused_crop_resize_normalize"],
             KernelModule::Resize => &["resize_u8"],
             KernelModule::Geometry => &[
                 "crop_fill_b1",

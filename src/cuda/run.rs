@@ -1,11 +1,11 @@
-//! Batched launches shared by the operator launchers (`src/ops/<op>/cuda.rs`): each builds
-//! per-sample descriptors from its parameters and calls one of these.
+//! Batched launches shared by the operator launchers (`src/ops/<op>/gpu.rs`) and the fused
+//! chain: each caller builds per-sample descriptors from its parameters and calls one of these.
 
 use super::batch::{DeviceBatch, DeviceImage};
-use super::desc::{ConvertDesc, GeomDesc};
+use super::desc::{ConvertDesc, GeomDesc, JitterDesc};
 use super::launch::{batch_grid, launch, Arg};
 use super::module::KernelModule;
-use super::Device;
+use super::{cuda_err, Device};
 use crate::error::Error;
 use crate::image::{DType, Layout};
 
@@ -159,4 +159,82 @@ pub(crate) fn run_convert(
     // as in `run_geom`.
     unsafe { launch(stream, &func, cfg, &args)? };
     DeviceBatch::finish(dev, out, placed, dst_dtype, layout)
+}
+
+/// Runs the color jitter kernels: the images (u8 HWC RGB) are copied into the output batch,
+/// then for each of the 4 steps (in each sample's own order) one `jitter_luma_sum` launch
+/// (only when some sample applies contrast at that step; the mean depends on the image at
+/// that point) and one `jitter_step` launch, each over the whole batch. `descs[i]` (data
+/// address filled in here) says what to do to image `i`.
+pub(crate) fn run_jitter(
+    dev: &Device,
+    inputs: &[DeviceImage],
+    mut descs: Vec<JitterDesc>,
+) -> Result<DeviceBatch, Error> {
+    if check_inputs(inputs)? != DType::U8 || descs.len() != inputs.len() {
+        return Err(Error::Cuda(
+            "color jitter takes u8 images, one descriptor each".into(),
+        ));
+    }
+    for (im, d) in inputs.iter().zip(&descs) {
+        if im.layout != Layout::Hwc || im.channels != 3 {
+            return Err(Error::Cuda("color jitter takes HWC RGB images".into()));
+        }
+        if d.pixels as usize != im.height * im.width {
+            return Err(Error::Cuda("descriptor does not match its image".into()));
+        }
+    }
+    let shapes: Vec<_> = inputs.iter().map(|im| (im.height, im.width, 3)).collect();
+    let (mut out, placed) = DeviceBatch::allocate(dev, &shapes, DType::U8)?;
+    let stream = dev.stream();
+    for ((d, im), p) in descs.iter_mut().zip(inputs).zip(&placed) {
+        let n = im.byte_len();
+        if n > 0 {
+            let (src, range) = im.bytes();
+            let mut dst = out.slice_mut().slice_mut(p.offset..p.offset + n);
+            stream
+                .memcpy_dtod(&src.slice(range), &mut dst)
+                .map_err(|e| cuda_err("copy image into the batch", e))?;
+        }
+        d.data = out.address(stream, p.offset);
+    }
+    let descs_dev = dev.upload_pod(&descs)?;
+    let mut sums = dev.pool().take(8 * inputs.len())?;
+    stream
+        .memset_zeros(sums.slice_mut())
+        .map_err(|e| cuda_err("clear luma sums", e))?;
+    let reduce = dev
+        .modules()
+        .function(KernelModule::Color, "jitter_luma_sum")?;
+    let step = dev.modules().function(KernelModule::Color, "jitter_step")?;
+    let max = shapes
+        .iter()
+        .map(|&(h, w, _)| (h * w) as u64)
+        .max()
+        .unwrap_or(1);
+    let cfg = batch_grid(max, inputs.len())?;
+    let n = inputs.len() as u32;
+    for k in 0..4u32 {
+        // Contrast (adjustment 1, enable bit 2) at step k in some sample.
+        let any_contrast = descs
+            .iter()
+            .any(|d| d.enabled & 2 != 0 && (d.order >> (8 * k)) & 255 == 1);
+        let args = [
+            Arg::Buf(descs_dev.slice()),
+            Arg::U32(n),
+            Arg::U32(k),
+            Arg::Buf(sums.slice()),
+        ];
+        if any_contrast {
+            // SAFETY: `jitter_luma_sum` takes (const JitterDesc*, u32, u32, u64*): each
+            // descriptor reads `pixels` RGB pixels of its packed slot in `out`, and `sums`
+            // holds one zeroed u64 per sample; block size 256 as the kernel requires.
+            unsafe { launch(stream, &reduce, cfg, &args)? };
+        }
+        // SAFETY: `jitter_step` takes (const JitterDesc*, u32, u32, const u64*) and rewrites
+        // `pixels` RGB pixels of each sample's slot in `out` in place; buffers stay alive
+        // until the work is done (pooled, reused only by later work on this stream).
+        unsafe { launch(stream, &step, cfg, &args)? };
+    }
+    DeviceBatch::finish(dev, out, placed, DType::U8, Layout::Hwc)
 }

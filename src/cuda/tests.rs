@@ -1,5 +1,5 @@
 //! Tests of the CUDA layer that run without a GPU: every kernel compiles under NVRTC, and the
-//! descriptor layouts match the C headers. GPU parity tests are in `parity.rs`.
+//! descriptor layouts match the C headers. GPU parity tests are in the operator folders (`gpu_*`).
 
 use super::desc::*;
 use super::module::{

@@ -1,21 +1,31 @@
-//! Operators: each lives in one folder with its schema and arguments, its CPU reference
-//! code and its tests (and, on the GPU path, its kernel launcher).
+//! Operators: the interface every operator implements (host setup, CPU run, and a batched
+//! GPU form where it has one), and the operator folders, each holding its schema and
+//! arguments, CPU code, GPU launcher (`gpu.rs`) and tests.
 //!
 //! An operator maps the values on its input edges to values on its output edges for one
-//! sample. Random choices are made by a pure `choose` step from a [`SampleRng`] keyed by
-//! (seed, epoch, sample index, operator name), recorded in [`OpParams`] and then applied,
-//! so the GPU path can recompute exactly the same parameters.
+//! sample. Its random choices are made by its host [`Operator::setup`] from a [`SampleRng`]
+//! keyed by (seed, epoch, sample index, operator name) and recorded as [`OpParams`]: the CPU
+//! path runs the setup inside [`Operator::run_cpu`], the GPU path runs it on the host and
+//! hands the results to [`GpuOperator::launch`] or to the fused chain
+//! ([`crate::cuda::chain`]), so both paths make exactly the same choices.
+//!
+//! Operators never import each other: code two operators share lives beside them
+//! ([`window`]), in [`crate::resample`], or in the fused operators of [`crate::fusion`].
 
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::SampleErrorKind;
+use crate::cuda::chain::{ChainPiece, ChainStep};
+use crate::cuda::{Device, DeviceBatch, DeviceImage};
+use crate::error::{Error, SampleErrorKind};
 use crate::image::{DType, Layout};
 use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};
 
-pub mod schema;
+pub mod params;
+pub mod setup;
+pub mod window;
 
 pub mod cast;
 pub mod color_jitter;
@@ -28,14 +38,39 @@ pub mod pad;
 pub mod random_resized_crop;
 pub mod resize;
 
-pub use schema::{
-    ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL,
+#[cfg(test)]
+mod convert_tests;
+#[cfg(test)]
+mod goldens;
+#[cfg(test)]
+pub(crate) mod testing;
+
+/// The argument and port declarations, at their old path (they live in [`crate::schema`]).
+pub use crate::schema;
+pub use crate::schema::{
+    ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL, READER_KIND,
 };
+pub use params::{ColorJitterParams, CropParams, FlipParams, OpParams};
+pub use setup::{ImageShape, SampleKey, Setup, SetupInput};
+
+/// Builds an operator of one kind from validated arguments (defaults filled in); each
+/// operator module has one, named `build`.
+pub type BuildFn = fn(&Args) -> Result<Box<dyn Operator>, ArgError>;
 
 /// A built operator, ready to run on samples.
 pub trait Operator: Send + Sync + fmt::Debug {
     /// Output types from input types; an `Err` says what is wrong with the inputs.
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String>;
+
+    /// The host setup for one sample: from the input's shape and the sample's identity, the
+    /// output shape and the parameters drawn — the draws [`Operator::run_cpu`] makes and
+    /// records for the same sample. Reads no pixels. An `Err` says why this input can't be
+    /// processed (what `run_cpu` would report). Operators with no setup (fused CPU operators,
+    /// which the GPU path never runs) say so.
+    fn setup(&self, input: SetupInput<'_>, sample: &SampleKey) -> Result<Setup, String> {
+        let _ = (input, sample);
+        Err("this operator has no host setup (it runs on the CPU only)".into())
+    }
 
     /// Runs on one sample on the CPU. `inputs` are owned so operators can work in place.
     fn run_cpu(
@@ -45,7 +80,7 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Result<Vec<Value>, SampleErrorKind>;
 
     /// As [`Operator::run_cpu`], but an operator with one image output may write that output
-    /// straight into the room `slot` offers (a slot of the batch being filled, which saves
+    /// straight into the room `slot` offers (a place of the batch being filled, which saves
     /// copying it there); it then returns no values. The default runs [`Operator::run_cpu`].
     fn run_cpu_into(
         &self,
@@ -63,34 +98,51 @@ pub trait Operator: Send + Sync + fmt::Debug {
         None
     }
 
-    /// The layout this operator converts to, if it is a pure layout change (lets the
-    /// operator before it write that layout directly).
-    fn converts_to_layout(&self) -> Option<crate::image::Layout> {
+    /// The batched GPU form of this operator, where it has one (the decoder's GPU form is
+    /// nvJPEG, which the GPU stage drives itself).
+    fn gpu(&self) -> Option<&dyn GpuOperator> {
         None
     }
+}
 
-    /// One operator doing the work of `self` followed by `next`, when that is faster and
-    /// gives bit-identical results (same values, same recorded parameters under the same
-    /// operator names); the executor uses it for adjacent pairs.
-    fn fuse_with(&self, next: FuseTarget<'_>) -> Option<Box<dyn Operator>> {
-        let _ = next;
-        None
-    }
+/// The GPU form of an operator: one launch over a whole batch of per-sample descriptors
+/// built from the host setups, and the operator's piece of the fused chain.
+///
+/// The GPU stage sets each sample up on the host with [`Operator::setup`] (so it draws
+/// exactly what the CPU path draws), then either launches each operator with
+/// [`GpuOperator::launch`], or composes every operator's [`GpuOperator::chain_piece`] into
+/// one [`crate::cuda::FusedSample`] per sample and launches the chain once per batch
+/// ([`crate::fusion::chain::SampleChain`] does that composition).
+pub trait GpuOperator: Send + Sync {
+    /// Runs this operator over a batch: output sample `i` is this operator applied to
+    /// `inputs[i]` with the parameters of `setups[i]` (one setup per input, from
+    /// [`Operator::setup`] on that input's shape). One launch (or a fixed few) per batch.
+    fn launch(
+        &self,
+        dev: &Device,
+        inputs: &[DeviceImage],
+        setups: &[Setup],
+    ) -> Result<DeviceBatch, Error>;
 
-    /// This operator as `Any`, for operators that others may fuse with (they downcast).
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
-    }
+    /// What this operator is in the fused chain, known before any sample (checked once at
+    /// pipeline start by [`crate::cuda::chain::ChainPlan::new`]); an `Err` says why the chain
+    /// can't do it.
+    fn chain_step(&self) -> Result<ChainStep, String>;
 
-    /// This operator as a random resized crop, if it is one (for fusing it with decoding).
-    fn as_random_resized_crop(&self) -> Option<&random_resized_crop::RandomResizedCrop> {
-        None
-    }
+    /// This operator's piece of one sample's chain plan, from the setup drawn for it.
+    fn chain_piece(&self, setup: &Setup) -> Result<ChainPiece, String>;
+}
 
-    /// For a fused operator whose results differ from the unfused pair's on purpose (an
-    /// opt-in approximation), what differs; `None` for bit-identical fusions.
-    fn fusion_differs(&self) -> Option<&'static str> {
-        None
+/// Checks the one-setup-per-input rule of [`GpuOperator::launch`].
+pub(crate) fn check_setups(inputs: &[DeviceImage], setups: &[Setup]) -> Result<(), Error> {
+    if inputs.len() == setups.len() {
+        Ok(())
+    } else {
+        Err(Error::Cuda(format!(
+            "{} images for {} setups: one setup per image",
+            inputs.len(),
+            setups.len()
+        )))
     }
 }
 
@@ -113,61 +165,6 @@ pub enum PixelsMut<'a> {
     F32(&'a mut [f32]),
 }
 
-/// The second operator of a pair offered for fusion, with its identity (its name and key
-/// keep its random stream and recorded parameters the same when fused).
-#[derive(Clone, Copy)]
-pub struct FuseTarget<'a> {
-    /// The operator.
-    pub op: &'a dyn Operator,
-    /// Its name in the pipeline.
-    pub name: &'a Arc<str>,
-    /// Its random-stream key.
-    pub key: u64,
-    /// The name of the first operator of the pair (the one offering to fuse).
-    pub first_name: &'a Arc<str>,
-    /// The first operator's random-stream key.
-    pub first_key: u64,
-}
-
-/// Random parameters an operator chose for one sample, returned with the batch so users
-/// can transform boxes and masks the same way.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OpParams {
-    /// A crop window in the input image (after EXIF orientation), in pixels. `top` and `left`
-    /// are negative when the window starts above or left of the image (a crop larger than the
-    /// image, filled outside).
-    Crop {
-        /// First row.
-        top: i64,
-        /// First column.
-        left: i64,
-        /// Rows.
-        height: usize,
-        /// Columns.
-        width: usize,
-    },
-    /// Which flips were applied.
-    Flip {
-        /// Mirrored left–right.
-        horizontal: bool,
-        /// Mirrored top–bottom.
-        vertical: bool,
-    },
-    /// Color jitter factors and the order they were applied in.
-    ColorJitter {
-        /// Indices into [brightness, contrast, saturation, hue], in application order.
-        order: [u8; 4],
-        /// Brightness factor (1 = unchanged).
-        brightness: f64,
-        /// Contrast factor (1 = unchanged).
-        contrast: f64,
-        /// Saturation factor (1 = unchanged).
-        saturation: f64,
-        /// Hue shift in turns, in [-0.5, 0.5] (0 = unchanged).
-        hue: f64,
-    },
-}
-
 /// Per-sample state an operator sees while running: who the sample is, its random stream,
 /// and where to record the parameters it chose.
 pub struct SampleContext<'a> {
@@ -188,9 +185,33 @@ pub struct SampleContext<'a> {
 }
 
 impl SampleContext<'_> {
+    /// Who the sample is, for the running operator (what its setup draws from).
+    pub fn key(&self) -> SampleKey {
+        SampleKey {
+            seed: self.seed,
+            epoch: self.epoch,
+            index: self.index,
+            op_key: self.op_key,
+        }
+    }
+
     /// The random stream of the running operator for this sample.
     pub fn rng(&self) -> SampleRng {
         SampleRng::for_sample(self.seed, self.epoch, self.index as u64, self.op_key)
+    }
+
+    /// Runs the operator's setup on `input` and records the parameters it drew; an error
+    /// becomes this operator's error for the sample.
+    pub fn setup(
+        &mut self,
+        op: &(impl Operator + ?Sized),
+        input: SetupInput<'_>,
+    ) -> Result<Setup, SampleErrorKind> {
+        let s = op.setup(input, &self.key()).map_err(|e| self.error(e))?;
+        if let Some(p) = &s.params {
+            self.record(p.clone());
+        }
+        Ok(s)
     }
 
     /// Records the parameters the running operator chose.
@@ -205,33 +226,6 @@ impl SampleContext<'_> {
             message: message.into(),
         }
     }
-}
-
-/// The schema of the file reader: it is a graph node like any other, but runs on the
-/// reader threads rather than per sample on the workers.
-pub const READER_KIND: &str = "file_reader";
-
-/// All operator kinds, the reader first.
-pub fn registry() -> &'static [&'static OpSchema] {
-    static ALL: &[&OpSchema] = &[
-        &crate::reader::SCHEMA,
-        &decode::SCHEMA,
-        &crop::SCHEMA,
-        &random_resized_crop::SCHEMA,
-        &resize::SCHEMA,
-        &flip::SCHEMA,
-        &color_jitter::SCHEMA,
-        &normalize::SCHEMA,
-        &cast::SCHEMA,
-        &layout::SCHEMA,
-        &pad::SCHEMA,
-    ];
-    ALL
-}
-
-/// Looks up an operator kind by name.
-pub fn find(kind: &str) -> Option<&'static OpSchema> {
-    registry().iter().copied().find(|s| s.kind == kind)
 }
 
 /// Takes the single image out of `inputs`, or says what came instead.

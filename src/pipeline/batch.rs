@@ -7,7 +7,7 @@ use half::f16;
 
 use crate::error::{Error, SampleError};
 use crate::image::{DType, Image, Layout, Pixels};
-use crate::ops::OpParams;
+use crate::ops::{ColorJitterParams, CropParams, FlipParams, OpParams};
 
 /// Batch buffers given back by dropped batches, reused for the next ones so that steady
 /// state allocates (and page-faults) nothing new.
@@ -359,8 +359,67 @@ pub struct SampleInfo {
     pub path: PathBuf,
     /// The label the reader gave it.
     pub label: i64,
-    /// Random parameters chosen by each operator, by operator name.
+    /// Random parameters chosen by each operator, by operator name, in the order the
+    /// operators ran. The typed accessors ([`SampleInfo::crop`], [`SampleInfo::flip`],
+    /// [`SampleInfo::color_jitter`]) read them without knowing the names.
     pub params: Vec<(Arc<str>, OpParams)>,
+}
+
+impl SampleInfo {
+    /// The crop window the first cropping operator (`crop`, `random_resized_crop`) chose,
+    /// with the size of the image it was cut from, to carry boxes and masks over:
+    ///
+    /// ```
+    /// # fn main() -> Result<(), stokehold::Error> {
+    /// use stokehold::pipeline::{OpSpec, Pipeline, PipelineSpec};
+    ///
+    /// let dir = tempfile::tempdir().expect("a temporary folder");
+    /// let data = stokehold::samples::ensure(&dir.path().join("data"))?; // the demo images
+    /// let spec = PipelineSpec::builder()
+    ///     .batch(4)
+    ///     .op(OpSpec::new("file_reader").output("jpegs").arg("root", data.as_path()))
+    ///     .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+    ///     .op(OpSpec::new("random_resized_crop").input("decoded").output("cropped").arg("size", 64))
+    ///     .op(OpSpec::new("flip").input("cropped").output("images"))
+    ///     .outputs(&["images"]);
+    /// let batch = Pipeline::new(spec)?.next().expect("a batch")?;
+    /// for s in &batch.samples {
+    ///     let c = s.crop().expect("a crop");
+    ///     // A box (y0, x0, y1, x1) in the source image, in the 64x64 output:
+    ///     let (sy, sx) = (64.0 / c.height as f64, 64.0 / c.width as f64);
+    ///     let map = |y: f64, x: f64| ((y - c.top as f64) * sy, (x - c.left as f64) * sx);
+    ///     let (_y0, x0) = map(0.0, 0.0);
+    ///     let (_y1, x1) = map(c.source_height as f64, c.source_width as f64);
+    ///     // ... then mirrored if the flip says so.
+    ///     let flipped = s.flip().expect("a flip").horizontal;
+    ///     let (_left, _right) = if flipped { (64.0 - x1, 64.0 - x0) } else { (x0, x1) };
+    ///     assert!(c.is_inside());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn crop(&self) -> Option<&CropParams> {
+        self.params.iter().find_map(|(_, p)| p.as_crop())
+    }
+
+    /// The flips the first `flip` operator chose.
+    pub fn flip(&self) -> Option<&FlipParams> {
+        self.params.iter().find_map(|(_, p)| p.as_flip())
+    }
+
+    /// The factors the first `color_jitter` operator chose.
+    pub fn color_jitter(&self) -> Option<&ColorJitterParams> {
+        self.params.iter().find_map(|(_, p)| p.as_color_jitter())
+    }
+
+    /// The parameters the operator named `name` chose (for pipelines with several operators
+    /// of one kind).
+    pub fn params_of(&self, name: &str) -> Option<&OpParams> {
+        self.params
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, p)| p)
+    }
 }
 
 /// A batch of samples, as handed to the consumer.

@@ -1,10 +1,11 @@
-//! The pipeline machinery: definitions ([`spec`]) and their [`settings`], pipeline files
-//! ([`file`](mod@file)), validation and planning ([`graph`]), batches ([`batch`]) and the
-//! running pipeline ([`run`]).
+//! The pipeline machinery: definitions ([`spec`]) and their [`settings`], the kinds a
+//! pipeline may name ([`registry`]), pipeline files ([`file`](mod@file)), validation and
+//! planning ([`graph`]), batches ([`batch`]) and the running pipeline ([`run`]).
 
 pub mod batch;
 pub mod file;
 pub mod graph;
+pub mod registry;
 pub mod run;
 pub mod settings;
 pub mod spec;

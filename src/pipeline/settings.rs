@@ -16,8 +16,7 @@
 //! assert!(SETTINGS.iter().any(|s| s.flag.long == "prefetch"));
 //! ```
 
-use crate::ops::schema::closest;
-use crate::ops::{ArgSpec, ArgType, ArgValue};
+use crate::schema::{closest, ArgSpec, ArgType, ArgValue};
 
 use super::spec::{DeviceChoice, OnError, Settings, SpecError, SpecPointer};
 
@@ -308,7 +307,7 @@ impl Setting {
             _ => format!("v = {text}")
                 .parse::<toml::Table>()
                 .ok()
-                .and_then(|t| t.get("v").map(crate::ops::schema::from_toml))
+                .and_then(|t| t.get("v").map(crate::schema::from_toml))
                 .unwrap_or_else(|| ArgValue::Str(text.to_string())),
         };
         let mut scratch = Settings::default();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::Error;
-use crate::ops::ArgValue;
+use crate::schema::ArgValue;
 
 /// What to do with a sample that can't be read, decoded or transformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

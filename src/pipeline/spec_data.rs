@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::ops::{ArgValue, READER_KIND};
+use crate::schema::{ArgValue, READER_KIND};
 
 use super::spec::PipelineSpec;
 

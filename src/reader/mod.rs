@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ops::{ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec};
-use crate::value::{Value, ValueType};
+use crate::schema::{ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, PortSpec};
+use crate::value::ValueType;
 
 // The files below use this one's configuration; this one re-exports nothing of theirs, so
 // that no two files of the reader import each other.
@@ -20,7 +20,7 @@ use schedule::{EpochOrder, LastBatch};
 
 /// Schema of the file reader.
 pub static SCHEMA: OpSchema = OpSchema {
-    kind: crate::ops::READER_KIND,
+    kind: crate::schema::READER_KIND,
     doc: "Reads image files and their labels. Sources: a folder whose sub-folders are classes \
           (labels are the sub-folders' indices in sorted order, like torchvision's ImageFolder; \
           files are found recursively), a flat folder (label -1), or a list file with one \
@@ -91,7 +91,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuOnly,
-    build,
 };
 
 /// Where the reader finds its samples.
@@ -193,28 +192,8 @@ impl ReaderConfig {
     }
 }
 
-/// The reader node as an [`Operator`], for type inference only; it never runs per sample.
-#[derive(Debug)]
-struct FileReaderNode;
-
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    ReaderConfig::from_args(args)?;
-    Ok(Box::new(FileReaderNode))
-}
-
-impl Operator for FileReaderNode {
-    fn infer(&self, _: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        Ok(vec![ValueType::Encoded, ValueType::Label])
-    }
-
-    fn run_cpu(
-        &self,
-        _: Vec<Value>,
-        ctx: &mut crate::ops::SampleContext<'_>,
-    ) -> Result<Vec<Value>, crate::SampleErrorKind> {
-        Err(ctx.error("the reader runs on the reader threads"))
-    }
-}
+/// The types of the reader's outputs: encoded file bytes, then labels.
+pub const OUTPUT_TYPES: [ValueType; 2] = [ValueType::Encoded, ValueType::Label];
 
 #[cfg(test)]
 mod tests;

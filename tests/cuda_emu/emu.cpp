@@ -1,5 +1,5 @@
 // Host emulation of the CUDA kernels in kernels/, for tests on machines without a GPU
-// (src/cuda/emu_tests.rs builds this with g++ into a shared library and calls the kernels).
+// (src/cuda/test_support.rs builds this with g++ into a shared library and calls the kernels).
 //
 // Each "launch" runs one block of one thread per call (blockDim = 1, gridDim.x = 1), so the
 // kernels' grid-stride loops cover every element and the shared-memory reduction degenerates
@@ -32,7 +32,7 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
     return old;
 }
 
-#include "../../kernels/fused.cu"
+#include "../../kernels/chain.cu"
 #include "../../kernels/resize.cu"
 #include "../../kernels/geometry.cu"
 #include "../../kernels/convert.cu"

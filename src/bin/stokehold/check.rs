@@ -63,7 +63,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode> {
     }
     // The one opt-in exception to "same results".
     for n in &fused.nodes {
-        if let Some(what) = n.op.fusion_differs() {
+        if let Some(what) = n.fusion_differs() {
             outln!("  {}: {what}", n.name)?;
         }
     }

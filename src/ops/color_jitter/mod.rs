@@ -46,18 +46,18 @@
 //! factor is `lo + (hi - lo) * u` in f64 with `[lo, hi] = [max(0, 1 - v), 1 + v]` for brightness,
 //! contrast, saturation and `[-v, v]` for hue. An adjustment is disabled when its argument is 0.
 
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
+/// GPU launcher.
+pub mod gpu;
 
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Layout, Pixels};
 use crate::rng::SampleRng;
+use crate::schema::expect_image;
 use crate::value::{Value, ValueType};
 
-use super::schema::expect_image;
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpParams, OpSchema, Operator,
-    PortSpec, SampleContext,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, ColorJitterParams, ImageShape,
+    OpParams, OpSchema, Operator, PortSpec, SampleContext, SampleKey, Setup, SetupInput,
 };
 
 #[cfg(test)]
@@ -105,7 +105,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator: the jitter strengths as given.
@@ -139,26 +138,32 @@ pub struct JitterParams {
 impl JitterParams {
     /// What is recorded for the batch: disabled factors as 1.0 (hue as 0.0).
     pub fn to_op_params(&self) -> OpParams {
-        OpParams::ColorJitter {
+        OpParams::ColorJitter(ColorJitterParams {
             order: self.order,
             brightness: self.brightness.unwrap_or(1.0),
             contrast: self.contrast.unwrap_or(1.0),
             saturation: self.saturation.unwrap_or(1.0),
             hue: self.hue.unwrap_or(0.0),
-        }
+        })
     }
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    Ok(Box::new(ColorJitter::new(
-        args.float("brightness"),
-        args.float("contrast"),
-        args.float("saturation"),
-        args.float("hue"),
-    )?))
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(ColorJitter::from_args(args)?))
 }
 
 impl ColorJitter {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Result<ColorJitter, ArgError> {
+        ColorJitter::new(
+            args.float("brightness"),
+            args.float("contrast"),
+            args.float("saturation"),
+            args.float("hue"),
+        )
+    }
+
     /// Checks the strengths (finite, ≥ 0, hue ≤ 0.5) and builds the operator.
     pub fn new(
         brightness: f64,
@@ -212,9 +217,51 @@ impl ColorJitter {
             hue: (self.hue > 0.0).then(|| -self.hue + (2.0 * self.hue) * uh),
         }
     }
+
+    /// The choice back from what was recorded: an adjustment is enabled exactly when its
+    /// strength is not 0, so the neutral values recorded for disabled ones are dropped again
+    /// (a hue shift of 0 that is enabled still converts through HSV, one that is disabled
+    /// does not).
+    pub fn from_recorded(&self, p: &ColorJitterParams) -> JitterParams {
+        JitterParams {
+            order: p.order,
+            brightness: (self.brightness > 0.0).then_some(p.brightness),
+            contrast: (self.contrast > 0.0).then_some(p.contrast),
+            saturation: (self.saturation > 0.0).then_some(p.saturation),
+            hue: (self.hue > 0.0).then_some(p.hue),
+        }
+    }
+
+    /// Checks that `s` is a u8 HWC RGB image, the only input this operator takes.
+    fn check_input(s: &ImageShape) -> Result<(), String> {
+        if s.layout != Layout::Hwc || s.channels != 3 {
+            return Err(format!(
+                "needs HWC RGB images, got {} with {} channels",
+                s.layout.name(),
+                s.channels
+            ));
+        }
+        if s.dtype != DType::U8 {
+            return Err(format!(
+                "needs u8 images, got {}; place it before normalize and cast",
+                s.dtype.name()
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Operator for ColorJitter {
+    /// Draws the order and the four factors (see the module docs for the exact draws).
+    fn setup(&self, input: SetupInput<'_>, sample: &SampleKey) -> Result<Setup, String> {
+        let s = input.image()?;
+        ColorJitter::check_input(&s)?;
+        Ok(Setup {
+            output: s,
+            params: Some(self.choose(&mut sample.rng()).to_op_params()),
+        })
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let t = expect_image("color_jitter", inputs)?;
         let rgb =
@@ -235,25 +282,19 @@ impl Operator for ColorJitter {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let mut im = single_image(inputs, ctx)?;
-        if im.layout != Layout::Hwc || im.channels != 3 {
-            return Err(ctx.error(format!(
-                "needs HWC RGB images, got {} with {} channels",
-                im.layout.name(),
-                im.channels
-            )));
-        }
-        let p = self.choose(&mut ctx.rng());
-        ctx.record(p.to_op_params());
-        match &mut im.pixels {
-            Pixels::U8(d) => apply(d, &p),
-            other => {
-                return Err(ctx.error(format!(
-                    "needs u8 images, got {}; place it before normalize and cast",
-                    other.dtype().name()
-                )))
-            }
+        let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
+        let Some(recorded) = s.color_jitter() else {
+            unreachable!("color_jitter's setup draws factors")
+        };
+        let p = self.from_recorded(recorded);
+        if let Pixels::U8(d) = &mut im.pixels {
+            apply(d, &p);
         }
         Ok(vec![Value::Image(im)])
+    }
+
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
 }
 

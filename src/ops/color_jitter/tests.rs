@@ -6,48 +6,17 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use super::gpu::jitter_desc;
 use super::*;
+use crate::cuda::test_support::{
+    check_batch, device, image_u8, run_jitter_emu, upload_all, Emu, SHAPES,
+};
 use crate::image::Image;
+use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::ops::SampleContext;
+use crate::ops::{GpuOperator, ImageShape, Setup};
+use crate::testutil::{golden, golden_input};
 use crate::value::ImageType;
-
-/// The golden file written by scripts/golden/color.py.
-pub(crate) fn golden() -> serde_json::Value {
-    let text = include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/color.json"
-    ));
-    serde_json::from_str(text).expect("tests/golden/color.json is valid JSON")
-}
-
-const SATURATED: [[u8; 3]; 8] = [
-    [255, 0, 0],
-    [0, 255, 0],
-    [0, 0, 255],
-    [255, 255, 0],
-    [0, 255, 255],
-    [255, 0, 255],
-    [0, 0, 0],
-    [255, 255, 255],
-];
-
-/// The golden input image (HWC RGB); same formula as `pattern` in scripts/golden/color.py.
-pub(crate) fn golden_input(h: usize, w: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(h * w * 3);
-    for y in 0..h {
-        for x in 0..w {
-            let px: [u8; 3] = if (x * 3 + y) % 13 == 5 {
-                SATURATED[(x + y) % 8]
-            } else if (x + y) % 11 == 0 {
-                [((x * y * 5) % 256) as u8; 3]
-            } else {
-                std::array::from_fn(|c| ((x * 7 + y * 13 + c * 29 + (x * y) % 17) % 256) as u8)
-            };
-            v.extend_from_slice(&px);
-        }
-    }
-    v
-}
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -331,7 +300,7 @@ fn build_validates_arguments() {
         crate::ops::Args::validate(&SCHEMA, &given)
     };
     let ok = args(&[("brightness", 0.4), ("hue", 0.1)]).unwrap();
-    assert!((SCHEMA.build)(&ok).is_ok());
+    assert!(build(&ok).is_ok());
     assert_eq!(
         args(&[("hue", 0.6)]).unwrap_err().arg.as_deref(),
         Some("hue")
@@ -427,16 +396,149 @@ fn run_cpu_applies_and_records_the_choice() {
 fn disabled_factors_are_recorded_as_neutral() {
     let op = ColorJitter::new(0.0, 0.0, 0.3, 0.0).unwrap();
     let p = op.choose(&mut SampleRng::from_key(1));
-    let OpParams::ColorJitter {
+    let OpParams::ColorJitter(ColorJitterParams {
         brightness,
         contrast,
         saturation,
         hue,
         ..
-    } = p.to_op_params()
+    }) = p.to_op_params()
     else {
         panic!("wrong params")
     };
     assert_eq!((brightness, contrast, hue), (1.0, 1.0, 0.0));
     assert!((0.7..=1.3).contains(&saturation));
+}
+
+#[test]
+fn setup_draws_what_run_cpu_records() {
+    for (b, c, s, h) in [
+        (0.4, 0.4, 0.4, 0.1),
+        (0.0, 0.9, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 0.3),
+    ] {
+        let op = ColorJitter::new(b, c, s, h).unwrap();
+        for k in 0..16 {
+            assert_setup_matches_run(&op, image_u8(4, 5, 3, k as u64), key(k, 21));
+        }
+        // What was recorded gives the choice back exactly.
+        let p = op.choose(&mut SampleRng::from_key(5));
+        let OpParams::ColorJitter(r) = p.to_op_params() else {
+            panic!("wrong params")
+        };
+        assert_eq!(op.from_recorded(&r), p);
+    }
+}
+
+#[test]
+fn gpu_color_jitter_matches_cpu() {
+    let Some(dev) = device() else { return };
+    for (b, c, s, h) in [
+        (0.4, 0.4, 0.4, 0.1),
+        (0.0, 0.9, 0.0, 0.0),
+        (2.0, 0.0, 1.5, 0.5),
+        (0.0, 0.0, 0.0, 0.3),
+    ] {
+        let op = ColorJitter::new(b, c, s, h).unwrap();
+        let ims: Vec<Image> = SHAPES
+            .iter()
+            .map(|&(hh, ww)| image_u8(hh, ww, 3, (hh * 3 + ww) as u64))
+            .chain([image_u8(300, 401, 3, 77)])
+            .collect();
+        let params: Vec<_> = (0..ims.len())
+            .map(|k| op.choose(&mut SampleRng::from_key(k as u64 + 99)))
+            .collect();
+        let inputs = upload_all(&dev, &ims);
+        let setups: Vec<Setup> = inputs
+            .iter()
+            .zip(&params)
+            .map(|(im, p)| Setup {
+                output: ImageShape::of_device(im),
+                params: Some(p.to_op_params()),
+            })
+            .collect();
+        let batch = op.launch(&dev, &inputs, &setups).expect("jitter");
+        let want: Vec<Image> = ims
+            .iter()
+            .zip(&params)
+            .map(|(im, p)| {
+                let mut v = im.as_u8_hwc().unwrap().to_vec();
+                apply(&mut v, p);
+                Image::from_u8_hwc(im.height, im.width, 3, v)
+            })
+            .collect();
+        check_batch(&batch, &want, &format!("color_jitter {b} {c} {s} {h}"));
+    }
+}
+
+fn run_jitter(emu: &Emu, images: &mut [Vec<u8>], params: &[JitterParams]) {
+    let descs = images
+        .iter()
+        .zip(params)
+        .map(|(im, p)| jitter_desc(im.len() / 3, p).unwrap())
+        .collect();
+    run_jitter_emu(emu, images, descs);
+}
+#[test]
+fn color_jitter_kernels_match_cpu_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    for (b, c, s, h) in [
+        (0.4, 0.4, 0.4, 0.1),
+        (0.0, 0.9, 0.0, 0.0),
+        (2.0, 0.5, 1.5, 0.5),
+        (0.0, 0.0, 0.0, 0.3),
+    ] {
+        let op = ColorJitter::new(b, c, s, h).unwrap();
+        let ims: Vec<Image> = (0..16)
+            .map(|k| image_u8(1 + k * 5 % 37, 1 + k * 11 % 41, 3, k as u64))
+            .collect();
+        let params: Vec<_> = (0..ims.len())
+            .map(|k| op.choose(&mut SampleRng::from_key(k as u64 + 7)))
+            .collect();
+        let mut got: Vec<Vec<u8>> = ims
+            .iter()
+            .map(|im| im.as_u8_hwc().unwrap().to_vec())
+            .collect();
+        run_jitter(&emu, &mut got, &params);
+        for (k, ((g, im), p)) in got.iter().zip(&ims).zip(&params).enumerate() {
+            let mut want = im.as_u8_hwc().unwrap().to_vec();
+            apply(&mut want, p);
+            assert!(g == &want, "jitter {b} {c} {s} {h}, sample {k} ({p:?})");
+        }
+    }
+}
+/// Hue and saturation over every 24-bit colour, against the CPU's tables.
+#[test]
+fn hue_and_saturation_match_cpu_for_every_colour() {
+    let Some(emu) = Emu::load() else { return };
+    let all: Vec<u8> = (0u32..1 << 24)
+        .flat_map(|v| [(v >> 16) as u8, (v >> 8) as u8, v as u8])
+        .collect();
+    for (sat, hue) in [
+        (None, Some(-0.5)),
+        (None, Some(0.1337)),
+        (Some(1.7), None),
+        (Some(0.3), Some(0.45)),
+    ] {
+        let p = JitterParams {
+            order: [3, 2, 0, 1],
+            brightness: None,
+            contrast: None,
+            saturation: sat,
+            hue,
+        };
+        let mut got = vec![all.clone()];
+        run_jitter(&emu, &mut got, std::slice::from_ref(&p));
+        let mut want = all.clone();
+        apply(&mut want, &p);
+        if let Some(i) = got[0].iter().zip(&want).position(|(a, b)| a != b) {
+            let px = i / 3;
+            panic!(
+                "{p:?}: colour {:06x} gives {:?}, cpu {:?}",
+                px,
+                &got[0][px * 3..px * 3 + 3],
+                &want[px * 3..px * 3 + 3]
+            );
+        }
+    }
 }

@@ -6,8 +6,11 @@ use crate::decode::{decode, ColorMode, DecodeOptions, Limits};
 use crate::error::SampleErrorKind;
 use crate::value::{ImageType, Value, ValueType};
 
+use crate::image::{DType, Layout};
+
 use super::{
-    ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec, SampleContext,
+    ArgError, ArgSpec, ArgType, Args, Backends, ImageShape, OpSchema, Operator, PortSpec,
+    SampleContext, SampleKey, Setup, SetupInput,
 };
 
 /// Schema of `decode`.
@@ -61,7 +64,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator.
@@ -70,7 +72,8 @@ pub struct Decode {
     options: DecodeOptions,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
     Ok(Box::new(Decode::from_args(args)))
 }
 
@@ -111,24 +114,21 @@ impl Operator for Decode {
         Some(self.options().limits.max_file_bytes)
     }
 
-    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
-        if let Some(rest) = next
-            .op
-            .as_any()
-            .and_then(|a| a.downcast_ref::<super::resize::fused::ResizeCrop>())
-        {
-            return Some(Box::new(super::resize::fused::DecodeResizeCrop {
-                decode: *self.options(),
-                rest: rest.clone(),
-            }));
+    /// The decoded image's shape from the parsed header (`crate::decode::probe` with this
+    /// operator's options, so the size is after the EXIF orientation when it is applied);
+    /// nothing is drawn. The GPU path decodes with nvJPEG, which the GPU stage drives itself
+    /// (this operator has no [`super::GpuOperator`]).
+    fn setup(&self, input: SetupInput<'_>, _: &SampleKey) -> Result<Setup, String> {
+        match input {
+            SetupInput::Encoded(info) => Ok(Setup::shape(ImageShape {
+                height: info.height,
+                width: info.width,
+                channels: self.options.color.channels(),
+                dtype: DType::U8,
+                layout: Layout::Hwc,
+            })),
+            SetupInput::Image(_) => Err("expected encoded bytes, got an image".into()),
         }
-        let rrc = next.op.as_random_resized_crop()?;
-        Some(Box::new(super::random_resized_crop::DecodeRandomCrop {
-            decode: *self.options(),
-            rrc: *rrc,
-            rrc_name: next.name.clone(),
-            rrc_key: next.key,
-        }))
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
@@ -242,5 +242,39 @@ mod tests {
         assert_eq!(err.category(), "decode:unknown-format");
         let err = d.run_cpu(vec![Value::Label(3)], &mut ctx).unwrap_err();
         assert_eq!(err.category(), "operator");
+    }
+
+    #[test]
+    fn setup_from_the_header_predicts_the_decoded_shape() {
+        let src = crate::testutil::pattern_rgb(20, 30);
+        let jpg = crate::testutil::encode_jpeg_opts(
+            &src,
+            20,
+            30,
+            3,
+            &crate::testutil::JpegOpts {
+                quality: 90,
+                sub: crate::testutil::Sub::S420,
+                progressive: false,
+                exif_tiff: Some(crate::testutil::exif_orientation_tiff(6, false)),
+            },
+        );
+        for pairs in [
+            vec![],
+            vec![("color", "gray".into()), ("exif", false.into())],
+        ] {
+            let d = built(&pairs);
+            let info = crate::decode::probe(&jpg, d.options()).unwrap();
+            let key = SampleKey {
+                seed: 0,
+                epoch: 0,
+                index: 0,
+                op_key: 0,
+            };
+            let s = d.setup(SetupInput::Encoded(&info), &key).unwrap();
+            let im = decode(&jpg, d.options()).unwrap();
+            assert_eq!(s.output, ImageShape::of(&im));
+            assert_eq!(s.params, None);
+        }
     }
 }

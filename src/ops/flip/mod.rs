@@ -2,18 +2,21 @@
 //!
 //! Works on any element type and layout. The choice is recorded as [`OpParams::Flip`].
 
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
+/// GPU launcher.
+pub mod gpu;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout, Pixels};
 use crate::rng::SampleRng;
+use crate::schema::expect_image;
 use crate::value::{Value, ValueType};
 
-use super::schema::expect_image;
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpParams, OpSchema, Operator,
-    PortSpec, SampleContext,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, FlipParams, ImageShape, OpParams,
+    OpSchema, Operator, PortSpec, SampleContext, SampleKey, Setup, SetupInput,
 };
 
 /// Schema of `flip`.
@@ -44,7 +47,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator.
@@ -56,14 +58,20 @@ pub struct Flip {
     pub vertical: f64,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    Ok(Box::new(Flip {
-        horizontal: args.float("horizontal"),
-        vertical: args.float("vertical"),
-    }))
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(Flip::from_args(args)))
 }
 
 impl Flip {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Flip {
+        Flip {
+            horizontal: args.float("horizontal"),
+            vertical: args.float("vertical"),
+        }
+    }
+
     /// The random choice for one sample: (horizontal, vertical).
     pub fn choose(&self, rng: &mut SampleRng) -> (bool, bool) {
         let h = rng.bernoulli(self.horizontal);
@@ -73,23 +81,17 @@ impl Flip {
 }
 
 impl Operator for Flip {
-    /// Folds into a following normalize+layout pass, which then reads the image mirrored.
-    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
-        let norm = next
-            .op
-            .as_any()?
-            .downcast_ref::<super::normalize::NormalizeToLayout>()?;
-        if norm.mirror.is_some() {
-            return None;
-        }
-        Some(Box::new(super::normalize::NormalizeToLayout {
-            mirror: Some(super::normalize::FusedFlip {
-                flip: *self,
-                name: next.first_name.clone(),
-                key: next.first_key,
-            }),
-            ..norm.clone()
-        }))
+    /// Draws the flips: horizontal first, then vertical.
+    fn setup(&self, input: SetupInput<'_>, sample: &SampleKey) -> Result<Setup, String> {
+        let s = input.image()?;
+        let (horizontal, vertical) = self.choose(&mut sample.rng());
+        Ok(Setup {
+            output: s,
+            params: Some(OpParams::Flip(FlipParams {
+                horizontal,
+                vertical,
+            })),
+        })
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
@@ -102,13 +104,14 @@ impl Operator for Flip {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let mut im = single_image(inputs, ctx)?;
-        let (h, v) = self.choose(&mut ctx.rng());
-        ctx.record(OpParams::Flip {
-            horizontal: h,
-            vertical: v,
-        });
-        flip_in_place(&mut im, h, v);
+        let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
+        let f = s.flip().copied().unwrap_or_default();
+        flip_in_place(&mut im, f.horizontal, f.vertical);
         Ok(vec![Value::Image(im)])
+    }
+
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
 }
 
@@ -154,60 +157,5 @@ fn flip_slice<T: Copy>(
                 top[y * row..(y + 1) * row].swap_with_slice(&mut bottom[..row]);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn naive(src: &[u8], h: usize, w: usize, c: usize, fh: bool, fv: bool) -> Vec<u8> {
-        let mut out = vec![0; src.len()];
-        for y in 0..h {
-            for x in 0..w {
-                let sy = if fv { h - 1 - y } else { y };
-                let sx = if fh { w - 1 - x } else { x };
-                for k in 0..c {
-                    out[(y * w + x) * c + k] = src[(sy * w + sx) * c + k];
-                }
-            }
-        }
-        out
-    }
-
-    proptest! {
-        #[test]
-        fn matches_naive_hwc(h in 1usize..9, w in 1usize..9, c in 1usize..4, fh: bool, fv: bool, seed: u64) {
-            let mut rng = SampleRng::from_key(seed);
-            let src: Vec<u8> = (0..h * w * c).map(|_| rng.next_u64() as u8).collect();
-            let mut im = Image::from_u8_hwc(h, w, c, src.clone());
-            flip_in_place(&mut im, fh, fv);
-            prop_assert_eq!(im.as_u8_hwc().unwrap(), &naive(&src, h, w, c, fh, fv)[..]);
-        }
-
-        #[test]
-        fn chw_matches_hwc(h in 1usize..7, w in 1usize..7, c in 1usize..4, fh: bool, fv: bool) {
-            let src: Vec<u8> = (0..h * w * c).map(|i| i as u8).collect();
-            let mut hwc = Image::from_u8_hwc(h, w, c, src.clone());
-            let mut chw = crate::ops::layout::to_layout(&hwc, Layout::Chw);
-            flip_in_place(&mut hwc, fh, fv);
-            flip_in_place(&mut chw, fh, fv);
-            prop_assert_eq!(crate::ops::layout::to_layout(&chw, Layout::Hwc), hwc);
-        }
-    }
-
-    #[test]
-    fn probability_is_respected() {
-        let f = Flip {
-            horizontal: 0.5,
-            vertical: 0.0,
-        };
-        let n = 20_000;
-        let hits = (0..n)
-            .filter(|&i| f.choose(&mut SampleRng::for_sample(1, 0, i, 9)).0)
-            .count();
-        assert!((hits as f64 / n as f64 - 0.5).abs() < 0.02);
-        assert!((0..1000).all(|i| !f.choose(&mut SampleRng::for_sample(1, 0, i, 9)).1));
     }
 }

@@ -1,17 +1,20 @@
 //! `layout`: reorder image elements between HWC (interleaved) and CHW (planar).
 
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
+/// GPU launcher.
+pub mod gpu;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout};
 use crate::map_pixels;
+use crate::schema::expect_image;
 use crate::value::{Value, ValueType};
 
-use super::schema::expect_image;
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
-    SampleContext,
+    SampleContext, SampleKey, Setup, SetupInput,
 };
 
 /// Schema of `layout`.
@@ -34,7 +37,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         doc: "target layout",
     }],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator.
@@ -44,15 +46,26 @@ pub struct ToLayout {
     pub layout: Layout,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    let layout = Layout::from_name(args.str("layout"))
-        .ok_or_else(|| ArgError::arg("layout", "bad layout"))?;
-    Ok(Box::new(ToLayout { layout }))
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(ToLayout::from_args(args)?))
+}
+
+impl ToLayout {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Result<ToLayout, ArgError> {
+        let layout = Layout::from_name(args.str("layout"))
+            .ok_or_else(|| ArgError::arg("layout", "bad layout"))?;
+        Ok(ToLayout { layout })
+    }
 }
 
 impl Operator for ToLayout {
-    fn converts_to_layout(&self) -> Option<Layout> {
-        Some(self.layout)
+    /// The same image in the target layout; nothing is drawn.
+    fn setup(&self, input: SetupInput<'_>, _: &SampleKey) -> Result<Setup, String> {
+        let mut s = input.image()?;
+        s.layout = self.layout;
+        Ok(Setup::shape(s))
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
@@ -71,6 +84,10 @@ impl Operator for ToLayout {
             return Ok(vec![Value::Image(im)]);
         }
         Ok(vec![Value::Image(to_layout(&im, self.layout))])
+    }
+
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
 }
 
@@ -108,29 +125,4 @@ fn transpose<T: Copy + Default>(src: &[T], pixels: usize, c: usize, to_chw: bool
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn known_values() {
-        // 1x2 RGB: pixels (1,2,3) (4,5,6) → planes R=[1,4] G=[2,5] B=[3,6].
-        let im = Image::from_u8_hwc(1, 2, 3, vec![1, 2, 3, 4, 5, 6]);
-        let chw = to_layout(&im, Layout::Chw);
-        assert_eq!(chw.pixels, crate::image::Pixels::U8(vec![1, 4, 2, 5, 3, 6]));
-        assert_eq!(chw.shape(), [3, 1, 2]);
-    }
-
-    proptest! {
-        #[test]
-        fn round_trip(h in 1usize..8, w in 1usize..8, c in 1usize..5) {
-            let src: Vec<u8> = (0..h * w * c).map(|i| (i * 7) as u8).collect();
-            let im = Image::from_u8_hwc(h, w, c, src);
-            let back = to_layout(&to_layout(&im, Layout::Chw), Layout::Hwc);
-            prop_assert_eq!(back, im);
-        }
-    }
 }

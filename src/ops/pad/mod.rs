@@ -3,17 +3,20 @@
 //!
 //! Works on any element type and layout.
 
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
+/// GPU launcher.
+pub mod gpu;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::SampleErrorKind;
+use crate::schema::expect_image;
 use crate::value::{Value, ValueType};
 
-use super::crop::{crop_fill, MAX_FILL};
-use super::schema::expect_image;
+use super::window::{crop_fill, MAX_FILL};
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
-    SampleContext,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, ImageShape, OpSchema, Operator,
+    PortSpec, SampleContext, SampleKey, Setup, SetupInput,
 };
 
 /// Largest border on one side, and largest `to_multiple`.
@@ -92,7 +95,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator.
@@ -112,19 +114,25 @@ pub struct Pad {
     pub to_multiple: usize,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    let side = |n: &str| args.int(n) as usize;
-    Ok(Box::new(Pad {
-        top: side("top"),
-        bottom: side("bottom"),
-        left: side("left"),
-        right: side("right"),
-        fill: args.floats("fill"),
-        to_multiple: side("to_multiple"),
-    }))
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(Pad::from_args(args)))
 }
 
 impl Pad {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Pad {
+        let side = |n: &str| args.int(n) as usize;
+        Pad {
+            top: side("top"),
+            bottom: side("bottom"),
+            left: side("left"),
+            right: side("right"),
+            fill: args.floats("fill"),
+            to_multiple: side("to_multiple"),
+        }
+    }
+
     /// Output (height, width) for an input of `h` × `w`.
     pub fn output_size(&self, h: usize, w: usize) -> (usize, usize) {
         let m = self.to_multiple.max(1);
@@ -148,6 +156,14 @@ impl Pad {
 }
 
 impl Operator for Pad {
+    /// The output size for the input's size; nothing is drawn.
+    fn setup(&self, input: SetupInput<'_>, _: &SampleKey) -> Result<Setup, String> {
+        let s = input.image()?;
+        self.check_channels(s.channels)?;
+        let (oh, ow) = self.output_size(s.height, s.width);
+        Ok(Setup::shape(s.with_size(oh, ow)))
+    }
+
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
         let mut t = expect_image("pad", inputs)?;
         if let Some(c) = t.channels {
@@ -163,8 +179,8 @@ impl Operator for Pad {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
-        self.check_channels(im.channels).map_err(|e| ctx.error(e))?;
-        let (oh, ow) = self.output_size(im.height, im.width);
+        let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
+        let (oh, ow) = (s.output.height, s.output.width);
         if (oh, ow) == (im.height, im.width) {
             return Ok(vec![Value::Image(im)]);
         }
@@ -179,82 +195,8 @@ impl Operator for Pad {
         .map_err(|e| ctx.error(e))?;
         Ok(vec![Value::Image(out)])
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::image::{Image, Layout, Pixels};
-    use proptest::prelude::*;
-
-    fn pad(top: usize, bottom: usize, left: usize, right: usize, fill: Vec<f64>, m: usize) -> Pad {
-        Pad {
-            top,
-            bottom,
-            left,
-            right,
-            fill,
-            to_multiple: m,
-        }
-    }
-
-    #[test]
-    fn known_values_per_channel_fill() {
-        // 1x1 RGB pixel (1,2,3), one column on the left filled with (7,8,9), one row below.
-        let im = Image::from_u8_hwc(1, 1, 3, vec![1, 2, 3]);
-        let p = pad(0, 1, 1, 0, vec![7.0, 8.0, 9.0], 1);
-        let out = crop_fill(&im, 0, -1, 2, 2, &p.fill).unwrap();
-        assert_eq!(p.output_size(1, 1), (2, 2));
-        assert_eq!(
-            out.as_u8_hwc().unwrap(),
-            &[7, 8, 9, 1, 2, 3, 7, 8, 9, 7, 8, 9]
-        );
-    }
-
-    #[test]
-    fn to_multiple_rounds_bottom_right() {
-        let p = pad(1, 0, 2, 0, vec![0.0], 32);
-        assert_eq!(p.output_size(30, 30), (32, 32));
-        assert_eq!(p.output_size(32, 30), (64, 32));
-        assert_eq!(pad(0, 0, 0, 0, vec![0.0], 8).output_size(16, 8), (16, 8));
-    }
-
-    #[test]
-    fn fill_count_must_match() {
-        let p = pad(1, 1, 1, 1, vec![1.0, 2.0], 1);
-        let t = crate::value::ImageType::decoded(3);
-        assert!(p.infer(&[ValueType::Image(t)]).is_err());
-        assert!(p
-            .infer(&[ValueType::Image(crate::value::ImageType::decoded(2))])
-            .is_ok());
-    }
-
-    proptest! {
-        #[test]
-        fn original_is_inside(h in 1usize..8, w in 1usize..8, c in 1usize..4, t in 0usize..4, b in 0usize..4,
-                              l in 0usize..4, r in 0usize..4, m in 1usize..6, chw: bool) {
-            let src: Vec<u8> = (0..h * w * c).map(|i| (i % 250) as u8 + 1).collect();
-            let mut im = Image::from_u8_hwc(h, w, c, src);
-            if chw {
-                im = crate::ops::layout::to_layout(&im, Layout::Chw);
-            }
-            let p = pad(t, b, l, r, vec![0.0], m);
-            let (oh, ow) = p.output_size(h, w);
-            prop_assert!(oh % m == 0 && ow % m == 0 && oh >= h + t + b && ow >= w + l + r);
-            prop_assert!(oh < h + t + b + m && ow < w + l + r + m);
-            let out = crop_fill(&im, -(t as i64), -(l as i64), oh, ow, &p.fill).unwrap();
-            let out = crate::ops::layout::to_layout(&out, Layout::Hwc);
-            let im = crate::ops::layout::to_layout(&im, Layout::Hwc);
-            let (Pixels::U8(o), Pixels::U8(s)) = (&out.pixels, &im.pixels) else { unreachable!() };
-            let nonzero = o.iter().filter(|&&v| v != 0).count();
-            prop_assert_eq!(nonzero, h * w * c);
-            for y in 0..h {
-                for x in 0..w {
-                    for k in 0..c {
-                        prop_assert_eq!(o[((y + t) * ow + x + l) * c + k], s[(y * w + x) * c + k]);
-                    }
-                }
-            }
-        }
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
 }

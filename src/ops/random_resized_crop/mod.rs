@@ -2,25 +2,26 @@
 //! a random aspect ratio (torchvision `RandomResizedCrop.get_params`, drawn from stokehold's
 //! counter-based stream) and resize it to a fixed size, as if it had been cropped first.
 //!
-//! The window is recorded as [`OpParams::Crop`]; [`choose_window`] is what the GPU path and
-//! a region-of-interest decoder call to know the window before decoding; [`decode_and_crop`]
-//! is the fused decode → crop path that decodes only the window (bit-identical output).
+//! The window is recorded as [`OpParams::Crop`] by the host setup ([`choose_window`]), which
+//! is also what a region-of-interest decoder calls to know the window before decoding (the
+//! fused decode → crop operator, `crate::fusion::decode_random_crop`, decodes only the window,
+//! with bit-identical output).
 
-mod fused;
+/// GPU launcher.
+pub mod gpu;
 
-pub use fused::{decode_and_crop, decode_and_crop_scaled, DecodeAndCropError, DecodeRandomCrop};
-
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
+#[cfg(test)]
+mod tests;
 
 use crate::error::SampleErrorKind;
+use crate::resample::{resize_image, Interp, MAX_SIDE};
 use crate::rng::SampleRng;
+use crate::schema::expect_u8_hwc;
 use crate::value::{Value, ValueType};
 
-use super::resize::{expect_u8_hwc, resize_image, Interp, MAX_SIDE};
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpParams, OpSchema, Operator,
-    PortSpec, SampleContext,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, CropParams, ImageShape, OpParams,
+    OpSchema, Operator, PortSpec, SampleContext, SampleKey, Setup, SetupInput,
 };
 
 /// Schema of `random_resized_crop`.
@@ -85,7 +86,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The built operator.
@@ -104,30 +104,38 @@ pub struct RandomResizedCrop {
     /// Widen the bilinear filter when downscaling.
     pub antialias: bool,
     /// Decode large windows downscaled in the DCT domain when fused with the decoder
-    /// ([`decode_and_crop_scaled`]); not bit-identical to the exact path.
+    /// (`crate::fusion::decode_and_crop_scaled`); not bit-identical to the exact path.
     pub dct_downscale: bool,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    let (height, width) = args.size("size");
-    let ratio = args.range("ratio");
-    if ratio.0 <= 0.0 {
-        return Err(
-            ArgError::arg("ratio", "aspect ratios must be greater than 0")
-                .with_help("e.g. ratio = [0.75, 1.3333333333333333]"),
-        );
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(RandomResizedCrop::from_args(args)?))
+}
+
+impl RandomResizedCrop {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Result<RandomResizedCrop, ArgError> {
+        let (height, width) = args.size("size");
+        let ratio = args.range("ratio");
+        if ratio.0 <= 0.0 {
+            return Err(
+                ArgError::arg("ratio", "aspect ratios must be greater than 0")
+                    .with_help("e.g. ratio = [0.75, 1.3333333333333333]"),
+            );
+        }
+        let interp = Interp::from_name(args.str("interp"))
+            .ok_or_else(|| ArgError::arg("interp", "unknown interpolation"))?;
+        Ok(RandomResizedCrop {
+            height,
+            width,
+            scale: args.range("scale"),
+            ratio,
+            interp,
+            antialias: args.bool("antialias"),
+            dct_downscale: args.bool("dct_downscale"),
+        })
     }
-    let interp = Interp::from_name(args.str("interp"))
-        .ok_or_else(|| ArgError::arg("interp", "unknown interpolation"))?;
-    Ok(Box::new(RandomResizedCrop {
-        height,
-        width,
-        scale: args.range("scale"),
-        ratio,
-        interp,
-        antialias: args.bool("antialias"),
-        dct_downscale: args.bool("dct_downscale"),
-    }))
 }
 
 /// Python's `round()` to an integer: halves go to the even neighbour.
@@ -185,8 +193,24 @@ impl RandomResizedCrop {
 }
 
 impl Operator for RandomResizedCrop {
-    fn as_random_resized_crop(&self) -> Option<&RandomResizedCrop> {
-        Some(self)
+    /// Draws the window (see [`choose_window`]) for the input's size.
+    fn setup(&self, input: SetupInput<'_>, sample: &SampleKey) -> Result<Setup, String> {
+        let s = input.image()?;
+        if s.height == 0 || s.width == 0 {
+            return Err("empty image".into());
+        }
+        let (top, left, height, width) = self.choose(s.height, s.width, &mut sample.rng());
+        Ok(Setup {
+            output: s.with_size(self.height, self.width),
+            params: Some(OpParams::Crop(CropParams {
+                top: top as i64,
+                left: left as i64,
+                height,
+                width,
+                source_height: s.height,
+                source_width: s.width,
+            })),
+        })
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
@@ -201,20 +225,13 @@ impl Operator for RandomResizedCrop {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
-        if im.height == 0 || im.width == 0 {
-            return Err(ctx.error("empty image"));
-        }
-        let window = self.choose(im.height, im.width, &mut ctx.rng());
-        let (top, left, height, width) = window;
-        ctx.record(OpParams::Crop {
-            top: top as i64,
-            left: left as i64,
-            height,
-            width,
-        });
+        let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
+        let Some(c) = s.crop() else {
+            unreachable!("random_resized_crop's setup draws a window")
+        };
         let out = resize_image(
             &im,
-            window,
+            (c.top as usize, c.left as usize, c.height, c.width),
             self.height,
             self.width,
             self.interp,
@@ -223,150 +240,8 @@ impl Operator for RandomResizedCrop {
         .map_err(|e| ctx.error(e))?;
         Ok(vec![Value::Image(out)])
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::image::Image;
-    use crate::ops::resize::resize_u8;
-    use proptest::prelude::*;
-    use std::path::Path;
-    use std::sync::Arc;
-
-    const SCALE: (f64, f64) = (0.08, 1.0);
-    const RATIO: (f64, f64) = (0.75, 4.0 / 3.0);
-
-    proptest! {
-        #[test]
-        fn window_inside_and_within_scale(h in 1usize..600, w in 1usize..600, key: u64) {
-            let (top, left, ch, cw) = choose_window(h, w, SCALE, RATIO, &mut SampleRng::from_key(key));
-            prop_assert!(ch >= 1 && cw >= 1 && top + ch <= h && left + cw <= w);
-            let in_ratio = w as f64 / h as f64;
-            let central = top == (h - ch) / 2 && left == (w - cw) / 2;
-            let frac = (ch * cw) as f64 / (h * w) as f64;
-            let ratio = cw as f64 / ch as f64;
-            // A window from the tries has the drawn area and ratio up to rounding of each
-            // side by at most half a pixel.
-            let slack_area = (ch + cw) as f64 / (h * w) as f64 + 0.25 / (h * w) as f64;
-            let in_scale = frac >= SCALE.0 - slack_area && frac <= SCALE.1 + 1e-12;
-            let r_lo = (cw as f64 - 0.5) / (ch as f64 + 0.5);
-            let r_hi = (cw as f64 + 0.5) / (ch as f64 - 0.5).max(1e-9);
-            let in_ratio_range = r_hi >= RATIO.0 && r_lo <= RATIO.1;
-            prop_assert!((in_scale && in_ratio_range) || (central && (ch == h || cw == w)),
-                "{h}x{w}: window {ch}x{cw} at ({top}, {left}), fraction {frac}, ratio {ratio}, image ratio {in_ratio}");
-        }
-
-        #[test]
-        fn crop_then_resize_equals_window_resize(h in 1usize..40, w in 1usize..40, c in 1usize..5,
-                                                 oh in 1usize..30, ow in 1usize..30, key: u64, nearest: bool, aa: bool) {
-            let src: Vec<u8> = (0..h * w * c).map(|i| (i * 37 % 251) as u8).collect();
-            let (top, left, ch, cw) = choose_window(h, w, SCALE, RATIO, &mut SampleRng::from_key(key));
-            let interp = if nearest { Interp::Nearest } else { Interp::Bilinear };
-            let direct = resize_u8(&src, h, w, c, w, (top, left, ch, cw), oh, ow, interp, aa).unwrap();
-            let im = Image::from_u8_hwc(h, w, c, src);
-            let cropped = crate::ops::crop::crop_fill(&im, top as i64, left as i64, ch, cw, &[0.0]).unwrap();
-            let copy = resize_u8(cropped.as_u8_hwc().unwrap(), ch, cw, c, cw, (0, 0, ch, cw), oh, ow, interp, aa).unwrap();
-            prop_assert_eq!(direct, copy);
-        }
-    }
-
-    #[test]
-    fn degenerate_images_fall_back() {
-        let mut rng = SampleRng::from_key(3);
-        assert_eq!(choose_window(1, 1, SCALE, RATIO, &mut rng), (0, 0, 1, 1));
-        // 1x1000: far wider than 4/3, every try fails (height 1 allows width ≤ 1 only at
-        // tiny areas that round to 0 or exceed the ratio): central crop, 1 high, round(4/3) wide.
-        for k in 0..200 {
-            let win = choose_window(1, 1000, SCALE, RATIO, &mut SampleRng::from_key(k));
-            assert_eq!(win, (0, 499, 1, 1), "key {k}");
-            let win = choose_window(1000, 1, SCALE, RATIO, &mut SampleRng::from_key(k));
-            assert_eq!(win, (499, 0, 1, 1), "key {k}");
-        }
-        // Ratio far from the image's would round the short side to 0: kept at 1.
-        let win = choose_window(1000, 3, (1.0, 1.0), (50.0, 100.0), &mut rng);
-        assert_eq!(win, (499, 0, 1, 3));
-        // Full area at ratio 1 on a square image: the first try takes the whole image.
-        assert_eq!(
-            choose_window(30, 30, (1.0, 1.0), (1.0, 1.0), &mut rng),
-            (0, 0, 30, 30)
-        );
-    }
-
-    #[test]
-    fn area_fraction_covers_the_scale_range() {
-        // Large image: the tries nearly always succeed; the mean fraction of accepted windows
-        // must be near the middle of the range (ratios reject a few large areas, so below it).
-        let n = 4000;
-        let fracs: Vec<f64> = (0..n)
-            .map(|k| {
-                let (_, _, ch, cw) =
-                    choose_window(480, 640, SCALE, RATIO, &mut SampleRng::from_key(k));
-                (ch * cw) as f64 / (480.0 * 640.0)
-            })
-            .collect();
-        let mean = fracs.iter().sum::<f64>() / n as f64;
-        assert!(mean > 0.4 && mean < 0.56, "{mean}");
-        assert!(fracs.iter().any(|&f| f < 0.1) && fracs.iter().any(|&f| f > 0.9));
-    }
-
-    #[test]
-    fn run_records_the_window_and_matches_choose() {
-        let op = RandomResizedCrop {
-            height: 16,
-            width: 12,
-            scale: SCALE,
-            ratio: RATIO,
-            interp: Interp::Bilinear,
-            antialias: true,
-            dct_downscale: false,
-        };
-        let (h, w) = (50, 70);
-        let src: Vec<u8> = (0..h * w * 3).map(|i| (i % 256) as u8).collect();
-        let name: Arc<str> = Arc::from("rrc");
-        let mut params = Vec::new();
-        let mut ctx = SampleContext {
-            seed: 5,
-            epoch: 1,
-            index: 9,
-            path: Path::new("x.jpg"),
-            op_key: 77,
-            op_name: &name,
-            params: &mut params,
-        };
-        let expected_window = op.choose(h, w, &mut ctx.rng());
-        let out = op
-            .run_cpu(
-                vec![Value::Image(Image::from_u8_hwc(h, w, 3, src.clone()))],
-                &mut ctx,
-            )
-            .unwrap();
-        let Value::Image(out) = &out[0] else {
-            panic!("not an image")
-        };
-        let expected = resize_u8(
-            &src,
-            h,
-            w,
-            3,
-            w,
-            expected_window,
-            16,
-            12,
-            Interp::Bilinear,
-            true,
-        )
-        .unwrap();
-        assert_eq!(out.as_u8_hwc().unwrap(), &expected[..]);
-        let (top, left, ch, cw) = expected_window;
-        assert_eq!(
-            params[0].1,
-            OpParams::Crop {
-                top: top as i64,
-                left: left as i64,
-                height: ch,
-                width: cw
-            }
-        );
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
 }

@@ -1,40 +1,31 @@
 //! `resize`: scale 8-bit HWC images to an exact size or so the shorter side has a given
 //! length, bit-exact with Pillow's `Image.resize` (what torchvision does for PIL images).
 //!
-//! The arithmetic lives in [`kernel`]: per-axis coefficient tables plus integer passes that
-//! the GPU path replays. Any channel count works; channels are resampled independently
-//! (Pillow premultiplies alpha for `RGBA`, stokehold does not).
+//! The arithmetic lives in [`crate::resample`] (shared with `random_resized_crop`, the fused
+//! operators and the GPU chain): per-axis coefficient tables plus integer passes that the
+//! GPU path replays. Any channel count works; channels are resampled independently (Pillow
+//! premultiplies alpha for `RGBA`, stokehold does not).
 
-/// GPU launcher (see `crate::cuda`).
-pub mod cuda;
-pub mod fused;
-pub mod kernel;
-#[cfg(target_arch = "x86_64")]
-mod simd;
+/// GPU launcher.
+pub mod gpu;
 
 #[cfg(test)]
 mod tests;
 
 use crate::error::SampleErrorKind;
-use crate::image::{DType, Image, Layout};
-use crate::value::{ImageType, Value, ValueType};
+use crate::value::{Value, ValueType};
 
-pub use kernel::{
-    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_u8,
-    vertical_first, Interp, ResizeError, SourceU8, Taps, Window, PRECISION_BITS,
+pub use crate::resample::{
+    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_image,
+    resize_u8, vertical_first, Interp, ResizeError, SourceU8, Taps, Window, MAX_OUTPUT_PIXELS,
+    MAX_SIDE, PRECISION_BITS,
 };
+pub use crate::schema::expect_u8_hwc;
 
-use super::schema::expect_image;
 use super::{
-    single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
-    SampleContext, OPTIONAL,
+    single_image, ArgError, ArgSpec, ArgType, Args, Backends, ImageShape, OpSchema, Operator,
+    PortSpec, SampleContext, SampleKey, Setup, SetupInput, OPTIONAL,
 };
-
-/// Largest side accepted by `size` and `shorter`.
-pub const MAX_SIDE: i64 = 1 << 15;
-
-/// Largest output an operator will allocate, in pixels (a sample asking for more fails).
-pub const MAX_OUTPUT_PIXELS: usize = 1 << 28;
 
 /// Schema of `resize`.
 pub static SCHEMA: OpSchema = OpSchema {
@@ -74,7 +65,6 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     backends: Backends::CpuAndGpu,
-    build,
 };
 
 /// The output size a [`Resize`] asks for.
@@ -130,20 +120,27 @@ pub struct Resize {
     pub antialias: bool,
 }
 
-fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
-    let target = match (args.has("size"), args.has("shorter")) {
-        (true, false) => {
-            let (h, w) = args.size("size");
-            ResizeTarget::Exact(h, w)
-        }
-        (false, true) => ResizeTarget::Shorter(args.int("shorter") as usize),
-        (both, _) => {
-            let message = if both {
-                "'resize' takes either `size` or `shorter`, not both"
-            } else {
-                "'resize' needs `size` or `shorter`"
-            };
-            return Err(ArgError {
+/// Builds the operator from validated arguments.
+pub fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    Ok(Box::new(Resize::from_args(args)?))
+}
+
+impl Resize {
+    /// The operator from validated arguments (defaults filled in).
+    pub fn from_args(args: &Args) -> Result<Resize, ArgError> {
+        let target = match (args.has("size"), args.has("shorter")) {
+            (true, false) => {
+                let (h, w) = args.size("size");
+                ResizeTarget::Exact(h, w)
+            }
+            (false, true) => ResizeTarget::Shorter(args.int("shorter") as usize),
+            (both, _) => {
+                let message = if both {
+                    "'resize' takes either `size` or `shorter`, not both"
+                } else {
+                    "'resize' needs `size` or `shorter`"
+                };
+                return Err(ArgError {
                 arg: None,
                 message: message.to_string(),
                 help: Some(
@@ -152,39 +149,24 @@ fn build(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
                         .to_string(),
                 ),
             });
-        }
-    };
-    let interp = Interp::from_name(args.str("interp"))
-        .ok_or_else(|| ArgError::arg("interp", "unknown interpolation"))?;
-    Ok(Box::new(Resize {
-        target,
-        interp,
-        antialias: args.bool("antialias"),
-    }))
-}
-
-/// Checks that an edge carries 8-bit HWC images, the only input the geometric resamplers take.
-pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
-    let t = expect_image(kind, inputs)?;
-    if t.dtype != DType::U8 || t.layout != Layout::Hwc {
-        return Err(format!(
-            "{kind} works on u8 HWC images, but its input carries {}; place it before \
-             normalize/cast/layout",
-            ValueType::Image(t)
-        ));
+            }
+        };
+        let interp = Interp::from_name(args.str("interp"))
+            .ok_or_else(|| ArgError::arg("interp", "unknown interpolation"))?;
+        Ok(Resize {
+            target,
+            interp,
+            antialias: args.bool("antialias"),
+        })
     }
-    Ok(t)
 }
 
 impl Operator for Resize {
-    fn fuse_with(&self, next: super::FuseTarget<'_>) -> Option<Box<dyn Operator>> {
-        let crop = next.op.as_any()?.downcast_ref::<super::crop::Crop>()?;
-        Some(Box::new(fused::ResizeCrop {
-            resize: *self,
-            crop: *crop,
-            resize_name: next.first_name.clone(),
-            crop_name: next.name.clone(),
-        }))
+    /// The output size for the input's size; nothing is drawn.
+    fn setup(&self, input: SetupInput<'_>, _: &SampleKey) -> Result<Setup, String> {
+        let s = input.image()?;
+        let (oh, ow) = self.target.output_size(s.height, s.width);
+        Ok(Setup::shape(s.with_size(oh, ow)))
     }
 
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
@@ -208,7 +190,8 @@ impl Operator for Resize {
             });
         }
         let im = single_image(inputs, ctx)?;
-        let (oh, ow) = self.target.output_size(im.height, im.width);
+        let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
+        let (oh, ow) = (s.output.height, s.output.width);
         if (oh, ow) == (im.height, im.width) {
             return Ok(vec![Value::Image(im)]);
         }
@@ -223,37 +206,8 @@ impl Operator for Resize {
         .map_err(|e| ctx.error(e))?;
         Ok(vec![Value::Image(out)])
     }
-}
 
-/// Resizes `window` of an 8-bit HWC image to `out_h` × `out_w` (see [`resize_u8`]); errors
-/// name what is wrong (not u8 HWC, window outside, output too large).
-pub fn resize_image(
-    im: &Image,
-    window: Window,
-    out_h: usize,
-    out_w: usize,
-    interp: Interp,
-    antialias: bool,
-) -> Result<Image, String> {
-    let src = im.as_u8_hwc().ok_or_else(|| {
-        format!(
-            "resize works on u8 HWC images, got {} {}",
-            im.dtype().name(),
-            im.layout.name()
-        )
-    })?;
-    if out_h
-        .checked_mul(out_w)
-        .is_none_or(|p| p > MAX_OUTPUT_PIXELS)
-    {
-        return Err(format!(
-            "output {out_h}x{out_w} exceeds the limit of {MAX_OUTPUT_PIXELS} pixels"
-        ));
+    fn gpu(&self) -> Option<&dyn super::GpuOperator> {
+        Some(self)
     }
-    let c = im.channels;
-    let data = resize_u8(
-        src, im.height, im.width, c, im.width, window, out_h, out_w, interp, antialias,
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(Image::from_u8_hwc(out_h, out_w, c, data))
 }

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use super::parse::{parse_all, Parsed};
 use super::{config_error, read, LoadedSpec};
 use crate::error::Error;
-use crate::ops::{self, ArgError, ArgValue, Args, OpSchema};
 use crate::pipeline::graph::Graph;
+use crate::pipeline::registry;
 use crate::pipeline::settings;
 use crate::pipeline::spec::{OpSpec, PipelineSpec, SpecError, SpecPointer};
+use crate::schema::{self, ArgError, ArgValue, Args, OpSchema};
 
 /// A pipeline file read as far as it goes, to be adjusted (command-line overrides) and then
 /// checked as a whole with [`Draft::finish`].
@@ -217,7 +218,7 @@ fn renumber(p: &SpecPointer, original: &[usize]) -> SpecPointer {
 /// and every required one that is missing, by argument name. Each argument is checked
 /// with the required others set to valid examples, so one problem doesn't hide the next.
 fn argument_errors(op: &OpSpec) -> Vec<(String, ArgError)> {
-    let Some(schema) = ops::find(&op.kind) else {
+    let Some(schema) = registry::find(&op.kind) else {
         return Vec::new();
     };
     let required = required_examples(schema);
@@ -249,7 +250,7 @@ fn required_examples(schema: &OpSchema) -> BTreeMap<String, ArgValue> {
         .filter(|a| a.default.is_none())
         .filter_map(|a| {
             let table: toml::Table = format!("v = {}", a.ty.example()).parse().ok()?;
-            Some((a.name.to_string(), ops::schema::from_toml(&table["v"])))
+            Some((a.name.to_string(), schema::from_toml(&table["v"])))
         })
         .collect()
 }
@@ -400,7 +401,7 @@ horizontal = 0.5
 
     #[test]
     fn every_required_argument_has_a_valid_example() {
-        for schema in ops::registry() {
+        for schema in registry::schemas() {
             let examples = required_examples(schema);
             for a in schema.args.iter().filter(|a| a.default.is_none()) {
                 let v = examples.get(a.name).unwrap_or_else(|| panic!("{}", a.name));

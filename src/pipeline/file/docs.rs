@@ -1,14 +1,15 @@
 //! The pipeline-file docs (`docs/pipeline-file.md`), generated from the settings
 //! declarations in [`crate::pipeline::settings`] and the operator schemas in
-//! [`crate::ops::registry`].
+//! [`crate::pipeline::registry`].
 //!
 //! [`OP_KEYS`] and [`OUTPUTS`], like the settings, are also what the pipeline-file parser
 //! ([`crate::pipeline::file`]) accepts, so the docs and the parser can't disagree.
 
 use std::fmt::Write;
 
-use crate::ops::{registry, ArgSpec, OpSchema, OPTIONAL};
+use crate::pipeline::registry::schemas as registry;
 use crate::pipeline::settings::SETTINGS;
+use crate::schema::{ArgSpec, OpSchema, OPTIONAL};
 
 /// Where the generated docs are kept in the repository, and how to regenerate them.
 pub const PATH: &str = "docs/pipeline-file.md";

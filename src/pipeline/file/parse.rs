@@ -11,10 +11,10 @@ use toml::Spanned;
 use super::docs::{OP_KEYS, OUTPUTS};
 use super::{LoadedSpec, Pos, SpecLocations};
 use crate::error::Error;
-use crate::ops::schema::closest;
 use crate::ops::ArgValue;
 use crate::pipeline::settings;
 use crate::pipeline::spec::{OpSpec, PipelineSpec, Placement, Settings, SpecPointer};
+use crate::schema::closest;
 
 /// A pipeline file read as far as it goes.
 #[derive(Debug)]
@@ -459,7 +459,9 @@ impl<'a> Cx<'a> {
             }
         }
         if !has_kind {
-            let kinds: Vec<&str> = crate::ops::registry().iter().map(|s| s.kind).collect();
+            let kinds: Vec<&str> = crate::pipeline::registry::schemas()
+                .map(|s| s.kind)
+                .collect();
             self.report(self.err_at(
                 header,
                 format!("operator #{} has no `kind`", i + 1),

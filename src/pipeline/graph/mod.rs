@@ -6,11 +6,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::ops::{self, Args, Backends, OpSchema, Operator, READER_KIND};
+use crate::fusion::{self, Part};
+use crate::ops::Operator;
 use crate::reader::ReaderConfig;
 use crate::rng::hash_str;
+use crate::schema::{closest, ArgError, Args, Backends, OpSchema, READER_KIND};
 use crate::value::ValueType;
 
+use super::registry;
 use super::spec::{PipelineSpec, Placement, SpecError, SpecPointer};
 
 mod limits;
@@ -28,14 +31,42 @@ pub struct Node {
     pub key: u64,
     /// The built operator.
     pub op: Box<dyn Operator>,
-    /// Input slots.
+    /// Input edges (indices into [`Graph::edge_names`]).
     pub inputs: Vec<usize>,
-    /// Output slots.
+    /// Output edges.
     pub outputs: Vec<usize>,
-    /// For each input, whether this node is the slot's last reader (the value can be moved).
+    /// For each input, whether this node is the edge's last reader (the value can be moved).
     pub last_use: Vec<bool>,
     /// Where it runs.
     pub placement: Placement,
+    /// The validated arguments the operator was built from (defaults filled in); for a
+    /// fused node, the first fused operator's.
+    pub args: Args,
+    /// For a node that fuses several operators ([`crate::fusion`]), those operators as
+    /// planned on their own, in order (each with its own operator, name, key, arguments and
+    /// edges); empty otherwise. The GPU path runs these, not the fused CPU operator.
+    pub fused: Vec<Node>,
+    /// For a fused node whose results differ from its operators' on purpose (an opt-in
+    /// approximation), what differs.
+    pub fusion_note: Option<&'static str>,
+}
+
+impl Node {
+    /// What differs, on purpose, between this fused node's results and its operators' run
+    /// one by one (`None` for nodes that are not fused, or give the same results).
+    pub fn fusion_differs(&self) -> Option<&'static str> {
+        self.fusion_note
+    }
+
+    /// The operators this node runs, as planned on their own: its fused operators, or
+    /// itself.
+    pub fn parts(&self) -> Vec<&Node> {
+        if self.fused.is_empty() {
+            vec![self]
+        } else {
+            self.fused.iter().collect()
+        }
+    }
 }
 
 /// A validated pipeline, planned for execution.
@@ -45,23 +76,24 @@ pub struct Graph {
     pub spec: PipelineSpec,
     /// The reader's configuration.
     pub reader: ReaderConfig,
-    /// Slot of the reader's encoded output.
+    /// Edge of the reader's encoded output.
     pub reader_encoded: usize,
-    /// Slot of the reader's label output, if wired.
+    /// Edge of the reader's label output, if wired.
     pub reader_labels: Option<usize>,
     /// Per-sample operators in execution order (the reader excluded).
     pub nodes: Vec<Node>,
-    /// Edge names by slot.
-    pub slot_names: Vec<String>,
-    /// Edge types by slot.
-    pub slot_types: Vec<ValueType>,
-    /// Slots of the pipeline outputs, in order.
+    /// The name of each edge (an edge is identified by its index here).
+    pub edge_names: Vec<String>,
+    /// The type of each edge.
+    pub edge_types: Vec<ValueType>,
+    /// Edges of the pipeline outputs, in order.
     pub outputs: Vec<usize>,
 }
 
 impl Graph {
     /// Validates `spec` and plans it. Errors point at the part of the spec to change.
-    /// Adjacent operators that offer it are fused (same results, fewer passes).
+    /// Runs of adjacent operators that a rule of [`crate::fusion`] matches are fused (same
+    /// results, fewer passes).
     pub fn build(spec: &PipelineSpec) -> Result<Graph, SpecError> {
         Self::build_with(spec, true)
     }
@@ -76,13 +108,14 @@ impl Graph {
         check_settings(spec)?;
         let mut schemas: Vec<&'static OpSchema> = Vec::with_capacity(spec.ops.len());
         let mut built: Vec<Option<Box<dyn Operator>>> = Vec::with_capacity(spec.ops.len());
+        let mut arg_sets: Vec<Args> = Vec::with_capacity(spec.ops.len());
         let mut reader: Option<(usize, ReaderConfig)> = None;
         let mut names: HashMap<String, usize> = HashMap::new();
 
         for (i, op) in spec.ops.iter().enumerate() {
-            let schema = ops::find(&op.kind).ok_or_else(|| {
-                let kinds: Vec<&str> = ops::registry().iter().map(|s| s.kind).collect();
-                let help = match ops::schema::closest(&op.kind, &kinds) {
+            let schema = registry::find(&op.kind).ok_or_else(|| {
+                let kinds: Vec<&str> = registry::schemas().map(|s| s.kind).collect();
+                let help = match closest(&op.kind, &kinds) {
                     Some(c) => format!("did you mean '{c}'? (operators: {})", kinds.join(", ")),
                     None => format!("operators: {}", kinds.join(", ")),
                 };
@@ -93,7 +126,10 @@ impl Graph {
                 .help(help)
             })?;
             let args = Args::validate(schema, &op.args).map_err(|e| arg_error(i, e))?;
-            let node = (schema.build)(&args).map_err(|e| arg_error(i, e))?;
+            let node = match registry::builder(schema.kind) {
+                Some(build) => Some(build(&args).map_err(|e| arg_error(i, e))?),
+                None => None,
+            };
             if schema.kind == READER_KIND {
                 if let Some((prev, _)) = reader {
                     return Err(SpecError::new(
@@ -118,7 +154,8 @@ impl Graph {
                 }
             }
             schemas.push(schema);
-            built.push(Some(node));
+            built.push(node);
+            arg_sets.push(args);
         }
         let (reader_index, reader_config) = reader.ok_or_else(|| {
             SpecError::new(SpecPointer::Whole, "the pipeline has no file_reader")
@@ -126,12 +163,12 @@ impl Graph {
         })?;
 
         // Edges: each produced exactly once.
-        let mut slot_of: HashMap<&str, usize> = HashMap::new();
+        let mut edge_of: HashMap<&str, usize> = HashMap::new();
         let mut producer: Vec<usize> = Vec::new();
-        let mut slot_names: Vec<String> = Vec::new();
+        let mut edge_names: Vec<String> = Vec::new();
         for (i, op) in spec.ops.iter().enumerate() {
             for (j, out) in op.outputs.iter().enumerate() {
-                if let Some(&s) = slot_of.get(out.as_str()) {
+                if let Some(&s) = edge_of.get(out.as_str()) {
                     return Err(SpecError::new(
                         SpecPointer::OpOutput(i, j),
                         format!(
@@ -141,16 +178,16 @@ impl Graph {
                     )
                     .help("every edge has one producer: give this output a new name"));
                 }
-                slot_of.insert(out, slot_names.len());
+                edge_of.insert(out, edge_names.len());
                 producer.push(i);
-                slot_names.push(out.clone());
+                edge_names.push(out.clone());
             }
         }
         for (i, op) in spec.ops.iter().enumerate() {
             for (j, inp) in op.inputs.iter().enumerate() {
-                if !slot_of.contains_key(inp.as_str()) {
-                    let known: Vec<&str> = slot_names.iter().map(String::as_str).collect();
-                    let help = match ops::schema::closest(inp, &known) {
+                if !edge_of.contains_key(inp.as_str()) {
+                    let known: Vec<&str> = edge_names.iter().map(String::as_str).collect();
+                    let help = match closest(inp, &known) {
                         Some(c) => format!("did you mean '{c}'?"),
                         None => format!("edges: {}", known.join(", ")),
                     };
@@ -164,9 +201,9 @@ impl Graph {
         }
         let mut outputs = Vec::new();
         for (k, o) in spec.outputs.iter().enumerate() {
-            let Some(&s) = slot_of.get(o.as_str()) else {
-                let known: Vec<&str> = slot_names.iter().map(String::as_str).collect();
-                let help = match ops::schema::closest(o, &known) {
+            let Some(&s) = edge_of.get(o.as_str()) else {
+                let known: Vec<&str> = edge_names.iter().map(String::as_str).collect();
+                let help = match closest(o, &known) {
                     Some(c) => format!("did you mean '{c}'?"),
                     None => format!("edges: {}", known.join(", ")),
                 };
@@ -217,7 +254,7 @@ impl Graph {
             .map(|op| {
                 op.inputs
                     .iter()
-                    .map(|e| producer[slot_of[e.as_str()]])
+                    .map(|e| producer[edge_of[e.as_str()]])
                     .collect()
             })
             .collect();
@@ -247,43 +284,45 @@ impl Graph {
         }
 
         // Types, in order.
-        let mut slot_types: Vec<Option<ValueType>> = vec![None; slot_names.len()];
+        let mut edge_types: Vec<Option<ValueType>> = vec![None; edge_names.len()];
         for &i in &order {
             let op = &spec.ops[i];
             let ins: Vec<ValueType> = op
                 .inputs
                 .iter()
-                .map(|e| slot_types[slot_of[e.as_str()]].expect("producer ran first"))
+                .map(|e| edge_types[edge_of[e.as_str()]].expect("producer ran first"))
                 .collect();
-            let node = built[i].as_ref().expect("built");
-            let outs = node.infer(&ins).map_err(|m| {
-                SpecError::new(SpecPointer::OpInput(i, 0), m)
-                    .help(format!("check what feeds '{}'", op.effective_name(i)))
-            })?;
+            let outs = match built[i].as_ref() {
+                Some(node) => node.infer(&ins).map_err(|m| {
+                    SpecError::new(SpecPointer::OpInput(i, 0), m)
+                        .help(format!("check what feeds '{}'", op.effective_name(i)))
+                })?,
+                None => crate::reader::OUTPUT_TYPES.to_vec(),
+            };
             for (j, e) in op.outputs.iter().enumerate() {
-                slot_types[slot_of[e.as_str()]] = outs.get(j).copied();
+                edge_types[edge_of[e.as_str()]] = outs.get(j).copied();
             }
         }
-        let slot_types: Vec<ValueType> = slot_types
+        let edge_types: Vec<ValueType> = edge_types
             .into_iter()
             .map(|t| t.unwrap_or(ValueType::Label))
             .collect();
-        limits::check_output_sizes(spec, &order, |e| slot_of[e], &slot_types)?;
+        limits::check_output_sizes(spec, &order, |e| edge_of[e], &edge_types)?;
         for (k, &s) in outputs.iter().enumerate() {
-            if slot_types[s] == ValueType::Encoded {
+            if edge_types[s] == ValueType::Encoded {
                 return Err(SpecError::new(
                     SpecPointer::Output(k),
-                    format!("output '{}' carries encoded file bytes", slot_names[s]),
+                    format!("output '{}' carries encoded file bytes", edge_names[s]),
                 )
                 .help("decode them first: add a decode operator and output its images"));
             }
         }
 
         // Dangling edges: produced, never consumed nor output.
-        let mut consumed = vec![false; slot_names.len()];
+        let mut consumed = vec![false; edge_names.len()];
         for op in &spec.ops {
             for e in &op.inputs {
-                consumed[slot_of[e.as_str()]] = true;
+                consumed[edge_of[e.as_str()]] = true;
             }
         }
         for &s in &outputs {
@@ -295,11 +334,11 @@ impl Graph {
                 let j = spec.ops[i]
                     .outputs
                     .iter()
-                    .position(|o| *o == slot_names[s])
+                    .position(|o| *o == edge_names[s])
                     .unwrap_or(0);
                 return Err(SpecError::new(
                     SpecPointer::OpOutput(i, j),
-                    format!("edge '{}' is produced but never used", slot_names[s]),
+                    format!("edge '{}' is produced but never used", edge_names[s]),
                 )
                 .help(
                     "use it as an input, list it in [pipeline] outputs, or remove it (the reader's labels output is optional)",
@@ -308,15 +347,15 @@ impl Graph {
         }
 
         // Placement: data placed on the GPU can't come back to a CPU operator.
-        let mut on_gpu = vec![false; slot_names.len()];
+        let mut on_gpu = vec![false; edge_names.len()];
         let mut placements = vec![Placement::Cpu; n];
         for &i in &order {
             let op = &spec.ops[i];
-            let gpu_input = op.inputs.iter().position(|e| on_gpu[slot_of[e.as_str()]]);
+            let gpu_input = op.inputs.iter().position(|e| on_gpu[edge_of[e.as_str()]]);
             let placement = match (op.placement, gpu_input) {
                 (Some(Placement::Cpu), Some(j)) => {
                     let e = &op.inputs[j];
-                    let p = producer[slot_of[e.as_str()]];
+                    let p = producer[edge_of[e.as_str()]];
                     return Err(SpecError::new(
                         SpecPointer::OpPlacement(i),
                         format!(
@@ -334,12 +373,12 @@ impl Graph {
             placements[i] = placement;
             if placement == Placement::Gpu {
                 for e in &op.outputs {
-                    on_gpu[slot_of[e.as_str()]] = true;
+                    on_gpu[edge_of[e.as_str()]] = true;
                 }
             }
         }
         for (k, &s) in outputs.iter().enumerate() {
-            if slot_types[s] == ValueType::Label && on_gpu[s] {
+            if edge_types[s] == ValueType::Label && on_gpu[s] {
                 return Err(SpecError::new(
                     SpecPointer::Output(k),
                     "labels can't be on the GPU",
@@ -349,13 +388,13 @@ impl Graph {
 
         // Plan: nodes in order, last uses for moves.
         let reader_op = &spec.ops[reader_index];
-        let reader_encoded = slot_of[reader_op.outputs[0].as_str()];
-        let reader_labels = reader_op.outputs.get(1).map(|e| slot_of[e.as_str()]);
+        let reader_encoded = edge_of[reader_op.outputs[0].as_str()];
+        let reader_labels = reader_op.outputs.get(1).map(|e| edge_of[e.as_str()]);
         let mut nodes = Vec::new();
-        let mut remaining_uses = vec![0usize; slot_names.len()];
+        let mut remaining_uses = vec![0usize; edge_names.len()];
         for op in &spec.ops {
             for e in &op.inputs {
-                remaining_uses[slot_of[e.as_str()]] += 1;
+                remaining_uses[edge_of[e.as_str()]] += 1;
             }
         }
         for &s in &outputs {
@@ -366,7 +405,7 @@ impl Graph {
                 continue;
             }
             let op = &spec.ops[i];
-            let inputs: Vec<usize> = op.inputs.iter().map(|e| slot_of[e.as_str()]).collect();
+            let inputs: Vec<usize> = op.inputs.iter().map(|e| edge_of[e.as_str()]).collect();
             let last_use = inputs
                 .iter()
                 .map(|&s| {
@@ -380,11 +419,14 @@ impl Graph {
                 kind: schemas[i].kind,
                 key: hash_str(&name),
                 name,
-                op: built[i].take().expect("built once"),
+                op: built[i].take().expect("every operator is built, once"),
                 inputs,
-                outputs: op.outputs.iter().map(|e| slot_of[e.as_str()]).collect(),
+                outputs: op.outputs.iter().map(|e| edge_of[e.as_str()]).collect(),
                 last_use,
                 placement: placements[i],
+                args: std::mem::take(&mut arg_sets[i]),
+                fused: Vec::new(),
+                fusion_note: None,
             });
         }
         if fuse {
@@ -396,8 +438,8 @@ impl Graph {
             reader_encoded,
             reader_labels,
             nodes,
-            slot_names,
-            slot_types,
+            edge_names,
+            edge_types,
             outputs,
         })
     }
@@ -413,12 +455,12 @@ impl Graph {
             let ins: Vec<&str> = n
                 .inputs
                 .iter()
-                .map(|&i| self.slot_names[i].as_str())
+                .map(|&i| self.edge_names[i].as_str())
                 .collect();
             let outs: Vec<String> = n
                 .outputs
                 .iter()
-                .map(|&o| format!("{} ({})", self.slot_names[o], self.slot_types[o]))
+                .map(|&o| format!("{} ({})", self.edge_names[o], self.edge_types[o]))
                 .collect();
             let _ = writeln!(
                 s,
@@ -437,7 +479,7 @@ impl Graph {
         let outs: Vec<String> = self
             .outputs
             .iter()
-            .map(|&o| format!("{}: {}", self.slot_names[o], self.slot_types[o]))
+            .map(|&o| format!("{}: {}", self.edge_names[o], self.edge_types[o]))
             .collect();
         let _ = writeln!(s, "  outputs: {}", outs.join("; "));
         s
@@ -467,7 +509,7 @@ impl Graph {
                 let _ = writeln!(
                     s,
                     "  \"{}\" -> \"{}\" [label=\"{}\"];",
-                    producer[&i], n.name, self.slot_names[i]
+                    producer[&i], n.name, self.edge_names[i]
                 );
             }
         }
@@ -475,7 +517,7 @@ impl Graph {
             let _ = writeln!(
                 s,
                 "  \"{}\" -> \"out:{}\" [label=\"{}\"];",
-                producer[&o], self.slot_names[o], self.slot_names[o]
+                producer[&o], self.edge_names[o], self.edge_names[o]
             );
         }
         s.push_str("}\n");
@@ -483,51 +525,61 @@ impl Graph {
     }
 }
 
-/// Replaces adjacent operator pairs by one fused operator where the first offers it
-/// ([`Operator::fuse_with`]): same results, one pass over the data instead of two.
+/// Replaces runs of adjacent operators by the fused operator a rule of [`crate::fusion`]
+/// builds for them, left to right, taking the longest rule that matches: same results, one
+/// pass over the data instead of several.
 fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
-    // A fused pair may fuse again with its neighbour (decode + (resize + crop)): repeat.
-    while fuse_pass(nodes, outputs) {}
-}
-
-/// One left-to-right pass; true when something was fused.
-fn fuse_pass(nodes: &mut Vec<Node>, outputs: &[usize]) -> bool {
-    let mut changed = false;
     let mut k = 0;
-    while k + 1 < nodes.len() {
-        let (a, b) = (&nodes[k], &nodes[k + 1]);
-        // `b` must be the only reader of `a`'s single output, which isn't a pipeline output.
-        let only_link = a.outputs.len() == 1
-            && b.inputs == a.outputs
-            && b.last_use == [true]
-            && !outputs.contains(&a.outputs[0])
-            && a.placement == b.placement;
-        let target = ops::FuseTarget {
-            op: b.op.as_ref(),
-            name: &b.name,
-            key: b.key,
-            first_name: &a.name,
-            first_key: a.key,
-        };
-        let fused = if only_link {
-            a.op.fuse_with(target)
-        } else {
-            None
-        };
-        if let Some(op) = fused {
-            let b = nodes.remove(k + 1);
-            let a = &mut nodes[k];
-            a.name = format!("{}+{}", a.name, b.name).into();
-            a.op = op;
-            a.outputs = b.outputs;
-            changed = true;
+    while k < nodes.len() {
+        // The run from `k` in which each node feeds the next alone.
+        let mut run = 1;
+        while k + run < nodes.len() && feeds_alone(&nodes[k + run - 1], &nodes[k + run], outputs) {
+            run += 1;
+        }
+        let parts: Vec<Part<'_>> = nodes[k..k + run]
+            .iter()
+            .map(|n| Part {
+                kind: n.kind,
+                name: &n.name,
+                key: n.key,
+                args: &n.args,
+            })
+            .collect();
+        if let Some(f) = fusion::fuse(&parts) {
+            let group: Vec<Node> = nodes.drain(k..k + f.len).collect();
+            let (first, last) = (&group[0], &group[group.len() - 1]);
+            let names: Vec<&str> = group.iter().map(|n| &*n.name).collect();
+            let node = Node {
+                spec_index: first.spec_index,
+                kind: first.kind,
+                name: names.join("+").into(),
+                key: first.key,
+                op: f.op,
+                inputs: first.inputs.clone(),
+                outputs: last.outputs.clone(),
+                last_use: first.last_use.clone(),
+                placement: first.placement,
+                args: first.args.clone(),
+                fusion_note: f.differs,
+                fused: group,
+            };
+            nodes.insert(k, node);
         }
         k += 1;
     }
-    changed
 }
 
-fn arg_error(i: usize, e: ops::ArgError) -> SpecError {
+/// Whether `b` is the only reader of `a`'s single output, which isn't a pipeline output,
+/// and both run on the same device (so the edge between them can disappear).
+fn feeds_alone(a: &Node, b: &Node, outputs: &[usize]) -> bool {
+    a.outputs.len() == 1
+        && b.inputs == a.outputs
+        && b.last_use == [true]
+        && !outputs.contains(&a.outputs[0])
+        && a.placement == b.placement
+}
+
+fn arg_error(i: usize, e: ArgError) -> SpecError {
     let at = match e.arg {
         Some(a) if !a.is_empty() => SpecPointer::OpArg(i, a),
         _ => SpecPointer::Op(i),
@@ -615,5 +667,7 @@ fn find_cycle(start: usize, deps: &[Vec<usize>], done: &[bool]) -> Vec<usize> {
     }
 }
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod tests;

@@ -1,3 +1,5 @@
+//! Tests of validation and planning: errors in words, edge types, order, placement, fusion.
+
 use super::*;
 use crate::image::{DType, Layout};
 use crate::pipeline::spec::OpSpec;
@@ -27,7 +29,7 @@ fn types_flow_through_the_graph() {
     let g = Graph::build(&base()).unwrap();
     let images = g.outputs[0];
     assert_eq!(
-        g.slot_types[images],
+        g.edge_types[images],
         ValueType::Image(ImageType {
             dtype: DType::F32,
             layout: Layout::Chw,
@@ -35,7 +37,7 @@ fn types_flow_through_the_graph() {
             size: Some((224, 200)),
         })
     );
-    assert_eq!(g.slot_types[g.outputs[1]], ValueType::Label);
+    assert_eq!(g.edge_types[g.outputs[1]], ValueType::Label);
     let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
     assert_eq!(names, ["decoded+cropped", "flipped+normalized+images"]);
     let unfused = Graph::build_unfused(&g.spec).unwrap();
@@ -148,4 +150,35 @@ fn gpu_placement_propagates_and_blocks_cpu_after_it() {
         Graph::build(&spec).unwrap_err().at,
         SpecPointer::OpPlacement(0)
     );
+}
+#[test]
+fn the_graph_fuses_normalize_and_layout() {
+    use crate::pipeline::spec::{OpSpec, PipelineSpec};
+    let spec = PipelineSpec::builder()
+        .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
+        .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+        .op(OpSpec::new("normalize")
+            .input("decoded")
+            .output("normalized"))
+        .op(OpSpec::new("layout").input("normalized").output("images"))
+        .outputs(&["images"]);
+    let g = crate::pipeline::graph::Graph::build(&spec).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
+    assert_eq!(names, ["decoded", "normalized+images"]);
+    // A flip in front folds in as well.
+    let with_flip = PipelineSpec::builder()
+        .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
+        .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+        .op(OpSpec::new("flip").input("decoded").output("flipped"))
+        .op(OpSpec::new("normalize")
+            .input("flipped")
+            .output("normalized"))
+        .op(OpSpec::new("layout").input("normalized").output("images"))
+        .outputs(&["images"]);
+    let g = crate::pipeline::graph::Graph::build(&with_flip).unwrap();
+    let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
+    assert_eq!(names, ["decoded", "flipped+normalized+images"]);
+    // Not fused when the intermediate is also an output.
+    let g = crate::pipeline::graph::Graph::build(&spec.outputs(&["images", "normalized"])).unwrap();
+    assert_eq!(g.nodes.len(), 3);
 }

@@ -70,7 +70,7 @@ pub(super) struct Assembler {
 impl Assembler {
     pub(super) fn new(links: Links, start: Position) -> Assembler {
         let g = &links.graph;
-        let names: Arc<[String]> = g.outputs.iter().map(|&s| g.slot_names[s].clone()).collect();
+        let names: Arc<[String]> = g.outputs.iter().map(|&s| g.edge_names[s].clone()).collect();
         Assembler {
             links,
             owed_credits: 0,

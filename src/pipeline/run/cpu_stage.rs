@@ -214,7 +214,7 @@ fn run_sample(
     bytes: Arc<Vec<u8>>,
 ) -> Result<SampleOutput, Failure> {
     // The value on each edge of the graph.
-    let mut edges: Vec<Option<Value>> = vec![None; graph.slot_names.len()];
+    let mut edges: Vec<Option<Value>> = vec![None; graph.edge_names.len()];
     edges[graph.reader_encoded] = Some(Value::Encoded(bytes));
     if let Some(l) = graph.reader_labels {
         edges[l] = Some(Value::Label(label));

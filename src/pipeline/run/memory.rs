@@ -49,7 +49,7 @@ pub(crate) fn bytes_per_sample(graph: &Graph) -> u64 {
     let outputs: u64 = graph
         .outputs
         .iter()
-        .map(|&s| match graph.slot_types[s] {
+        .map(|&s| match graph.edge_types[s] {
             ValueType::Image(t) => match (t.size, t.channels) {
                 (Some((h, w)), Some(c)) => (h as u64)
                     .saturating_mul(w as u64)

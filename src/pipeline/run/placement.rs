@@ -503,7 +503,7 @@ fn placeable_outputs(graph: &Graph) -> Vec<Option<usize>> {
                 return None;
             };
             let fixed = matches!(
-                graph.slot_types[s],
+                graph.edge_types[s],
                 ValueType::Image(t) if t.size.is_some() && t.channels.is_some()
             );
             let read_later = graph.nodes.iter().any(|n| n.inputs.contains(&s));

@@ -1,15 +1,24 @@
-//! GPU launcher of `normalize` (the `convert` kernel with `(x - mean) * inv_std`).
+//! GPU form of `normalize`: one launch of the `convert` kernel with `(x - mean) * inv_std`;
+//! in the fused chain, the per-channel mean and `1 / std`.
 
 use super::Normalize;
+use crate::cuda::chain::{ChainPiece, ChainStep};
 use crate::cuda::desc::{conv_flags, ConvertDesc};
 use crate::cuda::run::run_convert;
 use crate::cuda::{Device, DeviceBatch, DeviceImage, FusedSample};
 use crate::error::Error;
 use crate::image::Layout;
+use crate::ops::{check_setups, GpuOperator, Setup};
 
-impl Normalize {
-    /// Normalizes every image of a batch on the GPU into `self.dtype`.
-    pub fn run_cuda(&self, dev: &Device, inputs: &[DeviceImage]) -> Result<DeviceBatch, Error> {
+impl GpuOperator for Normalize {
+    /// Normalizes every image of a batch into `self.dtype`.
+    fn launch(
+        &self,
+        dev: &Device,
+        inputs: &[DeviceImage],
+        setups: &[Setup],
+    ) -> Result<DeviceBatch, Error> {
+        check_setups(inputs, setups)?;
         let mut descs = Vec::with_capacity(inputs.len());
         for im in inputs {
             self.check_channels(im.channels).map_err(Error::Cuda)?;
@@ -31,5 +40,17 @@ impl Normalize {
             descs.push(d);
         }
         run_convert(dev, inputs, descs, self.dtype)
+    }
+
+    fn chain_step(&self) -> Result<ChainStep, String> {
+        Ok(ChainStep::Normalize { dtype: self.dtype })
+    }
+
+    fn chain_piece(&self, setup: &Setup) -> Result<ChainPiece, String> {
+        let c = setup.output.channels;
+        self.check_channels(c)?;
+        let (mean, inv_std) = FusedSample::normalize_params(&self.mean, &self.inv_std, c)
+            .map_err(|e| e.to_string())?;
+        Ok(ChainPiece::Normalize { mean, inv_std })
     }
 }

@@ -1,15 +1,26 @@
-//! Operator schemas: the arguments each operator takes, with types, ranges, defaults and
-//! docs. The same schema validates pipeline files, validates the Rust builder, and
-//! generates the pipeline-file reference in README.md.
+//! Argument and port declarations shared by operators, the reader and pipeline settings:
+//! what each kind takes (types, ranges, defaults, docs) and the validation of given values.
+//! The same declarations validate pipeline files and the Rust builder, and generate the
+//! pipeline-file reference.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
-use crate::value::ValueType;
+use crate::value::{ImageType, ValueType};
 
-use super::Operator;
-
-/// A value given for an argument (from TOML or from the builder).
+/// A value given for an argument (from TOML or from the builder). Booleans, numbers,
+/// strings, paths and arrays of those convert into one, so the builder takes them as they
+/// are:
+///
+/// ```
+/// use stokehold::pipeline::OpSpec;
+///
+/// let dir = std::env::temp_dir();
+/// let reader = OpSpec::new("file_reader").arg("root", dir.as_path()).arg("shuffle", true);
+/// let crop = OpSpec::new("random_resized_crop").arg("size", [224, 224]).arg("scale", [0.08, 1.0]);
+/// # let _ = (reader, crop);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgValue {
     /// `true` / `false`.
@@ -90,6 +101,25 @@ impl_from_arg!(f64, v => ArgValue::Float(v));
 impl_from_arg!(f32, v => ArgValue::Float(v.into()));
 impl_from_arg!(&str, v => ArgValue::Str(v.to_string()));
 impl_from_arg!(String, v => ArgValue::Str(v));
+impl From<&Path> for ArgValue {
+    /// A path as a string argument (`.arg("root", dir.path())`); a path that is not valid
+    /// UTF-8 is converted lossily.
+    fn from(v: &Path) -> Self {
+        ArgValue::Str(v.to_string_lossy().into_owned())
+    }
+}
+impl From<PathBuf> for ArgValue {
+    /// As for `&Path`.
+    fn from(v: PathBuf) -> Self {
+        ArgValue::from(v.as_path())
+    }
+}
+impl From<&PathBuf> for ArgValue {
+    /// As for `&Path`.
+    fn from(v: &PathBuf) -> Self {
+        ArgValue::from(v.as_path())
+    }
+}
 impl<T: Into<ArgValue>, const N: usize> From<[T; N]> for ArgValue {
     fn from(v: [T; N]) -> Self {
         ArgValue::List(v.into_iter().map(Into::into).collect())
@@ -247,7 +277,8 @@ pub enum Backends {
     CpuAndGpu,
 }
 
-/// Everything about an operator kind that is known without running it.
+/// Everything about an operator kind (or the reader) that is known without running it. How an
+/// operator is built from validated arguments is its module's `build` function.
 #[derive(Debug, Clone, Copy)]
 pub struct OpSchema {
     /// The `kind` string in pipeline files.
@@ -262,9 +293,11 @@ pub struct OpSchema {
     pub args: &'static [ArgSpec],
     /// Where it can run.
     pub backends: Backends,
-    /// Builds the operator from validated arguments (defaults filled in).
-    pub build: fn(&Args) -> Result<Box<dyn Operator>, ArgError>,
 }
+
+/// The kind of the one graph node that is not an operator: the file reader, which runs on
+/// the reader threads (see `crate::reader`).
+pub const READER_KIND: &str = "file_reader";
 
 /// An argument problem found while building an operator.
 #[derive(Debug, Clone, PartialEq)]
@@ -616,12 +649,38 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Helper for operators: the single image input type, or a message saying what was given.
-pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<crate::value::ImageType, String> {
+pub fn expect_image(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
     match inputs {
         [ValueType::Image(t)] => Ok(*t),
         [other] => Err(format!(
             "'{kind}' takes images, but its input carries {other}"
         )),
         _ => Err(format!("'{kind}' takes exactly one input")),
+    }
+}
+
+/// Helper for the geometric resamplers: the single input must carry 8-bit HWC images.
+pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, String> {
+    let t = expect_image(kind, inputs)?;
+    if t.dtype != crate::image::DType::U8 || t.layout != crate::image::Layout::Hwc {
+        return Err(format!(
+            "{kind} works on u8 HWC images, but its input carries {}; place it before \
+             normalize/cast/layout",
+            ValueType::Image(t)
+        ));
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_string_arguments() {
+        let p = Path::new("/data/train set");
+        assert_eq!(ArgValue::from(p), ArgValue::Str("/data/train set".into()));
+        assert_eq!(ArgValue::from(p.to_path_buf()), ArgValue::from(p));
+        assert_eq!(ArgValue::from(&p.to_path_buf()), ArgValue::from(p));
     }
 }

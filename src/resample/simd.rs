@@ -1,13 +1,13 @@
 //! AVX2 versions of the two bilinear passes, chosen at run time when the CPU has AVX2.
 //!
-//! They compute exactly the integer sums of the scalar passes in [`super::kernel`]
+//! They compute exactly the integer sums of the scalar passes in [`super::passes`]
 //! (`2^21 + Σ pixel · weight` in `i32`, then `clamp(ss >> 22, 0, 255)`); integer addition
 //! does not care about the order of the terms, so the bytes are identical (tested against the
 //! scalar passes in `tests.rs`). Only the bounds-checked pointer loads and stores are `unsafe`.
 
 use std::arch::x86_64::*;
 
-use super::kernel::{Taps, PRECISION_BITS};
+use super::taps::{Taps, PRECISION_BITS};
 
 /// Whether this CPU can run the passes in this module (checked once, then cached by std).
 #[inline]

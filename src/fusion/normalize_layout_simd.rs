@@ -85,7 +85,8 @@ pub fn rgb_to_chw(
             let sx = if horizontal { width - 1 - x } else { x };
             for k in 0..3 {
                 let v = f32::from(srow[3 * sx + k]);
-                dst[k * plane + y * width + x] = super::normalize_value(v, mean[k], inv[k]);
+                dst[k * plane + y * width + x] =
+                    crate::ops::normalize::normalize_value(v, mean[k], inv[k]);
             }
         }
     }

@@ -1,4 +1,5 @@
-// The fused chain, launched once per batch: grid.x covers output pixels, grid.y samples.
+// The fused chain (src/cuda/chain.rs), launched once per batch: grid.x covers output pixels,
+// grid.y samples.
 #include "common/resample.cuh"
 
 extern "C" __global__ void fused_crop_resize_normalize(const FusedDesc* descs, const i32* taps,

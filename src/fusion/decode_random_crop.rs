@@ -6,14 +6,15 @@
 //! header, [`crate::decode::decode_window`] returns exactly the full decode's pixels in the
 //! window, and resizing a window reads no pixel outside it.
 
+use crate::decode::ImageInfo;
 use crate::decode::{
     decode_scaled, decode_window, probe, DecodeError, DecodeOptions, Format, Window,
 };
 use crate::image::Image;
+use crate::ops::random_resized_crop::RandomResizedCrop;
+use crate::ops::{CropParams, OpParams};
+use crate::resample::resize_image;
 use crate::rng::SampleRng;
-
-use super::super::resize::resize_image;
-use super::RandomResizedCrop;
 
 /// Why [`decode_and_crop`] failed: the decode step (attribute it to the decode operator) or
 /// the resize step (attribute it to `random_resized_crop`).
@@ -37,9 +38,19 @@ pub fn decode_and_crop(
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window), DecodeAndCropError> {
-    let (_, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
+    decode_and_crop_with_info(bytes, decode_opts, rrc, rng).map(|(im, window, _)| (im, window))
+}
+
+/// [`decode_and_crop`], also returning the header it read.
+fn decode_and_crop_with_info(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(Image, Window, ImageInfo), DecodeAndCropError> {
+    let (info, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
     let crop = decode_window(bytes, decode_opts, window)?;
-    Ok((resize_whole(crop, rrc)?, window))
+    Ok((resize_whole(crop, rrc)?, window, info))
 }
 
 /// The image's header and the window drawn for it (the same draws as the unfused operator).
@@ -48,7 +59,7 @@ fn probe_and_choose(
     decode_opts: &DecodeOptions,
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
-) -> Result<(crate::decode::ImageInfo, Window), DecodeAndCropError> {
+) -> Result<(ImageInfo, Window), DecodeAndCropError> {
     let info = probe(bytes, decode_opts)?;
     if info.height == 0 || info.width == 0 {
         return Err(DecodeAndCropError::Crop("empty image".into()));
@@ -87,6 +98,17 @@ pub fn decode_and_crop_scaled(
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window), DecodeAndCropError> {
+    decode_and_crop_scaled_with_info(bytes, decode_opts, rrc, rng)
+        .map(|(im, window, _)| (im, window))
+}
+
+/// [`decode_and_crop_scaled`], also returning the header it read.
+fn decode_and_crop_scaled_with_info(
+    bytes: &[u8],
+    decode_opts: &DecodeOptions,
+    rrc: &RandomResizedCrop,
+    rng: &mut SampleRng,
+) -> Result<(Image, Window, ImageInfo), DecodeAndCropError> {
     let (info, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
     let (top, left, wh, ww) = window;
     let denom = [8usize, 4, 2]
@@ -103,11 +125,11 @@ pub fn decode_and_crop_scaled(
         let r = (left + ww).div_ceil(denom).min(sw);
         decode_scaled(bytes, decode_opts, denom as u8, Some((t, l, b - t, r - l)))?
     };
-    Ok((resize_whole(crop, rrc)?, window))
+    Ok((resize_whole(crop, rrc)?, window, info))
 }
 
-/// `decode` followed by `random_resized_crop` as one operator (what the executor runs for
-/// that pair): the window is drawn from the crop operator's own random stream and recorded
+/// `decode` followed by `random_resized_crop` as one operator (what the planner substitutes
+/// for that pair): the window is drawn from the crop operator's own random stream and recorded
 /// under its name, so batches are identical to the unfused pair.
 #[derive(Debug, Clone)]
 pub struct DecodeRandomCrop {
@@ -137,12 +159,6 @@ impl crate::ops::Operator for DecodeRandomCrop {
         Some(self.decode.limits.max_file_bytes)
     }
 
-    fn fusion_differs(&self) -> Option<&'static str> {
-        self.rrc.dct_downscale.then_some(
-            "dct_downscale = true, large windows are decoded downscaled in the DCT domain (close to, not the same as, the unfused pair)",
-        )
-    }
-
     fn run_cpu(
         &self,
         inputs: Vec<crate::value::Value>,
@@ -153,21 +169,23 @@ impl crate::ops::Operator for DecodeRandomCrop {
         };
         let mut rng = SampleRng::for_sample(ctx.seed, ctx.epoch, ctx.index as u64, self.rrc_key);
         let result = if self.rrc.dct_downscale {
-            decode_and_crop_scaled(&bytes, &self.decode, &self.rrc, &mut rng)
+            decode_and_crop_scaled_with_info(&bytes, &self.decode, &self.rrc, &mut rng)
         } else {
-            decode_and_crop(&bytes, &self.decode, &self.rrc, &mut rng)
+            decode_and_crop_with_info(&bytes, &self.decode, &self.rrc, &mut rng)
         };
         crate::scratch::recycle_encoded(bytes);
         match result {
-            Ok((image, (top, left, height, width))) => {
+            Ok((image, (top, left, height, width), info)) => {
                 ctx.params.push((
                     self.rrc_name.clone(),
-                    crate::ops::OpParams::Crop {
+                    OpParams::Crop(CropParams {
                         top: top as i64,
                         left: left as i64,
                         height,
                         width,
-                    },
+                        source_height: info.height,
+                        source_width: info.width,
+                    }),
                 ));
                 Ok(vec![crate::value::Value::Image(image)])
             }
@@ -184,8 +202,8 @@ impl crate::ops::Operator for DecodeRandomCrop {
 mod tests {
     use super::*;
     use crate::decode::{decode, ColorMode};
-    use crate::ops::resize::Interp;
-    use crate::ops::{OpParams, Operator, SampleContext};
+    use crate::ops::{Operator, SampleContext};
+    use crate::resample::Interp;
     use crate::testutil::{encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, JpegOpts, Sub};
     use crate::value::Value;
     use std::path::Path;
@@ -214,12 +232,13 @@ mod tests {
         let Value::Image(out) = out.into_iter().next().unwrap() else {
             panic!("not an image")
         };
-        let OpParams::Crop {
+        let OpParams::Crop(CropParams {
             top,
             left,
             height,
             width,
-        } = params[0].1.clone()
+            ..
+        }) = params[0].1.clone()
         else {
             panic!("no crop recorded")
         };

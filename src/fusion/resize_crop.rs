@@ -8,21 +8,21 @@
 //! same way whichever outputs are asked for. When the crop reaches outside the resized image
 //! (it then pads), the fused operators fall back to the step-by-step path.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::decode::{decode, decode_window, probe, DecodeOptions};
 use crate::error::SampleErrorKind;
 use crate::image::Image;
-use crate::ops::crop::{crop_fill, Crop};
-use crate::ops::{OpParams, Operator, SampleContext};
-use crate::value::{Value, ValueType};
-
-use super::kernel::{
-    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, vertical_first,
-    SourceU8, Taps,
+use crate::ops::crop::Crop;
+use crate::ops::resize::Resize;
+use crate::ops::window::crop_fill;
+use crate::ops::{CropParams, OpParams, Operator, SampleContext};
+use crate::resample::{
+    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_image,
+    vertical_first, Interp, SourceU8, Taps,
 };
-use super::{resize_image, Interp, Resize};
+use crate::schema::expect_u8_hwc;
+use crate::value::{Value, ValueType};
 
 /// A crop window `(top, left, height, width)` inside the resized image, or `None` when the
 /// crop reaches outside it.
@@ -51,16 +51,6 @@ enum Plan {
     Nearest { xs: Vec<u32>, ys: Vec<u32> },
 }
 
-fn subset(t: Taps, keep: std::ops::Range<usize>) -> Taps {
-    let k = t.ksize;
-    Taps {
-        ksize: k,
-        start: t.start[keep.clone()].to_vec(),
-        len: t.len[keep.clone()].to_vec(),
-        weights: t.weights[keep.start * k..keep.end * k].to_vec(),
-    }
-}
-
 fn plan(
     r: &Resize,
     h: usize,
@@ -75,18 +65,10 @@ fn plan(
     }
     match r.interp {
         Interp::Bilinear => Plan::Bilinear {
-            h: (ow != w).then(|| {
-                subset(
-                    bilinear_taps(w, 0.0, w as f32, ow, r.antialias),
-                    cl..cl + cw,
-                )
-            }),
-            v: (oh != h).then(|| {
-                subset(
-                    bilinear_taps(h, 0.0, h as f32, oh, r.antialias),
-                    ct..ct + ch,
-                )
-            }),
+            h: (ow != w)
+                .then(|| bilinear_taps(w, 0.0, w as f32, ow, r.antialias).subset(cl..cl + cw)),
+            v: (oh != h)
+                .then(|| bilinear_taps(h, 0.0, h as f32, oh, r.antialias).subset(ct..ct + ch)),
             vertical_first: vertical_first(h, w, oh, ow),
         },
         Interp::Nearest => Plan::Nearest {
@@ -222,22 +204,27 @@ impl ResizeCrop {
         }
     }
 
-    fn record(&self, ctx: &mut SampleContext<'_>, (top, left): (i64, i64)) {
+    /// Records the crop's window, in the resized image of an `h` × `w` input, under the crop
+    /// operator's name.
+    fn record(&self, ctx: &mut SampleContext<'_>, (top, left): (i64, i64), (h, w): (usize, usize)) {
+        let (source_height, source_width) = self.resize.target.output_size(h, w);
         ctx.params.push((
             self.crop_name.clone(),
-            OpParams::Crop {
+            OpParams::Crop(CropParams {
                 top,
                 left,
                 height: self.crop.height,
                 width: self.crop.width,
-            },
+                source_height,
+                source_width,
+            }),
         ));
     }
 }
 
 impl Operator for ResizeCrop {
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String> {
-        let mut t = super::expect_u8_hwc("resize", inputs)?;
+        let mut t = expect_u8_hwc("resize", inputs)?;
         t.size = Some((self.crop.height, self.crop.width));
         Ok(vec![ValueType::Image(t)])
     }
@@ -248,16 +235,13 @@ impl Operator for ResizeCrop {
         ctx: &mut SampleContext<'_>,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = crate::ops::single_image(inputs, ctx)?;
+        let size = (im.height, im.width);
         let (out, offsets) = self.apply(im).map_err(|message| SampleErrorKind::Op {
             op: self.resize_name.to_string(),
             message,
         })?;
-        self.record(ctx, offsets);
+        self.record(ctx, offsets, size);
         Ok(vec![Value::Image(out)])
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
     }
 }
 
@@ -272,7 +256,9 @@ pub struct DecodeResizeCrop {
 }
 
 impl DecodeResizeCrop {
-    fn apply(&self, bytes: &[u8]) -> Result<(Image, (i64, i64)), SampleErrorKind> {
+    /// The output, the crop's offsets and the decoded image's size.
+    #[allow(clippy::type_complexity)]
+    fn apply(&self, bytes: &[u8]) -> Result<(Image, (i64, i64), (usize, usize)), SampleErrorKind> {
         let op_err = |message: String| SampleErrorKind::Op {
             op: self.rest.resize_name.to_string(),
             message,
@@ -282,14 +268,16 @@ impl DecodeResizeCrop {
         let (oh, ow) = self.rest.resize.target.output_size(h, w);
         let Some(win) = inner_window(&self.rest.crop, oh, ow).filter(|_| h > 0 && w > 0) else {
             let im = decode(bytes, &self.decode)?;
-            return step_by_step(&self.rest.resize, &self.rest.crop, im).map_err(op_err);
+            return step_by_step(&self.rest.resize, &self.rest.crop, im)
+                .map(|(out, offsets)| (out, offsets, (h, w)))
+                .map_err(op_err);
         };
         let p = plan(&self.rest.resize, h, w, oh, ow, win);
         let (r0, c0, rh, rw) = p.source(win);
         let part = decode_window(bytes, &self.decode, (r0, c0, rh, rw))?;
         let out = p.run(&part, (r0, c0), win).map_err(op_err)?;
         crate::scratch::recycle_image(part);
-        Ok((out, (win.0 as i64, win.1 as i64)))
+        Ok((out, (win.0 as i64, win.1 as i64), (h, w)))
     }
 }
 
@@ -316,8 +304,8 @@ impl Operator for DecodeResizeCrop {
         };
         let result = self.apply(&bytes);
         crate::scratch::recycle_encoded(bytes);
-        let (out, offsets) = result?;
-        self.rest.record(ctx, offsets);
+        let (out, offsets, size) = result?;
+        self.rest.record(ctx, offsets, size);
         Ok(vec![Value::Image(out)])
     }
 }

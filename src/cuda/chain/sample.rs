@@ -1,4 +1,6 @@
-//! The fused chain: window → resize → flip → normalize → cast → layout, one launch per batch.
+//! One sample of the fused chain ([`FusedSample`]: window → resize with antialias → crop of
+//! the resized image → flip → color jitter → normalize → cast → layout) and the kernel
+//! descriptor built from it.
 //!
 //! Tap tables are computed on the host by the same Rust functions the CPU path uses
 //! ([`bilinear_taps`], [`nearest_indices`], [`vertical_first`]) and uploaded once per batch,
@@ -9,24 +11,30 @@
 //! reads per output element instead of `taps_v + taps_h` amortised, which is small for the
 //! usual 2–4× downscales of training crops and served from cache.
 
-use super::batch::{DeviceBatch, DeviceImage};
-use super::desc::{dtype, fused_flags, FusedDesc};
-use super::launch::{batch_grid, launch, Arg};
-use super::module::KernelModule;
-use super::Device;
+use crate::cuda::batch::DeviceImage;
+use crate::cuda::desc::{dtype, fused_flags, FusedDesc, JitterDesc};
 use crate::error::Error;
 use crate::image::{DType, Layout};
-use crate::ops::resize::{bilinear_taps, nearest_indices, vertical_first, Interp, Taps};
+use crate::resample::{bilinear_taps, nearest_indices, vertical_first, Interp, Taps};
 
-/// What the fused chain does to one sample.
+/// A window `(top, left, height, width)` in pixels.
+pub type Rect = (usize, usize, usize, usize);
+
+/// What the fused chain does to one sample of a u8 HWC source image: take `window`, resample
+/// it to `out_h` × `out_w`, keep the part `keep` of that (a crop after the resize), mirror,
+/// jitter, normalize, convert to `dtype` and write in `layout`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FusedSample {
     /// Window (top, left, height, width) inside the source image.
-    pub window: (usize, usize, usize, usize),
-    /// Output rows.
+    pub window: Rect,
+    /// Rows the window is resampled to.
     pub out_h: usize,
-    /// Output columns.
+    /// Columns the window is resampled to.
     pub out_w: usize,
+    /// The part of the resampled window that is output (top, left, height, width inside
+    /// `out_h` × `out_w`): a crop after the resize, computed without resampling the rest;
+    /// `None` = all of it.
+    pub keep: Option<Rect>,
     /// Interpolation.
     pub interp: Interp,
     /// Widen the bilinear filter when shrinking.
@@ -35,6 +43,8 @@ pub struct FusedSample {
     pub flip_h: bool,
     /// Mirror top–bottom (after resizing).
     pub flip_v: bool,
+    /// Color jitter (after the flip, on the u8 pixels); `None` = none.
+    pub jitter: Option<JitterSample>,
     /// Per-channel `(mean, 1 / std)` in f32, as `Normalize` holds them; `None` = no normalize.
     pub normalize: Option<([f32; 4], [f32; 4])>,
     /// Output element type (u8 only without normalize, or as `cast` to u8 after it).
@@ -46,24 +56,31 @@ pub struct FusedSample {
 impl FusedSample {
     /// A plain resize of `window` to `out_h` × `out_w`, u8 HWC output.
     pub fn resize(
-        window: (usize, usize, usize, usize),
+        window: Rect,
         out_h: usize,
         out_w: usize,
         interp: Interp,
         antialias: bool,
-    ) -> FusedSample {
+    ) -> Self {
         FusedSample {
             window,
             out_h,
             out_w,
+            keep: None,
             interp,
             antialias,
             flip_h: false,
             flip_v: false,
+            jitter: None,
             normalize: None,
             dtype: DType::U8,
             layout: Layout::Hwc,
         }
+    }
+
+    /// The output's (rows, columns): the kept part of the resampled window.
+    pub fn output_size(&self) -> (usize, usize) {
+        self.keep.map_or((self.out_h, self.out_w), |k| (k.2, k.3))
     }
 
     /// `(mean, inv_std)` for the descriptor from `Normalize`'s one-or-per-channel values.
@@ -86,6 +103,68 @@ impl FusedSample {
             }
         }
         Ok((m, s))
+    }
+}
+
+/// One sample's color jitter as the jitter kernels take it: the adjustments in `order`
+/// (0 brightness, 1 contrast, 2 saturation, 3 hue), each `None` when disabled. Built by the
+/// `color_jitter` operator from the factors its setup drew (see that operator for the
+/// arithmetic).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JitterSample {
+    /// Application order.
+    pub order: [u8; 4],
+    /// Brightness blend factor.
+    pub brightness: Option<f32>,
+    /// Contrast blend factor.
+    pub contrast: Option<f32>,
+    /// Saturation blend factor.
+    pub saturation: Option<f32>,
+    /// Byte added to H (mod 256).
+    pub hue_shift: Option<u8>,
+}
+
+impl JitterSample {
+    /// No adjustment (every step disabled).
+    pub const NONE: JitterSample = JitterSample {
+        order: [0, 1, 2, 3],
+        brightness: None,
+        contrast: None,
+        saturation: None,
+        hue_shift: None,
+    };
+
+    /// The descriptor for an image of `pixels` pixels (address left 0).
+    pub fn desc(&self, pixels: usize) -> Result<JitterDesc, Error> {
+        if self.order.iter().any(|&k| k > 3) {
+            return Err(Error::Cuda(format!(
+                "bad adjustment order {:?}",
+                self.order
+            )));
+        }
+        let mut d = JitterDesc {
+            pixels: u32::try_from(pixels)
+                .map_err(|_| Error::Cuda(format!("pixel count {pixels} is too large")))?,
+            order: u32::from_le_bytes(self.order),
+            ..JitterDesc::default()
+        };
+        if let Some(f) = self.brightness {
+            d.enabled |= 1;
+            d.brightness = f;
+        }
+        if let Some(f) = self.contrast {
+            d.enabled |= 2;
+            d.contrast = f;
+        }
+        if let Some(f) = self.saturation {
+            d.enabled |= 4;
+            d.saturation = f;
+        }
+        if let Some(h) = self.hue_shift {
+            d.enabled |= 8;
+            d.hue_shift = u32::from(h);
+        }
+        Ok(d)
     }
 }
 
@@ -137,7 +216,9 @@ impl SourceDims {
 
 /// The descriptor of one sample (addresses left 0) and its tables appended to `table`.
 /// Errors on what the CPU path also rejects (window outside the image, empty sizes) and on
-/// what the fused kernel does not take (more than 4 channels).
+/// what the fused kernel does not take (more than 4 channels). The descriptor holds the
+/// resampling, flip, normalize, dtype and layout; the jitter is applied between launches
+/// (see [`super::run_fused_batch`]).
 pub fn build_desc(
     im: SourceDims,
     s: &FusedSample,
@@ -170,6 +251,18 @@ pub fn build_desc(
             s.out_h, s.out_w
         )));
     }
+    // The kept part of the resampled window: whole rows `kt..kt + kh`, columns `kl..kl + kw`.
+    let (kt, kl, kh, kw) = s.keep.unwrap_or((0, 0, s.out_h, s.out_w));
+    if kt.checked_add(kh).is_none_or(|e| e > s.out_h)
+        || kl.checked_add(kw).is_none_or(|e| e > s.out_w)
+        || kh == 0
+        || kw == 0
+    {
+        return Err(Error::Cuda(format!(
+            "kept part {kh}x{kw} at ({kt}, {kl}) is not inside the resampled {}x{}",
+            s.out_h, s.out_w
+        )));
+    }
     let u = |v: usize| u32::try_from(v).map_err(|_| Error::Cuda(format!("size {v} too large")));
     let mut d = FusedDesc {
         src_pitch: u(im.pitch)?,
@@ -180,35 +273,42 @@ pub fn build_desc(
         win_left: u(left)?,
         win_h: u(wh)?,
         win_w: u(ww)?,
-        out_h: u(s.out_h)?,
-        out_w: u(s.out_w)?,
+        out_h: u(kh)?,
+        out_w: u(kw)?,
         out_dtype: dtype::code(s.dtype),
         ..FusedDesc::default()
     };
     match s.interp {
         Interp::Bilinear => {
+            // Taps of the whole resize restricted to the kept outputs, so the pass order and
+            // skipped passes are those of the whole resize (as the CPU's resize → crop).
             if s.out_w != ww {
                 let t = bilinear_taps(ww, 0.0, ww as f32, s.out_w, s.antialias).shifted(left);
-                (d.h_off, d.h_ksize) = push_taps(table, &t)?;
+                (d.h_off, d.h_ksize) = push_taps(table, &t.subset(kl..kl + kw))?;
                 d.flags |= fused_flags::H_PASS;
+            } else {
+                // No horizontal pass: the kernel reads columns `win_left + x`.
+                d.win_left = u(left + kl)?;
             }
             if s.out_h != wh {
                 let t = bilinear_taps(wh, 0.0, wh as f32, s.out_h, s.antialias).shifted(top);
-                (d.v_off, d.v_ksize) = push_taps(table, &t)?;
+                (d.v_off, d.v_ksize) = push_taps(table, &t.subset(kt..kt + kh))?;
                 d.flags |= fused_flags::V_PASS;
+            } else {
+                d.win_top = u(top + kt)?;
             }
             if vertical_first(wh, ww, s.out_h, s.out_w) {
                 d.flags |= fused_flags::VERTICAL_FIRST;
             }
         }
         Interp::Nearest => {
-            let xs: Vec<u32> = nearest_indices(ww, 0.0, ww as f32, s.out_w)
-                .into_iter()
-                .map(|x| x + left as u32)
+            let xs: Vec<u32> = nearest_indices(ww, 0.0, ww as f32, s.out_w)[kl..kl + kw]
+                .iter()
+                .map(|&x| x + left as u32)
                 .collect();
-            let ys: Vec<u32> = nearest_indices(wh, 0.0, wh as f32, s.out_h)
-                .into_iter()
-                .map(|y| y + top as u32)
+            let ys: Vec<u32> = nearest_indices(wh, 0.0, wh as f32, s.out_h)[kt..kt + kh]
+                .iter()
+                .map(|&y| y + top as u32)
                 .collect();
             d.h_off = push_indices(table, &xs)?;
             d.v_off = push_indices(table, &ys)?;
@@ -230,97 +330,4 @@ pub fn build_desc(
         d.flags |= fused_flags::CHW;
     }
     Ok(d)
-}
-
-/// Runs the resampling kernel `entry` of `module` over a batch (shared by the fused chain
-/// and the standalone resize).
-pub(crate) fn run_resample(
-    dev: &Device,
-    module: KernelModule,
-    entry: &'static str,
-    inputs: &[DeviceImage],
-    samples: &[FusedSample],
-    out_dtype: DType,
-    out_layout: Layout,
-) -> Result<DeviceBatch, Error> {
-    if inputs.len() != samples.len() || inputs.is_empty() {
-        return Err(Error::Cuda(format!(
-            "{} images for {} sample descriptions",
-            inputs.len(),
-            samples.len()
-        )));
-    }
-    if samples
-        .iter()
-        .any(|s| s.dtype != out_dtype || s.layout != out_layout)
-    {
-        return Err(Error::Cuda(
-            "every sample of a batch must have the same output dtype and layout".into(),
-        ));
-    }
-    let mut table = Vec::new();
-    let mut descs = Vec::with_capacity(samples.len());
-    for (im, s) in inputs.iter().zip(samples) {
-        im.check()?;
-        descs.push(build_desc(SourceDims::of(im)?, s, &mut table)?);
-    }
-    let shapes: Vec<_> = inputs
-        .iter()
-        .zip(samples)
-        .map(|(im, s)| (s.out_h, s.out_w, im.channels))
-        .collect();
-    let (out, placed) = DeviceBatch::allocate(dev, &shapes, out_dtype)?;
-    let stream = dev.stream();
-    for ((d, im), p) in descs.iter_mut().zip(inputs).zip(&placed) {
-        d.src = im.address(stream);
-        d.dst = out.address(stream, p.offset);
-    }
-    if table.is_empty() {
-        table.push(0);
-    }
-    let descs_dev = dev.upload_pod(&descs)?;
-    let table_dev = dev.upload_pod(&table)?;
-    let func = dev.modules().function(module, entry)?;
-    let max_px = samples
-        .iter()
-        .map(|s| (s.out_h * s.out_w) as u64)
-        .max()
-        .unwrap_or(1);
-    let cfg = batch_grid(max_px, samples.len())?;
-    let args = [
-        Arg::Buf(descs_dev.slice()),
-        Arg::Buf(table_dev.slice()),
-        Arg::U32(samples.len() as u32),
-    ];
-    // SAFETY: the kernel takes (const FusedDesc*, const i32*, u32). Every descriptor's `src`
-    // covers the image checked above (window inside, pitch ≥ row), `dst` the packed output
-    // placed for it in `out` (out_h · out_w · channels elements of `out_dtype`), and its
-    // table offsets index entries pushed into `table` for it. The uploads, inputs and output
-    // stay alive until the kernel is done: they are pooled buffers reused only by later work
-    // on this same stream, and `out` moves into the returned batch.
-    unsafe { launch(stream, &func, cfg, &args)? };
-    DeviceBatch::finish(dev, out, placed, out_dtype, out_layout)
-}
-
-/// Runs the fused chain over a batch: sample `i` of the output is `samples[i]` applied to
-/// `inputs[i]` (u8 HWC, 1 to 4 channels). Every sample must ask for the same dtype and
-/// layout. One kernel launch for the whole batch, on `dev`'s stream; the returned batch's
-/// event completes when it is written.
-pub fn run_fused_batch(
-    dev: &Device,
-    inputs: &[DeviceImage],
-    samples: &[FusedSample],
-) -> Result<DeviceBatch, Error> {
-    let first = samples
-        .first()
-        .ok_or_else(|| Error::Cuda("empty batch".into()))?;
-    run_resample(
-        dev,
-        KernelModule::Fused,
-        "fused_crop_resize_normalize",
-        inputs,
-        samples,
-        first.dtype,
-        first.layout,
-    )
 }

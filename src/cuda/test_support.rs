@@ -1,0 +1,315 @@
+//! Helpers shared by the GPU parity tests and the host emulation of the kernels in the
+//! operator folders (compiled for tests only): device 0 or a visible skip, test images,
+//! batch comparison, and the kernels built for the host (`tests/cuda_emu/emu.cpp`).
+//!
+//! Parity tests open device 0 and print "skipped: no CUDA driver" and return when that
+//! fails (set `STOKEHOLD_REQUIRE_GPU=1` to make that a failure instead, on a GPU machine);
+//! they need no files, so a prebuilt test binary runs them anywhere (their names start with
+//! `gpu_`: `stokehold-<hash> gpu_ --test-threads=1`). u8 outputs must match the
+//! CPU bit for bit; float outputs within 1e-3 (relative above 1).
+//!
+//! The emulation compiles the kernels with the host's C++ compiler and runs one
+//! single-thread block per sample, so the grid-stride loops cover everything. What it cannot
+//! check: the CUDA intrinsics and PTX conversions themselves (mapped to IEEE host
+//! operations), and the multi-thread reduction. It skips when no C++ compiler (`$CXX`, else
+//! `g++`) can be run.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Command;
+
+use super::batch::pixels_from_bytes;
+use super::chain::launcher::JitterStages;
+use super::chain::{build_desc, FusedSample, SourceDims};
+use super::desc::{FusedDesc, JitterDesc};
+use super::{Device, DeviceBatch, DeviceImage};
+use crate::image::{DType, Image, Layout, Pixels};
+use crate::rng::SampleRng;
+
+/// Device 0, or `None` after saying why the test is skipped.
+pub(crate) fn device() -> Option<Device> {
+    match Device::new(0) {
+        Ok(d) => {
+            eprintln!("GPU: {:?}", d.info());
+            Some(d)
+        }
+        Err(e) => {
+            if std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("STOKEHOLD_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            eprintln!("skipped: no CUDA driver ({e})");
+            None
+        }
+    }
+}
+
+/// Deterministic noise with some smooth structure.
+pub(crate) fn image_u8(h: usize, w: usize, c: usize, seed: u64) -> Image {
+    let mut rng = SampleRng::from_key(seed);
+    let data = (0..h * w * c)
+        .map(|i| {
+            let smooth = ((i / c) % w * 255 / w.max(1)) as u64;
+            ((smooth + rng.below(64)) % 256) as u8
+        })
+        .collect();
+    Image::from_u8_hwc(h, w, c, data)
+}
+
+/// Odd shapes: 1×1, single rows and columns, odd widths, larger.
+pub(crate) const SHAPES: &[(usize, usize)] = &[
+    (1, 1),
+    (1, 7),
+    (9, 1),
+    (5, 9),
+    (17, 33),
+    (64, 47),
+    (120, 90),
+];
+
+/// A u8 image's values in any dtype and layout (exact).
+pub(crate) fn in_any(im: &Image, dtype: DType, layout: Layout) -> Image {
+    crate::testutil::widen(im, dtype, layout)
+}
+
+/// Uploads every image.
+pub(crate) fn upload_all(dev: &Device, ims: &[Image]) -> Vec<DeviceImage> {
+    ims.iter()
+        .map(|im| DeviceImage::upload(dev, im).expect("upload"))
+        .collect()
+}
+
+/// `got` equals `want`: same shape, u8 bit for bit, floats within 1e-3 (relative above 1).
+pub(crate) fn assert_same(got: &Image, want: &Image, what: &str) {
+    assert_eq!(
+        (got.height, got.width, got.channels, got.layout, got.dtype()),
+        (
+            want.height,
+            want.width,
+            want.channels,
+            want.layout,
+            want.dtype()
+        ),
+        "{what}: shape"
+    );
+    match (&got.pixels, &want.pixels) {
+        (Pixels::U8(a), Pixels::U8(b)) => {
+            if let Some(i) = a.iter().zip(b).position(|(x, y)| x != y) {
+                panic!(
+                    "{what}: u8 differs at element {i}: gpu {} cpu {}",
+                    a[i], b[i]
+                );
+            }
+        }
+        _ => {
+            let (a, b) = (
+                crate::testutil::to_f32s(got),
+                crate::testutil::to_f32s(want),
+            );
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-3 * y.abs().max(1.0);
+                assert!(ok, "{what}: element {i}: gpu {x} cpu {y}");
+            }
+        }
+    }
+}
+
+/// Every sample of `batch` equals its CPU result.
+pub(crate) fn check_batch(batch: &DeviceBatch, want: &[Image], what: &str) {
+    let got = batch.to_host().expect("download");
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_same(g, w, &format!("{what}, sample {i}"));
+    }
+}
+
+type SetBlock = unsafe extern "C" fn(u32, u32);
+
+/// The kernels of `kernels/` built for the host as a shared library.
+pub(crate) struct Emu {
+    lib: libloading::Library,
+    _dir: tempfile::TempDir,
+}
+
+impl Emu {
+    /// Builds and loads the emulation, or `None` after saying why the test is skipped.
+    pub(crate) fn load() -> Option<Emu> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_emu/emu.cpp");
+        if !src.is_file() {
+            eprintln!("skipped: {} not found", src.display());
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let lib = dir.path().join("libstokehold_emu.so");
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
+        let status = Command::new(&cxx)
+            .args([
+                "-O1",
+                "-shared",
+                "-fPIC",
+                "-ffp-contract=off",
+                "-std=c++17",
+                "-o",
+            ])
+            .arg(&lib)
+            .arg(&src)
+            .status();
+        match status {
+            Err(e) => {
+                eprintln!("skipped: no C++ compiler ({cxx}: {e})");
+                None
+            }
+            Ok(s) => {
+                assert!(
+                    s.success(),
+                    "{cxx} failed to build the kernel emulation ({s})"
+                );
+                // SAFETY: the library was just built from our own source; loading it runs no
+                // initialisers beyond the C++ runtime's.
+                let lib = unsafe { libloading::Library::new(&lib) }.expect("load emulation");
+                Some(Emu { lib, _dir: dir })
+            }
+        }
+    }
+
+    /// The kernel (or helper) `name`, typed as `T` by the caller.
+    pub(crate) fn sym<T: Copy>(&self, name: &str) -> T {
+        // SAFETY: every name is an `extern "C"` function of emu.cpp with the signature `T`
+        // given at the call site (the kernels' C parameter lists).
+        unsafe { *self.lib.get::<T>(name.as_bytes()).expect(name) }
+    }
+
+    /// Runs `f` once per sample as block (0, s).
+    pub(crate) fn per_sample(&self, n: usize, mut f: impl FnMut()) {
+        let set: SetBlock = self.sym("emu_set_block");
+        for s in 0..n {
+            // SAFETY: sets plain globals of the emulation.
+            unsafe { set(s as u32, n as u32) };
+            f();
+        }
+    }
+}
+
+/// A zeroed, 8-byte aligned output buffer of `bytes` bytes.
+pub(crate) fn out_buf(bytes: usize) -> Vec<u64> {
+    vec![0u64; bytes.div_ceil(8).max(1)]
+}
+
+fn bytes_of(buf: &[u64], n: usize) -> Vec<u8> {
+    buf.iter().flat_map(|w| w.to_ne_bytes()).take(n).collect()
+}
+
+/// The image an emulated kernel wrote into `buf`.
+pub(crate) fn image_from(
+    buf: &[u64],
+    h: usize,
+    w: usize,
+    c: usize,
+    dt: DType,
+    layout: Layout,
+) -> Image {
+    Image {
+        height: h,
+        width: w,
+        channels: c,
+        layout,
+        pixels: pixels_from_bytes(&bytes_of(buf, h * w * c * dt.size()), dt),
+    }
+}
+
+type ChainKernel = unsafe extern "C" fn(*const FusedDesc, *const i32, u32);
+type JitterKernel = unsafe extern "C" fn(*const JitterDesc, u32, u32, *mut u64);
+
+/// Runs the chain kernel `entry` (`fused_crop_resize_normalize` or `resize_u8`) on the host
+/// over u8 HWC images, one sample each (any mix of dtypes and layouts, unlike a device batch).
+pub(crate) fn run_chain_emu(
+    emu: &Emu,
+    entry: &str,
+    ims: &[Image],
+    samples: &[FusedSample],
+) -> Vec<Image> {
+    let kernel: ChainKernel = emu.sym(entry);
+    let mut table = Vec::new();
+    let mut outs: Vec<Vec<u64>> = Vec::new();
+    let mut descs = Vec::new();
+    for (im, s) in ims.iter().zip(samples) {
+        let dims = SourceDims {
+            height: im.height,
+            width: im.width,
+            channels: im.channels,
+            pitch: im.width * im.channels,
+        };
+        let mut d = build_desc(dims, s, &mut table).expect("descriptor");
+        let (h, w) = s.output_size();
+        let out = out_buf(h * w * im.channels * s.dtype.size());
+        d.src = im.as_u8_hwc().unwrap().as_ptr() as u64;
+        d.dst = out.as_ptr() as u64;
+        outs.push(out);
+        descs.push(d);
+    }
+    table.push(0);
+    emu.per_sample(descs.len(), || {
+        // SAFETY: the descriptors point at the live input images and output buffers sized
+        // for them; the table holds their taps.
+        unsafe { kernel(descs.as_ptr(), table.as_ptr(), descs.len() as u32) }
+    });
+    outs.iter()
+        .zip(ims.iter().zip(samples))
+        .map(|(o, (im, s))| {
+            let (dt, layout) = if entry == "resize_u8" {
+                (DType::U8, Layout::Hwc)
+            } else {
+                (s.dtype, s.layout)
+            };
+            let (h, w) = s.output_size();
+            image_from(o, h, w, im.channels, dt, layout)
+        })
+        .collect()
+}
+
+/// Runs the jitter kernels on the host over HWC RGB images in place, `descs[i]` (data
+/// address filled in here) for `images[i]`.
+pub(crate) fn run_jitter_emu(emu: &Emu, images: &mut [Vec<u8>], mut descs: Vec<JitterDesc>) {
+    let reduce: JitterKernel = emu.sym("jitter_luma_sum");
+    let step: JitterKernel = emu.sym("jitter_step");
+    for (d, im) in descs.iter_mut().zip(images.iter_mut()) {
+        d.data = im.as_mut_ptr() as u64;
+    }
+    let mut sums = vec![0u64; descs.len()];
+    let n = descs.len() as u32;
+    for k in 0..4 {
+        emu.per_sample(descs.len(), || {
+            // SAFETY: the descriptors point at the live images; `sums` has one entry each.
+            unsafe { reduce(descs.as_ptr(), n, k, sums.as_mut_ptr()) }
+        });
+        emu.per_sample(descs.len(), || {
+            // SAFETY: as above.
+            unsafe { step(descs.as_ptr(), n, k, sums.as_mut_ptr()) }
+        });
+    }
+}
+
+/// What `crate::cuda::run_fused_batch` computes, on the host: one chain launch, or — with
+/// color jitter — the same three stages it launches.
+pub(crate) fn run_fused_batch_emu(emu: &Emu, ims: &[Image], samples: &[FusedSample]) -> Vec<Image> {
+    const ENTRY: &str = "fused_crop_resize_normalize";
+    let Some(stages) = JitterStages::of(samples) else {
+        return run_chain_emu(emu, ENTRY, ims, samples);
+    };
+    let resampled = run_chain_emu(emu, ENTRY, ims, &stages.geometry);
+    let mut bytes: Vec<Vec<u8>> = resampled
+        .iter()
+        .map(|im| im.as_u8_hwc().expect("u8 HWC").to_vec())
+        .collect();
+    let descs = resampled
+        .iter()
+        .zip(&stages.jitter)
+        .map(|(im, j)| j.desc(im.height * im.width).expect("descriptor"))
+        .collect();
+    run_jitter_emu(emu, &mut bytes, descs);
+    let jittered: Vec<Image> = resampled
+        .iter()
+        .zip(bytes)
+        .map(|(im, b)| Image::from_u8_hwc(im.height, im.width, im.channels, b))
+        .collect();
+    run_chain_emu(emu, ENTRY, &jittered, &stages.rest)
+}

@@ -1,0 +1,373 @@
+//! The fused chain kernel against the CPU operators it replaces: on the host (the kernels
+//! compiled by the host's C++ compiler), and on a GPU when there is one. Also the standalone
+//! `resize_u8` kernel, which shares the chain's resampler.
+
+use crate::cuda::chain::{FusedSample, JitterSample};
+use crate::cuda::run_fused_batch;
+use crate::cuda::test_support::{
+    assert_same, check_batch, device, image_u8, run_chain_emu, run_fused_batch_emu, upload_all,
+    Emu, SHAPES,
+};
+use crate::image::{DType, Image, Layout, Pixels};
+use crate::ops::cast::cast_image;
+use crate::ops::color_jitter::gpu::jitter_sample;
+use crate::ops::color_jitter::{apply as jitter_cpu, ColorJitter, JitterParams};
+use crate::ops::flip::{flip_in_place, Flip};
+use crate::ops::layout::{to_layout, ToLayout};
+use crate::ops::normalize::{normalize_image, per_channel, Normalize};
+use crate::ops::random_resized_crop::choose_window;
+use crate::ops::testing::setups_for;
+use crate::ops::window::crop_fill;
+use crate::ops::{FlipParams, GpuOperator, ImageShape, OpParams, Setup};
+use crate::resample::{resize_u8, Interp};
+use crate::rng::SampleRng;
+
+/// The CPU chain the fused kernel replaces: resize the window, keep part of it, mirror,
+/// jitter, normalize, cast, lay out.
+fn fused_cpu(im: &Image, s: &FusedSample, jitter: Option<&JitterParams>) -> Image {
+    let (h, w, c) = (im.height, im.width, im.channels);
+    let v = resize_u8(
+        im.as_u8_hwc().unwrap(),
+        h,
+        w,
+        c,
+        w,
+        s.window,
+        s.out_h,
+        s.out_w,
+        s.interp,
+        s.antialias,
+    )
+    .unwrap();
+    let mut out = Image::from_u8_hwc(s.out_h, s.out_w, c, v);
+    if let Some((t, l, h, w)) = s.keep {
+        out = crop_fill(&out, t as i64, l as i64, h, w, &[0.0]).unwrap();
+    }
+    flip_in_place(&mut out, s.flip_h, s.flip_v);
+    if let Some(p) = jitter {
+        let Pixels::U8(v) = &mut out.pixels else {
+            unreachable!("u8 before normalize")
+        };
+        jitter_cpu(v, p);
+    }
+    if let Some((m, inv)) = s.normalize {
+        let nd = if s.dtype == DType::F16 {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        out = normalize_image(out, &m[..c], &inv[..c], nd);
+    }
+    out = cast_image(&out, s.dtype);
+    to_layout(&out, s.layout)
+}
+
+#[test]
+fn gpu_fused_chain_matches_cpu() {
+    let Some(dev) = device() else { return };
+    let norm = Normalize::new(
+        &[123.675, 116.28, 103.53],
+        &[58.395, 57.12, 57.375],
+        DType::F32,
+    )
+    .unwrap();
+    for c in [1, 3] {
+        for (dtype, layout, normalize) in [
+            (DType::F32, Layout::Chw, true),
+            (DType::F16, Layout::Chw, true),
+            (DType::F32, Layout::Hwc, true),
+            (DType::U8, Layout::Chw, true),
+            (DType::U8, Layout::Hwc, false),
+            (DType::F16, Layout::Hwc, false),
+        ] {
+            let ims: Vec<Image> = (0..SHAPES.len() + 6)
+                .map(|k| {
+                    let (h, w) = SHAPES
+                        .get(k)
+                        .copied()
+                        .unwrap_or((200 + k * 31, 150 + k * 17));
+                    image_u8(h, w, c, 1000 + k as u64)
+                })
+                .collect();
+            let samples: Vec<FusedSample> = ims
+                .iter()
+                .enumerate()
+                .map(|(k, im)| {
+                    let mut rng = SampleRng::from_key(k as u64 * 7 + c as u64);
+                    let window = choose_window(
+                        im.height,
+                        im.width,
+                        (0.08, 1.0),
+                        (0.75, 4.0 / 3.0),
+                        &mut rng,
+                    );
+                    let (m, inv) = (per_channel(&norm.mean, c), per_channel(&norm.inv_std, c));
+                    let mut mm = [0f32; 4];
+                    let mut ii = [0f32; 4];
+                    mm[..c].copy_from_slice(&m);
+                    ii[..c].copy_from_slice(&inv);
+                    FusedSample {
+                        window,
+                        out_h: 16 + k % 5,
+                        out_w: 13 + k % 3,
+                        keep: None,
+                        jitter: None,
+                        interp: if k % 4 == 3 {
+                            Interp::Nearest
+                        } else {
+                            Interp::Bilinear
+                        },
+                        antialias: k % 5 != 4,
+                        flip_h: rng.bernoulli(0.5),
+                        flip_v: k % 3 == 0,
+                        normalize: normalize.then_some((mm, ii)),
+                        dtype,
+                        layout,
+                    }
+                })
+                .collect();
+            let inputs = upload_all(&dev, &ims);
+            let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
+            let want: Vec<Image> = ims
+                .iter()
+                .zip(&samples)
+                .map(|(im, s)| fused_cpu(im, s, None))
+                .collect();
+            check_batch(
+                &batch,
+                &want,
+                &format!("fused c={c} {dtype:?} {layout:?} norm={normalize}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_batches_chain_and_return_buffers_to_the_pool() {
+    let Some(dev) = device() else { return };
+    let ims: Vec<Image> = (0..4).map(|k| image_u8(20 + k, 30, 3, k as u64)).collect();
+    let inputs = upload_all(&dev, &ims);
+    let flip_setups: Vec<Setup> = inputs
+        .iter()
+        .map(|im| Setup {
+            output: ImageShape::of_device(im),
+            params: Some(OpParams::Flip(FlipParams {
+                horizontal: true,
+                vertical: false,
+            })),
+        })
+        .collect();
+    let flipped = Flip {
+        horizontal: 1.0,
+        vertical: 0.0,
+    }
+    .launch(&dev, &inputs, &flip_setups)
+    .expect("flip");
+    let layout = ToLayout {
+        layout: Layout::Chw,
+    };
+    let mid = flipped.images();
+    let chw = layout
+        .launch(&dev, &mid, &setups_for(&layout, &mid, 0))
+        .expect("layout");
+    let want: Vec<Image> = ims
+        .iter()
+        .map(|im| {
+            let mut o = im.clone();
+            flip_in_place(&mut o, true, false);
+            to_layout(&o, Layout::Chw)
+        })
+        .collect();
+    check_batch(&chw, &want, "flip then layout");
+    let idle = dev.pool().idle_count();
+    drop(chw);
+    drop(flipped);
+    assert!(dev.pool().idle_count() > idle);
+}
+
+fn random_sample(rng: &mut SampleRng, im: &Image, k: usize) -> FusedSample {
+    let window = if k % 3 == 0 {
+        (0, 0, im.height, im.width)
+    } else {
+        choose_window(im.height, im.width, (0.08, 1.0), (0.75, 4.0 / 3.0), rng)
+    };
+    let dim = |rng: &mut SampleRng, n: usize| match rng.below(4) {
+        0 => n,                                    // pass skipped
+        1 => 1 + rng.below(8) as usize,            // strong downscale
+        2 => n * 2 + rng.below(5) as usize,        // upscale
+        _ => 1 + rng.below(n as u64 + 3) as usize, // anything nearby
+    };
+    let c = im.channels;
+    let mut mean = [0f32; 4];
+    let mut inv = [0f32; 4];
+    for ch in 0..c {
+        mean[ch] = 100.0 + 10.0 * ch as f32;
+        inv[ch] = 1.0 / (50.0 + ch as f32 * 3.3);
+    }
+    let (dtype, layout, normalize) = match k % 5 {
+        0 => (DType::U8, Layout::Hwc, false),
+        1 => (DType::F32, Layout::Chw, true),
+        2 => (DType::F16, Layout::Chw, true),
+        3 => (DType::U8, Layout::Chw, true),
+        _ => (DType::F16, Layout::Hwc, false),
+    };
+    FusedSample {
+        window,
+        out_h: dim(rng, window.2),
+        out_w: dim(rng, window.3),
+        keep: None,
+        jitter: None,
+        interp: if rng.below(4) == 0 {
+            Interp::Nearest
+        } else {
+            Interp::Bilinear
+        },
+        antialias: rng.below(5) != 0,
+        flip_h: rng.bernoulli(0.5),
+        flip_v: rng.bernoulli(0.3),
+        normalize: normalize.then_some((mean, inv)),
+        dtype,
+        layout,
+    }
+}
+
+#[test]
+fn fused_and_resize_kernels_match_cpu_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let mut rng = SampleRng::from_key(2024);
+    for round in 0..40 {
+        let c = [1, 3, 4, 3][round % 4];
+        let ims: Vec<Image> = (0..6)
+            .map(|k| {
+                let h = 1 + rng.below(if k == 0 { 3 } else { 90 }) as usize;
+                let w = 1 + rng.below(if k == 1 { 3 } else { 90 }) as usize;
+                image_u8(h, w, c, rng.next_u64())
+            })
+            .collect();
+        let mut samples: Vec<FusedSample> = ims
+            .iter()
+            .enumerate()
+            .map(|(k, im)| random_sample(&mut rng, im, k + round))
+            .collect();
+        // One batch has one dtype and layout on the device; the emulation runs any mix.
+        let got = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
+            assert_same(
+                g,
+                &fused_cpu(im, s, None),
+                &format!("fused round {round} sample {k}: {s:?}"),
+            );
+        }
+        for s in &mut samples {
+            (s.flip_h, s.flip_v, s.normalize, s.dtype, s.layout) =
+                (false, false, None, DType::U8, Layout::Hwc);
+        }
+        let got = run_chain_emu(&emu, "resize_u8", &ims, &samples);
+        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
+            assert_same(
+                g,
+                &fused_cpu(im, s, None),
+                &format!("resize round {round} sample {k}: {s:?}"),
+            );
+        }
+    }
+}
+
+/// Crops after the resize (`keep`) and color jitter, through the same stages as
+/// `run_fused_batch`.
+#[test]
+fn kept_windows_and_jitter_match_cpu_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let mut rng = SampleRng::from_key(77);
+    let jitter = ColorJitter::new(0.4, 0.4, 0.4, 0.1).unwrap();
+    for round in 0..20 {
+        let ims: Vec<Image> = (0..5)
+            .map(|k| {
+                let h = 2 + rng.below(70) as usize;
+                let w = 2 + rng.below(70) as usize;
+                image_u8(h, w, 3, (round * 5 + k) as u64)
+            })
+            .collect();
+        let mut params = Vec::new();
+        let samples: Vec<FusedSample> = ims
+            .iter()
+            .enumerate()
+            .map(|(k, im)| {
+                let mut s = random_sample(&mut rng, im, k + round);
+                let kh = 1 + rng.below(s.out_h as u64) as usize;
+                let kw = 1 + rng.below(s.out_w as u64) as usize;
+                let kt = rng.below((s.out_h - kh + 1) as u64) as usize;
+                let kl = rng.below((s.out_w - kw + 1) as u64) as usize;
+                s.keep = Some((kt, kl, kh, kw));
+                let p = jitter.choose(&mut rng);
+                // Every other sample without jitter, in a batch that has some.
+                s.jitter = (k % 2 == 0).then(|| jitter_sample(&p));
+                params.push((k % 2 == 0).then_some(p));
+                // One device batch has one dtype and layout.
+                (s.dtype, s.layout, s.normalize) = (DType::F32, Layout::Chw, samples_norm());
+                s
+            })
+            .collect();
+        let got = run_fused_batch_emu(&emu, &ims, &samples);
+        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
+            assert_same(
+                g,
+                &fused_cpu(im, s, params[k].as_ref()),
+                &format!("round {round} sample {k}: {s:?}"),
+            );
+        }
+        // Without jitter the batch is one launch, and the same.
+        let plain: Vec<FusedSample> = samples
+            .iter()
+            .map(|s| FusedSample { jitter: None, ..*s })
+            .collect();
+        let got = run_fused_batch_emu(&emu, &ims, &plain);
+        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&plain).enumerate() {
+            assert_same(g, &fused_cpu(im, s, None), &format!("plain sample {k}"));
+        }
+    }
+    assert_eq!(JitterSample::NONE.desc(4).unwrap().enabled, 0);
+}
+
+fn samples_norm() -> Option<([f32; 4], [f32; 4])> {
+    Some((
+        [123.675, 116.28, 103.53, 0.0],
+        [1.0 / 58.395, 1.0 / 57.12, 1.0 / 57.375, 0.0],
+    ))
+}
+
+/// `run_fused_batch` with kept windows and color jitter (its three-stage path) on a GPU.
+#[test]
+fn gpu_fused_chain_with_keep_and_jitter_matches_cpu() {
+    let Some(dev) = device() else { return };
+    let mut rng = SampleRng::from_key(78);
+    let jitter = ColorJitter::new(0.4, 0.4, 0.4, 0.1).unwrap();
+    let ims: Vec<Image> = SHAPES
+        .iter()
+        .map(|&(h, w)| image_u8(h + 2, w + 2, 3, (h * w) as u64))
+        .collect();
+    let mut params = Vec::new();
+    let samples: Vec<FusedSample> = ims
+        .iter()
+        .enumerate()
+        .map(|(k, im)| {
+            let mut s = random_sample(&mut rng, im, k);
+            let (kh, kw) = (s.out_h.div_ceil(2), s.out_w.div_ceil(2));
+            s.keep = Some((s.out_h - kh, 0, kh, kw));
+            let p = jitter.choose(&mut rng);
+            s.jitter = (k % 2 == 0).then(|| jitter_sample(&p));
+            params.push((k % 2 == 0).then_some(p));
+            (s.dtype, s.layout, s.normalize) = (DType::F16, Layout::Chw, samples_norm());
+            s
+        })
+        .collect();
+    let inputs = upload_all(&dev, &ims);
+    let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
+    let want: Vec<Image> = ims
+        .iter()
+        .zip(&samples)
+        .zip(&params)
+        .map(|((im, s), p)| fused_cpu(im, s, p.as_ref()))
+        .collect();
+    check_batch(&batch, &want, "fused with keep and jitter");
+}

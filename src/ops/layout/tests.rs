@@ -1,0 +1,129 @@
+//! Tests of `layout`: known values, round trips, the host setup against `run_cpu`, and the
+//! GPU launcher (parity on a GPU, kernels emulated on the host).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::cuda::desc::{geom_flags, GeomDesc};
+use crate::cuda::test_support::{
+    assert_same, check_batch, device, image_from, image_u8, in_any, out_buf, upload_all, Emu,
+    SHAPES,
+};
+use crate::image::DType;
+use crate::ops::testing::{assert_setup_matches_run, key, setups_for};
+use crate::ops::{GpuOperator, ImageShape};
+
+#[test]
+fn known_values() {
+    // 1x2 RGB: pixels (1,2,3) (4,5,6) → planes R=[1,4] G=[2,5] B=[3,6].
+    let im = Image::from_u8_hwc(1, 2, 3, vec![1, 2, 3, 4, 5, 6]);
+    let chw = to_layout(&im, Layout::Chw);
+    assert_eq!(chw.pixels, crate::image::Pixels::U8(vec![1, 4, 2, 5, 3, 6]));
+    assert_eq!(chw.shape(), [3, 1, 2]);
+}
+
+proptest! {
+    #[test]
+    fn round_trip(h in 1usize..8, w in 1usize..8, c in 1usize..5) {
+        let src: Vec<u8> = (0..h * w * c).map(|i| (i * 7) as u8).collect();
+        let im = Image::from_u8_hwc(h, w, c, src);
+        let back = to_layout(&to_layout(&im, Layout::Chw), Layout::Hwc);
+        prop_assert_eq!(back, im);
+    }
+}
+
+#[test]
+fn setup_draws_what_run_cpu_records() {
+    for (k, layout) in [Layout::Chw, Layout::Hwc].into_iter().enumerate() {
+        let op = ToLayout { layout };
+        assert_setup_matches_run(&op, image_u8(3, 5, 3, k as u64), key(k, 2));
+    }
+}
+
+/// GPU parity (the layout part of the former `flip_layout_cast_match_cpu`).
+#[test]
+fn gpu_layout_matches_cpu() {
+    let Some(dev) = device() else { return };
+    for dtype in [DType::U8, DType::F16, DType::F32] {
+        for layout in [Layout::Hwc, Layout::Chw] {
+            for c in [1, 3, 4] {
+                let ims: Vec<Image> = SHAPES
+                    .iter()
+                    .map(|&(h, w)| in_any(&image_u8(h, w, c, (h * w) as u64), dtype, layout))
+                    .collect();
+                let inputs = upload_all(&dev, &ims);
+                for to in [Layout::Hwc, Layout::Chw] {
+                    let op = ToLayout { layout: to };
+                    let batch = op
+                        .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
+                        .expect("layout");
+                    let want: Vec<Image> = ims.iter().map(|im| to_layout(im, to)).collect();
+                    check_batch(
+                        &batch,
+                        &want,
+                        &format!("layout {dtype:?} {layout:?}->{to:?} c={c}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+type GeomKernel = unsafe extern "C" fn(*const GeomDesc, u32);
+
+/// The `transpose_b*` kernels on the host (the layout part of the former geometry-kernel
+/// test).
+#[test]
+fn transpose_kernels_match_cpu_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    for dt in [DType::U8, DType::F16, DType::F32] {
+        let suffix = ["b1", "b2", "", "b4"][dt.size() - 1];
+        let transpose: GeomKernel = emu.sym(&format!("transpose_{suffix}"));
+        for layout in [Layout::Hwc, Layout::Chw] {
+            for (h, w, c) in [(1, 1, 1), (5, 9, 3), (8, 3, 1), (7, 7, 4)] {
+                let im = in_any(&image_u8(h, w, c, (h * w + c) as u64), dt, layout);
+                let to = if layout == Layout::Hwc {
+                    Layout::Chw
+                } else {
+                    Layout::Hwc
+                };
+                let mut d = GeomDesc {
+                    src: im.pixels.as_bytes().as_ptr() as u64,
+                    src_h: h as u32,
+                    src_w: w as u32,
+                    out_h: h as u32,
+                    out_w: w as u32,
+                    channels: c as u32,
+                    ..GeomDesc::default()
+                };
+                d.flags = if to == Layout::Chw {
+                    geom_flags::TO_CHW
+                } else {
+                    0
+                };
+                let out = out_buf(h * w * c * dt.size());
+                d.dst = out.as_ptr() as u64;
+                emu.per_sample(1, || {
+                    // SAFETY: `d` points at the live image and an output sized for it.
+                    unsafe { transpose(&d, 1) }
+                });
+                assert_same(
+                    &image_from(&out, h, w, c, dt, to),
+                    &to_layout(&im, to),
+                    "layout",
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn shape_of_a_device_layout() {
+    let im = image_u8(2, 3, 4, 0);
+    let s = ToLayout {
+        layout: Layout::Chw,
+    }
+    .setup(SetupInput::Image(ImageShape::of(&im)), &key(0, 0))
+    .unwrap();
+    assert_eq!((s.output.layout, s.output.channels), (Layout::Chw, 4));
+}

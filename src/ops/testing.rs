@@ -1,0 +1,82 @@
+//! Helpers shared by the operators' tests (compiled for tests only): the check that an
+//! operator's host setup draws what its `run_cpu` records, and setups for GPU launches.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::cuda::DeviceImage;
+use crate::image::Image;
+use crate::value::Value;
+
+use super::{ImageShape, Operator, SampleContext, SampleKey, Setup, SetupInput};
+
+/// The sample key the tests use for sample `index` of operator `op_key`.
+pub(crate) fn key(index: usize, op_key: u64) -> SampleKey {
+    SampleKey {
+        seed: 0x5eed,
+        epoch: 3,
+        index,
+        op_key,
+    }
+}
+
+/// Runs `op` on `im` on the CPU as sample `key`, returning what it recorded and output.
+pub(crate) fn run_recorded(
+    op: &dyn Operator,
+    im: Image,
+    key: SampleKey,
+) -> (Vec<super::OpParams>, Image) {
+    let name: Arc<str> = Arc::from("op");
+    let mut params = Vec::new();
+    let mut ctx = SampleContext {
+        seed: key.seed,
+        epoch: key.epoch,
+        index: key.index,
+        path: Path::new("x.jpg"),
+        op_key: key.op_key,
+        op_name: &name,
+        params: &mut params,
+    };
+    let out = op
+        .run_cpu(vec![Value::Image(im)], &mut ctx)
+        .expect("run_cpu");
+    let Some(Value::Image(out)) = out.into_iter().next() else {
+        panic!("no image out")
+    };
+    (params.into_iter().map(|(_, p)| p).collect(), out)
+}
+
+/// The host setup of `op` for `im` as sample `key` draws exactly the parameters `run_cpu`
+/// records for the same sample, and predicts its output's shape.
+pub(crate) fn assert_setup_matches_run(op: &dyn Operator, im: Image, key: SampleKey) {
+    let setup = op
+        .setup(SetupInput::Image(ImageShape::of(&im)), &key)
+        .expect("setup");
+    let (recorded, out) = run_recorded(op, im, key);
+    assert_eq!(
+        recorded,
+        setup.params.clone().into_iter().collect::<Vec<_>>(),
+        "{op:?}: setup and run_cpu drew different parameters for {key:?}"
+    );
+    assert_eq!(
+        ImageShape::of(&out),
+        setup.output,
+        "{op:?}: setup predicted another output shape"
+    );
+}
+
+/// One host setup per device image (sample `i` is sample index `i`), as the GPU stage makes
+/// them.
+pub(crate) fn setups_for(op: &dyn Operator, inputs: &[DeviceImage], op_key: u64) -> Vec<Setup> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, im)| {
+            op.setup(
+                SetupInput::Image(ImageShape::of_device(im)),
+                &key(i, op_key),
+            )
+            .expect("setup")
+        })
+        .collect()
+}
