@@ -45,8 +45,6 @@ fn the_runtime_and_the_reader_have_no_import_loops() {
 }
 
 #[test]
-#[ignore = "ops/ still has import loops and operators importing each other (issue 15, the \
-            operator restructuring); run with --ignored to see them"]
 fn ops_pipeline_and_reader_have_no_import_loops_and_operators_import_no_operator() {
     check("pipeline,reader,ops");
 }

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::located::{config_error, read, LoadedSpec};
 use super::parse::{parse_all, Parsed};
-use super::{config_error, read, LoadedSpec};
 use crate::error::Error;
 use crate::pipeline::graph::Graph;
 use crate::pipeline::registry;

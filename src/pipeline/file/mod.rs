@@ -26,72 +26,23 @@
 //! validator, whose [`SpecError`]s [`config_error`] places in the file. [`Draft`] does both
 //! and reports every problem it can find in one go.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use super::spec::{PipelineSpec, SpecError, SpecPointer};
+use super::spec::{PipelineSpec, SpecError};
 use crate::error::Error;
 
 mod diagnose;
 pub mod docs;
+mod located;
 mod parse;
 #[cfg(test)]
 mod tests;
 mod write;
 
 pub use diagnose::{Checked, Draft};
+use located::read;
+pub use located::{config_error, LoadedSpec, SpecLocations};
 pub use write::to_toml;
-
-/// A 1-based (line, column) position; columns count characters.
-type Pos = (usize, usize);
-
-/// Where each part of a pipeline definition was written in its file, for error messages.
-#[derive(Debug, Clone, Default)]
-pub struct SpecLocations {
-    points: HashMap<SpecPointer, Pos>,
-    pipeline_header: Option<Pos>,
-    op_inputs_key: HashMap<usize, Pos>,
-    op_outputs_key: HashMap<usize, Pos>,
-}
-
-impl SpecLocations {
-    /// The 1-based (line, column) of `at` in the file.
-    ///
-    /// A setting or output edge points at its value, an argument at its key, an input or
-    /// output edge of an operator at its entry in `input(s)`/`output(s)`, a placement at
-    /// the operator's `device` value. Parts that were not written fall back to the nearest
-    /// enclosing part that was: a missing argument or edge to the operator's `kind` (or its
-    /// `inputs`/`outputs` key when there is one), a missing setting to the `[pipeline]`
-    /// header, and anything else to 1:1.
-    pub fn locate(&self, at: &SpecPointer) -> (usize, usize) {
-        if let Some(p) = self.points.get(at) {
-            return *p;
-        }
-        let get = |p: SpecPointer| self.points.get(&p).copied();
-        let op = |i: usize| get(SpecPointer::OpKind(i)).or_else(|| get(SpecPointer::Op(i)));
-        let found = match at {
-            SpecPointer::Setting(_) => self.pipeline_header,
-            SpecPointer::Output(_) => {
-                get(SpecPointer::Setting("outputs".to_string())).or(self.pipeline_header)
-            }
-            SpecPointer::Op(i) | SpecPointer::OpKind(i) => get(SpecPointer::Op(*i)),
-            SpecPointer::OpArg(i, _) | SpecPointer::OpPlacement(i) => op(*i),
-            SpecPointer::OpInput(i, _) => self.op_inputs_key.get(i).copied().or_else(|| op(*i)),
-            SpecPointer::OpOutput(i, _) => self.op_outputs_key.get(i).copied().or_else(|| op(*i)),
-            SpecPointer::Whole => None,
-        };
-        found.unwrap_or((1, 1))
-    }
-}
-
-/// A pipeline definition read from a file, with the locations of its parts.
-#[derive(Debug, Clone)]
-pub struct LoadedSpec {
-    /// The definition (not yet validated against the operator schemas).
-    pub spec: PipelineSpec,
-    /// Where each part was written.
-    pub locations: SpecLocations,
-}
 
 /// Reads and parses the pipeline file at `file`; sets `spec.file`.
 ///
@@ -105,14 +56,6 @@ pub fn load(file: &Path) -> Result<LoadedSpec, Error> {
     Ok(loaded)
 }
 
-/// The text of the pipeline file at `file`.
-fn read(file: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(file).map_err(|source| Error::Io {
-        path: file.to_path_buf(),
-        source,
-    })
-}
-
 /// Parses the text of a pipeline file; `file` is only used in error messages (the
 /// returned `spec.file` is `None`, see [`load`]).
 ///
@@ -124,19 +67,6 @@ pub fn parse(text: &str, file: &Path) -> Result<LoadedSpec, Error> {
     match parsed.errors.into_iter().next() {
         Some(e) => Err(e),
         None => Ok(parsed.loaded),
-    }
-}
-
-/// Turns a validator error about a spec loaded from `file` into an [`Error::Config`]
-/// at the place the offending part was written.
-pub fn config_error(file: &Path, locations: &SpecLocations, e: SpecError) -> Error {
-    let (line, column) = locations.locate(&e.at);
-    Error::Config {
-        file: file.to_path_buf(),
-        line,
-        column,
-        message: e.message,
-        help: e.help,
     }
 }
 

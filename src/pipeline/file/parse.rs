@@ -9,7 +9,7 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use super::docs::{OP_KEYS, OUTPUTS};
-use super::{LoadedSpec, Pos, SpecLocations};
+use super::located::{LoadedSpec, Pos, SpecLocations};
 use crate::error::Error;
 use crate::ops::ArgValue;
 use crate::pipeline::settings;

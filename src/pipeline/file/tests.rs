@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::ops::ArgValue;
+use crate::pipeline::spec::SpecPointer;
 use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Placement, Settings};
 
 const FILE: &str = "pipe.toml";
