@@ -110,19 +110,6 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
-    // Escape hatches and A/B switches: JPEGs entropy-decoded by libjpeg-turbo alone.
-    if env_flag("STOKEHOLD_LIBJPEG_PROGRESSIVE") {
-        stokehold::decode::set_own_progressive_decoder(false);
-        tracing::info!(
-            "STOKEHOLD_LIBJPEG_PROGRESSIVE: progressive JPEGs decoded by libjpeg-turbo alone"
-        );
-    }
-    if env_flag("STOKEHOLD_LIBJPEG_SEQUENTIAL") {
-        stokehold::decode::set_own_sequential_decoder(false);
-        tracing::info!(
-            "STOKEHOLD_LIBJPEG_SEQUENTIAL: sequential JPEGs entropy-decoded by libjpeg-turbo"
-        );
-    }
     let result = match cli.command {
         Command::Run {
             pipeline,
@@ -158,7 +145,27 @@ fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Graph> {
     if let Some(o) = opts {
         apply(&mut spec, o)?;
     }
+    libjpeg_switches(&mut spec);
     Graph::build(&spec).map_err(|e| file::config_error(path, &loaded.locations, e).into())
+}
+
+/// Escape hatches and A/B switches: with `STOKEHOLD_LIBJPEG_SEQUENTIAL` /
+/// `STOKEHOLD_LIBJPEG_PROGRESSIVE` set (not "0"), every `decode` operator of the spec
+/// entropy-decodes those JPEGs with libjpeg-turbo alone (its `sequential_decoder` /
+/// `progressive_decoder` argument).
+fn libjpeg_switches(spec: &mut PipelineSpec) {
+    for (var, arg) in [
+        ("STOKEHOLD_LIBJPEG_SEQUENTIAL", "sequential_decoder"),
+        ("STOKEHOLD_LIBJPEG_PROGRESSIVE", "progressive_decoder"),
+    ] {
+        if !env_flag(var) {
+            continue;
+        }
+        tracing::info!("{var}: decode operators get {arg} = \"libjpeg\"");
+        for op in spec.ops.iter_mut().filter(|op| op.kind == "decode") {
+            op.args.insert(arg.to_string(), "libjpeg".into());
+        }
+    }
 }
 
 fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {

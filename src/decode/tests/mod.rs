@@ -159,6 +159,11 @@ fn windows_sampled(h: usize, w: usize, sample: usize) -> Vec<Window> {
     wins
 }
 
+/// The header of a JPEG the test knows is whole.
+fn header(jpg: &[u8]) -> JpegHeader {
+    JpegHeader::read(jpg, &Limits::default()).unwrap()
+}
+
 /// The committed fixtures `tests/golden/<folder>/<prefix>-<name>.jpg`, named by file name.
 fn golden_jpegs(folder: &str, prefix: &str, names: &[&str]) -> Vec<(String, Vec<u8>)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
