@@ -115,3 +115,45 @@ fn gpu_request_without_a_gpu_path_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("GPU"));
 }
+
+/// `STOKEHOLD_LIBJPEG_SEQUENTIAL` / `STOKEHOLD_LIBJPEG_PROGRESSIVE` set the decode
+/// operators' `sequential_decoder` / `progressive_decoder` arguments (a misnamed argument
+/// would fail the pipeline's validation); "0" leaves them alone.
+#[test]
+fn libjpeg_switches_set_the_decode_arguments() {
+    let samples = tempfile::tempdir().unwrap();
+    for on in ["1", "0"] {
+        let out = stokehold()
+            .args([
+                "run",
+                "pipelines/resnet50-train.toml",
+                "--batch",
+                "16",
+                "--threads",
+                "2",
+                "--device",
+                "cpu",
+            ])
+            .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
+            .env("STOKEHOLD_LIBJPEG_SEQUENTIAL", on)
+            .env("STOKEHOLD_LIBJPEG_PROGRESSIVE", on)
+            .env("STOKEHOLD_LOG", "info")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        for arg in ["sequential_decoder", "progressive_decoder"] {
+            let said = stderr.contains(&format!("decode operators get {arg} = \"libjpeg\""));
+            assert_eq!(said, on == "1", "{arg}: {stderr}");
+        }
+        let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
+        let last = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            last.lines()
+                .last()
+                .unwrap()
+                .starts_with(&format!("images={n} skipped=0 ")),
+            "{last}"
+        );
+    }
+}

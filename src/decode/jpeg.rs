@@ -28,6 +28,8 @@ pub(crate) fn decode_pixels(
         if let Some(coefficients) = super::progressive::coefficients(bytes, h, region) {
             // Should libjpeg ever refuse our coefficients, the original still decodes (below).
             if let Ok(decoded) = coefficients.decode(h.components()) {
+                #[cfg(test)]
+                ENTROPY_DECODED_BY.set("stokehold progressive");
                 return Ok(decoded);
             }
         }
@@ -49,12 +51,24 @@ pub(crate) fn decode_pixels(
         if let Some(mut scan) = super::baseline::scan(bytes, h) {
             // Should our entropy decoding decline, libjpeg decodes the file alone (below).
             if let Ok((px, _, _, c)) = super::turbo::decode_from_source(data, &req, &mut scan) {
+                #[cfg(test)]
+                ENTROPY_DECODED_BY.set("stokehold sequential");
                 return Ok((px, c));
             }
         }
     }
     let (px, _, _, c) = super::turbo::decode(fewer_scans.as_deref().unwrap_or(data), &req)?;
+    #[cfg(test)]
+    ENTROPY_DECODED_BY.set("libjpeg");
     Ok((px, c))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Who entropy-decoded the last JPEG this thread decoded: tests check that the choice
+    /// in [`DecodeOptions`] is what decodes (the pixels are the same either way).
+    pub(super) static ENTROPY_DECODED_BY: std::cell::Cell<&'static str> =
+        const { std::cell::Cell::new("") };
 }
 
 /// Size of a `width` × `height` JPEG decoded at 1/`scale_denom` (libjpeg rounds up).

@@ -181,13 +181,76 @@ fn progressive_decode_paths_agree() {
     let (h, w) = (157usize, 203usize);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
     let jpg = std::fs::read(dir.join("progressive-420-rst.jpg")).unwrap();
-    let full = decode(&jpg, &rgb_opts()).unwrap();
-    let (want, _) = libjpeg_decode(&jpg, None);
-    assert_eq!((full.height, full.width), (h, w));
-    assert!(full.as_u8_hwc().unwrap() == want.as_slice());
-    let win = (37, 51, 90, 101);
-    let part = decode_window(&jpg, &rgb_opts(), win).unwrap();
-    assert!(part.as_u8_hwc().unwrap() == crop_of(&full, win).as_slice());
+    for (opts, by) in [
+        (rgb_opts(), "stokehold progressive"),
+        (
+            DecodeOptions {
+                progressive_decoder: EntropyDecoder::Libjpeg,
+                ..rgb_opts()
+            },
+            "libjpeg",
+        ),
+    ] {
+        let full = decode(&jpg, &opts).unwrap();
+        assert_eq!(jpeg::ENTROPY_DECODED_BY.get(), by);
+        let (want, _) = libjpeg_decode(&jpg, None);
+        assert_eq!((full.height, full.width), (h, w));
+        assert!(full.as_u8_hwc().unwrap() == want.as_slice());
+        let win = (37, 51, 90, 101);
+        let part = decode_window(&jpg, &opts, win).unwrap();
+        assert_eq!(jpeg::ENTROPY_DECODED_BY.get(), by);
+        assert!(part.as_u8_hwc().unwrap() == crop_of(&full, win).as_slice());
+    }
+}
+
+/// The entropy decoder is chosen per call (per pipeline), not per process: two threads
+/// decoding the same files at the same time, one with each choice, each get the decoder
+/// they asked for, and the same pixels.
+#[test]
+fn entropy_decoder_choice_is_per_pipeline() {
+    let mut files = golden_jpegs("progressive", "progressive", &["420", "gray-rst"]);
+    files.extend(golden_jpegs("sequential", "optimised", &["420", "cmyk"]));
+    let choices = [
+        (EntropyDecoder::Stokehold, EntropyDecoder::Stokehold),
+        (EntropyDecoder::Libjpeg, EntropyDecoder::Libjpeg),
+        (EntropyDecoder::Libjpeg, EntropyDecoder::Stokehold),
+        (EntropyDecoder::Stokehold, EntropyDecoder::Libjpeg),
+    ];
+    let decoded: Vec<Vec<Image>> = std::thread::scope(|s| {
+        let threads: Vec<_> = choices
+            .iter()
+            .map(|&(sequential_decoder, progressive_decoder)| {
+                let files = &files;
+                s.spawn(move || {
+                    let opts = DecodeOptions {
+                        sequential_decoder,
+                        progressive_decoder,
+                        ..rgb_opts()
+                    };
+                    let mut out = Vec::new();
+                    for _ in 0..5 {
+                        out.clear();
+                        for (name, jpg) in files {
+                            out.push(decode(jpg, &opts).unwrap());
+                            let progressive = name.starts_with("progressive");
+                            let want = match (progressive, progressive_decoder, sequential_decoder)
+                            {
+                                (true, EntropyDecoder::Stokehold, _) => "stokehold progressive",
+                                (false, _, EntropyDecoder::Stokehold) => "stokehold sequential",
+                                _ => "libjpeg",
+                            };
+                            assert_eq!(jpeg::ENTROPY_DECODED_BY.get(), want, "{name}");
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for d in &decoded[1..] {
+        assert!(*d == decoded[0], "the pixels depend on the decoder choice");
+    }
 }
 
 /// Corrupt or cut progressive data is never decoded by us into wrong pixels: either our
@@ -305,6 +368,17 @@ fn sequential_files() -> Vec<(String, Vec<u8>)> {
                 ));
             }
         }
+    }
+    // Stored as R G B (libjpeg reads them so; no colour conversion).
+    for mark in [
+        crate::testutil::RgbMark::Adobe,
+        crate::testutil::RgbMark::ComponentIds,
+    ] {
+        let px = noisy_pattern(h, w, 3, 9);
+        files.push((
+            format!("generated RGB-stored {mark:?}"),
+            crate::testutil::encode_rgb_stored_jpeg(&px, h, w, mark),
+        ));
     }
     files.extend(jpegs_beside("STOKEHOLD_SEQUENTIAL_DIR", |hd| {
         !hd.progressive() && !hd.arithmetic()

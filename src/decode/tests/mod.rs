@@ -1,10 +1,12 @@
 //! Tests of the CPU decoder, by subject: round trips on generated fixtures and EXIF
-//! orientation (`round_trip`), real and damaged files (`files`), window and DCT-scaled
-//! decodes (`window`), our entropy decoders against libjpeg's (`entropy`); this file holds
-//! the helpers they share.
+//! orientation (`round_trip`), real and damaged files (`files`), the one JPEG header parser
+//! (`header`), window and DCT-scaled decodes (`window`), our entropy decoders against
+//! libjpeg's and the choice between them (`entropy`); this file holds the helpers they
+//! share.
 
 mod entropy;
 mod files;
+mod header;
 mod round_trip;
 mod window;
 

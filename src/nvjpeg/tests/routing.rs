@@ -210,3 +210,39 @@ fn jpeg_edge_files_are_routed() {
         }
     }
 }
+
+/// Issue 16, defect 6: JPEGs whose three components are stored as R G B (Adobe transform
+/// 0, or ids `R` `G` `B` without JFIF) go to the CPU, which reads them as libjpeg does;
+/// nvJPEG documents 3-channel JPEGs as YCbCr only. With a JFIF marker libjpeg reads the
+/// same samples as YCbCr, and so may nvJPEG.
+#[test]
+fn rgb_stored_jpegs_go_to_the_cpu() {
+    use crate::testutil::{encode_rgb_stored_jpeg, RgbMark};
+    let (h, w) = (24, 40);
+    for mark in [RgbMark::Adobe, RgbMark::ComponentIds] {
+        let j = encode_rgb_stored_jpeg(&pattern_rgb(h, w), h, w, mark);
+        assert_eq!(
+            cpu(classify(&j, &limits(), true)),
+            FallbackReason::RgbStored,
+            "{mark:?}"
+        );
+        assert_eq!(
+            needs_cpu_fallback(&j, &limits()),
+            Some(FallbackReason::RgbStored)
+        );
+        // The header read once (as a GPU stage would) routes the same way.
+        let parsed = decode::ParsedImage::parse(&j, &DecodeOptions::default()).unwrap();
+        let header = parsed.jpeg_header().expect("a JPEG");
+        assert_eq!(
+            route_header(header, true),
+            Route::Cpu(FallbackReason::RgbStored)
+        );
+        assert!(decode::decode(&j, &DecodeOptions::default()).is_ok());
+    }
+    let j = encode_rgb_stored_jpeg(&pattern_rgb(h, w), h, w, RgbMark::Jfif);
+    let (r, f) = gpu(classify(&j, &limits(), true));
+    assert_eq!(
+        (r, f.subsampling()),
+        (GpuRoute::Hardware, Some(Subsampling::S444))
+    );
+}

@@ -232,6 +232,18 @@ mod tests {
             vec![ValueType::Image(ImageType::decoded(1))]
         );
         assert!(d.infer(&[ValueType::Label]).is_err());
+
+        // The entropy decoders (an A/B switch per pipeline).
+        assert_eq!(d.options().sequential_decoder, EntropyDecoder::Stokehold);
+        let d = built(&[
+            ("sequential_decoder", "libjpeg".into()),
+            ("progressive_decoder", "libjpeg".into()),
+        ]);
+        assert_eq!(d.options().sequential_decoder, EntropyDecoder::Libjpeg);
+        assert_eq!(d.options().progressive_decoder, EntropyDecoder::Libjpeg);
+        let bad: BTreeMap<String, ArgValue> =
+            [("progressive_decoder".to_string(), "zune".into())].into();
+        assert!(Args::validate(&SCHEMA, &bad).is_err());
     }
 
     #[test]
