@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::LIBRARY_NAMES;
 
-/// The candidates [`Nvjpeg::load`] tries, in order: `$STOKEHOLD_NVJPEG` (a path) when set;
+/// The candidates [`super::Nvjpeg::load`] tries, in order: `$STOKEHOLD_NVJPEG` (a path) when set;
 /// the file names in [`LIBRARY_NAMES`] (searched by the dynamic loader: `LD_LIBRARY_PATH`,
 /// the ld cache); the CUDA toolkit (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`:
 /// `lib64/libnvjpeg.so.13`, `.so.12`); then the pip wheel layouts (`nvidia/cu13/lib/libnvjpeg.so.13`,

@@ -1,5 +1,5 @@
-//! Owned nvJPEG objects, each destroyed by `Drop`; the batched decoder built from them is
-//! in [`batch`].
+//! Owned nvJPEG objects, each destroyed by `Drop`, and the [`BatchDecoder`] built from them
+//! (in `batch.rs`).
 //!
 //! # CUDA context and stream
 //!
