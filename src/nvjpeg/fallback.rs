@@ -46,7 +46,9 @@ pub enum FallbackReason {
     Rejected(DecodeError),
     /// Four components (CMYK or YCCK): converted by the CPU path (see the module docs).
     FourComponents {
-        /// `true` when an Adobe APP14 segment says YCCK (transform 2).
+        /// `true` when libjpeg reads the components as YCCK
+        /// ([`crate::decode::header::ColorSpace::Ycck`]: an Adobe APP14 segment with a
+        /// transform other than 0, in practice 2).
         ycck: bool,
     },
     /// Arithmetic-coded (SOF9/SOF10): nvJPEG decodes Huffman-coded JPEGs only; the CPU

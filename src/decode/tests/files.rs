@@ -410,8 +410,9 @@ proptest! {
 
 #[test]
 fn libjpeg_fatal_errors_unwind_to_an_error() {
-    // Errors only libjpeg sees (the marker walk does not parse tables) go through its
-    // error_exit, which must come back as an error: no abort, no longjmp, no panic.
+    // Errors only libjpeg sees (the header walk records tables without judging them) go
+    // through its error_exit, which must come back as an error: no abort, no longjmp, no
+    // panic.
     let jpg = encode_jpeg(&pattern_rgb(16, 16), 16, 16, 3, 90, Sub::S420);
     let p = jpg.windows(2).position(|w| w == [0xFF, 0xC4]).unwrap();
     let mut bad_dht = jpg.clone();

@@ -238,7 +238,7 @@ impl BatchDecoder {
         self.max_batch
     }
 
-    /// Where `bytes` would be decoded by this decoder (host-only marker walk).
+    /// Where `bytes` would be decoded by this decoder (from its header, read on the host).
     pub fn route(&self, bytes: &[u8]) -> Route {
         classify(bytes, &self.limits, self.has_hardware())
     }
