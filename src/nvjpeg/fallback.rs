@@ -98,8 +98,9 @@ pub struct JpegFacts {
     pub adobe_transform: Option<u8>,
     /// EXIF orientation, 1..=8 (1 when absent or invalid).
     pub orientation: u8,
-    /// The subsampling nvJPEG would report, or `None` for `NVJPEG_CSS_UNKNOWN`.
-    subsampling: Option<Subsampling>,
+    /// The subsampling nvJPEG would report, or `None` for `NVJPEG_CSS_UNKNOWN`
+    /// ([`JpegHeader::subsampling`]).
+    pub subsampling: Option<Subsampling>,
 }
 
 impl JpegFacts {
@@ -118,8 +119,7 @@ impl JpegFacts {
         }
     }
 
-    /// The subsampling nvJPEG would report, or `None` for `NVJPEG_CSS_UNKNOWN`
-    /// ([`JpegHeader::subsampling`]).
+    /// The subsampling nvJPEG would report, or `None` for `NVJPEG_CSS_UNKNOWN`.
     pub fn subsampling(&self) -> Option<Subsampling> {
         self.subsampling
     }
