@@ -104,24 +104,13 @@ fn check_prints_the_graph_or_the_error_location() {
     assert!(stderr.contains("help:"), "{stderr}");
 }
 
-#[test]
-fn gpu_request_without_a_gpu_path_is_a_clear_error() {
-    let samples = tempfile::tempdir().unwrap();
-    let out = stokehold()
-        .args(["run", "pipelines/resnet50-train.toml", "--device", "gpu"])
-        .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("GPU"));
-}
-
 /// `STOKEHOLD_LIBJPEG_SEQUENTIAL` / `STOKEHOLD_LIBJPEG_PROGRESSIVE` set the decode
 /// operators' `sequential_decoder` / `progressive_decoder` arguments (a misnamed argument
 /// would fail the pipeline's validation); "0" leaves them alone.
 #[test]
 fn libjpeg_switches_set_the_decode_arguments() {
     let samples = tempfile::tempdir().unwrap();
+    let mut images = Vec::new();
     for on in ["1", "0"] {
         let out = stokehold()
             .args([
@@ -146,14 +135,26 @@ fn libjpeg_switches_set_the_decode_arguments() {
             let said = stderr.contains(&format!("decode operators get {arg} = \"libjpeg\""));
             assert_eq!(said, on == "1", "{arg}: {stderr}");
         }
-        let n = stokehold::samples::CLASSES.len() * stokehold::samples::PER_CLASS;
-        let last = String::from_utf8_lossy(&out.stdout);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap();
         assert!(
-            last.lines()
-                .last()
-                .unwrap()
-                .starts_with(&format!("images={n} skipped=0 ")),
+            last.starts_with("images=") && !last.starts_with("images=0 "),
             "{last}"
         );
+        assert!(last.contains(" skipped=0 "), "{last}");
+        images.push(last.split(' ').next().unwrap().to_string());
     }
+    assert_eq!(images[0], images[1], "both decoders deliver every image");
+}
+
+#[test]
+fn gpu_request_without_a_gpu_path_is_a_clear_error() {
+    let samples = tempfile::tempdir().unwrap();
+    let out = stokehold()
+        .args(["run", "pipelines/resnet50-train.toml", "--device", "gpu"])
+        .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GPU"));
 }
