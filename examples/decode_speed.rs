@@ -9,10 +9,7 @@
 
 use std::time::Instant;
 
-use stokehold::decode::{
-    decode, decode_window, probe, set_own_progressive_decoder, set_own_sequential_decoder,
-    DecodeOptions,
-};
+use stokehold::decode::{decode, decode_window, probe, DecodeOptions, EntropyDecoder};
 use stokehold::fusion::{decode_and_crop, decode_and_crop_scaled};
 use stokehold::ops::random_resized_crop::{choose_window, RandomResizedCrop};
 use stokehold::ops::resize::{resize_image, Interp};
@@ -121,21 +118,22 @@ fn main() {
         tw.push(s.elapsed().as_secs_f64());
         // The same two with libjpeg-turbo's own entropy decoding (progressive and
         // sequential).
-        set_own_progressive_decoder(false);
-        set_own_sequential_decoder(false);
+        let libjpeg = DecodeOptions {
+            sequential_decoder: EntropyDecoder::Libjpeg,
+            progressive_decoder: EntropyDecoder::Libjpeg,
+            ..opts
+        };
         let s = Clock::now();
         files.iter().for_each(|f| {
-            decode(f, &opts).unwrap();
+            decode(f, &libjpeg).unwrap();
         });
         tl.push(s.elapsed().as_secs_f64());
         let s = Clock::now();
         for (i, f) in files.iter().enumerate() {
             let win = rrc_window(f, r, i);
-            decode_window(f, &opts, win).unwrap();
+            decode_window(f, &libjpeg, win).unwrap();
         }
         tlw.push(s.elapsed().as_secs_f64());
-        set_own_progressive_decoder(true);
-        set_own_sequential_decoder(true);
         let s = Clock::now();
         for (i, f) in files.iter().enumerate() {
             let im = decode(f, &opts).unwrap();

@@ -244,3 +244,68 @@ pub(crate) fn golden_input(h: usize, w: usize) -> Vec<u8> {
     }
     v
 }
+
+/// How [`encode_rgb_stored_jpeg`] marks its file as RGB, in libjpeg's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RgbMark {
+    /// An Adobe APP14 segment with colour transform 0, in place of the JFIF APP0.
+    Adobe,
+    /// Component ids `R` `G` `B`, and no JFIF APP0.
+    ComponentIds,
+    /// None: the JFIF APP0 stays, so libjpeg reads the R G B samples as Y Cb Cr (the
+    /// control case).
+    Jfif,
+}
+
+/// A baseline 4:4:4 JPEG whose three components hold `src`'s R, G and B samples as they are
+/// (no conversion to Y Cb Cr), marked as `mark` says. `src` is h × w × 3.
+pub fn encode_rgb_stored_jpeg(src: &[u8], h: usize, w: usize, mark: RgbMark) -> Vec<u8> {
+    use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
+    let mut out = Vec::new();
+    let mut enc = Encoder::new(&mut out, 95);
+    enc.set_sampling_factor(SamplingFactor::R_4_4_4);
+    // `Ycbcr` input is written as given: the components are R, G and B.
+    enc.encode(src, w as u16, h as u16, ColorType::Ycbcr)
+        .expect("encode jpeg");
+    // jpeg-encoder writes SOI, then a 16-byte JFIF APP0.
+    assert_eq!(&out[2..4], &[0xFF, 0xE0]);
+    assert_eq!(&out[6..11], b"JFIF\0");
+    let jfif = 2..2 + 2 + 16;
+    match mark {
+        RgbMark::Jfif => {}
+        RgbMark::Adobe => {
+            // "Adobe", version 100, flags 0 and 0, transform 0.
+            let mut app14 = vec![0xFF, 0xEE, 0x00, 0x0E];
+            app14.extend_from_slice(b"Adobe\x00\x64\x00\x00\x00\x00\x00");
+            out.splice(jfif, app14);
+        }
+        RgbMark::ComponentIds => {
+            out.drain(jfif);
+            // The ids in the frame header and in the (one) scan's selectors.
+            let mut i = 2;
+            let mut ids: Vec<u8> = Vec::new();
+            loop {
+                assert_eq!(out[i], 0xFF);
+                let m = out[i + 1];
+                let len = usize::from(u16::from_be_bytes([out[i + 2], out[i + 3]]));
+                let p = i + 4;
+                if m == 0xC0 {
+                    for (k, id) in b"RGB".iter().enumerate() {
+                        ids.push(out[p + 6 + 3 * k]);
+                        out[p + 6 + 3 * k] = *id;
+                    }
+                }
+                if m == 0xDA {
+                    for k in 0..usize::from(out[p]) {
+                        let at = p + 1 + 2 * k;
+                        let c = ids.iter().position(|&x| x == out[at]).expect("id");
+                        out[at] = b"RGB"[c];
+                    }
+                    break;
+                }
+                i += 2 + len;
+            }
+        }
+    }
+    out
+}

@@ -104,6 +104,49 @@ fn check_prints_the_graph_or_the_error_location() {
     assert!(stderr.contains("help:"), "{stderr}");
 }
 
+/// `STOKEHOLD_LIBJPEG_SEQUENTIAL` / `STOKEHOLD_LIBJPEG_PROGRESSIVE` set the decode
+/// operators' `sequential_decoder` / `progressive_decoder` arguments (a misnamed argument
+/// would fail the pipeline's validation); "0" leaves them alone.
+#[test]
+fn libjpeg_switches_set_the_decode_arguments() {
+    let samples = tempfile::tempdir().unwrap();
+    let mut images = Vec::new();
+    for on in ["1", "0"] {
+        let out = stokehold()
+            .args([
+                "run",
+                "pipelines/resnet50-train.toml",
+                "--batch",
+                "16",
+                "--threads",
+                "2",
+                "--device",
+                "cpu",
+            ])
+            .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
+            .env("STOKEHOLD_LIBJPEG_SEQUENTIAL", on)
+            .env("STOKEHOLD_LIBJPEG_PROGRESSIVE", on)
+            .env("STOKEHOLD_LOG", "info")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        for arg in ["sequential_decoder", "progressive_decoder"] {
+            let said = stderr.contains(&format!("decode operators get {arg} = \"libjpeg\""));
+            assert_eq!(said, on == "1", "{arg}: {stderr}");
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap();
+        assert!(
+            last.starts_with("images=") && !last.starts_with("images=0 "),
+            "{last}"
+        );
+        assert!(last.contains(" skipped=0 "), "{last}");
+        images.push(last.split(' ').next().unwrap().to_string());
+    }
+    assert_eq!(images[0], images[1], "both decoders deliver every image");
+}
+
 #[test]
 fn gpu_request_without_a_gpu_path_is_a_clear_error() {
     let samples = tempfile::tempdir().unwrap();

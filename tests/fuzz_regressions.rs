@@ -42,6 +42,7 @@ fn all_options() -> [DecodeOptions; 3] {
                 max_pixels: 1 << 16,
                 max_file_bytes: 1 << 16,
             },
+            ..d
         },
         DecodeOptions {
             apply_exif: false,
@@ -110,7 +111,8 @@ fn committed_pipeline_files_give_typed_errors() {
 /// Fuzz crash (decode target, -max_len=2048): a progressive JPEG with an EXIF block
 /// (orientation 5..8) between its scans. `decode` walked every scan and applied it, `probe`
 /// stopped at the first SOS and did not, so the probed size was the transpose of the decoded
-/// one. Fixed in src/decode/jpeg.rs: only EXIF before the first scan counts (as in Pillow).
+/// one. Fixed in the JPEG header walk (now src/decode/header.rs): only EXIF before the first
+/// scan counts (as in Pillow).
 #[test]
 fn fuzz_exif_after_first_scan_probe_agrees_with_decode() {
     let bytes = std::fs::read(bad_dir("decode").join("exif-after-first-scan.jpg")).unwrap();

@@ -12,10 +12,10 @@
 //!
 //! # How, and why the pixels are the same
 //!
-//! [`scan`] reads the headers up to the first scan and accepts only a file libjpeg decodes
-//! in one pass: a Huffman-coded sequential frame of 8-bit samples whose first scan holds
-//! every component (Ss 0, Se 63, no successive approximation), with every Huffman table it
-//! uses defined. libjpeg-turbo then decodes the file as always, except that its entropy
+//! [`scan`] takes the header read once per sample ([`JpegHeader`]) and accepts only a file
+//! libjpeg decodes in one pass ([`JpegHeader::own_sequential_fit`]): a Huffman-coded
+//! sequential frame of 8-bit samples whose first scan holds every component (Ss 0, Se 63, no
+//! successive approximation), with every Huffman table it uses defined. libjpeg-turbo then decodes the file as always, except that its entropy
 //! decoder's `decode_mcu` asks [`BaselineScan`] for each MCU's coefficients
 //! ([`turbo::decode_from_source`]), skipped rows included: everything after entropy
 //! decoding (dequantisation, IDCT, upsampling, colour conversion, cropping) is libjpeg's
@@ -33,9 +33,10 @@
 //! decode stops, and the caller decodes the file with libjpeg alone. So this only ever
 //! changes speed.
 
+use super::header::{slot, JpegHeader};
 use super::huffman::{
-    dht_tables, extend, next_segment, parse_dri, AcTable, BitReader, HuffTable, Unsupported,
-    AC_END_OF_BLOCK, LOOKUP_BITS, NATURAL_ORDER, R,
+    extend, AcTable, BitReader, HuffTable, Unsupported, AC_END_OF_BLOCK, LOOKUP_BITS,
+    NATURAL_ORDER, R,
 };
 use super::turbo::{McuBlocks, McuSource};
 use std::cell::RefCell;
@@ -59,136 +60,56 @@ pub(crate) struct BaselineScan<'a> {
     next_restart: u8,
 }
 
-/// The first scan of `data` (which starts at SOI), when it is one [`BaselineScan`] decodes
-/// (see the module docs); None otherwise.
-pub(crate) fn scan(data: &[u8]) -> Option<BaselineScan<'_>> {
-    read_headers(data).ok()
+/// The first scan of the JPEG `bytes` (header `h`), when it is one [`BaselineScan`] decodes
+/// ([`JpegHeader::own_sequential_fit`]) and its Huffman tables are valid; None otherwise.
+pub(crate) fn scan<'a>(bytes: &'a [u8], h: &JpegHeader) -> Option<BaselineScan<'a>> {
+    if !h.own_sequential_fit() {
+        return None;
+    }
+    scan_from(bytes, h).ok()
 }
 
-fn read_headers(d: &[u8]) -> R<BaselineScan<'_>> {
-    if d.get(..2) != Some(&[0xFF, 0xD8]) {
-        return Err(Unsupported);
-    }
-    // Frame components: (id, h, v).
-    let mut frame: Option<Vec<(u8, usize, usize)>> = None;
-    // The bytes of each table id's last definition.
-    let mut dc_defs: [Option<&[u8]>; 4] = [None; 4];
-    let mut ac_defs: [Option<&[u8]>; 4] = [None; 4];
-    let mut restart_interval = 0usize;
-    let mut i = 2;
-    loop {
-        let seg = next_segment(d, i)?;
-        let p = seg.payload;
-        match seg.marker {
-            0xD9 => return Err(Unsupported),
-            0xC0 | 0xC1 => {
-                if frame.is_some() {
-                    return Err(Unsupported);
-                }
-                frame = Some(parse_frame(p)?);
-            }
-            0xC2 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return Err(Unsupported),
-            0xC4 => {
-                for (class, id, t) in dht_tables(p)? {
-                    let defs = if class == 0 {
-                        &mut dc_defs
-                    } else {
-                        &mut ac_defs
-                    };
-                    defs[id] = Some(t);
-                }
-            }
-            0xDD => restart_interval = parse_dri(p)?,
-            0xDA => {
-                let comps = frame.ok_or(Unsupported)?;
-                return scan_from(d, seg.end, p, &comps, dc_defs, ac_defs, restart_interval);
-            }
-            _ => {}
-        }
-        i = seg.end;
-    }
-}
-
-/// SOF0/SOF1: 8-bit samples, 1, 3 or 4 components with their sampling factors.
-fn parse_frame(p: &[u8]) -> R<Vec<(u8, usize, usize)>> {
-    if p.len() < 6 || p[0] != 8 {
-        return Err(Unsupported);
-    }
-    let nc = usize::from(p[5]);
-    if !matches!(nc, 1 | 3 | 4) || p.len() < 6 + 3 * nc {
-        return Err(Unsupported);
-    }
-    let mut comps: Vec<(u8, usize, usize)> = Vec::with_capacity(nc);
-    for c in p[6..6 + 3 * nc].chunks_exact(3) {
-        let (h, v) = (usize::from(c[1] >> 4), usize::from(c[1] & 15));
-        if !(1..=4).contains(&h) || !(1..=4).contains(&v) || comps.iter().any(|x| x.0 == c[0]) {
-            return Err(Unsupported);
-        }
-        comps.push((c[0], h, v));
-    }
-    Ok(comps)
-}
-
-/// The scan whose header is `p` and whose data starts at `start`, when it holds every
-/// component of the frame `comps` with full spectral range and no successive approximation
-/// (a scan libjpeg decodes in one pass).
-fn scan_from<'a>(
-    d: &'a [u8],
-    start: usize,
-    p: &[u8],
-    comps: &[(u8, usize, usize)],
-    dc_defs: [Option<&[u8]>; 4],
-    ac_defs: [Option<&[u8]>; 4],
-    restart_interval: usize,
-) -> R<BaselineScan<'a>> {
-    let ns = usize::from(*p.first().ok_or(Unsupported)?);
-    if ns != comps.len() || p.len() < 1 + 2 * ns + 3 {
-        return Err(Unsupported);
-    }
-    if p[1 + 2 * ns..1 + 2 * ns + 3] != [0, 63, 0] {
-        return Err(Unsupported);
-    }
+/// The first scan of `h`, which [`JpegHeader::own_sequential_fit`] accepted: its tables
+/// built (or taken from this thread's cache), its MCU layout, a reader at its data.
+fn scan_from<'a>(d: &'a [u8], h: &JpegHeader) -> R<BaselineScan<'a>> {
+    let scan = h.scans.first().ok_or(Unsupported)?;
+    let ns = scan.components.len();
+    let table_bytes = |slots: &[Option<u16>; 4], s: u8| -> R<&'a [u8]> {
+        let t = h.huffman_tables.get(slot(slots, s).ok_or(Unsupported)?);
+        d.get(t.ok_or(Unsupported)?.bytes.clone())
+            .ok_or(Unsupported)
+    };
     let mut dc_tables: Vec<Rc<HuffTable>> = Vec::new();
     let mut ac_tables: Vec<Rc<AcTable>> = Vec::new();
-    // Slot in dc_tables / ac_tables of each table id, once taken.
-    let (mut dc_slot, mut ac_slot) = ([usize::MAX; 4], [usize::MAX; 4]);
+    // Place in dc_tables / ac_tables of each slot, once taken.
+    let (mut dc_place, mut ac_place) = ([usize::MAX; 4], [usize::MAX; 4]);
     let mut tables = Vec::with_capacity(ns);
     let mut members = Vec::with_capacity(10);
-    let mut seen = Vec::with_capacity(ns);
-    for (si, s) in p[1..1 + 2 * ns].chunks_exact(2).enumerate() {
-        let ci = comps.iter().position(|c| c.0 == s[0]).ok_or(Unsupported)?;
-        if seen.contains(&ci) {
-            return Err(Unsupported);
+    for (si, s) in scan.components.iter().enumerate() {
+        let ci = h.component_index(s.id).ok_or(Unsupported)?;
+        let (td, ta) = (usize::from(s.dc_slot), usize::from(s.ac_slot));
+        if dc_place[td] == usize::MAX {
+            dc_place[td] = dc_tables.len();
+            let t = table_bytes(&scan.tables.dc, s.dc_slot)?;
+            dc_tables.push(cached(&DC_TABLES, t, HuffTable::from_dht)?);
         }
-        seen.push(ci);
-        let (td, ta) = (usize::from(s[1] >> 4), usize::from(s[1] & 15));
-        if td > 3 || ta > 3 {
-            return Err(Unsupported);
-        }
-        if dc_slot[td] == usize::MAX {
-            dc_slot[td] = dc_tables.len();
-            dc_tables.push(cached(&DC_TABLES, dc_defs[td].ok_or(Unsupported)?, |t| {
-                HuffTable::from_dht(t)
-            })?);
-        }
-        if ac_slot[ta] == usize::MAX {
-            ac_slot[ta] = ac_tables.len();
-            ac_tables.push(cached(&AC_TABLES, ac_defs[ta].ok_or(Unsupported)?, |t| {
+        if ac_place[ta] == usize::MAX {
+            ac_place[ta] = ac_tables.len();
+            let t = table_bytes(&scan.tables.ac, s.ac_slot)?;
+            ac_tables.push(cached(&AC_TABLES, t, |t| {
                 Ok(AcTable::new(HuffTable::from_dht(t)?))
             })?);
         }
-        tables.push((dc_slot[td], ac_slot[ta]));
+        tables.push((dc_place[td], ac_place[ta]));
         // An interleaved scan's MCU: each component's h × v blocks in scan order; a lone
         // component's MCU is one block.
-        let (_, h, v) = comps[ci];
-        let blocks = if ns == 1 { 1 } else { h * v };
+        let c = h.frame.components[ci];
+        let blocks = if ns == 1 { 1 } else { usize::from(c.h * c.v) };
         members.extend(std::iter::repeat_n(si, blocks));
     }
-    if members.len() > 10 {
-        return Err(Unsupported);
-    }
+    let restart_interval = usize::from(scan.tables.restart_interval);
     Ok(BaselineScan {
-        reader: BitReader::new(d, start, d.len()),
+        reader: BitReader::new(d, scan.header.end, d.len()),
         dc_tables,
         ac_tables,
         tables,

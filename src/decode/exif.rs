@@ -1,5 +1,6 @@
-//! EXIF orientation: reading tag 0x0112 from a TIFF-structured EXIF block, and applying the
-//! eight orientations exactly as Pillow's `ImageOps.exif_transpose` does.
+//! EXIF orientation: reading tag 0x0112 from a TIFF-structured EXIF block, and the one map
+//! of the eight orientations ([`stored_coords`]), applied exactly as Pillow's
+//! `ImageOps.exif_transpose` does.
 //!
 //! | value | stored image must be … to display | Pillow method |
 //! | --- | --- | --- |
@@ -82,6 +83,32 @@ pub fn swaps_axes(o: u8) -> bool {
     matches!(o, 5..=8)
 }
 
+/// The stored-image pixel (row, column) shown at displayed position (`y`, `x`) for
+/// orientation `o`, in a stored image of `stored_h` × `stored_w` (`o` outside 2..=8: the
+/// identity). The one orientation map: [`apply_orientation`] builds the displayed image
+/// through it on the CPU, [`stored_rect`] maps windows with it, and the GPU path reads the
+/// decoded (stored) image through it.
+#[inline(always)]
+pub fn stored_coords(
+    o: u8,
+    y: usize,
+    x: usize,
+    stored_h: usize,
+    stored_w: usize,
+) -> (usize, usize) {
+    let (h, w) = (stored_h, stored_w);
+    match o {
+        2 => (y, w - 1 - x),         // mirrored left–right
+        3 => (h - 1 - y, w - 1 - x), // rotated 180°
+        4 => (h - 1 - y, x),         // mirrored top–bottom
+        5 => (x, y),                 // transposed: the displayed image is w × h
+        6 => (h - 1 - x, y),         // rotated 90° clockwise
+        7 => (h - 1 - x, w - 1 - y), // transversed
+        8 => (x, w - 1 - y),         // rotated 90° counter-clockwise
+        _ => (y, x),
+    }
+}
+
 /// The rectangle of the stored image (height `h`, width `w`, before orientation) that
 /// orientation `o` turns into `window` (top, left, height, width) of the oriented image.
 /// [`apply_orientation`] of that rectangle's pixels gives the window's pixels.
@@ -92,20 +119,11 @@ pub fn stored_rect(
     o: u8,
 ) -> (usize, usize, usize, usize) {
     let (t, l, wh, ww) = window;
-    // Oriented (y, x) -> stored (sy, sx), as in `apply_orientation`.
-    let map = |y: usize, x: usize| -> (usize, usize) {
-        match o {
-            2 => (y, w - 1 - x),
-            3 => (h - 1 - y, w - 1 - x),
-            4 => (h - 1 - y, x),
-            5 => (x, y),
-            6 => (h - 1 - x, y),
-            7 => (h - 1 - x, w - 1 - y),
-            8 => (x, w - 1 - y),
-            _ => (y, x),
-        }
-    };
-    let (a, b) = (map(t, l), map(t + wh - 1, l + ww - 1));
+    // The window's opposite corners, in the stored image.
+    let (a, b) = (
+        stored_coords(o, t, l, h, w),
+        stored_coords(o, t + wh - 1, l + ww - 1, h, w),
+    );
     let (y0, y1) = (a.0.min(b.0), a.0.max(b.0));
     let (x0, x1) = (a.1.min(b.1), a.1.max(b.1));
     (y0, x0, y1 - y0 + 1, x1 - x0 + 1)
@@ -125,27 +143,11 @@ pub fn apply_orientation(
     }
     let (oh, ow) = if swaps_axes(o) { (w, h) } else { (h, w) };
     let mut out = vec![0u8; src.len()];
-    // For each output pixel (y, x), the source pixel it comes from.
-    // Derivations (source (sy, sx) in an h×w image):
-    //  2 mirror:     (y, w-1-x)
-    //  3 rot180:     (h-1-y, w-1-x)
-    //  4 flip:       (h-1-y, x)
-    //  5 transpose:  (x, y)            output is w×h
-    //  6 rot 90 cw:  (h-1-x, y)
-    //  7 transverse: (h-1-x, w-1-y)
-    //  8 rot 90 ccw: (x, w-1-y)
+    // Each output pixel (y, x) from the stored pixel the map names.
     let row_out = ow * c;
     for (y, orow) in out.chunks_exact_mut(row_out).enumerate() {
         for x in 0..ow {
-            let (sy, sx) = match o {
-                2 => (y, w - 1 - x),
-                3 => (h - 1 - y, w - 1 - x),
-                4 => (h - 1 - y, x),
-                5 => (x, y),
-                6 => (h - 1 - x, y),
-                7 => (h - 1 - x, w - 1 - y),
-                _ => (x, w - 1 - y),
-            };
+            let (sy, sx) = stored_coords(o, y, x, h, w);
             let s = (sy * w + sx) * c;
             orow[x * c..x * c + c].copy_from_slice(&src[s..s + c]);
         }

@@ -1,8 +1,8 @@
 //! Huffman decoding shared by our progressive and baseline JPEG decoders: a 64-bit bit
 //! reader over entropy-coded data and table-driven code lookup, with libjpeg's conventions
 //! (zeros fed past a marker, `HUFF_EXTEND`), so that what they decode is what libjpeg-turbo
-//! decodes from the same bytes; and the header parsing both need (marker segments, DHT,
-//! DRI).
+//! decodes from the same bytes. The tables' bytes come from the header
+//! ([`super::header::JpegHeader`]).
 
 #[derive(Clone)]
 pub(super) struct HuffTable {
@@ -382,84 +382,9 @@ pub(super) fn extend(v: u32, s: u32) -> i32 {
     }
 }
 
-/// A marker segment: its marker, where it starts (at 0xFF) and ends, and its payload
-/// (empty for EOI).
-pub(super) struct Segment<'a> {
-    pub(super) marker: u8,
-    pub(super) start: usize,
-    pub(super) end: usize,
-    pub(super) payload: &'a [u8],
-}
-
-/// The segment at `i` of a JPEG's headers (after any fill bytes; standalone RSTn and TEM
-/// markers passed over). Err when there is none: another byte than a marker, a bad length,
-/// the data ending.
-pub(super) fn next_segment(d: &[u8], mut i: usize) -> R<Segment<'_>> {
-    loop {
-        while d.get(i) == Some(&0xFF) && d.get(i + 1) == Some(&0xFF) {
-            i += 1;
-        }
-        if d.get(i) != Some(&0xFF) {
-            return Err(Unsupported);
-        }
-        let marker = *d.get(i + 1).ok_or(Unsupported)?;
-        if (0xD0..=0xD7).contains(&marker) || marker == 0x01 {
-            i += 2;
-            continue;
-        }
-        if marker == 0xD9 {
-            return Ok(Segment {
-                marker,
-                start: i,
-                end: i + 2,
-                payload: &[],
-            });
-        }
-        let len = usize::from(u16::from_be_bytes([
-            *d.get(i + 2).ok_or(Unsupported)?,
-            *d.get(i + 3).ok_or(Unsupported)?,
-        ]));
-        if len < 2 {
-            return Err(Unsupported);
-        }
-        return Ok(Segment {
-            marker,
-            start: i,
-            end: i + 2 + len,
-            payload: d.get(i + 4..i + 2 + len).ok_or(Unsupported)?,
-        });
-    }
-}
-
-/// A DRI segment's restart interval (MCUs; 0: none).
-pub(super) fn parse_dri(p: &[u8]) -> R<usize> {
-    match p {
-        [a, b, ..] => Ok(usize::from(u16::from_be_bytes([*a, *b]))),
-        _ => Err(Unsupported),
-    }
-}
-
-/// The tables a DHT segment defines: (class: 0 DC, 1 AC; id; the table's bytes: 16 counts,
-/// then the symbols).
-pub(super) fn dht_tables(mut p: &[u8]) -> R<Vec<(u8, usize, &[u8])>> {
-    let mut tables = Vec::new();
-    while !p.is_empty() {
-        if p.len() < 17 {
-            return Err(Unsupported);
-        }
-        let (class, id) = (p[0] >> 4, usize::from(p[0] & 15));
-        let n: usize = p[1..17].iter().map(|&c| usize::from(c)).sum();
-        if id > 3 || class > 1 || n > 256 || p.len() < 17 + n {
-            return Err(Unsupported);
-        }
-        tables.push((class, id, &p[1..17 + n]));
-        p = &p[17 + n..];
-    }
-    Ok(tables)
-}
-
 impl HuffTable {
-    /// The table of [`dht_tables`] bytes.
+    /// The table of a DHT's bytes: its 16 counts, then its symbols
+    /// ([`super::header::HuffmanTable::bytes`]).
     pub(super) fn from_dht(t: &[u8]) -> R<HuffTable> {
         let counts: &[u8; 16] = t
             .get(..16)
@@ -469,24 +394,9 @@ impl HuffTable {
     }
 }
 
-pub(super) fn parse_dht(
-    p: &[u8],
-    dc: &mut [Option<HuffTable>; 4],
-    ac: &mut [Option<HuffTable>; 4],
-) -> R<()> {
-    for (class, id, t) in dht_tables(p)? {
-        let t = HuffTable::from_dht(t)?;
-        if class == 0 {
-            dc[id] = Some(t);
-        } else {
-            ac[id] = Some(t);
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn table(t: &[Option<HuffTable>; 4], i: usize) -> R<&HuffTable> {
-    t.get(i).and_then(|t| t.as_ref()).ok_or(Unsupported)
+/// The table in `slot` (0..=3) of a scan's tables.
+pub(super) fn table<'t>(t: &[Option<&'t HuffTable>; 4], slot: usize) -> R<&'t HuffTable> {
+    t.get(slot).copied().flatten().ok_or(Unsupported)
 }
 
 /// Zigzag index → natural (row-major) position in an 8×8 block.
@@ -499,6 +409,8 @@ pub(super) const NATURAL_ORDER: [u8; 64] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::header::JpegHeader;
+    use crate::decode::Limits;
 
     /// The AC tables of the Pillow fixtures (standard-like and optimised codes).
     fn ac_tables() -> Vec<HuffTable> {
@@ -510,19 +422,14 @@ mod tests {
             "progressive/progressive-420.jpg",
         ] {
             let d = std::fs::read(dir.join(f)).unwrap();
-            let mut i = 2;
-            while let Ok(seg) = next_segment(&d, i) {
-                if seg.marker == 0xDA || seg.marker == 0xD9 {
+            let h = JpegHeader::read(&d, &Limits::default()).unwrap();
+            // Those defined before the first scan.
+            let first_scan = h.scans[0].header.start;
+            for t in h.huffman_tables.iter().filter(|t| t.class == 1) {
+                if t.bytes.start > first_scan {
                     break;
                 }
-                if seg.marker == 0xC4 {
-                    for (class, _, t) in dht_tables(seg.payload).unwrap() {
-                        if class == 1 {
-                            tables.push(HuffTable::from_dht(t).unwrap());
-                        }
-                    }
-                }
-                i = seg.end;
+                tables.push(HuffTable::from_dht(&d[t.bytes.clone()]).unwrap());
             }
         }
         assert!(tables.len() >= 4);

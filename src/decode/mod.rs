@@ -8,18 +8,24 @@
 //! - Output is RGB (3 channels) or gray (1 channel, Pillow's `L` formula
 //!   `(R*19595 + G*38470 + B*7471 + 0x8000) >> 16` from RGB; gray sources are passed through).
 //! - With [`DecodeOptions::apply_exif`], the EXIF orientation (JPEG APP1 `Exif`, PNG `eXIf`)
-//!   is applied exactly like Pillow's `ImageOps.exif_transpose` (see [`exif`]).
+//!   is applied exactly like Pillow's `ImageOps.exif_transpose` (see [`exif`], the one
+//!   place orientations are mapped).
 //!
-//! JPEG specifics (what is supported, the truncation policy) are in [`jpeg`]; pixels come
-//! from libjpeg-turbo (the same decoder Pillow uses, bundled by `mozjpeg-sys`; building needs
-//! a C compiler and `nasm`). Huffman-coded JPEGs are entropy-decoded by our own code
-//! (`progressive` for progressive scans, `baseline` for sequential ones, which share
-//! `huffman`), which hands libjpeg-turbo the coefficients in place of its own entropy
-//! decoding, so the pixels are libjpeg-turbo's; whatever ours cannot match exactly goes to
-//! libjpeg-turbo alone. PNG conversions are in [`png`]. No input panics: libjpeg's
-//! fatal errors unwind to a `catch_unwind` (never `longjmp`), both decoders run under
-//! `catch_unwind` as a last line of defence, and a panic is reported as
-//! [`DecodeError::Corrupt`].
+//! A file's header is read once ([`ParsedImage::parse`]; for JPEG the one parser in
+//! [`header`], which also decides what is supported and what is truncated) and every step
+//! works from it: the size a crop window is drawn on, the window's decode, the entropy
+//! decoders. [`decode`], [`decode_window`] and [`decode_scaled`] are that, in one call.
+//!
+//! JPEG pixels come from libjpeg-turbo (the same decoder Pillow uses, bundled by
+//! `mozjpeg-sys`; building needs a C compiler and `nasm`). Huffman-coded JPEGs are
+//! entropy-decoded by our own code (`progressive` for progressive scans, `baseline` for
+//! sequential ones, which share `huffman`), which hands libjpeg-turbo the coefficients in
+//! place of its own entropy decoding, so the pixels are libjpeg-turbo's; whatever ours cannot
+//! match exactly goes to libjpeg-turbo alone, and [`DecodeOptions::sequential_decoder`] /
+//! [`DecodeOptions::progressive_decoder`] choose libjpeg-turbo alone for comparisons. PNG
+//! conversions are in [`png`]. No input panics: libjpeg's fatal errors unwind to a
+//! `catch_unwind` (never `longjmp`), both decoders run under `catch_unwind` as a last line
+//! of defence, and a panic is reported as [`DecodeError::Corrupt`].
 //!
 //! [`decode_window`] decodes only a window of the (oriented) image, with exactly the pixels a
 //! full [`decode`] has there: for JPEG it skips the rows above the window and the iMCU columns
@@ -27,14 +33,19 @@
 
 mod baseline;
 pub mod exif;
+pub mod header;
 mod huffman;
-pub mod jpeg;
+mod jpeg;
+mod parsed;
 pub mod png;
 mod progressive;
 mod turbo;
 
 #[cfg(test)]
 mod tests;
+
+pub use header::JpegHeader;
+pub use parsed::ParsedImage;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -79,7 +90,45 @@ impl ColorMode {
     }
 }
 
-/// How to decode.
+/// Who entropy-decodes a JPEG's Huffman-coded data. The pixels are the same either way:
+/// everything after entropy decoding is libjpeg-turbo's, and our decoder hands every file it
+/// cannot decode exactly as libjpeg would (corrupt data, data that ends early, progressions
+/// libjpeg smooths, CMYK progressive ...) to libjpeg-turbo (tested against libjpeg-turbo
+/// alone on every file we have, whole images and windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EntropyDecoder {
+    /// stokehold's own: several times faster for progressive scans (and stops at the last
+    /// block row a window needs), faster Huffman decoding for sequential ones.
+    #[default]
+    Stokehold,
+    /// libjpeg-turbo alone: for comparisons, and an escape hatch.
+    Libjpeg,
+}
+
+impl EntropyDecoder {
+    /// The names of the choices, as the `decode` operator's arguments take them.
+    pub const NAMES: &'static [&'static str] = &["stokehold", "libjpeg"];
+
+    /// The name the `decode` operator's arguments use (`"stokehold"`, `"libjpeg"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            EntropyDecoder::Stokehold => "stokehold",
+            EntropyDecoder::Libjpeg => "libjpeg",
+        }
+    }
+
+    /// The decoder [`EntropyDecoder::name`] names.
+    pub fn from_name(name: &str) -> Option<EntropyDecoder> {
+        match name {
+            "stokehold" => Some(EntropyDecoder::Stokehold),
+            "libjpeg" => Some(EntropyDecoder::Libjpeg),
+            _ => None,
+        }
+    }
+}
+
+/// How to decode. Each pipeline (each `decode` operator) has its own: two pipelines in one
+/// process may decode differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeOptions {
     /// Output colour.
@@ -88,6 +137,11 @@ pub struct DecodeOptions {
     pub apply_exif: bool,
     /// Resource limits.
     pub limits: Limits,
+    /// Who entropy-decodes sequential (baseline and extended) Huffman-coded JPEGs.
+    pub sequential_decoder: EntropyDecoder,
+    /// Who entropy-decodes progressive Huffman-coded JPEGs (at full scale; DCT-scaled
+    /// decodes are libjpeg-turbo's).
+    pub progressive_decoder: EntropyDecoder,
 }
 
 impl Default for DecodeOptions {
@@ -96,6 +150,8 @@ impl Default for DecodeOptions {
             color: ColorMode::Rgb,
             apply_exif: true,
             limits: Limits::default(),
+            sequential_decoder: EntropyDecoder::Stokehold,
+            progressive_decoder: EntropyDecoder::Stokehold,
         }
     }
 }
@@ -109,7 +165,7 @@ pub enum Format {
     Png,
 }
 
-/// What [`probe`] learns from the header.
+/// What [`probe`] (or [`ParsedImage::info`]) learns from the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageInfo {
     /// The format, from the magic bytes.
@@ -130,7 +186,7 @@ pub struct ImageInfo {
 pub fn sniff(bytes: &[u8]) -> Option<Format> {
     if bytes.starts_with(&png::SIGNATURE) {
         Some(Format::Png)
-    } else if jpeg::find_soi(bytes).is_some() {
+    } else if header::find_soi(bytes).is_some() {
         Some(Format::Jpeg)
     } else {
         None
@@ -175,83 +231,52 @@ fn check_file_size(bytes: &[u8], limits: &Limits) -> Result<(), DecodeError> {
 }
 
 /// Reads only the header: format, size (after orientation when `opts.apply_exif`),
-/// orientation and components. Cheap (no pixel data is touched) and checks the limits.
+/// orientation and components. Cheap (a JPEG is read up to its first scan, no pixel data is
+/// touched) and checks the limits. To decode the same bytes afterwards, read the header once
+/// with [`ParsedImage::parse`] instead (its [`ParsedImage::info`] says the same).
 pub fn probe(bytes: &[u8], opts: &DecodeOptions) -> Result<ImageInfo, DecodeError> {
     check_file_size(bytes, &opts.limits)?;
     let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
     let (w, h, orientation, components) = match format {
         Format::Jpeg => {
-            let hd = jpeg::scan(bytes, false, &opts.limits)?;
-            (hd.width, hd.height, hd.orientation, hd.components)
+            let hd = JpegHeader::read_to_first_scan(bytes, &opts.limits)?;
+            (hd.width(), hd.height(), hd.orientation, hd.components())
         }
         Format::Png => {
             let hd = png::scan(bytes, &opts.limits)?;
             (hd.width, hd.height, hd.orientation, hd.components)
         }
     };
+    Ok(image_info(format, w, h, orientation, components, opts))
+}
+
+/// The [`ImageInfo`] of a stored `w` × `h` image.
+fn image_info(
+    format: Format,
+    w: usize,
+    h: usize,
+    orientation: u8,
+    components: usize,
+    opts: &DecodeOptions,
+) -> ImageInfo {
     let (width, height) = if opts.apply_exif && exif::swaps_axes(orientation) {
         (h, w)
     } else {
         (w, h)
     };
-    Ok(ImageInfo {
+    ImageInfo {
         format,
         width,
         height,
         orientation,
         components,
-    })
+    }
 }
 
-/// Decodes a JPEG or PNG into an 8-bit HWC image with `opts.color.channels()` channels.
+/// Decodes a JPEG or PNG into an 8-bit HWC image with `opts.color.channels()` channels
+/// ([`ParsedImage::parse`], then [`ParsedImage::decode`]).
 pub fn decode(bytes: &[u8], opts: &DecodeOptions) -> Result<Image, DecodeError> {
-    check_file_size(bytes, &opts.limits)?;
-    let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
-    let (w, h, orientation, pixels, channels) = match format {
-        Format::Jpeg => {
-            let hd = jpeg::scan(bytes, true, &opts.limits)?;
-            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, None, 1))?;
-            (hd.width, hd.height, hd.orientation, px, c)
-        }
-        Format::Png => {
-            let hd = png::scan(bytes, &opts.limits)?;
-            let (px, c) = guarded(|| png::decode_pixels(bytes, &hd))?;
-            (hd.width, hd.height, hd.orientation, px, c)
-        }
-    };
-    let pixels = convert_channels(pixels, channels, opts.color);
-    let c = opts.color.channels();
-    let (pixels, h, w) = if opts.apply_exif {
-        exif::apply_orientation(pixels, h, w, c, orientation)
-    } else {
-        (pixels, h, w)
-    };
-    Ok(Image::from_u8_hwc(h, w, c, pixels))
-}
-
-/// Whether Huffman-coded progressive JPEGs get their coefficients from stokehold's own
-/// decoder (the default) or are decoded by libjpeg-turbo alone. Process-wide.
-///
-/// Ours decodes progressive scans several times faster than libjpeg-turbo and stops at the
-/// last block row a window needs, then hands libjpeg-turbo the needed part's coefficients
-/// to turn into pixels as for a sequential JPEG. The pixels are the same either way (tested against libjpeg-turbo
-/// on every progressive file we have, whole images and windows); a file ours cannot match
-/// exactly (corrupt data, incomplete refinement, CMYK...) goes to libjpeg-turbo anyway. The
-/// switch is for comparisons, and an escape hatch.
-pub fn set_own_progressive_decoder(on: bool) {
-    jpeg::OWN_PROGRESSIVE_DECODER.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether sequential (baseline) Huffman-coded JPEGs are entropy-decoded by stokehold
-/// (the default) or by libjpeg-turbo. Process-wide.
-///
-/// Either way libjpeg-turbo does everything after entropy decoding, so the pixels are the
-/// same (tested against libjpeg-turbo alone on every file we have, whole images and
-/// windows); ours reads the Huffman codes faster. A file ours cannot decode exactly as
-/// libjpeg-turbo would (corrupt data, data that ends early) goes to libjpeg-turbo anyway.
-/// The switch is for comparisons, and an escape hatch.
-pub fn set_own_sequential_decoder(on: bool) {
-    jpeg::OWN_SEQUENTIAL_DECODER.store(on, std::sync::atomic::Ordering::Relaxed);
+    ParsedImage::parse(bytes, opts)?.decode()
 }
 
 /// A window of an image: (top, left, height, width).
@@ -263,13 +288,14 @@ pub type Window = (usize, usize, usize, usize);
 /// pixel, but a JPEG decodes only the rows down to the window's bottom and the iMCU columns
 /// around it (rows above it are skipped without colour conversion or upsampling). PNG is
 /// decoded fully and cropped. The window must be non-empty and inside the image, else
-/// [`DecodeError::Window`].
+/// [`DecodeError::Window`]. ([`ParsedImage::parse`], then [`ParsedImage::decode_window`]: use
+/// those to choose the window from the size without reading the header twice.)
 pub fn decode_window(
     bytes: &[u8],
     opts: &DecodeOptions,
     window: Window,
 ) -> Result<Image, DecodeError> {
-    decode_window_at(bytes, opts, window, 1)
+    ParsedImage::parse(bytes, opts)?.decode_window(window)
 }
 
 /// **Opt-in, not the reference pixels.** Decodes a JPEG downscaled by 1/`scale_denom`
@@ -278,78 +304,26 @@ pub fn decode_window(
 /// scale_denom)` × `ceil(height / scale_denom)` (after orientation as in [`decode`]).
 /// `window` (as in [`decode_window`], or `None` for all of it) is in the *scaled* image's
 /// coordinates, and the window's pixels equal the same window of the full scaled decode.
-/// PNG is not supported here ([`DecodeError::Unsupported`]).
+/// PNG is not supported here ([`DecodeError::Unsupported`]). ([`ParsedImage::parse`], then
+/// [`ParsedImage::decode_scaled`].)
 pub fn decode_scaled(
     bytes: &[u8],
     opts: &DecodeOptions,
     scale_denom: u8,
     window: Option<Window>,
 ) -> Result<Image, DecodeError> {
-    if !matches!(scale_denom, 1 | 2 | 4 | 8) {
-        return Err(DecodeError::Unsupported(format!(
-            "DCT-domain scale 1/{scale_denom} (only 1/1, 1/2, 1/4, 1/8)"
-        )));
-    }
-    match window {
-        Some(w) => decode_window_at(bytes, opts, w, scale_denom),
-        None => {
-            let info = probe(bytes, opts)?;
-            if info.format != Format::Jpeg {
-                return Err(DecodeError::Unsupported(
-                    "DCT-domain scaling is for JPEG only".into(),
-                ));
-            }
-            let d = usize::from(scale_denom);
-            let (h, w) = (info.height.div_ceil(d), info.width.div_ceil(d));
-            decode_window_at(bytes, opts, (0, 0, h, w), scale_denom)
-        }
-    }
+    check_scale(scale_denom)?;
+    ParsedImage::parse(bytes, opts)?.decode_scaled(scale_denom, window)
 }
 
-fn decode_window_at(
-    bytes: &[u8],
-    opts: &DecodeOptions,
-    window: Window,
-    scale_denom: u8,
-) -> Result<Image, DecodeError> {
-    check_file_size(bytes, &opts.limits)?;
-    let format = sniff(bytes).ok_or(DecodeError::UnknownFormat)?;
-    match format {
-        Format::Jpeg => {
-            let hd = jpeg::scan(bytes, true, &opts.limits)?;
-            let o = if opts.apply_exif { hd.orientation } else { 1 };
-            let (sw, sh) = jpeg::scaled_size(hd.width, hd.height, scale_denom);
-            let (oh, ow) = if exif::swaps_axes(o) {
-                (sw, sh)
-            } else {
-                (sh, sw)
-            };
-            check_window(window, oh, ow)?;
-            let stored = exif::stored_rect(window, sh, sw, o);
-            let (px, c) = guarded(|| jpeg::decode_pixels(bytes, &hd, Some(stored), scale_denom))?;
-            let pixels = convert_channels(px, c, opts.color);
-            let c = opts.color.channels();
-            let (pixels, h, w) = exif::apply_orientation(pixels, stored.2, stored.3, c, o);
-            Ok(Image::from_u8_hwc(h, w, c, pixels))
-        }
-        Format::Png if scale_denom > 1 => Err(DecodeError::Unsupported(
-            "DCT-domain scaling is for JPEG only".into(),
-        )),
-        Format::Png => {
-            let im = decode(bytes, opts)?;
-            check_window(window, im.height, im.width)?;
-            let (top, left, h, w) = window;
-            let c = im.channels;
-            let src = im
-                .as_u8_hwc()
-                .ok_or_else(|| DecodeError::Corrupt("decoded image is not u8 HWC".into()))?;
-            let mut out = Vec::with_capacity(h * w * c);
-            for y in top..top + h {
-                let row = (y * im.width + left) * c;
-                out.extend_from_slice(&src[row..row + w * c]);
-            }
-            Ok(Image::from_u8_hwc(h, w, c, out))
-        }
+/// Fails with [`DecodeError::Unsupported`] unless `scale_denom` is 1, 2, 4 or 8.
+fn check_scale(scale_denom: u8) -> Result<(), DecodeError> {
+    if matches!(scale_denom, 1 | 2 | 4 | 8) {
+        Ok(())
+    } else {
+        Err(DecodeError::Unsupported(format!(
+            "DCT-domain scale 1/{scale_denom} (only 1/1, 1/2, 1/4, 1/8)"
+        )))
     }
 }
 

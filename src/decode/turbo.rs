@@ -11,7 +11,8 @@
 //! frames (which own no resources of their own: everything lives in the decompressor's
 //! memory pools) up to the `catch_unwind` in [`decode`]. The decompressor is then destroyed
 //! by [`Decompress`]'s `Drop`, which frees the pools. Warnings (`emit_message`) are
-//! ignored, as Pillow does; truncation was already refused by the marker walk.
+//! ignored, as Pillow does; truncation was already refused by the header read
+//! ([`super::header`]).
 
 use std::os::raw::{c_int, c_ulong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,7 +32,7 @@ pub(crate) type Rect = (usize, usize, usize, usize);
 /// What the caller wants decoded.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Request {
-    /// Stored width and height the marker walk found (checked against libjpeg's view).
+    /// Stored width and height from the header (checked against libjpeg's view).
     pub width: usize,
     /// Stored height.
     pub height: usize,

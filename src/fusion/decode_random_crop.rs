@@ -2,14 +2,11 @@
 //!
 //! [`decode_and_crop`] gives the same pixels and the same window as decoding the whole image
 //! with [`crate::decode::decode`] and running [`RandomResizedCrop`] on it with the same rng:
-//! the window depends only on the image size, which [`crate::decode::probe`] reads from the
-//! header, [`crate::decode::decode_window`] returns exactly the full decode's pixels in the
-//! window, and resizing a window reads no pixel outside it.
+//! the window depends only on the image size, which the header read once per sample gives
+//! ([`ParsedImage`]), [`ParsedImage::decode_window`] returns exactly the full decode's pixels
+//! in the window, and resizing a window reads no pixel outside it.
 
-use crate::decode::ImageInfo;
-use crate::decode::{
-    decode_scaled, decode_window, probe, DecodeError, DecodeOptions, Format, Window,
-};
+use crate::decode::{DecodeError, DecodeOptions, Format, ImageInfo, ParsedImage, Window};
 use crate::image::Image;
 use crate::ops::random_resized_crop::RandomResizedCrop;
 use crate::ops::{CropParams, OpParams};
@@ -41,31 +38,33 @@ pub fn decode_and_crop(
     decode_and_crop_with_info(bytes, decode_opts, rrc, rng).map(|(im, window, _)| (im, window))
 }
 
-/// [`decode_and_crop`], also returning the header it read.
+/// [`decode_and_crop`], also returning the image's header facts (its size for the record).
 fn decode_and_crop_with_info(
     bytes: &[u8],
     decode_opts: &DecodeOptions,
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window, ImageInfo), DecodeAndCropError> {
-    let (info, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
-    let crop = decode_window(bytes, decode_opts, window)?;
-    Ok((resize_whole(crop, rrc)?, window, info))
+    let (image, window) = parse_and_choose(bytes, decode_opts, rrc, rng)?;
+    let crop = image.decode_window(window)?;
+    Ok((resize_whole(crop, rrc)?, window, image.info()))
 }
 
-/// The image's header and the window drawn for it (the same draws as the unfused operator).
-fn probe_and_choose(
-    bytes: &[u8],
+/// The image's header, read once, and the window drawn for it (the same draws as the
+/// unfused operator).
+fn parse_and_choose<'a>(
+    bytes: &'a [u8],
     decode_opts: &DecodeOptions,
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
-) -> Result<(ImageInfo, Window), DecodeAndCropError> {
-    let info = probe(bytes, decode_opts)?;
+) -> Result<(ParsedImage<'a>, Window), DecodeAndCropError> {
+    let image = ParsedImage::parse(bytes, decode_opts)?;
+    let info = image.info();
     if info.height == 0 || info.width == 0 {
         return Err(DecodeAndCropError::Crop("empty image".into()));
     }
     let window = rrc.choose(info.height, info.width, rng);
-    Ok((info, window))
+    Ok((image, window))
 }
 
 /// Resizes all of `crop` to the operator's output size; its buffer is recycled.
@@ -102,14 +101,15 @@ pub fn decode_and_crop_scaled(
         .map(|(im, window, _)| (im, window))
 }
 
-/// [`decode_and_crop_scaled`], also returning the header it read.
+/// [`decode_and_crop_scaled`], also returning the image's header facts.
 fn decode_and_crop_scaled_with_info(
     bytes: &[u8],
     decode_opts: &DecodeOptions,
     rrc: &RandomResizedCrop,
     rng: &mut SampleRng,
 ) -> Result<(Image, Window, ImageInfo), DecodeAndCropError> {
-    let (info, window) = probe_and_choose(bytes, decode_opts, rrc, rng)?;
+    let (image, window) = parse_and_choose(bytes, decode_opts, rrc, rng)?;
+    let info = image.info();
     let (top, left, wh, ww) = window;
     let denom = [8usize, 4, 2]
         .into_iter()
@@ -117,13 +117,13 @@ fn decode_and_crop_scaled_with_info(
         .filter(|_| info.format == Format::Jpeg)
         .unwrap_or(1);
     let crop = if denom == 1 {
-        decode_window(bytes, decode_opts, window)?
+        image.decode_window(window)?
     } else {
         let (sh, sw) = (info.height.div_ceil(denom), info.width.div_ceil(denom));
         let (t, l) = (top / denom, left / denom);
         let b = (top + wh).div_ceil(denom).min(sh);
         let r = (left + ww).div_ceil(denom).min(sw);
-        decode_scaled(bytes, decode_opts, denom as u8, Some((t, l, b - t, r - l)))?
+        image.decode_scaled(denom as u8, Some((t, l, b - t, r - l)))?
     };
     Ok((resize_whole(crop, rrc)?, window, info))
 }
@@ -201,7 +201,7 @@ impl crate::ops::Operator for DecodeRandomCrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::{decode, ColorMode};
+    use crate::decode::{decode, decode_scaled, ColorMode};
     use crate::ops::{Operator, SampleContext};
     use crate::resample::Interp;
     use crate::testutil::{encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, JpegOpts, Sub};

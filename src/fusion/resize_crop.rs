@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::decode::{decode, decode_window, probe, DecodeOptions};
+use crate::decode::{DecodeOptions, ParsedImage};
 use crate::error::SampleErrorKind;
 use crate::image::Image;
 use crate::ops::crop::Crop;
@@ -263,18 +263,19 @@ impl DecodeResizeCrop {
             op: self.rest.resize_name.to_string(),
             message,
         };
-        let info = probe(bytes, &self.decode)?;
+        let image = ParsedImage::parse(bytes, &self.decode)?;
+        let info = image.info();
         let (h, w) = (info.height, info.width);
         let (oh, ow) = self.rest.resize.target.output_size(h, w);
         let Some(win) = inner_window(&self.rest.crop, oh, ow).filter(|_| h > 0 && w > 0) else {
-            let im = decode(bytes, &self.decode)?;
+            let im = image.decode()?;
             return step_by_step(&self.rest.resize, &self.rest.crop, im)
                 .map(|(out, offsets)| (out, offsets, (h, w)))
                 .map_err(op_err);
         };
         let p = plan(&self.rest.resize, h, w, oh, ow, win);
         let (r0, c0, rh, rw) = p.source(win);
-        let part = decode_window(bytes, &self.decode, (r0, c0, rh, rw))?;
+        let part = image.decode_window((r0, c0, rh, rw))?;
         let out = p.run(&part, (r0, c0), win).map_err(op_err)?;
         crate::scratch::recycle_image(part);
         Ok((out, (win.0 as i64, win.1 as i64), (h, w)))

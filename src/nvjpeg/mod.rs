@@ -9,21 +9,27 @@
 //! - [`safe`]: owned objects with `Drop` and the [`BatchDecoder`].
 //!
 //! [`fallback`] decides on the host, before anything is submitted, which images nvJPEG
-//! decodes and which go to the CPU decoder ([`needs_cpu_fallback`]).
+//! decodes and which go to the CPU decoder ([`needs_cpu_fallback`]), from the same JPEG
+//! header the CPU path reads ([`crate::decode::header`]; [`route_header`] takes one already
+//! read).
 //!
-//! # For the executor: [`GpuJpegDecoder`]
+//! Not wired yet: the executor has no GPU stage (issue 16), so nothing in a pipeline calls
+//! this module today; its tests run it directly.
+//!
+//! # For a GPU stage: [`GpuJpegDecoder`]
 //!
 //! ```text
 //! let dec = GpuJpegDecoder::probe()?;                  // Err: no library / no GPU → CPU path
 //! for each batch:
 //!     route each image: dec.route(bytes)                // Cpu(reason) → crate::decode::decode
-//!     allocate outputs (w × h × 3 bytes, pitch ≥ 3w) from DecodedInfo sizes (dec.facts)
+//!     allocate outputs (w × h × 3 bytes, pitch ≥ 3w): w × h from Route::Gpu(_, facts)
+//!         (facts.width × facts.height, as stored) or the ROI's size
 //!     let res = unsafe { dec.decode_batch(stream, &bytes, &outputs, &rois) };
 //!     res[i]: Ok(info) → on the GPU; Err(CpuFallback(_)) → CPU decode; Err(_) → sample error
 //!     synchronise `stream` before reading outputs or the next decode_batch
 //! ```
 //!
-//! # Matching the CPU path exactly (EXIF orientation, gray, colour)
+//! # Matching the CPU path (EXIF orientation, gray, colour)
 //!
 //! The CPU path ([`crate::decode::decode`]) outputs RGB (or Pillow `L` gray) and, with
 //! `apply_exif`, applies the EXIF orientation like Pillow's `exif_transpose`
@@ -32,16 +38,16 @@
 //! - **Orientation** is *not* applied by nvJPEG (its `nvjpegDecodeParamsSetExifOrientation`
 //!   is not used: its support differs between backends and its convention would need its own
 //!   parity tests). The decoder writes the image as stored and reports
-//!   [`DecodedInfo::orientation`]; the first GPU kernel that reads the decoded image (crop /
-//!   resize, owned by `kernels/`) applies it by reading through the index mapping of
-//!   [`crate::decode::exif::apply_orientation`] (for output pixel (y, x) of the displayed
-//!   image, read the stored pixel given by [`stored_coords`]). Nothing is copied for
-//!   orientation 1.
+//!   [`DecodedInfo::orientation`]. No GPU kernel applies it yet: the fused kernel's first
+//!   read of the decoded image is to read through the one orientation map,
+//!   [`crate::decode::exif::stored_coords`] (re-exported here as [`stored_coords`]: for
+//!   output pixel (y, x) of the displayed image, the stored pixel to read), so that nothing
+//!   is copied for orientation. Until then a caller must orient the output itself.
 //! - **ROI with orientation**: a crop window chosen in displayed coordinates (what
-//!   `random_resized_crop` draws, on the oriented size from [`crate::decode::probe`]) is
-//!   turned into the stored-image ROI nvJPEG decodes by [`roi_for_display_window`]; the
-//!   kernel then orients the decoded ROI. Tested here against the CPU: crop ∘ orient =
-//!   orient ∘ crop(mapped ROI).
+//!   `random_resized_crop` draws, on the oriented size from the header) is turned into the
+//!   stored-image ROI nvJPEG decodes by [`roi_for_display_window`]; orienting the decoded
+//!   ROI then gives the window. Tested against the CPU: crop ∘ orient = orient ∘ crop(mapped
+//!   ROI).
 //! - **Gray JPEGs** (1 component): nvJPEG's `NVJPEG_OUTPUT_RGBI` writes Y to R, G and B
 //!   (YCbCr → RGB with neutral chroma), which is what the CPU path's gray → RGB does
 //!   (replicate). To confirm on a GPU: the parity test covers the 8 gray images of
@@ -49,9 +55,10 @@
 //! - **Gray output** (`ColorMode::Gray`): decode RGB here and let a kernel apply
 //!   [`crate::decode::luma`] (Pillow's `L` from RGB). nvJPEG's `NVJPEG_OUTPUT_Y` is the
 //!   JPEG's own Y, which differs from Pillow's `L` by rounding: don't use it.
-//! - **CMYK/YCCK**, arithmetic, 12-bit, truncated, ...: CPU (see [`fallback`]).
+//! - **CMYK/YCCK**, RGB-stored, arithmetic, 12-bit, truncated, ...: CPU (see [`fallback`]).
 //! - **Pixel values**: nvJPEG's IDCT and colour conversion are not bit-exact with the CPU
-//!   decoder (zune-jpeg); chroma upsampling is asked to interpolate
+//!   decoder (libjpeg-turbo's integer IDCT and colour conversion, after our own entropy
+//!   decoding); chroma upsampling is asked to interpolate
 //!   (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`) like libjpeg's fancy upsampling. The
 //!   parity test asserts PSNR ≥ 40 dB against the CPU decode.
 
@@ -68,11 +75,15 @@ mod tests;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-pub use fallback::{classify, needs_cpu_fallback, FallbackReason, GpuRoute, Route, Subsampling};
+pub use fallback::{
+    classify, needs_cpu_fallback, route_header, FallbackReason, GpuRoute, Route, Subsampling,
+};
 pub use result::{status_name, Nvjpeg, NvjpegError};
 pub use safe::{BackendPreference, BatchDecoder, DecodedInfo, DeviceOutput, Roi};
 
-use crate::decode::Limits;
+use crate::decode::{exif, Limits};
+
+pub use crate::decode::exif::stored_coords;
 
 impl From<NvjpegError> for crate::Error {
     fn from(e: NvjpegError) -> Self {
@@ -88,8 +99,8 @@ impl From<NvjpegError> for crate::Error {
 /// Default largest batch for [`GpuJpegDecoder::probe`].
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
-/// The GPU JPEG decoder the executor uses: nvJPEG loaded, handles created, engines used
-/// when present. One per decoding thread.
+/// The GPU JPEG decoder a GPU stage is to use (none is wired yet: see the module docs):
+/// nvJPEG loaded, handles created, engines used when present. One per decoding thread.
 #[derive(Debug)]
 pub struct GpuJpegDecoder {
     lib: Arc<Nvjpeg>,
@@ -99,8 +110,8 @@ pub struct GpuJpegDecoder {
 impl GpuJpegDecoder {
     /// Loads nvJPEG and creates a decoder for batches of up to [`DEFAULT_MAX_BATCH`],
     /// preferring the JPEG engines. `Err` (never a panic) when the library is missing
-    /// ([`crate::Error::LibraryNotFound`]) or no GPU can be used ([`crate::Error::Nvjpeg`]);
-    /// the executor then uses the CPU path.
+    /// ([`crate::Error::LibraryNotFound`]) or no GPU can be used ([`crate::Error::Nvjpeg`]):
+    /// the caller then decodes on the CPU.
     ///
     /// The CUDA context of the device to use must be current on this thread (cudarc:
     /// `CudaContext::bind_to_thread`); otherwise the runtime's primary context of device 0
@@ -177,35 +188,12 @@ impl GpuJpegDecoder {
     }
 }
 
-/// The stored-image pixel shown at displayed position (`y`, `x`) for EXIF orientation `o`,
-/// for a stored image of `stored_h` × `stored_w` (the inverse of what
-/// [`crate::decode::exif::apply_orientation`] does; `o` outside 2..=8 is the identity).
-pub fn stored_coords(
-    o: u8,
-    y: usize,
-    x: usize,
-    stored_h: usize,
-    stored_w: usize,
-) -> (usize, usize) {
-    let (h, w) = (stored_h, stored_w);
-    match o {
-        2 => (y, w - 1 - x),
-        3 => (h - 1 - y, w - 1 - x),
-        4 => (h - 1 - y, x),
-        5 => (x, y),
-        6 => (h - 1 - x, y),
-        7 => (h - 1 - x, w - 1 - y),
-        8 => (x, w - 1 - y),
-        _ => (y, x),
-    }
-}
-
 /// The stored-image ROI that holds the displayed-image window `win` (x, y, width, height in
 /// displayed coordinates, i.e. after orientation `o`), for a stored image of
 /// `stored_w` × `stored_h`. Decoding that ROI and then orienting it gives exactly the window
 /// cut from the oriented full image. `None` when the window is empty or outside the image.
 pub fn roi_for_display_window(win: Roi, o: u8, stored_w: usize, stored_h: usize) -> Option<Roi> {
-    let (dw, dh) = if crate::decode::exif::swaps_axes(o) {
+    let (dw, dh) = if exif::swaps_axes(o) {
         (stored_h, stored_w)
     } else {
         (stored_w, stored_h)
@@ -217,19 +205,12 @@ pub fn roi_for_display_window(win: Roi, o: u8, stored_w: usize, stored_h: usize)
     {
         return None;
     }
-    // The two opposite corners of the window, mapped to stored coordinates.
-    let (y0, x0) = stored_coords(o, win.y, win.x, stored_h, stored_w);
-    let (y1, x1) = stored_coords(
-        o,
-        win.y + win.height - 1,
-        win.x + win.width - 1,
-        stored_h,
-        stored_w,
-    );
+    let (y, x, height, width) =
+        exif::stored_rect((win.y, win.x, win.height, win.width), stored_h, stored_w, o);
     Some(Roi {
-        x: x0.min(x1),
-        y: y0.min(y1),
-        width: x0.abs_diff(x1) + 1,
-        height: y0.abs_diff(y1) + 1,
+        x,
+        y,
+        width,
+        height,
     })
 }

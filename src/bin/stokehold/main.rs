@@ -44,19 +44,6 @@ enum Command {
 fn main() -> ExitCode {
     logs::init();
     let cli = Cli::parse();
-    // Escape hatches and A/B switches: JPEGs entropy-decoded by libjpeg-turbo alone.
-    if env_flag("STOKEHOLD_LIBJPEG_PROGRESSIVE") {
-        stokehold::decode::set_own_progressive_decoder(false);
-        tracing::info!(
-            "STOKEHOLD_LIBJPEG_PROGRESSIVE: progressive JPEGs decoded by libjpeg-turbo alone"
-        );
-    }
-    if env_flag("STOKEHOLD_LIBJPEG_SEQUENTIAL") {
-        stokehold::decode::set_own_sequential_decoder(false);
-        tracing::info!(
-            "STOKEHOLD_LIBJPEG_SEQUENTIAL: sequential JPEGs entropy-decoded by libjpeg-turbo"
-        );
-    }
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
@@ -67,9 +54,4 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => output::report(&e),
     }
-}
-
-/// Whether environment variable `name` is set to something other than `0`.
-fn env_flag(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v != "0")
 }

@@ -101,6 +101,7 @@ pub fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Checked> {
         o.settings.apply(draft.spec_mut())?;
         point_at_data(draft.spec_mut(), o.data.as_deref())?;
     }
+    libjpeg_switches(draft.spec_mut());
     draft.finish().map_err(|errors| {
         Problems {
             file: path.to_path_buf(),
@@ -150,4 +151,23 @@ pub fn describe(p: &Pipeline) {
         p.worker_threads(),
         p.samples_per_epoch()
     );
+}
+
+/// Escape hatches and A/B switches: with `STOKEHOLD_LIBJPEG_SEQUENTIAL` /
+/// `STOKEHOLD_LIBJPEG_PROGRESSIVE` set (not "0"), every `decode` operator of the spec
+/// entropy-decodes those JPEGs with libjpeg-turbo alone (its `sequential_decoder` /
+/// `progressive_decoder` argument).
+fn libjpeg_switches(spec: &mut PipelineSpec) {
+    for (var, arg) in [
+        ("STOKEHOLD_LIBJPEG_SEQUENTIAL", "sequential_decoder"),
+        ("STOKEHOLD_LIBJPEG_PROGRESSIVE", "progressive_decoder"),
+    ] {
+        if std::env::var_os(var).is_none_or(|v| v == "0") {
+            continue;
+        }
+        tracing::info!("{var}: decode operators get {arg} = \"libjpeg\"");
+        for op in spec.ops.iter_mut().filter(|op| op.kind == "decode") {
+            op.args.insert(arg.to_string(), "libjpeg".into());
+        }
+    }
 }

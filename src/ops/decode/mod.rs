@@ -2,7 +2,7 @@
 //! orientation. The CPU path is [`crate::decode::decode`]; see that module for what is
 //! supported and how files that end early are treated.
 
-use crate::decode::{decode, ColorMode, DecodeOptions, Limits};
+use crate::decode::{decode, ColorMode, DecodeOptions, EntropyDecoder, Limits};
 use crate::error::SampleErrorKind;
 use crate::value::{ImageType, Value, ValueType};
 
@@ -62,6 +62,23 @@ pub static SCHEMA: OpSchema = OpSchema {
             default: Some("268435456"),
             doc: "largest encoded file decoded, in bytes",
         },
+        ArgSpec {
+            name: "sequential_decoder",
+            ty: ArgType::Choice(EntropyDecoder::NAMES),
+            default: Some("\"stokehold\""),
+            doc: "who entropy-decodes sequential Huffman-coded JPEGs: \"stokehold\" (faster) or \
+                  \"libjpeg\" (libjpeg-turbo alone); the pixels are the same, an A/B switch \
+                  for comparisons (the CLI sets it from STOKEHOLD_LIBJPEG_SEQUENTIAL=1)",
+        },
+        ArgSpec {
+            name: "progressive_decoder",
+            ty: ArgType::Choice(EntropyDecoder::NAMES),
+            default: Some("\"stokehold\""),
+            doc: "who entropy-decodes progressive Huffman-coded JPEGs: \"stokehold\" (several \
+                  times faster) or \"libjpeg\" (libjpeg-turbo alone); the pixels are the same, \
+                  an A/B switch for comparisons (the CLI sets it from \
+                  STOKEHOLD_LIBJPEG_PROGRESSIVE=1)",
+        },
     ],
     backends: Backends::CpuAndGpu,
 };
@@ -86,6 +103,8 @@ impl Decode {
         };
         // Validated as ≥ 1 by the schema.
         let positive = |name: &str| u64::try_from(args.int(name)).unwrap_or(1);
+        // Validated as one of the names by the schema.
+        let entropy = |name: &str| EntropyDecoder::from_name(args.str(name)).unwrap_or_default();
         Decode {
             options: DecodeOptions {
                 color,
@@ -94,6 +113,8 @@ impl Decode {
                     max_pixels: positive("max_pixels"),
                     max_file_bytes: positive("max_file_bytes"),
                 },
+                sequential_decoder: entropy("sequential_decoder"),
+                progressive_decoder: entropy("progressive_decoder"),
             },
         }
     }
@@ -211,6 +232,18 @@ mod tests {
             vec![ValueType::Image(ImageType::decoded(1))]
         );
         assert!(d.infer(&[ValueType::Label]).is_err());
+
+        // The entropy decoders (an A/B switch per pipeline).
+        assert_eq!(d.options().sequential_decoder, EntropyDecoder::Stokehold);
+        let d = built(&[
+            ("sequential_decoder", "libjpeg".into()),
+            ("progressive_decoder", "libjpeg".into()),
+        ]);
+        assert_eq!(d.options().sequential_decoder, EntropyDecoder::Libjpeg);
+        assert_eq!(d.options().progressive_decoder, EntropyDecoder::Libjpeg);
+        let bad: BTreeMap<String, ArgValue> =
+            [("progressive_decoder".to_string(), "zune".into())].into();
+        assert!(Args::validate(&SCHEMA, &bad).is_err());
     }
 
     #[test]

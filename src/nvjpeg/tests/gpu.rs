@@ -1,0 +1,236 @@
+//! Decoding on a GPU against the CPU decoder (skipped without a driver, GPU and nvJPEG).
+
+use super::*;
+
+/// A driver with a current context and a decoder, or `None` (skip).
+fn gpu_setup(max_batch: usize) -> Option<(Cuda, GpuJpegDecoder)> {
+    let Some(cuda) = Cuda::open() else {
+        eprintln!("skipped: no nvJPEG / no GPU (no CUDA driver or device)");
+        return None;
+    };
+    match GpuJpegDecoder::probe_with(BackendPreference::Auto, max_batch) {
+        Ok(d) => {
+            eprintln!("{}", d.describe());
+            Some((cuda, d))
+        }
+        Err(e) => {
+            eprintln!("skipped: no nvJPEG / no GPU ({e})");
+            None
+        }
+    }
+}
+
+/// Host copy of a GPU-decoded image: (pixels, width, height).
+type Decoded = (Vec<u8>, usize, usize);
+
+/// Decodes `images` on the GPU (whole images, as stored) and returns the host copies.
+fn gpu_decode(
+    cuda: &Cuda,
+    dec: &mut GpuJpegDecoder,
+    images: &[&[u8]],
+    rois: &[Option<Roi>],
+) -> Vec<Result<Decoded, String>> {
+    let opts = DecodeOptions {
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    let mut bufs = Vec::new();
+    let mut outs = Vec::new();
+    for (b, roi) in images.iter().zip(rois) {
+        let (w, h) = match (roi, decode::probe(b, &opts)) {
+            (Some(r), _) => (r.width, r.height),
+            (None, Ok(i)) => (i.width, i.height),
+            (None, Err(_)) => (1, 1),
+        };
+        let buf = cuda.alloc(w * h * 3).expect("device memory");
+        outs.push(DeviceOutput {
+            ptr: buf.ptr,
+            pitch: w * 3,
+            len: buf.len,
+        });
+        bufs.push(buf);
+    }
+    // SAFETY: null stream = the legacy default stream of the current (primary) context;
+    // the buffers are live device memory of that context, sized above, and the context is
+    // synchronised before they are read or dropped.
+    let res = unsafe { dec.decode_batch(std::ptr::null_mut(), images, &outs, rois) };
+    cuda.sync().expect("synchronise");
+    res.into_iter()
+        .zip(&bufs)
+        .map(|(r, buf)| match r {
+            Ok(info) => Ok((cuda.download(buf)?, info.width, info.height)),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect()
+}
+
+fn imagenet_files() -> Option<Vec<PathBuf>> {
+    let dir = shared_data()?.join("imagenet-400");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Some(files)
+}
+
+#[test]
+fn gpu_decode_matches_cpu_on_imagenet_400() {
+    let Some(files) = imagenet_files() else {
+        return;
+    };
+    let Some((cuda, mut dec)) = gpu_setup(64) else {
+        return;
+    };
+    let opts = DecodeOptions {
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    let (mut sum_abs, mut sum_sq, mut n_px) = (0u64, 0u64, 0u64);
+    let (mut on_gpu, mut on_cpu, mut worst) = (0usize, 0usize, (f64::INFINITY, PathBuf::new()));
+    for chunk in files.chunks(64) {
+        let bytes: Vec<Vec<u8>> = chunk.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+        let rois = vec![None; refs.len()];
+        let got = gpu_decode(&cuda, &mut dec, &refs, &rois);
+        for ((path, b), g) in chunk.iter().zip(&bytes).zip(got) {
+            if let Route::Cpu(reason) = dec.route(b) {
+                eprintln!("{}: CPU fallback ({reason})", path.display());
+                on_cpu += 1;
+                continue;
+            }
+            let (px, w, h) = g.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let reference = decode::decode(b, &opts).expect("CPU decode");
+            assert_eq!(
+                (reference.width, reference.height),
+                (w, h),
+                "{}",
+                path.display()
+            );
+            let r = reference.as_u8_hwc().expect("u8 image");
+            let (mut a, mut s) = (0u64, 0u64);
+            for (&x, &y) in px.iter().zip(r) {
+                let d = u64::from(x.abs_diff(y));
+                a += d;
+                s += d * d;
+            }
+            let p = psnr(s, px.len() as u64);
+            if p < worst.0 {
+                worst = (p, path.clone());
+            }
+            sum_abs += a;
+            sum_sq += s;
+            n_px += px.len() as u64;
+            on_gpu += 1;
+        }
+    }
+    let mad = sum_abs as f64 / n_px.max(1) as f64;
+    let total = psnr(sum_sq, n_px);
+    eprintln!(
+        "nvJPEG vs CPU on imagenet-400: {on_gpu} on GPU, {on_cpu} CPU fallback; \
+         mean abs diff {mad:.4}, PSNR {total:.2} dB, worst {:.2} dB ({})",
+        worst.0,
+        worst.1.display()
+    );
+    assert!(on_gpu > 0);
+    assert!(total >= 40.0, "PSNR {total:.2} dB < 40 dB");
+}
+
+fn psnr(sum_sq: u64, n: u64) -> f64 {
+    if sum_sq == 0 {
+        return f64::INFINITY;
+    }
+    let mse = sum_sq as f64 / n as f64;
+    10.0 * (255.0f64 * 255.0 / mse).log10()
+}
+
+#[test]
+fn gpu_bad_image_in_a_batch_fails_alone() {
+    let Some((cuda, mut dec)) = gpu_setup(8) else {
+        return;
+    };
+    let (h, w) = (48, 64);
+    let good = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
+    let good_prog = fixture(Sub::S444, true);
+    let truncated = good[..good.len() / 2].to_vec();
+    // Valid markers, scrambled entropy-coded data: passes the host checks.
+    let mut scrambled = good.clone();
+    let sos = scrambled
+        .windows(2)
+        .rposition(|w| w == [0xFF, 0xDA])
+        .expect("SOS");
+    let end = scrambled.len() - 2;
+    for b in &mut scrambled[sos + 20..end] {
+        if *b != 0xFF && *b != 0x00 {
+            *b = b.rotate_left(3) ^ 0x21;
+            if *b == 0xFF {
+                *b = 0xFE;
+            }
+        }
+    }
+    let images: Vec<&[u8]> = vec![&good, &truncated, &scrambled, &good_prog, b"not a jpeg"];
+    let got = gpu_decode(&cuda, &mut dec, &images, &[None; 5]);
+    let opts = DecodeOptions {
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    for i in [0, 3] {
+        let (px, _, _) = got[i].as_ref().expect("good image decodes");
+        let reference = decode::decode(images[i], &opts).unwrap();
+        let r = reference.as_u8_hwc().unwrap();
+        let s: u64 = px
+            .iter()
+            .zip(r)
+            .map(|(&a, &b)| u64::from(a.abs_diff(b)).pow(2))
+            .sum();
+        assert!(psnr(s, px.len() as u64) >= 35.0, "image {i}");
+    }
+    assert!(got[1]
+        .as_ref()
+        .is_err_and(|e| e.contains("not decoded on the GPU")));
+    assert!(got[4].as_ref().is_err_and(|e| e.contains("not a JPEG")));
+    eprintln!(
+        "scrambled entropy data: {:?}",
+        got[2].as_ref().map(|(_, w, h)| (w, h))
+    );
+}
+
+#[test]
+fn gpu_roi_decode_matches_cpu_crop() {
+    let Some((cuda, mut dec)) = gpu_setup(4) else {
+        return;
+    };
+    let (h, w) = (96, 128);
+    let jpegs = [
+        encode_jpeg(&pattern_rgb(h, w), h, w, 3, 95, Sub::S444),
+        fixture(Sub::S420, true),
+    ];
+    let opts = DecodeOptions {
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    for j in &jpegs {
+        let full = decode::decode(j, &opts).unwrap();
+        let (fw, fh) = (full.width, full.height);
+        let roi = Roi {
+            x: fw / 4,
+            y: fh / 3,
+            width: fw / 2,
+            height: fh / 2,
+        };
+        let got = gpu_decode(&cuda, &mut dec, &[j], &[Some(roi)]);
+        let (px, gw, gh) = got[0].as_ref().expect("ROI decode");
+        assert_eq!((*gw, *gh), (roi.width, roi.height));
+        let want = crop(full.as_u8_hwc().unwrap(), fw, 3, roi);
+        let s: u64 = px
+            .iter()
+            .zip(&want)
+            .map(|(&a, &b)| u64::from(a.abs_diff(b)).pow(2))
+            .sum();
+        let p = psnr(s, px.len() as u64);
+        eprintln!("ROI {roi:?} of {fw}x{fh}: PSNR {p:.2} dB");
+        assert!(p >= 35.0, "ROI PSNR {p:.2}");
+    }
+}
