@@ -374,7 +374,7 @@ impl SampleInfo {
     /// use stokehold::pipeline::{OpSpec, Pipeline, PipelineSpec};
     ///
     /// let dir = tempfile::tempdir().expect("a temporary folder");
-    /// let data = stokehold::samples::ensure(&dir.path().join("data"))?; // the demo images
+    /// let data = stokehold::builtin_data::ensure(&dir.path().join("data"))?; // the demo images
     /// let spec = PipelineSpec::builder()
     ///     .batch(4)
     ///     .op(OpSpec::new("file_reader").output("jpegs").arg("root", data.as_path()))
