@@ -1,7 +1,7 @@
 //! The native module of the `stokehold` Python package (`stokehold._native`): pipelines
-//! ([`pipeline`]), batches and their records ([`batch`]), zero-copy DLPack tensors
-//! ([`tensor`]), pipelines given as dicts ([`dict_spec`]), the keyword settings and ranks
-//! ([`options`]) and the exceptions ([`errors`]). The Python-facing documentation is in the
+//! (`pipeline`), batches and their records (`batch`), zero-copy DLPack tensors
+//! (`tensor`), pipelines given as dicts (`dict_spec`), the keyword settings and ranks
+//! (`options`) and the exceptions (`errors`). The Python-facing documentation is in the
 //! docstrings and `stokehold/_native.pyi`.
 
 use std::path::PathBuf;
