@@ -124,3 +124,12 @@ def test_on_error_fail_raises_a_data_error_with_the_path(flat_jpegs):
     # The eval pipeline reads in listing order: the truncated file is the first bad one.
     assert e.value.path == str(truncated) and "truncated" in e.value.cause
     assert str(truncated) in str(e.value)
+
+
+def test_a_device_that_cannot_be_had_is_a_device_error(builtin):
+    # Until the GPU stage runs (issue 16), asking for the GPU path is refused everywhere;
+    # device="auto" falls back to the CPU and says why.
+    with pytest.raises(stokehold.DeviceError, match="GPU unavailable"):
+        stokehold.Pipeline(EVAL, builtin, device="cuda:0")
+    p = stokehold.Pipeline(EVAL, builtin)
+    assert p.device == "cpu" and p.device_reason

@@ -71,3 +71,19 @@ def test_every_export_is_its_own_capsule(builtin):
         assert "zero-copy" in str(e)
     else:
         raise AssertionError("copy=True must be refused: there is no copying export")
+
+
+def test_samples_of_different_shapes_are_refused_with_the_reason(builtin):
+    decoded_only = {
+        "pipeline": {"batch": 8, "outputs": ["images"]},
+        "op": [{"kind": "file_reader", "output": "jpegs"},
+               {"kind": "decode", "input": "jpegs", "output": "images"}],
+    }
+    t = next(iter(stokehold.Pipeline(decoded_only, builtin, threads=1)))["images"]
+    assert t.shape is None and t.dtype == "uint8" and len(t) == 8
+    try:
+        np.from_dlpack(t)
+    except BufferError as e:
+        assert "differ in shape" in str(e) and "resize or crop" in str(e)
+    else:
+        raise AssertionError("a ragged batch has no one shape to export")
