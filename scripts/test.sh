@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command (README): builds and runs every test. Tests that need ../shared/data
-# say "skipped" when it is absent; GPU parity tests say "skipped: no CUDA driver" without a GPU.
+# The test command (README): builds and runs every test, the Rust crate's and then the Python
+# package's. Tests that need ../shared/data say "skipped" when it is absent; GPU parity tests
+# say "skipped: no CUDA driver" without a GPU; pytest lists its skips with their reasons (-rs;
+# the PyTorch checks run only where torch is installed in the venv).
 #
 # Every CUDA kernel is compiled through NVRTC (sm_80, sm_90) even without a GPU: this script
 # installs the pinned NVRTC wheel into .dev/pip when it is missing (NVRTC 13.0 emits PTX/cubins
@@ -22,3 +24,13 @@ export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKEHOLD_REQUIRE_NVRTC=1
 cargo test --all-targets "$@"
 cargo test --doc "$@"
+
+# The Python package: a venv in .dev/venv with maturin, numpy and pytest (from PyPI, once),
+# the package built and installed as `pip install .` does (release build, in target/), then
+# its tests from python/tests.
+VENV=.dev/venv
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2" numpy pytest
+PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-build-isolation --no-deps --force-reinstall .
+"$VENV/bin/python" -m pytest -rs python/tests

@@ -187,23 +187,78 @@ fn all_bad_gives_no_batch_and_no_hang() {
     assert!(batches.is_empty());
 }
 
+/// Each shard's real samples and its batch count, over one epoch.
+fn shard_run(d: &std::path::Path, shards: i64, shard: i64, batch: usize) -> (Vec<usize>, usize) {
+    let mut s = spec_for("resnet50-train.toml", d, batch, 2, 1);
+    set_reader(&mut s, "num_shards", shards);
+    set_reader(&mut s, "shard_id", shard);
+    let batches = collect(s);
+    let real = batches
+        .iter()
+        .flat_map(|b| b.samples[..b.len() - b.padded].iter().map(|s| s.index))
+        .collect();
+    (real, batches.len())
+}
+
 #[test]
 fn shards_are_disjoint_and_equal() {
+    // 11 samples, 2 shards, batches of 3: parts of 6 and 5 samples, 2 batches each.
     let d = small_folder(11, &[]);
-    let run = |shard: i64| {
-        let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
-        set_reader(&mut s, "num_shards", 2i64);
-        set_reader(&mut s, "shard_id", shard);
-        collect(s)
-            .iter()
-            .flat_map(|b| b.samples.iter().map(|s| s.index))
-            .collect::<Vec<_>>()
-    };
-    let (a, b) = (run(0), run(1));
-    assert_eq!(a.len(), 6);
-    assert_eq!(b.len(), 6);
+    let ((a, na), (b, nb)) = (shard_run(d.path(), 2, 0, 3), shard_run(d.path(), 2, 1, 3));
+    assert_eq!((a.len(), b.len()), (6, 5));
+    assert_eq!((na, nb), (2, 2));
     let all: BTreeSet<usize> = a.iter().chain(&b).copied().collect();
     assert_eq!(all.len(), 11);
+}
+
+#[test]
+fn a_shard_a_batch_short_reads_one_flagged_repeat() {
+    // 10 samples, 3 shards, batches of 3: parts 4 | 3 | 3; the shards of 3 would have one
+    // batch where the first has two, so each reads a repeat, flagged as padding.
+    let d = small_folder(10, &[]);
+    let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
+    set_reader(&mut s, "num_shards", 3i64);
+    set_reader(&mut s, "shard_id", 1i64);
+    let p = Pipeline::new(s).unwrap();
+    assert_eq!((p.samples_per_epoch(), p.batches_per_epoch()), (3, 2));
+    let batches: Vec<Batch> = p.map(|b| b.unwrap()).collect();
+    assert_eq!(batches.len(), 2);
+    let last = &batches[1];
+    assert_eq!(
+        (last.len(), last.padded),
+        (1, 1),
+        "a batch of the padding alone"
+    );
+    assert_eq!(
+        last.samples[0], batches[0].samples[0],
+        "a repeat of the shard's first"
+    );
+    let runs: Vec<(Vec<usize>, usize)> = (0..3).map(|k| shard_run(d.path(), 3, k, 3)).collect();
+    assert!(runs.iter().all(|(_, n)| *n == 2), "equal batch counts");
+    let real: Vec<usize> = runs.iter().flat_map(|(r, _)| r.clone()).collect();
+    assert_eq!(real.len(), 10, "real samples are disjoint");
+    assert_eq!(
+        real.iter().collect::<BTreeSet<_>>().len(),
+        10,
+        "and cover all"
+    );
+}
+
+#[test]
+fn shard_padding_and_last_batch_padding_add_up() {
+    // As above under last_batch = "pad": shard 1 reads 3 samples and the repeat, and its
+    // second batch is that repeat plus two more: three padding samples, all last.
+    let d = small_folder(10, &[]);
+    let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
+    set_reader(&mut s, "num_shards", 3i64);
+    set_reader(&mut s, "shard_id", 1i64);
+    set_reader(&mut s, "last_batch", "pad");
+    let mut p = Pipeline::new(s).unwrap();
+    let batches: Vec<Batch> = (&mut p).map(|b| b.unwrap()).collect();
+    let shape: Vec<(usize, usize)> = batches.iter().map(|b| (b.len(), b.padded)).collect();
+    assert_eq!(shape, vec![(3, 0), (3, 3)]);
+    let st = p.stats();
+    assert_eq!((st.images, st.padded), (3, 3));
 }
 
 #[test]

@@ -69,6 +69,11 @@ impl BatchBufferPool {
         })
     }
 
+    /// Buffers given back and waiting to be reused.
+    pub fn idle(&self) -> usize {
+        self.free.lock().map_or(0, |free| free.len())
+    }
+
     fn give(&self, p: Pixels) {
         if capacity(&p) == 0 {
             return;
@@ -435,7 +440,9 @@ pub struct Batch {
     pub outputs: Vec<BatchOutput>,
     /// The samples, in batch order.
     pub samples: Vec<SampleInfo>,
-    /// How many trailing samples are repeats added by `last_batch = "pad"`.
+    /// How many trailing samples are padding: repeats added by `last_batch = "pad"`, and the
+    /// repeat that gives a shard as many batches as the others (see
+    /// [`EpochOrder`](crate::reader::schedule::EpochOrder)).
     pub padded: usize,
     /// Bad samples met (skipped, or replaced under `on_error = "replace"`) since the
     /// previous batch of the same epoch, each with its path and cause. Those after an

@@ -13,5 +13,5 @@ mod spec_data;
 
 pub use crate::reader::schedule::Position;
 pub use batch::{Batch, BatchTensor, SampleInfo};
-pub use run::{DeviceReport, EpochSummary, Pipeline, Stats, StatsSnapshot};
+pub use run::{DeviceReport, EpochSummary, Pipeline, Stats, StatsSnapshot, Waited};
 pub use spec::{DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Placement, Settings};

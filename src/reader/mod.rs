@@ -26,9 +26,11 @@ pub static SCHEMA: OpSchema = OpSchema {
           files are found recursively), a flat folder (label -1), or a list file with one \
           `path label` per line (the label is the last whitespace-separated field; paths may \
           contain spaces; relative paths resolve against `root`, or the list file's folder). \
-          Every epoch is reshuffled from (seed, epoch); with several shards each gets a \
-          disjoint, equally long part (the shuffled order padded by wrapping around). The \
-          `labels` output is optional.",
+          Every epoch is reshuffled from (seed, epoch); with several shards each reads a \
+          disjoint, contiguous part of the shuffled order (sizes differ by at most one), and \
+          every shard has as many batches: a shard that would have one batch fewer reads a \
+          repeat of its first sample, counted as padding in its batch. The `labels` output \
+          is optional.",
     inputs: &[],
     outputs: &[
         PortSpec {
@@ -172,12 +174,14 @@ impl ReaderConfig {
         })
     }
 
-    /// How this reader orders each epoch.
-    pub fn epoch_order(&self) -> EpochOrder {
+    /// How this reader orders each epoch, in batches of `batch` samples.
+    pub fn epoch_order(&self, batch: usize) -> EpochOrder {
         EpochOrder {
             shuffle: self.shuffle,
             shard_id: self.shard_id,
             num_shards: self.num_shards,
+            batch,
+            last_batch: self.last_batch,
         }
     }
 

@@ -49,6 +49,9 @@ pub(super) struct Links {
     pub(super) shutdown: Receiver<()>,
     /// Samples a batch buffer holds (see [`super::memory`]).
     pub(super) capacity: usize,
+    /// This shard's real samples per epoch: a sample at a later position of the epoch's
+    /// order is the padding that evens out the shards' batch counts.
+    pub(super) real_per_epoch: usize,
 }
 
 pub(super) struct Assembler {
@@ -64,6 +67,8 @@ pub(super) struct Assembler {
     batch_in_epoch: usize,
     /// Position in the current epoch's order after the last sample taken.
     next_pos: usize,
+    /// Shard padding samples in the batch being filled (always its last ones).
+    shard_padding: usize,
     summary: EpochSummary,
 }
 
@@ -81,6 +86,7 @@ impl Assembler {
             reported: HashSet::new(),
             batch_in_epoch: start.batch,
             next_pos: start.sample,
+            shard_padding: 0,
             summary: EpochSummary {
                 epoch: start.epoch,
                 ..EpochSummary::default()
@@ -227,6 +233,9 @@ impl Assembler {
                 if let Err(e) = self.push(epoch, index, values, params) {
                     return self.fail(e);
                 }
+                if pos >= self.links.real_per_epoch {
+                    self.shard_padding += 1;
+                }
                 if self.samples.len() == batch_size {
                     let resume = Position {
                         seed,
@@ -341,7 +350,7 @@ impl Assembler {
             match self.links.graph.reader.last_batch {
                 LastBatch::Partial => ok = self.emit(epoch, 0, resume),
                 LastBatch::Drop => {
-                    let n = self.samples.len() as u64;
+                    let n = (self.samples.len() - std::mem::take(&mut self.shard_padding)) as u64;
                     self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
                     self.summary.dropped += n;
                     self.samples.clear();
@@ -401,8 +410,11 @@ impl Assembler {
         Ok(())
     }
 
+    /// Hands the batch being filled to the consumer; its last `padded` samples are repeats
+    /// (`last_batch = "pad"`), after any shard padding.
     fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
         let t0 = Instant::now();
+        let padded = padded + std::mem::take(&mut self.shard_padding);
         let pool = self.links.placing.buffers.pool().clone();
         let capacity = self.links.capacity;
         let mut outputs = Vec::with_capacity(self.filling.len());

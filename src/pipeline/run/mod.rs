@@ -7,16 +7,16 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
 use crate::reader::schedule::Position;
 use crate::scratch::ScratchPools;
 
-use super::batch::Batch;
+use super::batch::{Batch, BatchBufferPool};
 use super::graph::Graph;
 use super::spec::PipelineSpec;
 
@@ -72,6 +72,9 @@ pub struct Pipeline {
     graph: Arc<Graph>,
     dataset: Arc<Dataset>,
     per_epoch: usize,
+    batches_per_epoch: usize,
+    /// The pool this pipeline's batch buffers come from and go back to.
+    batch_pool: Arc<BatchBufferPool>,
     device: DeviceReport,
     worker_threads: usize,
     /// The scratch pools of this pipeline's threads.
@@ -125,20 +128,71 @@ impl Pipeline {
         if self.finished {
             return None;
         }
-        self.stats.queue_samples.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .queue_sum
-            .fetch_add(self.batches.len() as u64, Ordering::Relaxed);
+        let queued = self.batches.len();
         let t0 = Instant::now();
         let r = self.batches.recv();
         stats::add_ns(&self.stats.consumer_wait_ns, t0.elapsed());
+        self.count_queue(queued);
+        self.finish(r.ok())
+    }
+
+    /// The next batch as [`Pipeline::next_batch`] gives it, or [`Waited::TimedOut`] when none
+    /// came within `timeout`: for a consumer that must stay responsive while it waits (a
+    /// Python caller checks for Ctrl-C between waits). Ask again after a timeout; nothing is
+    /// lost.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stokehold::pipeline::{file, run::Waited, Pipeline};
+    /// let data = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?;
+    /// let mut spec = file::load("pipelines/resnet50-eval.toml".as_ref())?.spec;
+    /// spec.set_data(&data);
+    /// let mut pipeline = Pipeline::new(spec)?;
+    /// let batch = loop {
+    ///     match pipeline.next_batch_timeout(Duration::from_millis(100)) {
+    ///         Waited::Ready(next) => break next,
+    ///         Waited::TimedOut => continue, // check for an interruption here
+    ///     }
+    /// };
+    /// assert!(batch.is_some_and(|b| b.is_ok()));
+    /// # Ok::<(), stokehold::Error>(())
+    /// ```
+    pub fn next_batch_timeout(&mut self, timeout: Duration) -> Waited {
+        if self.finished {
+            return Waited::Ready(None);
+        }
+        let queued = self.batches.len();
+        let t0 = Instant::now();
+        let r = self.batches.recv_timeout(timeout);
+        stats::add_ns(&self.stats.consumer_wait_ns, t0.elapsed());
         match r {
-            Ok(Ok(b)) => Some(Ok(b)),
-            Ok(Err(e)) => {
+            Err(RecvTimeoutError::Timeout) => Waited::TimedOut,
+            Ok(r) => {
+                self.count_queue(queued);
+                Waited::Ready(self.finish(Some(r)))
+            }
+            Err(RecvTimeoutError::Disconnected) => Waited::Ready(self.finish(None)),
+        }
+    }
+
+    /// Counts how many batches were ready when one was asked for (a waiting consumer counts
+    /// once, however many slices it waited in).
+    fn count_queue(&self, queued: usize) {
+        self.stats.queue_samples.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .queue_sum
+            .fetch_add(queued as u64, Ordering::Relaxed);
+    }
+
+    /// What the consumer gets for a received item (`None`: the channel closed).
+    fn finish(&mut self, r: Option<Result<Batch, Error>>) -> Option<Result<Batch, Error>> {
+        match r {
+            Some(Ok(b)) => Some(Ok(b)),
+            Some(Err(e)) => {
                 self.finished = true;
                 Some(Err(e))
             }
-            Err(_) => {
+            None => {
                 self.finished = true;
                 None
             }
@@ -156,9 +210,22 @@ impl Pipeline {
         self.stats.epoch_summaries()
     }
 
-    /// Samples per epoch for this shard (before skipping and the last-batch policy).
+    /// Samples per epoch for this shard (before skipping and the last-batch policy; the
+    /// padding that evens out shards' batch counts not included).
     pub fn samples_per_epoch(&self) -> usize {
         self.per_epoch
+    }
+
+    /// Batches per epoch for this shard, the same on every shard (before bad samples are
+    /// skipped: under `on_error = "skip"` an epoch with bad files may have fewer).
+    pub fn batches_per_epoch(&self) -> usize {
+        self.batches_per_epoch
+    }
+
+    /// The pool this pipeline's batch buffers come from: a delivered batch's image buffers
+    /// go back to it when the batch (and anything sharing its buffers) is dropped.
+    pub fn batch_pool(&self) -> &Arc<BatchBufferPool> {
+        &self.batch_pool
     }
 
     /// The listed dataset.
@@ -186,6 +253,16 @@ impl Pipeline {
     pub fn scratch_pools(&self) -> &Arc<ScratchPools> {
         &self.scratch
     }
+}
+
+/// What [`Pipeline::next_batch_timeout`] gave.
+#[derive(Debug)]
+pub enum Waited {
+    /// What [`Pipeline::next_batch`] would have given: the next batch, the error that ended
+    /// the run, or `None` at the end.
+    Ready(Option<Result<Batch, Error>>),
+    /// No batch came within the time given.
+    TimedOut,
 }
 
 /// Batches until the last epoch ends or an error (the error is the last item). For

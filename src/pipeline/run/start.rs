@@ -48,12 +48,13 @@ impl Pipeline {
         for w in &dataset.warnings {
             tracing::warn!("{w}");
         }
-        let per_epoch = graph
-            .reader
-            .epoch_order()
-            .samples_per_epoch(dataset.entries.len());
+        let order_by = graph.reader.epoch_order(settings.batch);
+        let entries = dataset.entries.len();
+        let per_epoch = order_by.samples_per_epoch(entries);
+        // Padding included: what the schedule walks each epoch.
+        let scheduled = order_by.scheduled_per_epoch(entries);
         let last_batch = graph.reader.last_batch;
-        if last_batch == LastBatch::Drop && per_epoch < settings.batch {
+        if last_batch == LastBatch::Drop && scheduled < settings.batch {
             return Err(Error::Dataset(format!(
                 "this shard has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
                 settings.batch
@@ -63,7 +64,7 @@ impl Pipeline {
         let capacity = if last_batch == LastBatch::Pad {
             settings.batch
         } else {
-            settings.batch.min(per_epoch.max(1))
+            settings.batch.min(scheduled.max(1))
         };
         memory::check(&graph, capacity, memory::available())?;
         let worker_threads = settings
@@ -81,11 +82,12 @@ impl Pipeline {
         }
         let (loaded_tx, loaded_rx) = unbounded::<Loaded>();
         // Workers write final images straight into the batch buffers the assembler hands out.
+        let batch_pool = Arc::new(BatchBufferPool::default());
         let buffers = BatchBuffers::new(
             settings.batch,
             capacity,
             (start.epoch, start.sample),
-            Arc::new(BatchBufferPool::default()),
+            batch_pool.clone(),
         );
         let placing = Arc::new(Placing::new(&graph, buffers));
         let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
@@ -112,8 +114,8 @@ impl Pipeline {
         let io_threads = (worker_threads / 4).clamp(1, 4);
         let reader = ReadStage {
             schedule: Arc::new(Mutex::new(Schedule::new(
-                graph.reader.epoch_order(),
-                dataset.entries.len(),
+                order_by,
+                entries,
                 settings.epochs,
                 start,
             ))),
@@ -162,6 +164,7 @@ impl Pipeline {
             credits: credit_tx,
             shutdown: shutdown_rx,
             capacity,
+            real_per_epoch: per_epoch,
         };
         let done = gathered.clone();
         threads.push(spawn(
@@ -181,6 +184,8 @@ impl Pipeline {
             graph,
             dataset,
             per_epoch,
+            batches_per_epoch: order_by.batches_per_epoch(entries),
+            batch_pool,
             device,
             worker_threads,
             scratch,

@@ -1,0 +1,282 @@
+//! From `stokehold.Pipeline(...)`'s arguments to a validated graph: the pipeline (a file or
+//! a dict), the keyword settings laid over it, and the rank taken from the arguments or from
+//! torchrun's environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`).
+
+use std::path::{Path, PathBuf};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use stokehold::ops::{ArgValue, READER_KIND};
+use stokehold::pipeline::file::{self, SpecLocations};
+use stokehold::pipeline::graph::Graph;
+use stokehold::pipeline::{DeviceChoice, OnError, PipelineSpec};
+use stokehold::Error;
+
+use crate::dict_spec::{self, DictText};
+use crate::errors::{data_err, pipeline_err, to_py};
+
+/// The keyword arguments of `stokehold.Pipeline`, as given.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub data: Option<PathBuf>,
+    pub device: String,
+    pub batch: Option<i64>,
+    pub threads: Option<i64>,
+    pub seed: Option<i64>,
+    pub epochs: Option<i64>,
+    pub prefetch: Option<i64>,
+    pub on_error: Option<String>,
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+}
+
+/// This process's place among the data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    /// (rank, world size) when given or set by torchrun; `None` leaves the pipeline file's
+    /// `shard_id`/`num_shards`.
+    pub shard: Option<(usize, usize)>,
+    /// The GPU of this rank (`LOCAL_RANK`, else 0).
+    pub local_rank: usize,
+}
+
+/// Where the pipeline definition came from, to place errors in it.
+pub enum Source {
+    File(PathBuf, SpecLocations),
+    Dict(DictText, SpecLocations),
+}
+
+impl Source {
+    /// A validator error placed where the offending part was written.
+    pub fn place(&self, py: Python<'_>, e: stokehold::pipeline::spec::SpecError) -> PyErr {
+        match self {
+            Source::File(path, locations) => to_py(py, file::config_error(path, locations, e)),
+            Source::Dict(text, locations) => {
+                let placed = file::config_error(Path::new("<dict>"), locations, e);
+                dict_error(py, text, placed)
+            }
+        }
+    }
+}
+
+/// A parser error about dict-made text, told in terms of the dict.
+fn dict_error(py: Python<'_>, text: &DictText, e: Error) -> PyErr {
+    match e {
+        Error::Config {
+            line,
+            message,
+            help,
+            ..
+        } => pipeline_err(
+            py,
+            format!("pipeline dict, at {}: {message}", text.origin(line)),
+            help.as_deref(),
+        ),
+        other => to_py(py, other),
+    }
+}
+
+/// Reads the pipeline argument: a path (str or os.PathLike) or a dict.
+pub fn load(py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<(PipelineSpec, Source)> {
+    if let Ok(d) = pipeline.cast::<PyDict>() {
+        let text = dict_spec::to_text(d)?;
+        let loaded = match file::parse(&text.text, Path::new("<dict>")) {
+            Ok(l) => l,
+            Err(e) => return Err(dict_error(py, &text, e)),
+        };
+        return Ok((loaded.spec, Source::Dict(text, loaded.locations)));
+    }
+    let path: PathBuf = pipeline.extract().map_err(|_| {
+        pipeline_err(
+            py,
+            format!(
+                "the pipeline must be a pipeline file's path or a dict, got {}",
+                pipeline
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+            Some("pass e.g. \"pipelines/resnet50-train.toml\", or a dict of the same structure"),
+        )
+    })?;
+    if !path.is_file() {
+        return Err(pipeline_err(
+            py,
+            format!("{}: no such pipeline file", path.display()),
+            Some("pass the path of a pipeline file (TOML), e.g. pipelines/resnet50-train.toml"),
+        ));
+    }
+    let loaded = py.detach(|| file::load(&path)).map_err(|e| to_py(py, e))?;
+    Ok((loaded.spec, Source::File(path, loaded.locations)))
+}
+
+/// An environment variable as a non-negative integer, if set.
+fn env_index(py: Python<'_>, name: &str) -> PyResult<Option<usize>> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| {
+            pipeline_err(
+                py,
+                format!("environment variable {name}={v:?} is not a non-negative integer"),
+                Some("torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; unset them or fix them"),
+            )
+        }),
+    }
+}
+
+fn non_negative(py: Python<'_>, name: &str, v: i64) -> PyResult<usize> {
+    usize::try_from(v).map_err(|_| pipeline_err(py, format!("{name} = {v} is negative"), None))
+}
+
+/// This process's rank: the arguments, else torchrun's environment, else rank 0 of 1.
+pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
+    let rank = match o.rank {
+        Some(r) => Some(non_negative(py, "rank", r)?),
+        None => env_index(py, "RANK")?,
+    };
+    let world_size = match o.world_size {
+        Some(w) => Some(non_negative(py, "world_size", w)?),
+        None => env_index(py, "WORLD_SIZE")?,
+    };
+    let local_rank = env_index(py, "LOCAL_RANK")?.unwrap_or(0);
+    let (rank, world_size) = match (rank, world_size) {
+        (None, None) => {
+            return Ok(Rank {
+                shard: None,
+                local_rank,
+            })
+        }
+        (Some(r), Some(w)) => (r, w),
+        (Some(_), None) => {
+            return Err(pipeline_err(
+                py,
+                "a rank is given but no world size",
+                Some("pass world_size= too (or set WORLD_SIZE)"),
+            ))
+        }
+        (None, Some(w)) if w <= 1 => (0, w.max(1)),
+        (None, Some(w)) => {
+            return Err(pipeline_err(
+                py,
+                format!("the world size is {w} but no rank is given"),
+                Some("pass rank= too (or set RANK), as torchrun does"),
+            ))
+        }
+    };
+    if world_size == 0 || rank >= world_size {
+        return Err(pipeline_err(
+            py,
+            format!("rank {rank} of world size {world_size}: ranks count from 0 and must be less than the world size"),
+            None,
+        ));
+    }
+    Ok(Rank {
+        shard: Some((rank, world_size)),
+        local_rank,
+    })
+}
+
+/// The device choice and GPU ordinal for `device`: "auto" (the GPU of this rank,
+/// `cuda:LOCAL_RANK`, when the GPU path can run, else the CPU), "cpu", "cuda"/"gpu" (this
+/// rank's GPU) or "cuda:N".
+fn device(py: Python<'_>, device: &str, rank: &Rank) -> PyResult<(DeviceChoice, usize)> {
+    let d = device.trim().to_ascii_lowercase();
+    Ok(match d.as_str() {
+        "auto" => (DeviceChoice::Auto, rank.local_rank),
+        "cpu" => (DeviceChoice::Cpu, 0),
+        "cuda" | "gpu" => (DeviceChoice::Gpu, rank.local_rank),
+        _ => match d.strip_prefix("cuda:").or_else(|| d.strip_prefix("gpu:")) {
+            Some(n) => match n.parse() {
+                Ok(id) => (DeviceChoice::Gpu, id),
+                Err(_) => return Err(bad_device(py, device)),
+            },
+            None => return Err(bad_device(py, device)),
+        },
+    })
+}
+
+fn bad_device(py: Python<'_>, device: &str) -> PyErr {
+    pipeline_err(
+        py,
+        format!("device={device:?} is not a device"),
+        Some("use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""),
+    )
+}
+
+fn at_least_one(py: Python<'_>, name: &str, v: i64) -> PyResult<usize> {
+    match usize::try_from(v) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(pipeline_err(
+            py,
+            format!("{name} = {v} must be at least 1"),
+            None,
+        )),
+    }
+}
+
+/// Lays the keyword settings over `spec`.
+///
+/// `epochs=None` means as many epochs as are iterated (each `for` loop is one epoch), not the
+/// pipeline file's `epochs`, which is for the command line.
+pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank) -> PyResult<()> {
+    let s = &mut spec.settings;
+    let (choice, device_id) = device(py, &o.device, rank)?;
+    s.device = choice;
+    s.device_id = device_id;
+    if let Some(b) = o.batch {
+        s.batch = at_least_one(py, "batch", b)?;
+    }
+    if let Some(t) = o.threads {
+        s.threads = Some(at_least_one(py, "threads", t)?);
+    }
+    if let Some(seed) = o.seed {
+        s.seed = u64::try_from(seed)
+            .map_err(|_| pipeline_err(py, format!("seed = {seed} is negative"), None))?;
+    }
+    s.epochs = match o.epochs {
+        Some(e) => Some(at_least_one(py, "epochs", e)? as u64),
+        None => None,
+    };
+    if let Some(p) = o.prefetch {
+        s.prefetch = at_least_one(py, "prefetch", p)?;
+    }
+    if let Some(name) = &o.on_error {
+        s.on_error = OnError::from_name(name).ok_or_else(|| {
+            pipeline_err(
+                py,
+                format!("on_error={name:?} is not a policy"),
+                Some("use \"skip\", \"fail\" or \"replace\""),
+            )
+        })?;
+    }
+    if let Some(data) = &o.data {
+        if !data.exists() {
+            return Err(data_err(
+                py,
+                format!("data={}: no such folder or list file", data.display()),
+            ));
+        }
+        spec.set_data(data);
+    } else if !spec.has_data() {
+        return Err(pipeline_err(
+            py,
+            "the pipeline reads no data: its file_reader has neither `root` nor `list`",
+            Some("pass data=\"/path/to/train\" (or stokehold.builtin_data() for the demo images)"),
+        ));
+    }
+    if let Some((shard_id, num_shards)) = rank.shard {
+        for op in spec.ops.iter_mut().filter(|o| o.kind == READER_KIND) {
+            op.args
+                .insert("shard_id".into(), ArgValue::Int(shard_id as i64));
+            op.args
+                .insert("num_shards".into(), ArgValue::Int(num_shards as i64));
+        }
+    }
+    Ok(())
+}
+
+/// Validates `spec` into a graph, placing errors where the definition wrote them.
+pub fn build(py: Python<'_>, spec: &PipelineSpec, source: &Source) -> PyResult<Graph> {
+    Graph::build(spec).map_err(|e| source.place(py, e))
+}

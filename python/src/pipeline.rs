@@ -1,0 +1,526 @@
+//! `stokehold.Pipeline`: a running pipeline seen from Python. Each `for` loop over it is one
+//! epoch (as with a PyTorch DataLoader) while the threads run on into the next; it can save
+//! and restore where it stands (`state_dict`), and stops promptly on Ctrl-C.
+//!
+//! Locking rule: the runner's lock is only ever taken with the GIL released (inside
+//! `Python::detach`), so a thread holding it never waits for the GIL and no two threads can
+//! wait for each other.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use stokehold::pipeline::{Batch, Pipeline, PipelineSpec, Position, StatsSnapshot, Waited};
+use stokehold::Error;
+
+use crate::batch::PyBatch;
+use crate::errors::{pipeline_err, to_py};
+use crate::options::{self, Overrides};
+
+/// How long one wait for a batch lasts before Python gets to check for Ctrl-C.
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Version of the `state_dict` layout.
+const STATE_VERSION: u64 = 1;
+
+/// What does not change while a pipeline lives.
+struct Facts {
+    batch: usize,
+    batches_per_epoch: usize,
+    samples_per_epoch: usize,
+    seed: u64,
+    rank: usize,
+    world_size: usize,
+    device: &'static str,
+    device_reason: String,
+    threads: usize,
+    outputs: Vec<String>,
+}
+
+/// The pipeline's moving parts: the running threads (absent after Ctrl-C, `close()` or an
+/// error, and started again from `position` when asked for a batch) and where the consumer
+/// stands.
+struct Runner {
+    spec: PipelineSpec,
+    running: Option<Pipeline>,
+    /// A batch of a later epoch, taken while looking for the end of the current one.
+    pending: Option<Batch>,
+    /// Where to resume to get the batches after the last one handed out.
+    position: Position,
+    /// The epoch the current (or next) `for` loop yields.
+    epoch: u64,
+    /// The last batch of `epoch` has been handed out.
+    epoch_done: bool,
+    epochs: Option<u64>,
+    batches_per_epoch: usize,
+    /// Statistics of the last run, kept when its threads stop.
+    last_stats: Option<(StatsSnapshot, usize)>,
+}
+
+/// What one try at the next batch of an epoch gave.
+enum Step {
+    Batch(Batch),
+    End,
+    Failed(Error),
+    Waiting,
+}
+
+impl Runner {
+    fn start(&mut self) -> Result<(), Error> {
+        if self.running.is_none() {
+            self.running = Some(Pipeline::resume(self.spec.clone(), self.position)?);
+        }
+        Ok(())
+    }
+
+    /// Stops and joins every thread; the position is kept.
+    fn stop(&mut self) {
+        self.pending = None;
+        if let Some(p) = self.running.take() {
+            self.last_stats = Some((p.stats(), p.batch_pool().idle()));
+        }
+    }
+
+    /// The next batch of `epoch`, waiting at most `wait`.
+    fn step(&mut self, epoch: u64, wait: Duration) -> Step {
+        if epoch != self.epoch || self.epochs.is_some_and(|n| self.epoch >= n) {
+            return Step::End;
+        }
+        if self.epoch_done {
+            self.epoch_done = false;
+            self.epoch += 1;
+            return Step::End;
+        }
+        if let Some(b) = self.pending.take() {
+            return self.deliver(b);
+        }
+        if let Err(e) = self.start() {
+            return Step::Failed(e);
+        }
+        let Some(running) = self.running.as_mut() else {
+            return Step::End;
+        };
+        match running.next_batch_timeout(wait) {
+            Waited::TimedOut => Step::Waiting,
+            Waited::Ready(Some(Ok(b))) => self.deliver(b),
+            Waited::Ready(Some(Err(e))) => {
+                // The run stopped; a later loop starts again from the last batch handed out.
+                self.stop();
+                Step::Failed(e)
+            }
+            Waited::Ready(None) => {
+                self.epoch += 1;
+                Step::End
+            }
+        }
+    }
+
+    /// Hands `b` out if it belongs to the epoch being iterated, else keeps it for the next
+    /// loop (an epoch whose bad files were skipped may end a batch or more early).
+    fn deliver(&mut self, b: Batch) -> Step {
+        if b.epoch != self.epoch {
+            self.epoch = b.epoch;
+            self.pending = Some(b);
+            return Step::End;
+        }
+        self.position = b.resume;
+        if b.index + 1 >= self.batches_per_epoch {
+            self.epoch_done = true;
+            // Nothing of the epoch is left: resuming here starts the next one (a resume
+            // position just past the epoch's last sample would too, but a loop over its
+            // epoch would then end without a batch).
+            self.position = Position {
+                epoch: b.epoch + 1,
+                sample: 0,
+                batch: 0,
+                ..b.resume
+            };
+        }
+        Step::Batch(b)
+    }
+}
+
+/// An image input pipeline, running on its own threads.
+///
+/// ``pipeline`` is a pipeline file's path or a dict of the same structure; ``data`` a
+/// folder (class sub-folders, or flat) or a list file. Keyword arguments override the
+/// pipeline's settings. Iterate over it once per epoch, like a DataLoader::
+///
+///     pipeline = stokehold.Pipeline("pipelines/resnet50-train.toml", "/data/train")
+///     for epoch in range(90):
+///         for batch in pipeline:
+///             images = torch.from_dlpack(batch["images"])  # no copy
+///             labels = torch.from_dlpack(batch["labels"])
+///
+/// Under torchrun each rank reads its own disjoint part of every epoch, and every rank gets
+/// ``len(pipeline)`` batches.
+#[pyclass(module = "stokehold", name = "Pipeline", frozen)]
+pub struct PyPipeline {
+    runner: Mutex<Runner>,
+    facts: Facts,
+}
+
+impl PyPipeline {
+    fn lock(&self) -> MutexGuard<'_, Runner> {
+        self.runner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next batch of `epoch`, or `None` at its end. Waits with the GIL released, in short
+    /// slices, checking for Ctrl-C between them: on KeyboardInterrupt every thread is stopped
+    /// and joined before the exception goes on.
+    fn next_in(&self, py: Python<'_>, epoch: u64) -> PyResult<Option<PyBatch>> {
+        loop {
+            match py.detach(|| self.lock().step(epoch, WAIT_SLICE)) {
+                Step::Batch(b) => return PyBatch::new(py, b).map(Some),
+                Step::End => return Ok(None),
+                Step::Failed(e) => return Err(to_py(py, e)),
+                Step::Waiting => {
+                    if let Err(interrupt) = py.check_signals() {
+                        py.detach(|| self.lock().stop());
+                        return Err(interrupt);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn int(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u64> {
+    let py = d.py();
+    let v = d.get_item(key)?.ok_or_else(|| {
+        pipeline_err(
+            py,
+            format!("the state has no {key:?}"),
+            Some("pass a dict that Pipeline.state_dict() returned"),
+        )
+    })?;
+    v.extract::<u64>().map_err(|_| {
+        pipeline_err(
+            py,
+            format!("the state's {key:?} is not a non-negative integer"),
+            Some("pass a dict that Pipeline.state_dict() returned"),
+        )
+    })
+}
+
+#[pymethods]
+impl PyPipeline {
+    #[new]
+    #[pyo3(signature = (pipeline, data=None, *, device="auto", batch=None, threads=None, seed=None, epochs=None, prefetch=None, on_error=None, rank=None, world_size=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        pipeline: &Bound<'_, PyAny>,
+        data: Option<PathBuf>,
+        device: &str,
+        batch: Option<i64>,
+        threads: Option<i64>,
+        seed: Option<i64>,
+        epochs: Option<i64>,
+        prefetch: Option<i64>,
+        on_error: Option<String>,
+        rank: Option<i64>,
+        world_size: Option<i64>,
+    ) -> PyResult<PyPipeline> {
+        let o = Overrides {
+            data,
+            device: device.to_string(),
+            batch,
+            threads,
+            seed,
+            epochs,
+            prefetch,
+            on_error,
+            rank,
+            world_size,
+        };
+        let (mut spec, source) = options::load(py, pipeline)?;
+        let rank = options::rank(py, &o)?;
+        options::apply(py, &mut spec, &o, &rank)?;
+        let graph = options::build(py, &spec, &source)?;
+        let spec = graph.spec.clone();
+        let settings = spec.settings.clone();
+        let started = py.detach(|| Pipeline::from_graph(graph));
+        let running = started.map_err(|e| to_py(py, e))?;
+        let reader = &running.graph().reader;
+        let facts = Facts {
+            batch: settings.batch,
+            batches_per_epoch: running.batches_per_epoch(),
+            samples_per_epoch: running.samples_per_epoch(),
+            seed: settings.seed,
+            rank: reader.shard_id,
+            world_size: reader.num_shards,
+            device: running.device().device,
+            device_reason: running.device().reason.clone(),
+            threads: running.worker_threads(),
+            outputs: spec.outputs.clone(),
+        };
+        let runner = Runner {
+            spec,
+            running: Some(running),
+            pending: None,
+            position: Position {
+                seed: settings.seed,
+                ..Position::default()
+            },
+            epoch: 0,
+            epoch_done: false,
+            epochs: settings.epochs,
+            batches_per_epoch: facts.batches_per_epoch,
+            last_stats: None,
+        };
+        Ok(PyPipeline {
+            runner: Mutex::new(runner),
+            facts,
+        })
+    }
+
+    /// An iterator over the batches of the current epoch (see :attr:`epoch`). The pipeline
+    /// keeps preparing the next epoch's batches meanwhile. Breaking out of a loop and
+    /// iterating again continues the same epoch.
+    fn __iter__(slf: &Bound<'_, Self>) -> EpochIterator {
+        let py = slf.py();
+        let me = slf.get();
+        let epoch = py.detach(|| me.lock().epoch);
+        EpochIterator {
+            pipeline: slf.clone().unbind(),
+            epoch,
+        }
+    }
+
+    /// Batches per epoch on this rank, the same on every rank (before bad files are skipped).
+    fn __len__(&self) -> usize {
+        self.facts.batches_per_epoch
+    }
+
+    /// The epoch the current ``for`` loop yields (or the next one, between loops).
+    #[getter]
+    fn epoch(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.lock().epoch)
+    }
+
+    /// Samples per batch.
+    #[getter]
+    fn batch_size(&self) -> usize {
+        self.facts.batch
+    }
+
+    /// This rank's samples per epoch (its part of the data set, padding not counted).
+    #[getter]
+    fn samples_per_epoch(&self) -> usize {
+        self.facts.samples_per_epoch
+    }
+
+    /// This process's rank (0 without data parallelism).
+    #[getter]
+    fn rank(&self) -> usize {
+        self.facts.rank
+    }
+
+    /// The number of ranks reading this data set.
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.facts.world_size
+    }
+
+    /// Where the per-sample work runs: ``"cpu"`` or ``"gpu"``; :attr:`device_reason` says
+    /// why.
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.facts.device
+    }
+
+    /// Why :attr:`device` was chosen.
+    #[getter]
+    fn device_reason(&self) -> &str {
+        &self.facts.device_reason
+    }
+
+    /// Worker threads.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.facts.threads
+    }
+
+    /// The output names, in order.
+    #[getter]
+    fn outputs(&self) -> Vec<String> {
+        self.facts.outputs.clone()
+    }
+
+    /// Where the pipeline stands after the batches handed out so far, as a dict of plain
+    /// ints. :meth:`load_state_dict` on a pipeline of the same definition (in this process or
+    /// another) resumes there: the batches that follow are the ones this pipeline would have
+    /// given next (torchdata's ``StatefulDataLoader`` contract).
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = py.detach(|| self.lock().position);
+        let d = PyDict::new(py);
+        d.set_item("version", STATE_VERSION)?;
+        d.set_item("seed", p.seed)?;
+        d.set_item("epoch", p.epoch)?;
+        d.set_item("sample", p.sample)?;
+        d.set_item("batch", p.batch)?;
+        d.set_item("rank", self.facts.rank)?;
+        d.set_item("world_size", self.facts.world_size)?;
+        Ok(d)
+    }
+
+    /// Continues from a :meth:`state_dict`: stops the threads and starts them again at that
+    /// position. The next ``for`` loop yields the rest of the saved epoch.
+    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let version = int(state, "version")?;
+        if version != STATE_VERSION {
+            return Err(pipeline_err(
+                py,
+                format!("state version {version} is not {STATE_VERSION}"),
+                Some("pass a state saved by this version of stokehold"),
+            ));
+        }
+        let position = Position {
+            seed: int(state, "seed")?,
+            epoch: int(state, "epoch")?,
+            sample: int(state, "sample")? as usize,
+            batch: int(state, "batch")? as usize,
+        };
+        let (rank, world_size) = (int(state, "rank")?, int(state, "world_size")?);
+        if (rank, world_size) != (self.facts.rank as u64, self.facts.world_size as u64) {
+            return Err(pipeline_err(
+                py,
+                format!(
+                    "the state is rank {rank} of {world_size}, this pipeline rank {} of {}",
+                    self.facts.rank, self.facts.world_size
+                ),
+                Some("each rank loads the state it saved, with the same world size"),
+            ));
+        }
+        if position.seed != self.facts.seed {
+            return Err(pipeline_err(
+                py,
+                format!(
+                    "the state was saved with seed {}, this pipeline has seed {}",
+                    position.seed, self.facts.seed
+                ),
+                Some("resume with the seed the run started with"),
+            ));
+        }
+        let started = py.detach(|| {
+            let mut r = self.lock();
+            r.stop();
+            r.position = position;
+            r.epoch = position.epoch;
+            r.epoch_done = false;
+            r.start()
+        });
+        started.map_err(|e| to_py(py, e))
+    }
+
+    /// Statistics of the run so far, as a dict: counts (``images``, ``batches``,
+    /// ``skipped``, ...), seconds per stage, per-epoch summaries, and
+    /// ``idle_batch_buffers`` (batch buffers given back and waiting for reuse).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let taken = py.detach(|| {
+            let r = self.lock();
+            match &r.running {
+                Some(p) => Some((p.stats(), p.batch_pool().idle())),
+                None => r.last_stats.clone(),
+            }
+        });
+        let d = PyDict::new(py);
+        let Some((st, idle)) = taken else {
+            return Ok(d);
+        };
+        d.set_item("images", st.images)?;
+        d.set_item("batches", st.batches)?;
+        d.set_item("skipped", st.skipped)?;
+        d.set_item("replaced", st.replaced)?;
+        d.set_item("dropped", st.dropped)?;
+        d.set_item("padded", st.padded)?;
+        d.set_item("mean_queue_depth", st.mean_queue_depth)?;
+        d.set_item("read_seconds", st.read.as_secs_f64())?;
+        d.set_item("read_bytes", st.read_bytes)?;
+        let ops = PyDict::new(py);
+        for (name, t) in &st.ops {
+            ops.set_item(name, t.as_secs_f64())?;
+        }
+        d.set_item("op_seconds", ops)?;
+        d.set_item("assemble_seconds", st.assemble.as_secs_f64())?;
+        d.set_item("consumer_wait_seconds", st.consumer_wait.as_secs_f64())?;
+        d.set_item("batch_images", st.batch_images)?;
+        d.set_item("in_place", st.in_place)?;
+        let causes = PyDict::new(py);
+        for (cause, n) in &st.skipped_by_cause {
+            causes.set_item(*cause, n)?;
+        }
+        d.set_item("skipped_by_cause", causes)?;
+        let epochs = PyList::empty(py);
+        for e in &st.epochs {
+            let ed = PyDict::new(py);
+            ed.set_item("epoch", e.epoch)?;
+            ed.set_item("images", e.images)?;
+            ed.set_item("batches", e.batches)?;
+            ed.set_item("skipped", e.skipped)?;
+            ed.set_item("replaced", e.replaced)?;
+            ed.set_item("dropped", e.dropped)?;
+            epochs.append(ed)?;
+        }
+        d.set_item("epochs", epochs)?;
+        d.set_item("idle_batch_buffers", idle)?;
+        Ok(d)
+    }
+
+    /// Stops and joins the pipeline's threads now. Iterating again starts them again where
+    /// the last batch handed out left off.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.lock().stop());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Closes the pipeline (see :meth:`close`).
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "stokehold.Pipeline(batch={}, batches_per_epoch={}, rank={}/{}, device={}, threads={}, outputs={:?})",
+            self.facts.batch,
+            self.facts.batches_per_epoch,
+            self.facts.rank,
+            self.facts.world_size,
+            self.facts.device,
+            self.facts.threads,
+            self.facts.outputs
+        )
+    }
+}
+
+/// The batches of one epoch of a :class:`Pipeline` (what ``iter(pipeline)`` returns).
+#[pyclass(module = "stokehold", name = "EpochIterator", frozen)]
+pub struct EpochIterator {
+    pipeline: Py<PyPipeline>,
+    epoch: u64,
+}
+
+#[pymethods]
+impl EpochIterator {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyBatch>> {
+        self.pipeline.get().next_in(py, self.epoch)
+    }
+
+    /// The epoch this iterator yields.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}

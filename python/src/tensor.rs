@@ -1,0 +1,301 @@
+//! `stokehold.Tensor`: one output of a batch, handed to frameworks through the DLPack protocol
+//! (`__dlpack__`, `__dlpack_device__`) without copying.
+//!
+//! Every export hands the consumer a new reference to the tensor's [`Buffer`]; the buffer
+//! lives until the last one is gone (the `Tensor` object, and each array or tensor made from
+//! it), and only then goes back to its pipeline's pool.
+//!
+//! # Device-resident batches (issue 16)
+//! A batch from the GPU stage slots in as one more [`Buffer`] variant. What the exporter
+//! needs from it is in [`Buffer::device`], [`Buffer::data_ptr`] and [`order_after`]: the
+//! device (type `kDLCUDA`, the ordinal), the device pointer of the batch's first element, and
+//! a way to make the consumer's stream wait for the event the GPU stage recorded after its
+//! last kernel or copy into the buffer — `cuStreamWaitEvent(consumer_stream, ready_event)`,
+//! no host synchronisation. Its `Drop` must return the device buffer to the pool only after
+//! the consumer's work on it is done, i.e. the pool must record an event on the consumer's
+//! stream at release, or the buffer must come back through a stream-ordered free.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
+use dlpark::metadata::Dynamic;
+use dlpark::python::{export_dlpack, DlpackExporter, ExportRequest};
+use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use stokehold::pipeline::BatchTensor;
+use stokehold::{DType, Layout};
+
+/// What a tensor's elements live in, and what keeps them alive.
+pub enum Buffer {
+    /// A batch's image output in host memory: the pipeline's batch buffer itself, which goes
+    /// back to the pipeline's pool when this is dropped.
+    Images(BatchTensor),
+    /// A batch's labels in host memory.
+    Labels(Vec<i64>),
+}
+
+impl Buffer {
+    /// Where the elements are.
+    pub fn device(&self) -> DLDevice {
+        match self {
+            Buffer::Images(_) | Buffer::Labels(_) => DLDevice::CPU,
+        }
+    }
+
+    /// The first element.
+    pub fn data_ptr(&self) -> *const c_void {
+        match self {
+            Buffer::Images(t) => t.as_bytes().as_ptr().cast(),
+            Buffer::Labels(l) => l.as_ptr().cast(),
+        }
+    }
+
+    fn nbytes(&self) -> usize {
+        match self {
+            Buffer::Images(t) => t.nbytes(),
+            Buffer::Labels(l) => std::mem::size_of_val(l.as_slice()),
+        }
+    }
+}
+
+/// Orders the consumer's stream named in `request` after the work that fills `buffer`.
+/// Host buffers are complete when the batch is handed out: nothing to order.
+fn order_after(buffer: &Buffer, _request: &ExportRequest<'_>) -> PyResult<()> {
+    match buffer {
+        Buffer::Images(_) | Buffer::Labels(_) => Ok(()),
+    }
+}
+
+/// One output of a batch: images (`uint8`, `float16` or `float32`, `NCHW` or `NHWC`) or
+/// labels (`int64`). Hand it to a framework with ``torch.from_dlpack(t)`` or
+/// ``numpy.from_dlpack(t)``: no copy is made, and the batch buffer stays alive as long as any
+/// array made from it.
+#[pyclass(module = "stokehold", name = "Tensor", frozen)]
+pub struct PyTensor {
+    buffer: Arc<Buffer>,
+    /// The shape when every sample has the same one; else the first two that differ.
+    shape: Result<Vec<i64>, ([usize; 3], [usize; 3])>,
+    dtype: DLDataType,
+    dtype_name: &'static str,
+    layout: Option<&'static str>,
+    samples: usize,
+}
+
+fn dim(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl PyTensor {
+    /// The tensor of an image output.
+    pub fn images(t: BatchTensor) -> PyTensor {
+        let shape = match t.shape() {
+            Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
+            None => {
+                let first = t.shapes.first().copied().unwrap_or_default();
+                let other = t.shapes.iter().find(|s| **s != first).copied();
+                Err((first, other.unwrap_or(first)))
+            }
+        };
+        let (dtype, dtype_name) = match t.dtype {
+            DType::U8 => (DLDataType::U8, "uint8"),
+            DType::F16 => (DLDataType::scalar(DLDataTypeCode::FLOAT, 16), "float16"),
+            DType::F32 => (DLDataType::F32, "float32"),
+        };
+        let layout = match t.layout {
+            Layout::Hwc => "NHWC",
+            Layout::Chw => "NCHW",
+        };
+        PyTensor {
+            samples: t.len(),
+            buffer: Arc::new(Buffer::Images(t)),
+            shape,
+            dtype,
+            dtype_name,
+            layout: Some(layout),
+        }
+    }
+
+    /// The tensor of a label output.
+    pub fn labels(l: Vec<i64>) -> PyTensor {
+        PyTensor {
+            samples: l.len(),
+            shape: Ok(vec![dim(l.len())]),
+            buffer: Arc::new(Buffer::Labels(l)),
+            dtype: DLDataType::I64,
+            dtype_name: "int64",
+            layout: None,
+        }
+    }
+
+    fn shape_or_err(&self) -> PyResult<&[i64]> {
+        self.shape.as_deref().map_err(|(a, b)| {
+            PyBufferError::new_err(format!(
+                "the samples of this output differ in shape ({a:?} and {b:?}): a tensor needs \
+                 one shape; resize or crop them to one size in the pipeline"
+            ))
+        })
+    }
+
+    /// A new DLPack managed tensor of ABI `M` sharing the buffer.
+    fn export<M: ManagedTensorBase>(&self) -> PyResult<Managed<M>> {
+        let shape = self.shape_or_err()?.to_vec();
+        let mut t = Dynamic::compact(shape)
+            .initialize_as::<M>(self.buffer.clone())
+            .map_err(|e| PyBufferError::new_err(e.to_string()))?;
+        t.set_data(self.buffer.data_ptr().cast_mut())
+            .set_dtype(self.dtype)
+            .set_device(self.buffer.device());
+        // SAFETY: the data pointer is the start of the buffer owned by the `Arc` installed as
+        // the managed tensor's context, so it stays valid until the consumer calls the deleter;
+        // the buffer holds exactly `shape` elements of `dtype`, contiguous, row-major (the
+        // strides `compact` wrote); no flags are set. The consumer may write through the
+        // pointer: stokehold never reads or reuses a batch buffer while a reference to it lives.
+        Ok(unsafe { t.finish() })
+    }
+}
+
+impl DlpackExporter for PyTensor {
+    fn device(&self) -> DLDevice {
+        self.buffer.device()
+    }
+
+    fn flags(&self) -> DlpackFlags {
+        DlpackFlags::empty()
+    }
+
+    fn prepare_export(&self, _py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
+        order_after(&self.buffer, request)
+    }
+
+    fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<dlpark::ffi::DLManagedTensor>> {
+        self.export()
+    }
+
+    fn export_versioned(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<Managed<dlpark::ffi::DLManagedTensorVersioned>> {
+        self.export()
+    }
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Exports the tensor as a DLPack capsule (the array-API protocol; frameworks call it
+    /// through ``from_dlpack``). No copy is made: ``copy=True`` and cross-device requests
+    /// raise ``BufferError``.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        self.shape_or_err()?;
+        let request = ExportRequest::parse(stream, max_version, dl_device, copy)?;
+        export_dlpack(self, py, request)
+    }
+
+    /// ``(device_type, device_id)`` in DLPack's numbering: ``(1, 0)`` for host memory,
+    /// ``(2, N)`` for CUDA device N.
+    fn __dlpack_device__(&self) -> (u32, i32) {
+        let d = self.buffer.device();
+        (d.device_type.0, d.device_id)
+    }
+
+    /// The shape, ``(batch, ...)``: images ``(n, c, h, w)`` (NCHW) or ``(n, h, w, c)``
+    /// (NHWC), labels ``(n,)``; ``None`` when the samples differ in shape.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        match &self.shape {
+            Ok(s) => Ok(Some(PyTuple::new(py, s)?)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The element type: ``"uint8"``, ``"float16"``, ``"float32"`` or ``"int64"``.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype_name
+    }
+
+    /// ``"NCHW"`` or ``"NHWC"`` for images, ``None`` for labels.
+    #[getter]
+    fn layout(&self) -> Option<&'static str> {
+        self.layout
+    }
+
+    /// Where the elements are: ``"cpu"``, or ``"cuda:N"``.
+    #[getter]
+    fn device(&self) -> String {
+        let d = self.buffer.device();
+        if d.device_type == DLDeviceType::CUDA {
+            format!("cuda:{}", d.device_id)
+        } else {
+            "cpu".to_string()
+        }
+    }
+
+    /// The address of the first element (what any array made from this tensor points at).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.buffer.data_ptr() as usize
+    }
+
+    /// Size of the data in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.buffer.nbytes()
+    }
+
+    /// Number of samples.
+    fn __len__(&self) -> usize {
+        self.samples
+    }
+
+    /// The tensor as a NumPy array (``numpy.from_dlpack``: no copy).
+    fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let np = slf.py().import("numpy")?;
+        np.call_method1("from_dlpack", (slf,))
+    }
+
+    /// NumPy's conversion protocol (``numpy.asarray(t)``): no copy unless a ``dtype`` other
+    /// than the tensor's is asked for.
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let array = Self::numpy(slf)?;
+        let array = match dtype {
+            Some(d) => array.call_method1("astype", (d,))?,
+            None => array,
+        };
+        match copy {
+            Some(true) => array.call_method0("copy"),
+            _ => Ok(array),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let shape = match &self.shape {
+            Ok(s) => format!("{s:?}"),
+            Err(_) => "ragged".to_string(),
+        };
+        let layout = self
+            .layout
+            .map(|l| format!(", layout={l}"))
+            .unwrap_or_default();
+        format!(
+            "stokehold.Tensor(shape={shape}, dtype={}{layout}, device={})",
+            self.dtype_name,
+            self.device()
+        )
+    }
+}

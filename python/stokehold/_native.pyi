@@ -1,0 +1,146 @@
+"""Type stubs of stokehold's native module (``stokehold._native``)."""
+
+import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+__version__: str
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+def builtin_data(path: Optional[PathLike] = None) -> str:
+    """The folder of the built-in demo images (generated the first time)."""
+
+class Tensor:
+    """One output of a batch; take it with ``torch.from_dlpack`` or ``numpy.from_dlpack``
+    (no copy: the batch buffer lives as long as any array made from it)."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """A DLPack capsule of the tensor (no copy)."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(1, 0)`` for host memory, ``(2, N)`` for CUDA device N."""
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """``(n, c, h, w)``, ``(n, h, w, c)`` or ``(n,)``; ``None`` when samples differ."""
+    @property
+    def dtype(self) -> str:
+        """``"uint8"``, ``"float16"``, ``"float32"`` or ``"int64"``."""
+    @property
+    def layout(self) -> Optional[str]:
+        """``"NCHW"`` or ``"NHWC"`` for images, ``None`` for labels."""
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``."""
+    @property
+    def data_ptr(self) -> int:
+        """The address of the first element."""
+    @property
+    def nbytes(self) -> int:
+        """Size of the data in bytes."""
+    def numpy(self) -> Any:
+        """The tensor as a NumPy array (no copy)."""
+    def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
+    def __len__(self) -> int: ...
+
+class Sample:
+    """Who one sample of a batch is, and its random parameters."""
+
+    path: str
+    index: int
+    epoch: int
+    label: int
+    params: Dict[str, Dict[str, Any]]
+    """``{"crop": {"top", "left", "height", "width"}, "flip": {"horizontal", "vertical"},
+    "color_jitter": {...}}``, as far as the pipeline has those operators."""
+    padding: bool
+    """A repeat that only fills the batch (or evens out the ranks' batch counts)."""
+
+class Skipped:
+    """A bad file met while filling a batch."""
+
+    path: str
+    index: int
+    cause: str
+    category: str
+
+class Batch:
+    """One batch: outputs by name or position, and who its samples are."""
+
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def padded(self) -> int:
+        """How many of the last samples are padding."""
+    @property
+    def samples(self) -> List[Sample]: ...
+    @property
+    def skipped(self) -> List[Skipped]: ...
+    def keys(self) -> List[str]: ...
+    def __getitem__(self, key: Union[str, int]) -> Tensor: ...
+    def __contains__(self, name: str) -> bool: ...
+    def __iter__(self) -> Iterator[Tensor]: ...
+    def __len__(self) -> int: ...
+
+class EpochIterator(Iterator[Batch]):
+    """The batches of one epoch of a :class:`Pipeline`."""
+
+    @property
+    def epoch(self) -> int: ...
+    def __iter__(self) -> "EpochIterator": ...
+    def __next__(self) -> Batch: ...
+
+class Pipeline:
+    """An image input pipeline running on its own threads; each ``for`` loop over it is one
+    epoch."""
+
+    def __init__(
+        self,
+        pipeline: Union[PathLike, Mapping[str, Any]],
+        data: Optional[PathLike] = None,
+        *,
+        device: str = "auto",
+        batch: Optional[int] = None,
+        threads: Optional[int] = None,
+        seed: Optional[int] = None,
+        epochs: Optional[int] = None,
+        prefetch: Optional[int] = None,
+        on_error: Optional[str] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+    ) -> None: ...
+    def __iter__(self) -> EpochIterator: ...
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (the same on every rank)."""
+    @property
+    def epoch(self) -> int:
+        """The epoch the current (or next) ``for`` loop yields."""
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def samples_per_epoch(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def device_reason(self) -> str: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def outputs(self) -> List[str]: ...
+    def state_dict(self) -> Dict[str, int]: ...
+    def load_state_dict(self, state: Dict[str, int]) -> None: ...
+    def stats(self) -> Dict[str, Any]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Pipeline": ...
+    def __exit__(self, *exc: Any) -> bool: ...

@@ -1,0 +1,58 @@
+"""Data-parallel ranks: disjoint parts of every epoch that together are the whole data set,
+and the same number of batches on every rank (a rank a batch short reads a flagged repeat)."""
+
+import pytest
+
+import stokehold
+from conftest import EVAL, TRAIN, image_files
+
+
+def one_epoch(pipeline, **kw):
+    p = stokehold.Pipeline(pipeline["file"], pipeline["data"], threads=2, epochs=1, **kw)
+    batches = list(p)
+    real = [s.index for b in batches for s in b.samples if not s.padding]
+    pads = [s for b in batches for s in b.samples if s.padding]
+    for b in batches:
+        assert sum(s.padding for s in b.samples) == b.padded
+        assert all(s.padding for s in b.samples[len(b) - b.padded:]), "padding comes last"
+    return p, batches, real, pads
+
+
+@pytest.mark.parametrize("world_size,batch,last_batch_pads", [(2, 8, 0), (2, 32, 0), (3, 7, 2), (3, 3, 2), (3, 11, 0)])
+def test_ranks_are_disjoint_cover_all_and_have_equal_batch_counts(builtin, world_size, batch, last_batch_pads):
+    n = len(image_files(builtin))
+    assert n == 64
+    runs = [one_epoch({"file": TRAIN, "data": builtin}, batch=batch, rank=r, world_size=world_size)
+            for r in range(world_size)]
+    counts = {len(p) for p, _, _, _ in runs}
+    assert len(counts) == 1, "len() is the same on every rank"
+    assert {len(batches) for _, batches, _, _ in runs} == counts, "and so are the batches"
+    real = [i for _, _, r, _ in runs for i in r]
+    assert len(real) == len(set(real)) == n, "real samples are disjoint and cover the set"
+    pads = [s for _, _, _, ps in runs for s in ps]
+    assert len(pads) == last_batch_pads
+    for r, (p, _, mine, ps) in enumerate(runs):
+        assert (p.rank, p.world_size) == (r, world_size)
+        assert p.samples_per_epoch == len(mine)
+        assert all(s.index in mine for s in ps), "a rank pads with its own samples"
+
+
+def test_torchrun_environment_sets_the_rank(builtin, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    p = stokehold.Pipeline(EVAL, builtin, batch=8)
+    assert (p.rank, p.world_size, p.samples_per_epoch) == (1, 3, 21)
+    # Arguments win over the environment.
+    q = stokehold.Pipeline(EVAL, builtin, batch=8, rank=0, world_size=2)
+    assert (q.rank, q.world_size, q.samples_per_epoch) == (0, 2, 32)
+
+
+def test_bad_ranks_are_refused(builtin, monkeypatch):
+    with pytest.raises(stokehold.PipelineError, match="less than the world size"):
+        stokehold.Pipeline(EVAL, builtin, rank=2, world_size=2)
+    with pytest.raises(stokehold.PipelineError, match="no world size"):
+        stokehold.Pipeline(EVAL, builtin, rank=1)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(stokehold.PipelineError, match="no rank"):
+        stokehold.Pipeline(EVAL, builtin)

@@ -1,0 +1,71 @@
+"""state_dict()/load_state_dict(): resuming mid-epoch gives the batches an uninterrupted run
+would have given (torchdata's StatefulDataLoader contract)."""
+
+import numpy as np
+import pytest
+
+import stokehold
+from conftest import TRAIN
+
+
+def fingerprint(b):
+    return (b.epoch, b.index, [s.index for s in b.samples], np.from_dlpack(b["images"]).tobytes())
+
+
+def run(p, epochs):
+    return [fingerprint(b) for _ in range(epochs) for b in p]
+
+
+def make(builtin, **kw):
+    return stokehold.Pipeline(TRAIN, builtin, batch=10, seed=3, epochs=2, threads=2, **kw)
+
+
+@pytest.mark.parametrize("stop_after", [3, 7, 9])
+def test_resume_mid_epoch_gives_the_same_remaining_batches(builtin, stop_after):
+    whole = run(make(builtin), 2)
+    assert len(whole) == 14  # 64 images in batches of 10: 7 per epoch
+    first = make(builtin)
+    seen, state, it = [], None, iter(first)
+    while len(seen) < stop_after:
+        try:
+            seen.append(fingerprint(next(it)))
+        except StopIteration:
+            it = iter(first)
+            continue
+        state = first.state_dict()
+    assert seen == whole[:stop_after]
+    resumed = make(builtin)
+    resumed.load_state_dict(state)
+    assert resumed.epoch == stop_after // 7
+    rest = [fingerprint(b) for _ in range(2 - resumed.epoch) for b in resumed]
+    assert rest == whole[stop_after:]
+
+
+def test_after_a_whole_epoch_the_state_starts_the_next(builtin):
+    p = make(builtin)
+    n = sum(1 for _ in p)
+    state = p.state_dict()
+    assert (state["epoch"], state["sample"], state["batch"]) == (1, 0, 0)
+    q = make(builtin)
+    q.load_state_dict(state)
+    assert q.epoch == 1 and sum(1 for _ in q) == n == len(q)
+    assert sum(1 for _ in q) == 0, "two epochs were asked for"
+
+
+def test_close_and_iterate_again_continues(builtin):
+    whole = run(make(builtin), 1)
+    p = make(builtin)
+    it = iter(p)
+    head = [fingerprint(next(it)) for _ in range(2)]
+    p.close()
+    rest = [fingerprint(b) for b in p]
+    assert head + rest == whole
+
+
+def test_a_state_of_another_rank_or_seed_is_refused(builtin):
+    state = make(builtin).state_dict()
+    other = stokehold.Pipeline(TRAIN, builtin, batch=10, seed=3, rank=1, world_size=2)
+    with pytest.raises(stokehold.PipelineError, match="rank 0 of 1"):
+        other.load_state_dict(state)
+    with pytest.raises(stokehold.PipelineError, match="seed 3"):
+        stokehold.Pipeline(TRAIN, builtin, batch=10, seed=4).load_state_dict(state)
