@@ -1,9 +1,11 @@
 //! The reader owns the dataset: its settings (the `file_reader` schema and [`ReaderConfig`]),
 //! the listing ([`dataset`]), the sample schedule ([`schedule`]: epoch order, shards, where a
-//! run stands, the last batch) and reading the files ([`file_io`]).
+//! run stands, the last batch), reading the files ([`file_io`]), WebDataset tar shards
+//! ([`shards`], the `shard_reader`), and what the read stage takes its samples from
+//! ([`source`]).
 //!
-//! The reader is a node of the pipeline graph like any operator (kind `file_reader`), but
-//! runs on dedicated I/O threads ahead of the decoding workers.
+//! The reader is a node of the pipeline graph like any operator (kind `file_reader` or
+//! `shard_reader`), but runs on dedicated I/O threads ahead of the decoding workers.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,8 @@ use crate::value::{Value, ValueType};
 pub mod dataset;
 pub mod file_io;
 pub mod schedule;
+pub mod shards;
+pub mod source;
 
 use schedule::{EpochOrder, LastBatch};
 
@@ -126,6 +130,13 @@ pub struct ReaderConfig {
     pub num_shards: usize,
     /// Last-batch policy.
     pub last_batch: LastBatch,
+    /// The shard reader's settings (`None` for the file reader).
+    pub shards: Option<shards::set::ShardConfig>,
+}
+
+/// True for the operator kinds that are a pipeline's reader.
+pub fn is_reader_kind(kind: &str) -> bool {
+    kind == crate::ops::READER_KIND || kind == shards::KIND
 }
 
 impl ReaderConfig {
@@ -170,6 +181,36 @@ impl ReaderConfig {
             shard_id,
             num_shards,
             last_batch: LastBatch::from_name(args.str("last_batch")).unwrap_or_default(),
+            shards: None,
+        })
+    }
+
+    /// Reads the configuration of a reader node of `kind` (`file_reader` or `shard_reader`).
+    pub fn from_node(kind: &str, args: &Args) -> Result<ReaderConfig, ArgError> {
+        if kind != shards::KIND {
+            return Self::from_args(args);
+        }
+        let config = shards::config_from_args(args)?;
+        let extensions: Vec<String> = args
+            .str("extensions")
+            .split(',')
+            .map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if extensions.is_empty() {
+            return Err(ArgError::arg("extensions", "no extensions given")
+                .with_help("write e.g. extensions = \"jpg,jpeg,png\""));
+        }
+        Ok(ReaderConfig {
+            root: PathBuf::new(),
+            list: None,
+            source: SourceKind::Auto,
+            extensions,
+            shuffle: config.split.shuffle,
+            shard_id: config.split.rank,
+            num_shards: config.split.world_size,
+            last_batch: LastBatch::from_name(args.str("last_batch")).unwrap_or_default(),
+            shards: Some(config),
         })
     }
 
@@ -189,6 +230,9 @@ impl ReaderConfig {
         }
         if let Some(l) = self.list.as_mut().filter(|l| l.is_relative()) {
             *l = dir.join(&*l);
+        }
+        if let Some(s) = self.shards.as_mut() {
+            s.base = dir.join(&s.base);
         }
     }
 }

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::ops::{self, Args, Backends, OpSchema, Operator, READER_KIND};
+use crate::ops::{self, Args, Backends, OpSchema, Operator};
 use crate::reader::ReaderConfig;
 use crate::rng::hash_str;
 use crate::value::ValueType;
 
-use super::spec::{PipelineSpec, Placement, SpecError, SpecPointer};
+use super::spec::{OnError, PipelineSpec, Placement, SpecError, SpecPointer};
 
 mod limits;
 
@@ -94,17 +94,25 @@ impl Graph {
             })?;
             let args = Args::validate(schema, &op.args).map_err(|e| arg_error(i, e))?;
             let node = (schema.build)(&args).map_err(|e| arg_error(i, e))?;
-            if schema.kind == READER_KIND {
+            if crate::reader::is_reader_kind(schema.kind) {
                 if let Some((prev, _)) = reader {
                     return Err(SpecError::new(
                         SpecPointer::OpKind(i),
                         format!(
-                            "a pipeline has one file_reader; operator #{} is one already",
+                            "a pipeline has one reader (file_reader or shard_reader); operator #{} is one already",
                             prev + 1
                         ),
                     ));
                 }
-                let config = ReaderConfig::from_args(&args).map_err(|e| arg_error(i, e))?;
+                let config =
+                    ReaderConfig::from_node(schema.kind, &args).map_err(|e| arg_error(i, e))?;
+                if config.shards.is_some() && spec.settings.on_error == OnError::Replace {
+                    return Err(SpecError::new(
+                        SpecPointer::Setting("on_error".into()),
+                        "on_error = \"replace\" needs random access to the samples, which a shard_reader does not have",
+                    )
+                    .help("use on_error = \"skip\" (bad samples are reported and left out) or \"fail\""));
+                }
                 reader = Some((i, config));
             }
             check_ports(spec, i, schema)?;
@@ -405,9 +413,9 @@ impl Graph {
     /// A readable listing of the planned graph, for `stokehold check`.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        let r = &self.spec.ops.iter().find(|o| o.kind == READER_KIND);
+        let r = &self.spec.ops.iter().find(|o| crate::reader::is_reader_kind(&o.kind));
         if let Some(r) = r {
-            let _ = writeln!(s, "  file_reader -> {}", r.outputs.join(", "));
+            let _ = writeln!(s, "  {} -> {}", r.kind, r.outputs.join(", "));
         }
         for n in &self.nodes {
             let ins: Vec<&str> = n
@@ -602,7 +610,7 @@ fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), S
     }
     let max_out = schema.outputs.len();
     // The reader's second output (labels) is optional.
-    let min_out = if schema.kind == READER_KIND {
+    let min_out = if crate::reader::is_reader_kind(schema.kind) {
         1
     } else {
         max_out

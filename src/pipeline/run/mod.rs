@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
+use crate::reader::source::Source;
 use crate::reader::schedule::Position;
 use crate::scratch::ScratchPools;
 
@@ -70,7 +71,7 @@ pub struct Pipeline {
     threads: Vec<JoinHandle<()>>,
     stats: Arc<Stats>,
     graph: Arc<Graph>,
-    dataset: Arc<Dataset>,
+    source: Source,
     per_epoch: usize,
     device: DeviceReport,
     worker_threads: usize,
@@ -178,9 +179,19 @@ impl Pipeline {
         self.per_epoch
     }
 
-    /// The listed dataset.
+    /// The listed data set of files (empty for a shard reader: see [`Pipeline::source`]).
     pub fn dataset(&self) -> &Dataset {
-        &self.dataset
+        static NO_FILES: Dataset = Dataset {
+            entries: Vec::new(),
+            classes: Vec::new(),
+            warnings: Vec::new(),
+        };
+        self.source.dataset().map_or(&NO_FILES, |d| &**d)
+    }
+
+    /// The data set: files, or tar shards with their sample counts.
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     /// The validated graph.

@@ -21,8 +21,8 @@ use crossbeam_channel::{bounded, unbounded};
 use crate::error::Error;
 use crate::pipeline::batch::{Batch, BatchBufferPool};
 use crate::pipeline::graph::Graph;
-use crate::reader::dataset::Dataset;
-use crate::reader::schedule::{LastBatch, Position, Schedule};
+use crate::reader::schedule::{LastBatch, Position};
+use crate::reader::source::Source;
 use crate::scratch::ScratchPools;
 
 use super::assembler::{credit_chunk, Assembler, Links};
@@ -44,14 +44,11 @@ impl Pipeline {
             let dir = dir.to_path_buf();
             graph.reader.resolve_relative_to(&dir);
         }
-        let dataset = Arc::new(Dataset::list(&graph.reader)?);
-        for w in &dataset.warnings {
+        let source = Source::open(&graph.reader)?;
+        for w in source.warnings() {
             tracing::warn!("{w}");
         }
-        let per_epoch = graph
-            .reader
-            .epoch_order()
-            .samples_per_epoch(dataset.entries.len());
+        let per_epoch = source.samples_per_epoch(&graph.reader);
         let last_batch = graph.reader.last_batch;
         if last_batch == LastBatch::Drop && per_epoch < settings.batch {
             return Err(Error::Dataset(format!(
@@ -111,16 +108,16 @@ impl Pipeline {
             .unwrap_or(crate::decode::Limits::default().max_file_bytes);
         let io_threads = (worker_threads / 4).clamp(1, 4);
         let reader = ReadStage {
-            schedule: Arc::new(Mutex::new(Schedule::new(
-                graph.reader.epoch_order(),
-                dataset.entries.len(),
+            steps: Arc::new(Mutex::new(source.steps(
+                &graph.reader,
+                max_bytes,
+                graph.reader_labels.is_some(),
                 settings.epochs,
                 start,
             ))),
             credits: credit_rx,
             out: loaded_tx,
             shutdown: shutdown_rx.clone(),
-            dataset: dataset.clone(),
             stats: stats.clone(),
             max_bytes,
         };
@@ -138,7 +135,7 @@ impl Pipeline {
             input: loaded_rx,
             out: gathered.clone(),
             shutdown: shutdown_rx.clone(),
-            dataset: dataset.clone(),
+            source: source.clone(),
             graph: graph.clone(),
             stats: stats.clone(),
             placing: placing.clone(),
@@ -155,7 +152,6 @@ impl Pipeline {
         // Assembler.
         let links = Links {
             graph: graph.clone(),
-            dataset: dataset.clone(),
             stats: stats.clone(),
             placing,
             out: batch_tx,
@@ -179,7 +175,7 @@ impl Pipeline {
             threads,
             stats,
             graph,
-            dataset,
+            source,
             per_epoch,
             device,
             worker_threads,
