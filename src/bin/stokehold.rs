@@ -11,6 +11,10 @@ use stokehold::pipeline::graph::Graph;
 use stokehold::pipeline::StatsSnapshot;
 use stokehold::pipeline::{file, DeviceChoice, Pipeline, PipelineSpec};
 
+// Moves to src/bin/stokehold/pack.rs with the one-file-per-command layout.
+#[path = "stokehold_cmd/pack.rs"]
+mod pack;
+
 #[derive(Parser)]
 #[command(
     name = "stokehold",
@@ -58,6 +62,8 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 4])]
         prefetch_depths: Vec<usize>,
     },
+    /// Pack a class-folder data set into WebDataset tar shards (+ index.json).
+    Pack(pack::PackArgs),
     /// Validate a pipeline file and print its graph.
     Check {
         /// The pipeline file.
@@ -77,9 +83,17 @@ enum DeviceArg {
 
 #[derive(Args, Clone)]
 struct RunOpts {
-    /// Dataset: a folder (class sub-folders, or flat) or a list file; overrides the file's reader.
+    /// Dataset: a folder (class sub-folders, or flat) or a list file; or tar shards: a folder
+    /// of .tar files, a brace pattern, a shard's path or URL, or a list of them. Overrides
+    /// the file's reader.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// This process's rank (default: $RANK, else the file's).
+    #[arg(long)]
+    rank: Option<usize>,
+    /// Number of ranks (default: $WORLD_SIZE, else the file's).
+    #[arg(long)]
+    world_size: Option<usize>,
     /// Where to run.
     #[arg(long, value_enum)]
     device: Option<DeviceArg>,
@@ -141,6 +155,7 @@ fn main() -> ExitCode {
             prefetch_depths,
         } => tune(&pipeline, &opts, &thread_counts, &prefetch_depths),
         Command::Check { pipeline, dot } => check(&pipeline, dot),
+        Command::Pack(a) => pack::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -190,7 +205,14 @@ fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
         s.prefetch = p;
     }
     if let Some(d) = &o.data {
-        anyhow::ensure!(d.exists(), "--data {}: no such file or folder", d.display());
+        let text = d.to_string_lossy();
+        let remote_or_pattern = stokehold::reader::shards::list::is_url(&text)
+            || stokehold::reader::shards::list::has_braces(&text);
+        anyhow::ensure!(
+            remote_or_pattern || d.exists(),
+            "--data {}: no such file or folder",
+            d.display()
+        );
         spec.set_data(d);
     } else if !spec.has_data() {
         let dir = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())
@@ -201,7 +223,42 @@ fn apply(spec: &mut PipelineSpec, o: &RunOpts) -> Result<()> {
         );
         spec.set_data(&dir);
     }
+    if let Some((r, w)) = rank(o)? {
+        spec.set_rank(r, w);
+    }
     Ok(())
+}
+
+/// The rank and number of ranks from the flags, else from `RANK` and `WORLD_SIZE`.
+fn rank(o: &RunOpts) -> Result<Option<(usize, usize)>> {
+    let env = |name: &str| -> Result<Option<usize>> {
+        match std::env::var(name) {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .with_context(|| format!("${name} = '{v}' is not a number")),
+            Err(_) => Ok(None),
+        }
+    };
+    let rank = match o.rank {
+        Some(r) => Some(r),
+        None => env("RANK")?,
+    };
+    let world = match o.world_size {
+        Some(w) => Some(w),
+        None => env("WORLD_SIZE")?,
+    };
+    match (rank, world) {
+        (None, None) => Ok(None),
+        (r, Some(w)) => {
+            let r = r.unwrap_or(0);
+            anyhow::ensure!(w >= 1, "the world size must be at least 1");
+            anyhow::ensure!(r < w, "rank {r} is not below the world size {w}");
+            Ok(Some((r, w)))
+        }
+        (Some(r), None) => anyhow::bail!("rank {r} given without a world size (--world-size or $WORLD_SIZE)"),
+    }
 }
 
 fn start(path: &Path, opts: &RunOpts, verbose: bool) -> Result<Pipeline> {

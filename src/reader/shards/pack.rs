@@ -58,7 +58,7 @@ pub struct PackReport {
 }
 
 /// Packs the class-folder data set in `folder` (listed as the file reader lists it; labels
-/// are the classes' indices in sorted order) into WebDataset shards in `out`, with an
+/// are the classes' indices in sorted order; a folder without sub-folders gives label -1) into WebDataset shards in `out`, with an
 /// `index.json` of their sample counts. `progress` is told (samples done, samples in all,
 /// bytes written) after each sample.
 ///
@@ -87,7 +87,7 @@ pub fn pack(
     let config = ReaderConfig {
         root: folder.to_path_buf(),
         list: None,
-        source: SourceKind::ClassFolders,
+        source: SourceKind::Auto,
         extensions: options.extensions.clone(),
         shuffle: false,
         shard_id: 0,
