@@ -517,3 +517,49 @@ fn sha256_hex(py: &Path, bytes: &[u8]) -> String {
     child.wait().unwrap();
     s.trim().to_string()
 }
+
+#[test]
+fn tars_written_by_pythons_tarfile_in_gnu_ustar_and_pax_formats_read_alike() {
+    let d = tempfile::tempdir().unwrap();
+    let script = r#"
+import io, sys, tarfile
+names = ["a.jpg", "d" * 120 + "/long.jpg", "ünï/cödé.cls", "x" * 99 + ".jpg"]
+for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarfile.USTAR_FORMAT, "ustar")]:
+    with tarfile.open(sys.argv[1] + "/" + tag + ".tar", "w", format=fmt) as t:
+        for i, n in enumerate(names):
+            if fmt == tarfile.USTAR_FORMAT and len(n.encode()) > 100 and "/" not in n:
+                continue
+            data = bytes([i]) * (i * 300 + 1)
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+"#;
+    let python = match std::process::Command::new("python3")
+        .args(["-c", script, &d.path().to_string_lossy()])
+        .status()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "python3 is needed on CI: {e}");
+            eprintln!("skipped: python3 not found ({e})");
+            return;
+        }
+    };
+    assert!(python.success());
+    for tag in ["gnu", "pax", "ustar"] {
+        let bytes = std::fs::read(d.path().join(format!("{tag}.tar"))).unwrap();
+        let mut r = stokehold::reader::shards::tar::TarReader::new(std::io::Cursor::new(bytes));
+        let mut got = Vec::new();
+        while let Some(m) = r.next_member().unwrap() {
+            let data = r.read_data(u64::MAX).unwrap().unwrap();
+            got.push((m.name, data.len()));
+        }
+        let mut want = vec![("a.jpg".to_string(), 1), ("d".repeat(120) + "/long.jpg", 301)];
+        want.push(("ünï/cödé.cls".to_string(), 601));
+        want.push(("x".repeat(99) + ".jpg", 901));
+        if tag == "ustar" {
+            want.retain(|(n, _)| n.len() <= 100 || n.contains('/'));
+        }
+        assert_eq!(got, want, "{tag}");
+    }
+}
