@@ -19,6 +19,18 @@ if [ -z "$NVRTC_DIR" ]; then
     exit 1
 fi
 export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- Shards (issue 19): the `webdataset` Python package, for the interplay tests in
+# tests/shards.rs (shards written by its ShardWriter, ours read by its WebDataset). Installed
+# from PyPI into its own venv, .dev/wds-venv, once; the tests skip visibly without it (and
+# fail on CI).
+WDS_VERSION="webdataset==1.0.2"
+if [ ! -x .dev/wds-venv/bin/python ] || ! .dev/wds-venv/bin/python -c "import webdataset" 2>/dev/null; then
+    echo "test.sh: installing $WDS_VERSION into .dev/wds-venv (for tests/shards.rs)" >&2
+    python3 -m venv .dev/wds-venv
+    .dev/wds-venv/bin/python -m pip install --quiet "$WDS_VERSION"
+fi
+# --- end of the shards step
 export STOKEHOLD_REQUIRE_NVRTC=1
 cargo test --all-targets "$@"
 cargo test --doc "$@"
