@@ -136,7 +136,11 @@ fn ranks_get_equal_batches_disjoint_samples_and_together_the_whole_set() {
             }
             assert_eq!(counts.len(), 1, "{world} ranks: batch counts {counts:?}");
             let distinct: BTreeSet<i64> = seen.iter().copied().collect();
-            assert_eq!(distinct, (0..total as i64).collect(), "{world} ranks: union");
+            assert_eq!(
+                distinct,
+                (0..total as i64).collect(),
+                "{world} ranks: union"
+            );
             // Disjoint but for the padding that evens the ranks out.
             assert_eq!(seen.len(), total.div_ceil(world) * world);
             assert!(seen.len() - distinct.len() < world);
@@ -213,10 +217,22 @@ fn damage_costs_only_the_named_samples() {
     let want: BTreeSet<i64> = (0..24).filter(|n| !lost.contains(n)).collect();
     assert_eq!(got, want, "errors: {errors:#?}");
     let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
-    assert!(has("part-000.tar:s00002.jpg: read failed: broken tar header"), "{errors:#?}");
-    assert!(has("part-001.tar:s00009.jpg") && has("truncated"), "{errors:#?}");
-    assert!(has("part-002.tar:s00014.jpg: read failed: no .cls member"), "{errors:#?}");
-    assert!(has("part-003.tar") && has("could not be opened"), "{errors:#?}");
+    assert!(
+        has("part-000.tar:s00002.jpg: read failed: broken tar header"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-001.tar:s00009.jpg") && has("truncated"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-002.tar:s00014.jpg: read failed: no .cls member"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-003.tar") && has("could not be opened"),
+        "{errors:#?}"
+    );
     assert_eq!(errors.len(), 1 + 3 + 1 + 6, "{errors:#?}");
 }
 
@@ -248,7 +264,11 @@ struct Server {
     ranged: Arc<AtomicUsize>,
 }
 
-fn serve(files: HashMap<String, Vec<u8>>, drop_after: HashMap<String, usize>, ranges: bool) -> Server {
+fn serve(
+    files: HashMap<String, Vec<u8>>,
+    drop_after: HashMap<String, usize>,
+    ranges: bool,
+) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(AtomicUsize::new(0));
@@ -280,7 +300,9 @@ fn serve(files: HashMap<String, Vec<u8>>, drop_after: HashMap<String, usize>, ra
             }
             req.fetch_add(1, Ordering::Relaxed);
             let Some(body) = files.get(&path) else {
-                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                let _ = stream.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
                 continue;
             };
             let (status, from) = match range_from {
@@ -295,7 +317,11 @@ fn serve(files: HashMap<String, Vec<u8>>, drop_after: HashMap<String, usize>, ra
                 body.len() - from
             );
             if from > 0 || status.starts_with("206") {
-                head += &format!("content-range: bytes {from}-{}/{}\r\n", body.len() - 1, body.len());
+                head += &format!(
+                    "content-range: bytes {from}-{}/{}\r\n",
+                    body.len() - 1,
+                    body.len()
+                );
             }
             head += "\r\n";
             let cut = drops.lock().unwrap().remove(&path);
@@ -320,7 +346,10 @@ fn http_case(ranges: bool) {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         files.insert(format!("/{name}"), std::fs::read(p).unwrap());
     }
-    files.insert("/index.json".into(), std::fs::read(d.path().join("index.json")).unwrap());
+    files.insert(
+        "/index.json".into(),
+        std::fs::read(d.path().join("index.json")).unwrap(),
+    );
     // Shard 1 drops its connection a third of the way in; shard 2 is missing (404).
     let cut = files["/part-001.tar"].len() / 3;
     files.remove("/part-002.tar");
@@ -338,10 +367,18 @@ fn http_case(ranges: bool) {
     let got: BTreeSet<i64> = batches.concat().into_iter().collect();
     assert_eq!(got, (0..13).collect(), "errors: {errors:#?}");
     assert_eq!(errors.len(), 6, "{errors:#?}");
-    assert!(errors.iter().all(|e| e.contains("/part-002.tar:") && e.contains("404")), "{errors:#?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("/part-002.tar:") && e.contains("404")),
+        "{errors:#?}"
+    );
     assert!(server.requests.load(Ordering::Relaxed) >= 4);
     if ranges {
-        assert!(server.ranged.load(Ordering::Relaxed) >= 1, "resumed with a range request");
+        assert!(
+            server.ranged.load(Ordering::Relaxed) >= 1,
+            "resumed with a range request"
+        );
     }
 }
 
@@ -363,7 +400,9 @@ fn shipped_pipelines_run_on_packed_shards_with_the_folders_samples() {
         shard_size: 300_000,
         ..Default::default()
     };
-    let report = stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {}).unwrap();
+    let report =
+        stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {})
+            .unwrap();
     assert!(report.index.shardlist.len() >= 3);
     let outcome = |data: &Path| -> BTreeMap<i64, usize> {
         let s = common::spec_for("resnet50-eval.toml", data, 16, 2, 1);
@@ -377,11 +416,20 @@ fn shipped_pipelines_run_on_packed_shards_with_the_folders_samples() {
     };
     let folder = outcome(&data);
     assert_eq!(outcome(out.path()), folder);
-    let pattern = format!("{}/train-{{000000..{:06}}}.tar", out.path().display(), report.index.shardlist.len() - 1);
+    let pattern = format!(
+        "{}/train-{{000000..{:06}}}.tar",
+        out.path().display(),
+        report.index.shardlist.len() - 1
+    );
     assert_eq!(outcome(Path::new(&pattern)), folder);
     // A list of shard paths, one per line, is told apart from a `path label` list.
     let list = out.path().join("list.txt");
-    let lines: Vec<String> = report.index.shardlist.iter().map(|e| out.path().join(&e.url).display().to_string()).collect();
+    let lines: Vec<String> = report
+        .index
+        .shardlist
+        .iter()
+        .map(|e| out.path().join(&e.url).display().to_string())
+        .collect();
     std::fs::write(&list, lines.join("\n")).unwrap();
     assert_eq!(outcome(&list), folder);
 }
@@ -403,13 +451,18 @@ fn webdataset_python() -> Option<PathBuf> {
         "{} with webdataset is needed on CI (scripts/test.sh makes it)",
         py.display()
     );
-    eprintln!("skipped: no webdataset venv at {} (scripts/test.sh makes it)", py.display());
+    eprintln!(
+        "skipped: no webdataset venv at {} (scripts/test.sh makes it)",
+        py.display()
+    );
     None
 }
 
 #[test]
 fn shards_written_by_webdatasets_shardwriter_read_with_the_same_samples_and_labels() {
-    let Some(py) = webdataset_python() else { return };
+    let Some(py) = webdataset_python() else {
+        return;
+    };
     let d = tempfile::tempdir().unwrap();
     let script = r#"
 import sys, webdataset as wds
@@ -429,7 +482,12 @@ with wds.ShardWriter(out + "/wds-%06d.tar", maxcount=7) as sink:
         std::fs::write(imgs.join(format!("img{n:02}.jpg")), jpeg(n)).unwrap();
     }
     let st = std::process::Command::new(&py)
-        .args(["-c", script, &d.path().to_string_lossy(), &imgs.to_string_lossy()])
+        .args([
+            "-c",
+            script,
+            &d.path().to_string_lossy(),
+            &imgs.to_string_lossy(),
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -438,9 +496,15 @@ with wds.ShardWriter(out + "/wds-%06d.tar", maxcount=7) as sink:
     let mut s = spec(&pattern, 4, 2);
     set_reader_arg(&mut s, "shuffle", false);
     let (batches, errors) = run(s);
-    assert_eq!(batches.concat(), (0..20).step_by(2).map(|n| n * 3).collect::<Vec<i64>>());
+    assert_eq!(
+        batches.concat(),
+        (0..20).step_by(2).map(|n| n * 3).collect::<Vec<i64>>()
+    );
     assert_eq!(errors.len(), 10, "{errors:#?}");
-    assert!(errors[0].contains("wds-000000.tar:dir/k001.jpg: read failed: no .cls member"), "{errors:#?}");
+    assert!(
+        errors[0].contains("wds-000000.tar:dir/k001.jpg: read failed: no .cls member"),
+        "{errors:#?}"
+    );
     // Labels from the JSON field: every sample, each image its own.
     let mut s = spec(&pattern, 4, 2);
     set_reader_arg(&mut s, "shuffle", false);
@@ -450,23 +514,38 @@ with wds.ShardWriter(out + "/wds-%06d.tar", maxcount=7) as sink:
     for b in &mut p {
         let b = b.unwrap();
         for (info, l) in b.samples.iter().zip(b.labels("labels").unwrap()) {
-            got.push((info.path.to_string_lossy().rsplit(':').next().unwrap().to_string(), *l));
+            got.push((
+                info.path
+                    .to_string_lossy()
+                    .rsplit(':')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                *l,
+            ));
         }
     }
-    let want: Vec<(String, i64)> = (1..20).step_by(2).map(|n| (format!("dir/k{n:03}.jpg"), n as i64 * 3)).collect();
+    let want: Vec<(String, i64)> = (1..20)
+        .step_by(2)
+        .map(|n| (format!("dir/k{n:03}.jpg"), n as i64 * 3))
+        .collect();
     assert_eq!(got, want);
 }
 
 #[test]
 fn shards_written_by_pack_are_read_by_webdataset() {
-    let Some(py) = webdataset_python() else { return };
+    let Some(py) = webdataset_python() else {
+        return;
+    };
     let (_d, data) = common::samples();
     let out = tempfile::tempdir().unwrap();
     let options = stokehold::reader::shards::pack::PackOptions {
         shard_size: 200_000,
         ..Default::default()
     };
-    let report = stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {}).unwrap();
+    let report =
+        stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {})
+            .unwrap();
     let n = report.index.shardlist.len();
     let script = r#"
 import sys, hashlib, webdataset as wds
@@ -475,8 +554,15 @@ for s in ds:
     image = s.get("jpg", s.get("png"))
     print(s["__key__"], int(s["cls"]), hashlib.sha256(image).hexdigest())
 "#;
-    let pattern = format!("{}/train-{{000000..{:06}}}.tar", out.path().display(), n - 1);
-    let o = std::process::Command::new(&py).args(["-c", script, &pattern]).output().unwrap();
+    let pattern = format!(
+        "{}/train-{{000000..{:06}}}.tar",
+        out.path().display(),
+        n - 1
+    );
+    let o = std::process::Command::new(&py)
+        .args(["-c", script, &pattern])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut from_python: Vec<(String, i64, String)> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -488,13 +574,22 @@ for s in ds:
     from_python.sort();
     // What went in: every listed file, its class index, its bytes.
     let mut listed = Vec::new();
-    let mut classes: Vec<PathBuf> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut classes: Vec<PathBuf> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     classes.sort();
     for (label, c) in classes.iter().enumerate() {
         for f in std::fs::read_dir(c).unwrap() {
             let f = f.unwrap().path();
             let bytes = std::fs::read(&f).unwrap();
-            let key = f.strip_prefix(&data).unwrap().with_extension("").to_string_lossy().into_owned();
+            let key = f
+                .strip_prefix(&data)
+                .unwrap()
+                .with_extension("")
+                .to_string_lossy()
+                .into_owned();
             listed.push((key, label as i64, sha256_hex(&py, &bytes)));
         }
     }
@@ -506,7 +601,10 @@ for s in ds:
 /// SHA-256 of `bytes` in hex, by the venv's Python (no hashing crate for one test).
 fn sha256_hex(py: &Path, bytes: &[u8]) -> String {
     let mut child = std::process::Command::new(py)
-        .args(["-c", "import sys,hashlib;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"])
+        .args([
+            "-c",
+            "import sys,hashlib;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -540,7 +638,10 @@ for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarf
     {
         Ok(s) => s,
         Err(e) => {
-            assert!(std::env::var_os("CI").is_none(), "python3 is needed on CI: {e}");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "python3 is needed on CI: {e}"
+            );
             eprintln!("skipped: python3 not found ({e})");
             return;
         }
@@ -554,7 +655,10 @@ for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarf
             let data = r.read_data(u64::MAX).unwrap().unwrap();
             got.push((m.name, data.len()));
         }
-        let mut want = vec![("a.jpg".to_string(), 1), ("d".repeat(120) + "/long.jpg", 301)];
+        let mut want = vec![
+            ("a.jpg".to_string(), 1),
+            ("d".repeat(120) + "/long.jpg", 301),
+        ];
         want.push(("ünï/cödé.cls".to_string(), 601));
         want.push(("x".repeat(99) + ".jpg", 901));
         if tag == "ustar" {

@@ -257,7 +257,9 @@ fn rank(o: &RunOpts) -> Result<Option<(usize, usize)>> {
             anyhow::ensure!(r < w, "rank {r} is not below the world size {w}");
             Ok(Some((r, w)))
         }
-        (Some(r), None) => anyhow::bail!("rank {r} given without a world size (--world-size or $WORLD_SIZE)"),
+        (Some(r), None) => {
+            anyhow::bail!("rank {r} given without a world size (--world-size or $WORLD_SIZE)")
+        }
     }
 }
 

@@ -215,7 +215,7 @@ pub const READER_KIND: &str = "file_reader";
 pub fn registry() -> &'static [&'static OpSchema] {
     static ALL: &[&OpSchema] = &[
         &crate::reader::SCHEMA,
-        &crate::reader::shards::SCHEMA,
+        &crate::reader::SHARD_SCHEMA,
         &decode::SCHEMA,
         &crop::SCHEMA,
         &random_resized_crop::SCHEMA,

@@ -136,7 +136,7 @@ pub struct ReaderConfig {
 
 /// True for the operator kinds that are a pipeline's reader.
 pub fn is_reader_kind(kind: &str) -> bool {
-    kind == crate::ops::READER_KIND || kind == shards::KIND
+    kind == crate::ops::READER_KIND || kind == shards::set::KIND
 }
 
 impl ReaderConfig {
@@ -187,10 +187,10 @@ impl ReaderConfig {
 
     /// Reads the configuration of a reader node of `kind` (`file_reader` or `shard_reader`).
     pub fn from_node(kind: &str, args: &Args) -> Result<ReaderConfig, ArgError> {
-        if kind != shards::KIND {
+        if kind != shards::set::KIND {
             return Self::from_args(args);
         }
-        let config = shards::config_from_args(args)?;
+        let config = shard_config_from_args(args)?;
         let extensions: Vec<String> = args
             .str("extensions")
             .split(',')
@@ -258,6 +258,170 @@ impl Operator for FileReaderNode {
     ) -> Result<Vec<Value>, crate::SampleErrorKind> {
         Err(ctx.error("the reader runs on the reader threads"))
     }
+}
+
+/// Schema of the shard reader.
+pub static SHARD_SCHEMA: OpSchema = OpSchema {
+    kind: shards::set::KIND,
+    doc: "Reads WebDataset tar shards (local files or http(s) URLs): members sharing a key \
+          (`n0123.jpg`, `n0123.cls`) are one sample, its image the member with one of the \
+          `extensions`, its label from the `.cls` member or a field of the `.json` member. \
+          Each epoch the shard order is reshuffled from (seed, epoch) and the samples pass \
+          through a shuffle buffer; with several ranks each reads an equal, contiguous part \
+          of the epoch's samples. Damaged members cost their samples only. The `labels` \
+          output is optional.",
+    inputs: &[],
+    outputs: &[
+        PortSpec {
+            name: "encoded",
+            doc: "image member bytes",
+        },
+        PortSpec {
+            name: "labels",
+            doc: "class labels (optional)",
+        },
+    ],
+    args: &[
+        ArgSpec {
+            name: "shards",
+            ty: ArgType::Str,
+            default: Some("\"\""),
+            doc: "a folder of .tar files, a brace pattern (`train-{000000..000146}.tar`), one shard's path or URL, or a list file of paths or URLs; `--data` overrides it",
+        },
+        ArgSpec {
+            name: "index",
+            ty: ArgType::Str,
+            default: Some("\"\""),
+            doc: "sample counts per shard: \"\" = index.json beside the first shard if there, else counted; \"count\" = counted by reading the headers; else an index file's path or URL",
+        },
+        ArgSpec {
+            name: "extensions",
+            ty: ArgType::Str,
+            default: Some("\"jpg,jpeg,jpe,jfif,png\""),
+            doc: "comma-separated extensions of the image member, preferred in this order (case-insensitive)",
+        },
+        ArgSpec {
+            name: "label",
+            ty: ArgType::Str,
+            default: Some("\"cls\""),
+            doc: "extension of the member holding the label: its text is the integer (`cls`), or `json` for a field of the JSON member (`label_field`); \"\" = no labels",
+        },
+        ArgSpec {
+            name: "label_field",
+            ty: ArgType::Str,
+            default: Some("\"label\""),
+            doc: "with label = \"json\": the field holding the label (`a.b` for nested objects)",
+        },
+        ArgSpec {
+            name: "shuffle",
+            ty: ArgType::Bool,
+            default: Some("true"),
+            doc: "reshuffle the shard order every epoch from (seed, epoch) and draw samples through the shuffle buffer",
+        },
+        ArgSpec {
+            name: "shuffle_buffer",
+            ty: ArgType::Int { min: 1, max: 1 << 24 },
+            default: Some("1000"),
+            doc: "samples held in memory to shuffle within (their encoded bytes)",
+        },
+        ArgSpec {
+            name: "rank",
+            ty: ArgType::Int { min: 0, max: i64::MAX },
+            default: Some("0"),
+            doc: "which rank this process is (0-based); `--rank` or RANK override it",
+        },
+        ArgSpec {
+            name: "world_size",
+            ty: ArgType::Int { min: 1, max: i64::MAX },
+            default: Some("1"),
+            doc: "number of ranks; `--world-size` or WORLD_SIZE override it",
+        },
+        ArgSpec {
+            name: "read_ahead",
+            ty: ArgType::Int { min: 1, max: 64 },
+            default: Some("2"),
+            doc: "shards read at once (on threads of their own), ahead of the one being taken",
+        },
+        ArgSpec {
+            name: "retries",
+            ty: ArgType::Int { min: 0, max: 100 },
+            default: Some("5"),
+            doc: "retries of a dropped http connection (waits 0.2 s, doubling)",
+        },
+        ArgSpec {
+            name: "last_batch",
+            ty: ArgType::Choice(LastBatch::NAMES),
+            default: Some("\"partial\""),
+            doc: "the last, incomplete batch of an epoch: partial = smaller batch, drop = left out, pad = filled by repeating its last sample",
+        },
+    ],
+    backends: Backends::CpuOnly,
+    build: build_shard_reader,
+};
+
+/// The reader node as an [`Operator`], for type inference only; it never runs per sample.
+#[derive(Debug)]
+struct ShardReaderNode;
+
+fn build_shard_reader(args: &Args) -> Result<Box<dyn Operator>, ArgError> {
+    shard_config_from_args(args)?;
+    Ok(Box::new(ShardReaderNode))
+}
+
+impl Operator for ShardReaderNode {
+    fn infer(&self, _: &[ValueType]) -> Result<Vec<ValueType>, String> {
+        Ok(vec![ValueType::Encoded, ValueType::Label])
+    }
+
+    fn run_cpu(
+        &self,
+        _: Vec<Value>,
+        ctx: &mut crate::ops::SampleContext<'_>,
+    ) -> Result<Vec<Value>, crate::SampleErrorKind> {
+        Err(ctx.error("the reader runs on the reader threads"))
+    }
+}
+
+/// Reads the shard settings from validated arguments.
+fn shard_config_from_args(args: &Args) -> Result<shards::set::ShardConfig, ArgError> {
+    let rank = args.int("rank") as usize;
+    let world_size = args.int("world_size") as usize;
+    if rank >= world_size {
+        return Err(ArgError::arg(
+            "rank",
+            format!("rank = {rank} but world_size = {world_size}"),
+        )
+        .with_help("rank counts from 0 and must be less than world_size"));
+    }
+    let label = match args.str("label").trim().trim_start_matches('.') {
+        "" => shards::samples::LabelFrom::None,
+        "json" => {
+            let field = args.str("label_field").trim();
+            if field.is_empty() {
+                return Err(ArgError::arg("label_field", "no field named")
+                    .with_help("write e.g. label_field = \"label\""));
+            }
+            shards::samples::LabelFrom::Json(field.to_string())
+        }
+        ext => shards::samples::LabelFrom::Text(ext.to_ascii_lowercase()),
+    };
+    Ok(shards::set::ShardConfig {
+        shards: args.str("shards").to_string(),
+        base: PathBuf::new(),
+        index: args.str("index").trim().to_string(),
+        label,
+        shuffle_buffer: args.int("shuffle_buffer") as usize,
+        read_ahead: args.int("read_ahead") as usize,
+        retry: shards::http::Retry {
+            attempts: args.int("retries") as u32,
+            backoff: std::time::Duration::from_millis(200),
+        },
+        split: shards::plan::RankSplit {
+            shuffle: args.bool("shuffle"),
+            rank,
+            world_size,
+        },
+    })
 }
 
 #[cfg(test)]

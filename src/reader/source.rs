@@ -137,7 +137,11 @@ impl Source {
                 let c = &set.config;
                 let rules = SampleRules {
                     extensions: config.extensions.clone(),
-                    label: if labels { c.label.clone() } else { LabelFrom::None },
+                    label: if labels {
+                        c.label.clone()
+                    } else {
+                        LabelFrom::None
+                    },
                     max_bytes,
                 };
                 Steps::Shards(ShardStream::new(

@@ -28,7 +28,9 @@ pub struct PackArgs {
 
 fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a size"))?;
     let scale = match unit.trim().to_ascii_lowercase().as_str() {

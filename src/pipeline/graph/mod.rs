@@ -413,7 +413,11 @@ impl Graph {
     /// A readable listing of the planned graph, for `stokehold check`.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        let r = &self.spec.ops.iter().find(|o| crate::reader::is_reader_kind(&o.kind));
+        let r = &self
+            .spec
+            .ops
+            .iter()
+            .find(|o| crate::reader::is_reader_kind(&o.kind));
         if let Some(r) = r {
             let _ = writeln!(s, "  {} -> {}", r.kind, r.outputs.join(", "));
         }

@@ -210,11 +210,7 @@ impl Assembler {
                 });
             }
             Err(Failure::Sample(kind)) => {
-                let e = SampleError {
-                    path,
-                    index,
-                    kind,
-                };
+                let e = SampleError { path, index, kind };
                 if on_error == OnError::Fail {
                     return self.fail(Error::Sample(e));
                 }

@@ -13,8 +13,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
-use crate::reader::source::Source;
 use crate::reader::schedule::Position;
+use crate::reader::source::Source;
 use crate::scratch::ScratchPools;
 
 use super::batch::Batch;

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
-use super::list::Location;
-use super::samples::{LabelFrom, SampleRules, ShardItems};
 use super::http::Retry;
+use super::list::Location;
 use super::open::open_shard;
+use super::samples::{LabelFrom, SampleRules, ShardItems};
 
 /// The index file's name, beside the shards.
 pub const INDEX_NAME: &str = "index.json";

@@ -134,7 +134,9 @@ pub fn expand_braces(pattern: &str) -> Result<Vec<String>, String> {
     let parts: Vec<String> = if let Some((a, b)) = body.split_once("..") {
         let (lo, hi) = (a.parse::<u64>(), b.parse::<u64>());
         let (Ok(lo), Ok(hi)) = (lo, hi) else {
-            return Err(format!("'{pattern}': '{{{body}}}' is not a range of numbers"));
+            return Err(format!(
+                "'{pattern}': '{{{body}}}' is not a range of numbers"
+            ));
         };
         if hi < lo {
             return Err(format!("'{pattern}': the range {{{body}}} counts down"));
@@ -168,7 +170,11 @@ fn entry_locations(entry: &str, base: &Path, out: &mut Vec<Location>) -> Result<
             out.push(Location::Url(e));
         } else {
             let p = PathBuf::from(&e);
-            out.push(Location::File(if p.is_absolute() { p } else { base.join(p) }));
+            out.push(Location::File(if p.is_absolute() {
+                p
+            } else {
+                base.join(p)
+            }));
         }
     }
     Ok(())

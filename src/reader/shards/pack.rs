@@ -102,7 +102,8 @@ pub fn pack(
     std::fs::create_dir_all(out).map_err(io(out))?;
     let mut order: Vec<usize> = (0..ds.entries.len()).collect();
     if let Some(seed) = options.shuffle_seed {
-        SampleRng::from_key(key(&[crate::rng::domain::SHUFFLE, seed, u64::MAX])).shuffle(&mut order);
+        SampleRng::from_key(key(&[crate::rng::domain::SHUFFLE, seed, u64::MAX]))
+            .shuffle(&mut order);
     }
     let mut keys = HashSet::new();
     let mut shards: Vec<IndexEntry> = Vec::new();
@@ -197,7 +198,9 @@ fn sample_key(rel: &Path, i: usize, taken: &mut HashSet<String>) -> (String, Str
         _ => ext,
     };
     let stem = rel.with_extension("");
-    let parent = stem.parent().map(|p| p.to_string_lossy().replace('\\', "/"));
+    let parent = stem
+        .parent()
+        .map(|p| p.to_string_lossy().replace('\\', "/"));
     let base = stem
         .file_name()
         .map(|b| b.to_string_lossy().replace('.', "_"))

@@ -167,7 +167,14 @@ impl<T> ShuffleBuffer<T> {
 /// Where an epoch stands after `outputs` draws from a buffer fed `inputs` items in order:
 /// the input numbers still in the buffer (in buffer order) and how many inputs were taken.
 /// Resuming replays this on numbers alone, then loads only those inputs.
-pub fn replay(size: usize, seed: u64, epoch: u64, rank: usize, inputs: usize, outputs: usize) -> (Vec<usize>, usize) {
+pub fn replay(
+    size: usize,
+    seed: u64,
+    epoch: u64,
+    rank: usize,
+    inputs: usize,
+    outputs: usize,
+) -> (Vec<usize>, usize) {
     let mut b = ShuffleBuffer::new(size, seed, epoch, rank);
     let mut next = 0;
     for _ in 0..outputs {

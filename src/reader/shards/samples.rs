@@ -62,10 +62,7 @@ pub enum Item {
 pub fn split_name(name: &str) -> (&str, &str) {
     let base_start = name.rfind('/').map_or(0, |i| i + 1);
     match name[base_start..].find('.') {
-        Some(dot) => (
-            &name[..base_start + dot],
-            &name[base_start + dot + 1..],
-        ),
+        Some(dot) => (&name[..base_start + dot], &name[base_start + dot + 1..]),
         None => (name, ""),
     }
 }
@@ -132,7 +129,12 @@ impl<R: ShardRead> ShardItems<R> {
                 offset,
                 name: None,
                 why,
-            }) => return Some(damage(format!("@{offset}"), format!("broken tar header: {why}"))),
+            }) => {
+                return Some(damage(
+                    format!("@{offset}"),
+                    format!("broken tar header: {why}"),
+                ))
+            }
             Err(TarError::BadHeader {
                 name: Some(name),
                 why,
@@ -170,7 +172,8 @@ impl<R: ShardRead> ShardItems<R> {
             if let Some(m) = member.take() {
                 let ext = split_name(&m.name).1.to_ascii_lowercase();
                 let pref = rules.extensions.iter().position(|e| *e == ext);
-                let read = if let Some(p) = pref.filter(|&p| image.as_ref().is_none_or(|i| p < i.0)) {
+                let read = if let Some(p) = pref.filter(|&p| image.as_ref().is_none_or(|i| p < i.0))
+                {
                     if load {
                         self.tar
                             .read_data(rules.max_bytes)
@@ -200,7 +203,10 @@ impl<R: ShardRead> ShardItems<R> {
                     why,
                     offset,
                 })) if split_name(&name).0 == key => {
-                    spoiled.get_or_insert((name, format!("broken tar header at byte {offset}: {why}")));
+                    spoiled.get_or_insert((
+                        name,
+                        format!("broken tar header at byte {offset}: {why}"),
+                    ));
                 }
                 // Another key, or the stream's end: the group is complete as far as it
                 // goes (a member lost to truncation shows as missing), and a truncation
@@ -238,11 +244,18 @@ impl<R: ShardRead> ShardItems<R> {
         let label = match (&rules.label, label_text) {
             (LabelFrom::None, _) => -1,
             (LabelFrom::Text(ext), None) | (LabelFrom::Json(ext), None) => {
-                let ext = if matches!(rules.label, LabelFrom::Json(_)) { "json" } else { ext };
+                let ext = if matches!(rules.label, LabelFrom::Json(_)) {
+                    "json"
+                } else {
+                    ext
+                };
                 return damage(member, format!("no .{ext} member (the label)"));
             }
             (LabelFrom::Text(_), Some((name, text))) => {
-                match std::str::from_utf8(&text).ok().and_then(|t| t.trim().parse::<i64>().ok()) {
+                match std::str::from_utf8(&text)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok())
+                {
                     Some(l) => l,
                     None => return damage(name, "the label is not an integer"),
                 }

@@ -11,6 +11,9 @@ use super::list::{list_shards, Location};
 use super::plan::RankSplit;
 use super::samples::LabelFrom;
 
+/// The shard reader's operator kind.
+pub const KIND: &str = "shard_reader";
+
 /// The shard reader's validated settings (its other settings, extensions and the last-batch
 /// policy, are the reader's as for the file reader).
 #[derive(Debug, Clone, PartialEq)]
@@ -82,7 +85,10 @@ impl ShardSet {
             counts: Vec::new(),
             bases: Vec::new(),
             total: 0,
-            classes: index.as_ref().map(|i| i.classes.clone()).unwrap_or_default(),
+            classes: index
+                .as_ref()
+                .map(|i| i.classes.clone())
+                .unwrap_or_default(),
             warnings: Vec::new(),
         };
         let mut counted = 0;

@@ -14,9 +14,9 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::error::SampleErrorKind;
 use crate::reader::schedule::Position;
 
+use super::open::open_shard;
 use super::plan::{replay, Segment, ShuffleBuffer};
 use super::samples::{Item, SampleRules, ShardItems};
-use super::open::open_shard;
 use super::set::{ShardConfig, ShardSet};
 
 /// Samples one shard part may queue ahead of the one being taken.
@@ -302,7 +302,11 @@ impl ShardStream {
         pos: usize,
     ) -> (ShuffleBuffer<ShardSample>, Feed) {
         let split = config.split;
-        let size = if split.shuffle { config.shuffle_buffer } else { 1 };
+        let size = if split.shuffle {
+            config.shuffle_buffer
+        } else {
+            1
+        };
         let segments = split.segments(&set.counts, seed, epoch);
         let inputs: usize = segments.iter().map(|s| s.take).sum();
         let (held, replayed) = replay(size, seed, epoch, split.rank, inputs, pos);
@@ -362,8 +366,14 @@ impl ShardStream {
         self.epoch += 1;
         self.pos = 0;
         if self.epochs.is_none_or(|n| self.epoch < n) {
-            let (buffer, feed) =
-                Self::epoch(&self.set, &self.config, &self.rules, self.seed, self.epoch, 0);
+            let (buffer, feed) = Self::epoch(
+                &self.set,
+                &self.config,
+                &self.rules,
+                self.seed,
+                self.epoch,
+                0,
+            );
             self.buffer = buffer;
             self.feed = feed;
         }

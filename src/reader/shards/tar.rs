@@ -321,9 +321,7 @@ impl<R: ShardRead> TarReader<R> {
                 }
                 t => {
                     let size = pax_size.unwrap_or(size);
-                    let name = pax_path
-                        .or(long_name)
-                        .unwrap_or_else(|| header_name(&b));
+                    let name = pax_path.or(long_name).unwrap_or_else(|| header_name(&b));
                     let kind = if matches!(t, b'0' | 0 | b'7') {
                         MemberKind::File
                     } else {
@@ -532,8 +530,19 @@ impl<W: io::Write> TarWriter<W> {
             record.insert_str(0, &len.to_string());
             self.header(b"././@PaxHeader", record.len() as u64, b'x')?;
             self.data(record.as_bytes())?;
-            let short: String = name.chars().rev().take(90).collect::<Vec<_>>().into_iter().rev().collect();
-            self.header(short.trim_start_matches('/').as_bytes(), data.len() as u64, b'0')?;
+            let short: String = name
+                .chars()
+                .rev()
+                .take(90)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            self.header(
+                short.trim_start_matches('/').as_bytes(),
+                data.len() as u64,
+                b'0',
+            )?;
         } else {
             self.header(bytes, data.len() as u64, b'0')?;
         }

@@ -113,7 +113,11 @@ fn gnu_long_names_base256_sizes_and_folders() {
 
 #[test]
 fn a_broken_header_is_reported_by_name_and_reading_goes_on() {
-    let mut bytes = archive(&[("a.jpg", &[1u8; 700]), ("b.jpg", &[2u8; 10]), ("c.jpg", b"3")]);
+    let mut bytes = archive(&[
+        ("a.jpg", &[1u8; 700]),
+        ("b.jpg", &[2u8; 10]),
+        ("c.jpg", b"3"),
+    ]);
     // b.jpg's header is the third block after a.jpg's header and two data blocks.
     bytes[3 * 512 + 130] ^= 0x04;
     let got = names(bytes);
@@ -126,18 +130,28 @@ fn a_broken_header_is_reported_by_name_and_reading_goes_on() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(got[2].as_ref().unwrap(), &("c.jpg".to_string(), b"3".to_vec()));
+    assert_eq!(
+        got[2].as_ref().unwrap(),
+        &("c.jpg".to_string(), b"3".to_vec())
+    );
 }
 
 #[test]
 fn every_truncated_prefix_ends_in_an_error_or_fewer_members_never_a_panic() {
-    let bytes = archive(&[("a.jpg", &[1u8; 700]), ("a.cls", b"1"), ("b.jpg", &[9u8; 300])]);
+    let bytes = archive(&[
+        ("a.jpg", &[1u8; 700]),
+        ("a.cls", b"1"),
+        ("b.jpg", &[9u8; 300]),
+    ]);
     for cut in 0..bytes.len() {
         let got = names(bytes[..cut].to_vec());
         let good = got.iter().filter(|g| g.is_ok()).count();
         assert!(good <= 3);
         if cut % 512 != 0 && cut < 3 * 512 + 1024 {
-            assert!(matches!(got.last(), Some(Err(TarError::Truncated { .. }))), "cut {cut}: {got:?}");
+            assert!(
+                matches!(got.last(), Some(Err(TarError::Truncated { .. }))),
+                "cut {cut}: {got:?}"
+            );
         }
     }
 }
@@ -184,16 +198,23 @@ fn samples_group_by_key_with_labels_from_cls_or_json() {
         }
     );
     assert!(matches!(&by_cls[2], Item::Damaged { member, .. } if member == "k3"));
-    assert!(matches!(&by_cls[3], Item::Damaged { member, kind } if member == "k4.cls" && kind.to_string().contains("not an integer")));
+    assert!(
+        matches!(&by_cls[3], Item::Damaged { member, kind } if member == "k4.cls" && kind.to_string().contains("not an integer"))
+    );
     let by_json = items(LabelFrom::Json("meta.label".into()));
     assert!(matches!(&by_json[0], Item::Sample { label: 9, .. }));
-    assert!(matches!(&by_json[1], Item::Damaged { kind, .. } if kind.to_string().contains("no .json member")));
+    assert!(
+        matches!(&by_json[1], Item::Damaged { kind, .. } if kind.to_string().contains("no .json member"))
+    );
 }
 
 #[test]
 fn names_split_and_braces_expand() {
     assert_eq!(split_name("a.b/c.d.e"), ("a.b/c", "d.e"));
-    assert_eq!(expand_braces("x-{0..2}.tar").unwrap(), ["x-0.tar", "x-1.tar", "x-2.tar"]);
+    assert_eq!(
+        expand_braces("x-{0..2}.tar").unwrap(),
+        ["x-0.tar", "x-1.tar", "x-2.tar"]
+    );
     assert!(expand_braces("x-{3..1}.tar").is_err());
     assert!(expand_braces("x-{a}.tar").is_err());
     assert!(expand_braces("x-{0..1.tar").is_err());
@@ -211,7 +232,10 @@ fn replay_finds_the_buffer_a_run_had() {
             }
             b.draw();
         }
-        assert_eq!(replay(size, 3, 1, 2, inputs, outputs), (b.items().to_vec(), next));
+        assert_eq!(
+            replay(size, 3, 1, 2, inputs, outputs),
+            (b.items().to_vec(), next)
+        );
     }
 }
 
