@@ -99,7 +99,7 @@ impl Graph {
                     return Err(SpecError::new(
                         SpecPointer::OpKind(i),
                         format!(
-                            "a pipeline has one reader (file_reader or shard_reader); operator #{} is one already",
+                            "a pipeline has one file_reader (or shard_reader); operator #{} is one already",
                             prev + 1
                         ),
                     ));
