@@ -520,7 +520,7 @@ impl<W: io::Write> TarWriter<W> {
     /// Appends a regular file.
     pub fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
         let bytes = name.as_bytes();
-        if bytes.len() >= 100 || bytes.contains(&0) {
+        if bytes.len() >= 100 {
             let mut record = format!(" path={name}\n");
             // The length counts its own digits.
             let mut len = record.len() + 1;
@@ -530,14 +530,12 @@ impl<W: io::Write> TarWriter<W> {
             record.insert_str(0, &len.to_string());
             self.header(b"././@PaxHeader", record.len() as u64, b'x')?;
             self.data(record.as_bytes())?;
-            let short: String = name
-                .chars()
-                .rev()
-                .take(90)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
+            // The ustar name stands in for readers without pax: the name's last 90 bytes.
+            let mut cut = name.len().saturating_sub(90);
+            while !name.is_char_boundary(cut) {
+                cut += 1;
+            }
+            let short = &name[cut..];
             self.header(
                 short.trim_start_matches('/').as_bytes(),
                 data.len() as u64,
