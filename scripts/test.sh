@@ -21,16 +21,22 @@ if [ -z "$NVRTC_DIR" ]; then
     exit 1
 fi
 export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# One venv, .dev/venv, for every test that needs Python packages (from PyPI, once): maturin,
+# numpy and pytest for the Python package; webdataset for the shard interplay tests in
+# tests/shards.rs (shards written by its ShardWriter, ours read by its WebDataset), which
+# skip visibly without it and fail on CI.
+VENV=.dev/venv
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
+
 export STOKEHOLD_REQUIRE_NVRTC=1
 cargo test --all-targets "$@"
 cargo test --doc "$@"
 
-# The Python package: a venv in .dev/venv with maturin, numpy and pytest (from PyPI, once),
-# the package built and installed as `pip install .` does (release build, in target/), then
-# its tests from python/tests.
-VENV=.dev/venv
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9.4,<2" numpy pytest
+# The Python package, built and installed into the venv as `pip install .` does (release
+# build, in target/), then its tests from python/tests.
 PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     --no-build-isolation --no-deps --force-reinstall .
 "$VENV/bin/python" -m pytest -rs python/tests

@@ -37,6 +37,10 @@ pub mod domain {
     pub const SAMPLE: u64 = 2;
     /// Choosing a replacement sample.
     pub const REPLACE: u64 = 3;
+    /// Per-epoch order of a data set's shards.
+    pub const SHARD_ORDER: u64 = 4;
+    /// The draws of a shard reader's shuffle buffer.
+    pub const SHUFFLE_BUFFER: u64 = 5;
 }
 
 /// A small deterministic generator (SplitMix64 stream) seeded from a key.

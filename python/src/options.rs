@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stokehold::ops::{ArgValue, READER_KIND};
 use stokehold::pipeline::file::{self, SpecLocations};
 use stokehold::pipeline::graph::Graph;
 use stokehold::pipeline::{DeviceChoice, OnError, PipelineSpec};
+use stokehold::reader::shards::list::data_exists;
 use stokehold::Error;
 
 use crate::dict_spec::{self, DictText};
@@ -34,7 +34,7 @@ pub struct Overrides {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rank {
     /// (rank, world size) when given or set by torchrun; `None` leaves the pipeline file's
-    /// `shard_id`/`num_shards`.
+    /// (the file reader's `shard_id`/`num_shards`, the shard reader's `rank`/`world_size`).
     pub shard: Option<(usize, usize)>,
     /// The GPU of this rank (`LOCAL_RANK`, else 0).
     pub local_rank: usize,
@@ -251,27 +251,26 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
         })?;
     }
     if let Some(data) = &o.data {
-        if !data.exists() {
+        if !data_exists(data) {
             return Err(data_err(
                 py,
-                format!("data={}: no such folder or list file", data.display()),
+                format!(
+                    "data={}: no such folder, list file or shard",
+                    data.display()
+                ),
             ));
         }
         spec.set_data(data);
     } else if !spec.has_data() {
         return Err(pipeline_err(
             py,
-            "the pipeline reads no data: its file_reader has neither `root` nor `list`",
-            Some("pass data=\"/path/to/train\" (or stokehold.builtin_data() for the demo images)"),
+            "the pipeline reads no data: its reader has no `root`, `list` or `shards`",
+            Some("pass data=\"/path/to/train\" or tar shards (\"/path/to/shards/\", a URL), or stokehold.builtin_data() for the demo images"),
         ));
     }
-    if let Some((shard_id, num_shards)) = rank.shard {
-        for op in spec.ops.iter_mut().filter(|o| o.kind == READER_KIND) {
-            op.args
-                .insert("shard_id".into(), ArgValue::Int(shard_id as i64));
-            op.args
-                .insert("num_shards".into(), ArgValue::Int(num_shards as i64));
-        }
+    // After the data: it may have turned the file reader into a shard reader.
+    if let Some((rank, world_size)) = rank.shard {
+        spec.set_rank(rank, world_size);
     }
     Ok(())
 }

@@ -145,8 +145,9 @@ impl Runner {
 /// An image input pipeline, running on its own threads.
 ///
 /// ``pipeline`` is a pipeline file's path or a dict of the same structure; ``data`` a
-/// folder (class sub-folders, or flat) or a list file. Keyword arguments override the
-/// pipeline's settings. Iterate over it once per epoch, like a DataLoader::
+/// folder (class sub-folders, or flat) or a list file, or WebDataset tar shards (a folder of
+/// ``.tar`` files, a brace pattern, a shard's path or http(s) URL, or a list of them; see
+/// docs/shards.md). Keyword arguments override the pipeline's settings. Iterate over it once per epoch, like a DataLoader::
 ///
 ///     pipeline = stokehold.Pipeline("pipelines/resnet50-train.toml", "/data/train")
 ///     for epoch in range(90):

@@ -1,12 +1,12 @@
-//! Every kind a pipeline may name — the file reader and the operators — with its schema, and
+//! Every kind a pipeline may name — the readers and the operators — with its schema, and
 //! how each operator is built. It lives here, where the reader and the operators are both
 //! known, so neither needs the other.
 
 use crate::ops::{self, BuildFn};
-use crate::schema::{OpSchema, READER_KIND};
+use crate::schema::OpSchema;
 
-/// A kind: its schema, and how to build it (`None` for the reader, which is not an
-/// operator: it runs on the reader threads).
+/// A kind: its schema, and how to build it (`None` for the readers, which are not
+/// operators: they run on the reader threads).
 struct Kind {
     schema: &'static OpSchema,
     build: Option<BuildFn>,
@@ -15,6 +15,10 @@ struct Kind {
 static KINDS: &[Kind] = &[
     Kind {
         schema: &crate::reader::SCHEMA,
+        build: None,
+    },
+    Kind {
+        schema: &crate::reader::SHARD_SCHEMA,
         build: None,
     },
     Kind {
@@ -59,7 +63,7 @@ static KINDS: &[Kind] = &[
     },
 ];
 
-/// The schemas of all kinds, the reader first.
+/// The schemas of all kinds, the readers first.
 ///
 /// ```
 /// let kinds: Vec<&str> = stokehold::pipeline::registry::schemas().map(|s| s.kind).collect();
@@ -83,9 +87,9 @@ pub fn builder(kind: &str) -> Option<BuildFn> {
         .and_then(|k| k.build)
 }
 
-/// Whether `kind` is the file reader.
+/// Whether `kind` is a reader (the file reader or the shard reader).
 pub fn is_reader(kind: &str) -> bool {
-    kind == READER_KIND
+    crate::reader::is_reader_kind(kind)
 }
 
 #[cfg(test)]

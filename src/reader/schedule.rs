@@ -128,7 +128,7 @@ pub fn epoch_order(
 }
 
 /// Batches an epoch of `samples` samples gives under `last_batch`.
-fn batches(samples: usize, batch: usize, last_batch: LastBatch) -> usize {
+pub(crate) fn batches(samples: usize, batch: usize, last_batch: LastBatch) -> usize {
     let batch = batch.max(1);
     match last_batch {
         LastBatch::Drop => samples / batch,

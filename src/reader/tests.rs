@@ -18,6 +18,7 @@ fn config(root: &Path) -> ReaderConfig {
         shard_id: 0,
         num_shards: 1,
         last_batch: LastBatch::Partial,
+        shards: None,
     }
 }
 

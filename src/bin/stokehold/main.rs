@@ -1,4 +1,5 @@
-//! The `stokehold` command line: run, bench, tune and check pipeline files.
+//! The `stokehold` command line: run, bench, tune and check pipeline files; pack a data set
+//! into tar shards.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ mod interrupt;
 mod logs;
 mod options;
 mod output;
+mod pack;
 mod progress;
 mod run;
 mod stats;
@@ -39,6 +41,9 @@ enum Command {
     Tune(tune::TuneArgs),
     /// Check a pipeline file, report every problem found, and print its graph.
     Check(check::CheckArgs),
+    /// Pack a class-folder data set into WebDataset tar shards (+ index.json), for
+    /// `--data` or a shard_reader to read.
+    Pack(pack::PackArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::bench(&args),
         Command::Tune(args) => tune::tune(&args),
         Command::Check(args) => check::check(&args),
+        Command::Pack(args) => pack::pack_folder(&args),
     };
     match result {
         Ok(code) => code,

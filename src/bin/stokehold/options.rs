@@ -1,6 +1,6 @@
-//! The options `run`, `bench` and `tune` share: `--data` and one override flag per
-//! pipeline setting, built from the settings declarations; and loading a pipeline file with
-//! them applied, every problem reported at once.
+//! The options `run`, `bench` and `tune` share: `--data`, `--rank`/`--world-size` and one
+//! override flag per pipeline setting, built from the settings declarations; and loading a
+//! pipeline file with them applied, every problem reported at once.
 
 use std::path::{Path, PathBuf};
 
@@ -10,18 +10,78 @@ use stokehold::ops::ArgValue;
 use stokehold::pipeline::file::{Checked, Draft};
 use stokehold::pipeline::settings::{Setting, SETTINGS};
 use stokehold::pipeline::{Pipeline, PipelineSpec, Position};
+use stokehold::reader::shards::list::data_exists;
 
 use crate::output::Problems;
 
 /// Options of the commands that run a pipeline.
 #[derive(Args, Clone)]
 pub struct RunOpts {
-    /// Dataset: a folder (class sub-folders, or flat) or a list file; overrides the file's
-    /// reader.
+    /// Dataset: a folder (class sub-folders, or flat) or a list file; or tar shards: a folder
+    /// of .tar files, a brace pattern, a shard's path or URL, or a list of them. Overrides the
+    /// file's reader.
     #[arg(long)]
     pub data: Option<PathBuf>,
     #[command(flatten)]
+    pub ranks: RankFlags,
+    #[command(flatten)]
     pub settings: SettingFlags,
+}
+
+/// This process's part of the data among data-parallel ranks: the flags, else `RANK` and
+/// `WORLD_SIZE` (as torchrun sets them), else the reader's arguments in the file. They are
+/// reader arguments rather than settings because each reader names them its own way
+/// (`shard_id`/`num_shards`, `rank`/`world_size`); [`PipelineSpec::set_rank`] sets either.
+#[derive(Args, Clone, Default)]
+pub struct RankFlags {
+    /// This process's rank, from 0 (default: $RANK, else the pipeline file's reader's).
+    #[arg(long, value_name = "N")]
+    pub rank: Option<usize>,
+    /// Number of ranks (default: $WORLD_SIZE, else the pipeline file's reader's).
+    #[arg(long, value_name = "N")]
+    pub world_size: Option<usize>,
+}
+
+impl RankFlags {
+    /// The rank and number of ranks given, by flag or environment (`None`: neither).
+    pub fn resolve(&self) -> Result<Option<(usize, usize)>> {
+        let env = |name: &str| -> Result<Option<usize>> {
+            match std::env::var(name) {
+                Ok(v) => v
+                    .trim()
+                    .parse()
+                    .map(Some)
+                    .with_context(|| format!("${name} = {v:?} is not a non-negative integer")),
+                Err(_) => Ok(None),
+            }
+        };
+        let rank = match self.rank {
+            Some(r) => Some(r),
+            None => env("RANK")?,
+        };
+        let world_size = match self.world_size {
+            Some(w) => Some(w),
+            None => env("WORLD_SIZE")?,
+        };
+        let (rank, world_size) = match (rank, world_size) {
+            (None, None) => return Ok(None),
+            (Some(r), Some(w)) => (r, w),
+            (Some(r), None) => {
+                anyhow::bail!(
+                    "rank {r} is given without a world size (--world-size or $WORLD_SIZE)"
+                )
+            }
+            (None, Some(1)) => (0, 1),
+            (None, Some(w)) => {
+                anyhow::bail!("the world size is {w} but no rank is given (--rank or $RANK)")
+            }
+        };
+        anyhow::ensure!(
+            rank < world_size,
+            "rank {rank} of world size {world_size}: ranks count from 0 and must be less than the world size"
+        );
+        Ok(Some((rank, world_size)))
+    }
 }
 
 /// The settings given on the command line, one flag per setting
@@ -100,6 +160,10 @@ pub fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Checked> {
     if let Some(o) = opts {
         o.settings.apply(draft.spec_mut())?;
         point_at_data(draft.spec_mut(), o.data.as_deref())?;
+        // After the data: it may have turned the file reader into a shard reader.
+        if let Some((rank, world_size)) = o.ranks.resolve()? {
+            draft.spec_mut().set_rank(rank, world_size);
+        }
     }
     libjpeg_switches(draft.spec_mut());
     draft.finish().map_err(|errors| {
@@ -115,7 +179,11 @@ pub fn load(path: &Path, opts: Option<&RunOpts>) -> Result<Checked> {
 /// the command line names any data.
 fn point_at_data(spec: &mut PipelineSpec, data: Option<&Path>) -> Result<()> {
     if let Some(d) = data {
-        anyhow::ensure!(d.exists(), "--data {}: no such file or folder", d.display());
+        anyhow::ensure!(
+            data_exists(d),
+            "--data {}: no such file or folder",
+            d.display()
+        );
         spec.set_data(d);
     } else if !spec.has_data() {
         let dir = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())

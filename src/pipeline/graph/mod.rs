@@ -10,11 +10,11 @@ use crate::fusion::{self, Part};
 use crate::ops::Operator;
 use crate::reader::ReaderConfig;
 use crate::rng::hash_str;
-use crate::schema::{closest, ArgError, Args, Backends, OpSchema, READER_KIND};
+use crate::schema::{closest, ArgError, Args, Backends, OpSchema};
 use crate::value::ValueType;
 
 use super::registry;
-use super::spec::{PipelineSpec, Placement, SpecError, SpecPointer};
+use super::spec::{OnError, PipelineSpec, Placement, SpecError, SpecPointer};
 
 mod limits;
 
@@ -130,17 +130,25 @@ impl Graph {
                 Some(build) => Some(build(&args).map_err(|e| arg_error(i, e))?),
                 None => None,
             };
-            if schema.kind == READER_KIND {
+            if registry::is_reader(schema.kind) {
                 if let Some((prev, _)) = reader {
                     return Err(SpecError::new(
                         SpecPointer::OpKind(i),
                         format!(
-                            "a pipeline has one file_reader; operator #{} is one already",
+                            "a pipeline has one file_reader (or shard_reader); operator #{} is one already",
                             prev + 1
                         ),
                     ));
                 }
-                let config = ReaderConfig::from_args(&args).map_err(|e| arg_error(i, e))?;
+                let config =
+                    ReaderConfig::from_node(schema.kind, &args).map_err(|e| arg_error(i, e))?;
+                if config.shards.is_some() && spec.settings.on_error == OnError::Replace {
+                    return Err(SpecError::new(
+                        SpecPointer::Setting("on_error".into()),
+                        "on_error = \"replace\" needs random access to the samples, which a shard_reader does not have",
+                    )
+                    .help("use on_error = \"skip\" (bad samples are reported and left out) or \"fail\""));
+                }
                 reader = Some((i, config));
             }
             check_ports(spec, i, schema)?;
@@ -158,8 +166,8 @@ impl Graph {
             arg_sets.push(args);
         }
         let (reader_index, reader_config) = reader.ok_or_else(|| {
-            SpecError::new(SpecPointer::Whole, "the pipeline has no file_reader")
-                .help("add an operator with kind = \"file_reader\" that outputs the encoded files")
+            SpecError::new(SpecPointer::Whole, "the pipeline has no file_reader (or shard_reader)")
+                .help("add an operator with kind = \"file_reader\" (or \"shard_reader\") that outputs the encoded files")
         })?;
 
         // Edges: each produced exactly once.
@@ -447,9 +455,9 @@ impl Graph {
     /// A readable listing of the planned graph, for `stokehold check`.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        let r = &self.spec.ops.iter().find(|o| o.kind == READER_KIND);
+        let r = &self.spec.ops.iter().find(|o| registry::is_reader(&o.kind));
         if let Some(r) = r {
-            let _ = writeln!(s, "  file_reader -> {}", r.outputs.join(", "));
+            let _ = writeln!(s, "  {} -> {}", r.kind, r.outputs.join(", "));
         }
         for n in &self.nodes {
             let ins: Vec<&str> = n
@@ -489,11 +497,12 @@ impl Graph {
     pub fn to_dot(&self) -> String {
         let mut s = String::from("digraph pipeline {\n  rankdir=LR;\n");
         let mut producer: BTreeMap<usize, String> = BTreeMap::new();
-        producer.insert(self.reader_encoded, "file_reader".into());
+        let reader = self.reader.kind();
+        producer.insert(self.reader_encoded, reader.into());
         if let Some(l) = self.reader_labels {
-            producer.insert(l, "file_reader".into());
+            producer.insert(l, reader.into());
         }
-        let _ = writeln!(s, "  \"file_reader\" [shape=box];");
+        let _ = writeln!(s, "  \"{reader}\" [shape=box];");
         for n in &self.nodes {
             let _ = writeln!(
                 s,
@@ -626,7 +635,7 @@ fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), S
     }
     let max_out = schema.outputs.len();
     // The reader's second output (labels) is optional.
-    let min_out = if schema.kind == READER_KIND {
+    let min_out = if registry::is_reader(schema.kind) {
         1
     } else {
         max_out

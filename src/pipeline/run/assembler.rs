@@ -14,7 +14,6 @@ use crate::ops::OpParams;
 use crate::pipeline::batch::{Batch, BatchOutput, SampleInfo};
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::OnError;
-use crate::reader::dataset::Dataset;
 use crate::reader::schedule::{LastBatch, Position};
 use crate::value::Value;
 
@@ -41,7 +40,6 @@ enum Filling {
 /// The channels and shared state the assembler works with.
 pub(super) struct Links {
     pub(super) graph: Arc<Graph>,
-    pub(super) dataset: Arc<Dataset>,
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
     pub(super) out: Sender<Result<Batch, Error>>,
@@ -187,6 +185,8 @@ impl Assembler {
             epoch,
             pos,
             index,
+            path,
+            label,
             replaced,
             result,
             ..
@@ -200,13 +200,12 @@ impl Assembler {
         }
         match result {
             Err(Failure::Panic(message)) => {
-                let path = self.links.dataset.entries[index].path.clone();
                 return self.fail(Error::WorkerPanic { path, message });
             }
             Err(Failure::Sample(SampleErrorKind::Settings { op, message })) => {
                 // Not this file's fault: every sample would fail alike, so the run stops
                 // once rather than skip them all.
-                let path = self.links.dataset.entries[index].path.display().to_string();
+                let path = path.display().to_string();
                 return self.fail(Error::Invalid {
                     at: format!("operator '{op}'"),
                     message,
@@ -217,11 +216,7 @@ impl Assembler {
                 });
             }
             Err(Failure::Sample(kind)) => {
-                let e = SampleError {
-                    path: self.links.dataset.entries[index].path.clone(),
-                    index,
-                    kind,
-                };
+                let e = SampleError { path, index, kind };
                 if on_error == OnError::Fail {
                     return self.fail(Error::Sample(e));
                 }
@@ -230,7 +225,7 @@ impl Assembler {
                 self.report(e, false);
             }
             Ok((values, params)) => {
-                if let Err(e) = self.push(epoch, index, values, params) {
+                if let Err(e) = self.push(epoch, (index, path, label), values, params) {
                     return self.fail(e);
                 }
                 if pos >= self.links.real_per_epoch {
@@ -256,7 +251,7 @@ impl Assembler {
     fn push(
         &mut self,
         epoch: u64,
-        index: usize,
+        (index, path, label): (usize, std::path::PathBuf, i64),
         values: Vec<Output>,
         params: Vec<(Arc<str>, OpParams)>,
     ) -> Result<(), Error> {
@@ -323,11 +318,10 @@ impl Assembler {
             }
         }
         buffers.took_good(epoch);
-        let e = &self.links.dataset.entries[index];
         self.samples.push(SampleInfo {
             index,
-            path: e.path.clone(),
-            label: e.label,
+            path,
+            label,
             params,
         });
         add_ns(&stats.assemble_ns, t0.elapsed());

@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +14,7 @@ use crate::error::{SampleError, SampleErrorKind};
 use crate::ops::{OpParams, SampleContext};
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::OnError;
-use crate::reader::dataset::Dataset;
+use crate::reader::source::Source;
 use crate::rng::{domain, key};
 use crate::value::Value;
 
@@ -54,6 +54,10 @@ pub(super) struct ProcessedSample {
     pub(super) pos: usize,
     /// The sample delivered (a replacement's index under `on_error = "replace"`).
     pub(super) index: usize,
+    /// Its file (`shard:member` for a shard's sample).
+    pub(super) path: PathBuf,
+    /// Its label.
+    pub(super) label: i64,
     /// Errors of samples this one replaced.
     pub(super) replaced: Vec<SampleError>,
     pub(super) result: Result<SampleOutput, Failure>,
@@ -85,7 +89,7 @@ pub(super) struct CpuStage {
     pub(super) input: Receiver<Loaded>,
     pub(super) out: Arc<Gather<Processed>>,
     pub(super) shutdown: Receiver<()>,
-    pub(super) dataset: Arc<Dataset>,
+    pub(super) source: Source,
     pub(super) graph: Arc<Graph>,
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
@@ -110,8 +114,10 @@ impl CpuStage {
                     epoch,
                     pos,
                     index,
+                    path,
+                    label,
                     bytes,
-                } => Processed::Sample(self.process(seq, epoch, pos, index, bytes)),
+                } => Processed::Sample(self.process(seq, epoch, pos, (index, path, label), bytes)),
             };
             let urgent = processed.urgent();
             if !self.out.push(processed, urgent) {
@@ -128,15 +134,16 @@ impl CpuStage {
         seq: u64,
         epoch: u64,
         pos: usize,
-        planned: usize,
+        planned: (usize, PathBuf, i64),
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
-        let (g, ds) = (&*self.graph, &*self.dataset);
+        let g = &*self.graph;
         let run = |index: usize,
+                   path: &Path,
+                   label: i64,
                    bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
          -> Result<SampleOutput, Failure> {
             let bytes = bytes.map_err(Failure::Sample)?;
-            let e = &ds.entries[index];
             catch_unwind(AssertUnwindSafe(|| {
                 run_sample(
                     g,
@@ -144,17 +151,19 @@ impl CpuStage {
                     &self.placing,
                     (epoch, pos),
                     index,
-                    &e.path,
-                    e.label,
+                    path,
+                    label,
                     bytes,
                 )
             }))
             .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
         };
-        let mut index = planned;
-        let mut result = run(index, bytes);
+        let (mut index, mut path, mut label) = planned;
+        let mut result = run(index, &path, label, bytes);
         let mut replaced = Vec::new();
-        if g.spec.settings.on_error == OnError::Replace {
+        // Replacements need random access: a data set of files (the graph refuses
+        // `replace` with a shard reader).
+        if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, self.source.dataset()) {
             let n = ds.entries.len() as u64;
             let mut attempt = 0;
             while let Err(Failure::Sample(kind)) = &result {
@@ -162,7 +171,7 @@ impl CpuStage {
                     break;
                 }
                 replaced.push(SampleError {
-                    path: ds.entries[index].path.clone(),
+                    path: path.clone(),
                     index,
                     kind: kind.clone(),
                 });
@@ -175,8 +184,10 @@ impl CpuStage {
                     attempt,
                 ]);
                 index = (k % n) as usize;
-                let bytes = read_sample(ds, index, self.max_bytes, &self.stats);
-                result = run(index, bytes);
+                path = ds.entries[index].path.clone();
+                label = ds.entries[index].label;
+                let bytes = read_sample(&path, self.max_bytes, &self.stats);
+                result = run(index, &path, label, bytes);
             }
         }
         ProcessedSample {
@@ -184,6 +195,8 @@ impl CpuStage {
             epoch,
             pos,
             index,
+            path,
+            label,
             replaced,
             result,
         }

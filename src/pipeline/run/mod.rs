@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
 use crate::reader::schedule::Position;
+use crate::reader::source::Source;
 use crate::scratch::ScratchPools;
 
 use super::batch::{Batch, BatchBufferPool};
@@ -70,7 +71,7 @@ pub struct Pipeline {
     threads: Vec<JoinHandle<()>>,
     stats: Arc<Stats>,
     graph: Arc<Graph>,
-    dataset: Arc<Dataset>,
+    source: Source,
     per_epoch: usize,
     batches_per_epoch: usize,
     /// The pool this pipeline's batch buffers come from and go back to.
@@ -216,8 +217,9 @@ impl Pipeline {
         self.per_epoch
     }
 
-    /// Batches per epoch for this shard, the same on every shard (before bad samples are
-    /// skipped: under `on_error = "skip"` an epoch with bad files may have fewer).
+    /// Batches per epoch for this shard (or rank, for tar shards), the same on every one
+    /// (before bad samples are skipped: under `on_error = "skip"` an epoch with bad samples
+    /// may have fewer).
     pub fn batches_per_epoch(&self) -> usize {
         self.batches_per_epoch
     }
@@ -228,9 +230,19 @@ impl Pipeline {
         &self.batch_pool
     }
 
-    /// The listed dataset.
+    /// The listed data set of files (empty for a shard reader: see [`Pipeline::source`]).
     pub fn dataset(&self) -> &Dataset {
-        &self.dataset
+        static NO_FILES: Dataset = Dataset {
+            entries: Vec::new(),
+            classes: Vec::new(),
+            warnings: Vec::new(),
+        };
+        self.source.dataset().map_or(&NO_FILES, |d| &**d)
+    }
+
+    /// The data set: files, or tar shards with their sample counts.
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     /// The validated graph.

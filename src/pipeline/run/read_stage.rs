@@ -1,15 +1,17 @@
-//! The read stage: reader threads take the schedule's next step while they hold a credit,
-//! read that sample's file and hand the bytes on to the workers.
+//! The read stage: reader threads take the source's next step while they hold a credit,
+//! read that sample's file (or take the shard sample already read) and hand the bytes on to
+//! the workers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_channel::{select, Receiver, Sender};
 
+use std::path::{Path, PathBuf};
+
 use crate::error::SampleErrorKind;
-use crate::reader::dataset::Dataset;
 use crate::reader::file_io::read_file;
-use crate::reader::schedule::{Schedule, Step};
+use crate::reader::source::{Next, Steps};
 
 use super::stats::{add_ns, Stats};
 
@@ -22,6 +24,8 @@ pub(super) enum Loaded {
         epoch: u64,
         pos: usize,
         index: usize,
+        path: PathBuf,
+        label: i64,
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     },
     /// Every sample of `epoch` has been handed on.
@@ -31,14 +35,13 @@ pub(super) enum Loaded {
 /// One reader thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct ReadStage {
-    /// The sample schedule, shared by the readers.
-    pub(super) schedule: Arc<Mutex<Schedule>>,
+    /// The walk through the source, shared by the readers.
+    pub(super) steps: Arc<Mutex<Steps>>,
     /// One credit per step: the assembler gives them back as it takes samples, which bounds
     /// the samples in flight.
     pub(super) credits: Receiver<()>,
     pub(super) out: Sender<Loaded>,
     pub(super) shutdown: Receiver<()>,
-    pub(super) dataset: Arc<Dataset>,
     pub(super) stats: Arc<Stats>,
     /// Files over this many bytes are refused unread.
     pub(super) max_bytes: u64,
@@ -52,25 +55,56 @@ impl ReadStage {
                 recv(self.credits) -> c => if c.is_err() { return },
                 recv(self.shutdown) -> _ => return,
             }
-            let step = match self.schedule.lock() {
+            let step = match self.steps.lock() {
                 Ok(mut s) => s.next_step(),
                 Err(_) => None,
             };
             let item = match step {
                 None => return,
-                Some(Step::EpochEnd { seq, epoch }) => Loaded::EpochEnd { seq, epoch },
-                Some(Step::Sample {
+                Some(Next::EpochEnd { seq, epoch }) => Loaded::EpochEnd { seq, epoch },
+                Some(Next::File {
                     seq,
                     epoch,
                     pos,
                     index,
-                }) => Loaded::Sample {
+                    path,
+                    label,
+                }) => {
+                    let bytes = read_sample(&path, self.max_bytes, &self.stats);
+                    Loaded::Sample {
+                        seq,
+                        epoch,
+                        pos,
+                        index,
+                        path,
+                        label,
+                        bytes,
+                    }
+                }
+                Some(Next::Ready {
                     seq,
                     epoch,
                     pos,
                     index,
-                    bytes: read_sample(&self.dataset, index, self.max_bytes, &self.stats),
-                },
+                    path,
+                    label,
+                    bytes,
+                }) => {
+                    if let Ok(b) = &bytes {
+                        self.stats
+                            .read_bytes
+                            .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Loaded::Sample {
+                        seq,
+                        epoch,
+                        pos,
+                        index,
+                        path,
+                        label,
+                        bytes,
+                    }
+                }
             };
             if self.out.send(item).is_err() {
                 return;
@@ -79,15 +113,14 @@ impl ReadStage {
     }
 }
 
-/// Reads sample `index`'s file, counting the time and bytes.
+/// Reads a sample's file, counting the time and bytes.
 pub(super) fn read_sample(
-    dataset: &Dataset,
-    index: usize,
+    path: &Path,
     max_bytes: u64,
     stats: &Stats,
 ) -> Result<Arc<Vec<u8>>, SampleErrorKind> {
     let t0 = Instant::now();
-    let r = read_file(&dataset.entries[index].path, max_bytes);
+    let r = read_file(path, max_bytes);
     add_ns(&stats.read_ns, t0.elapsed());
     if let Ok(b) = &r {
         stats

@@ -6,9 +6,10 @@
 //!    ^                                          |
 //!    +---------------- credits -----------------+
 //! ```
-//! The readers walk the epochs' schedule (one shared [`Schedule`]) and may only take the next
-//! step while they hold a credit; the assembler returns credits, a few at a time, once it
-//! has taken those samples in order. So at most `credits` samples are in flight, and with the
+//! The readers walk the source's epochs (one shared
+//! [`Steps`](crate::reader::source::Steps)) and may only take the next step while they hold
+//! a credit; the assembler returns credits, a few at a time, once it has taken those samples
+//! in order. So at most `credits` samples are in flight, and with the
 //! bounded batch queue memory stays bounded whatever the consumer does. Results are reordered
 //! by sequence number, so batches are the same whatever the thread count. Every thread works
 //! with the pipeline's own scratch pools.
@@ -21,8 +22,8 @@ use crossbeam_channel::{bounded, unbounded};
 use crate::error::Error;
 use crate::pipeline::batch::{Batch, BatchBufferPool};
 use crate::pipeline::graph::Graph;
-use crate::reader::dataset::Dataset;
-use crate::reader::schedule::{LastBatch, Position, Schedule};
+use crate::reader::schedule::{LastBatch, Position};
+use crate::reader::source::{Source, Walk};
 use crate::scratch::ScratchPools;
 
 use super::assembler::{credit_chunk, Assembler, Links};
@@ -44,15 +45,14 @@ impl Pipeline {
             let dir = dir.to_path_buf();
             graph.reader.resolve_relative_to(&dir);
         }
-        let dataset = Arc::new(Dataset::list(&graph.reader)?);
-        for w in &dataset.warnings {
+        let source = Source::open(&graph.reader)?;
+        for w in source.warnings() {
             tracing::warn!("{w}");
         }
-        let order_by = graph.reader.epoch_order(settings.batch);
-        let entries = dataset.entries.len();
-        let per_epoch = order_by.samples_per_epoch(entries);
-        // Padding included: what the schedule walks each epoch.
-        let scheduled = order_by.scheduled_per_epoch(entries);
+        let per_epoch = source.samples_per_epoch(&graph.reader);
+        // Padding included: what the walk takes each epoch.
+        let scheduled = source.scheduled_per_epoch(&graph.reader, settings.batch);
+        let batches_per_epoch = source.batches_per_epoch(&graph.reader, settings.batch);
         let last_batch = graph.reader.last_batch;
         if last_batch == LastBatch::Drop && scheduled < settings.batch {
             return Err(Error::Dataset(format!(
@@ -113,16 +113,19 @@ impl Pipeline {
             .unwrap_or(crate::decode::Limits::default().max_file_bytes);
         let io_threads = (worker_threads / 4).clamp(1, 4);
         let reader = ReadStage {
-            schedule: Arc::new(Mutex::new(Schedule::new(
-                order_by,
-                entries,
-                settings.epochs,
-                start,
+            steps: Arc::new(Mutex::new(source.steps(
+                &graph.reader,
+                Walk {
+                    batch: settings.batch,
+                    max_bytes,
+                    labels: graph.reader_labels.is_some(),
+                    epochs: settings.epochs,
+                    start,
+                },
             ))),
             credits: credit_rx,
             out: loaded_tx,
             shutdown: shutdown_rx.clone(),
-            dataset: dataset.clone(),
             stats: stats.clone(),
             max_bytes,
         };
@@ -140,7 +143,7 @@ impl Pipeline {
             input: loaded_rx,
             out: gathered.clone(),
             shutdown: shutdown_rx.clone(),
-            dataset: dataset.clone(),
+            source: source.clone(),
             graph: graph.clone(),
             stats: stats.clone(),
             placing: placing.clone(),
@@ -157,7 +160,6 @@ impl Pipeline {
         // Assembler.
         let links = Links {
             graph: graph.clone(),
-            dataset: dataset.clone(),
             stats: stats.clone(),
             placing,
             out: batch_tx,
@@ -182,9 +184,9 @@ impl Pipeline {
             threads,
             stats,
             graph,
-            dataset,
+            source,
             per_epoch,
-            batches_per_epoch: order_by.batches_per_epoch(entries),
+            batches_per_epoch,
             batch_pool,
             device,
             worker_threads,

@@ -1,0 +1,33 @@
+//! Opening a shard for reading, wherever it is: a local file (buffered, seekable) or an
+//! http(s) URL (streamed, retried).
+
+use std::io::BufReader;
+
+use super::http::{HttpShard, Retry};
+use super::list::Location;
+use super::tar::ShardRead;
+
+/// Opens `shard` for reading from its start; the error says why it can't be.
+pub fn open_shard(shard: &Location, retry: Retry) -> Result<Box<dyn ShardRead>, String> {
+    match shard {
+        Location::File(p) => {
+            let file =
+                crate::reader::file_io::open_without_blocking(p).map_err(|e| e.to_string())?;
+            let meta = file.metadata().map_err(|e| e.to_string())?;
+            if !meta.is_file() {
+                return Err("not a regular file".into());
+            }
+            // Members are small next to the buffer: most reads are one copy from it.
+            Ok(Box::new(BufReader::with_capacity(1 << 20, file)))
+        }
+        Location::Url(u) => HttpShard::open(u, retry)
+            .map(|s| Box::new(s) as Box<dyn ShardRead>)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+impl ShardRead for Box<dyn ShardRead> {
+    fn skip(&mut self, n: u64) -> std::io::Result<()> {
+        (**self).skip(n)
+    }
+}

@@ -1,0 +1,217 @@
+//! Writing WebDataset shards from a class-folder data set: `<key>.<ext>` (the image) and
+//! `<key>.cls` (its class index) per sample, shards cut at a size, and an `index.json` of
+//! sample counts beside them.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::reader::dataset::Dataset;
+use crate::reader::schedule::LastBatch;
+use crate::reader::{ReaderConfig, SourceKind};
+use crate::rng::{key, SampleRng};
+
+use super::index::{IndexEntry, ShardIndex, INDEX_NAME};
+use super::tar::TarWriter;
+
+/// How [`pack`] writes shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackOptions {
+    /// A shard is closed once it holds this many bytes (a shard holds at least one sample).
+    pub shard_size: u64,
+    /// Shard file names: `{prefix}-000000.tar`, …
+    pub prefix: String,
+    /// Image extensions to take from the folders.
+    pub extensions: Vec<String>,
+    /// Write the samples in an order shuffled from this seed (recommended: a reader's
+    /// shuffle buffer then mixes classes from the start), or `None` for the listing's order.
+    pub shuffle_seed: Option<u64>,
+    /// Files over this many bytes are left out.
+    pub max_file_bytes: u64,
+}
+
+impl Default for PackOptions {
+    fn default() -> PackOptions {
+        PackOptions {
+            shard_size: 1_000_000_000,
+            prefix: "train".into(),
+            extensions: ["jpg", "jpeg", "jpe", "jfif", "png"]
+                .map(String::from)
+                .to_vec(),
+            shuffle_seed: Some(0),
+            max_file_bytes: crate::decode::Limits::default().max_file_bytes,
+        }
+    }
+}
+
+/// What [`pack`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackReport {
+    /// The index written (shards with their sample counts, class names).
+    pub index: ShardIndex,
+    /// Samples written.
+    pub samples: usize,
+    /// Files left out, with why.
+    pub left_out: Vec<(PathBuf, String)>,
+}
+
+/// Packs the class-folder data set in `folder` (listed as the file reader lists it; labels
+/// are the classes' indices in sorted order; a folder without sub-folders gives label -1) into WebDataset shards in `out`, with an
+/// `index.json` of their sample counts. `progress` is told (samples done, samples in all,
+/// bytes written) after each sample.
+///
+/// ```
+/// # fn main() -> Result<(), stokehold::Error> {
+/// use stokehold::reader::shards::pack::{pack, PackOptions};
+/// let data = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?;
+/// let out = std::env::temp_dir().join(format!("stokehold-pack-doc-{}", std::process::id()));
+/// let options = PackOptions { shard_size: 200_000, ..PackOptions::default() };
+/// let report = pack(&data, &out, &options, &mut |_, _, _| {})?;
+/// assert!(report.index.shardlist.len() > 1);
+/// assert_eq!(report.index.shardlist.iter().map(|s| s.nsamples).sum::<usize>(), report.samples);
+/// # std::fs::remove_dir_all(&out).ok();
+/// # Ok(()) }
+/// ```
+pub fn pack(
+    folder: &Path,
+    out: &Path,
+    options: &PackOptions,
+    progress: &mut dyn FnMut(usize, usize, u64),
+) -> Result<PackReport, Error> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let config = ReaderConfig {
+        root: folder.to_path_buf(),
+        list: None,
+        source: SourceKind::Auto,
+        extensions: options.extensions.clone(),
+        shuffle: false,
+        shard_id: 0,
+        num_shards: 1,
+        last_batch: LastBatch::Partial,
+        shards: None,
+    };
+    let ds = Dataset::list(&config)?;
+    for w in &ds.warnings {
+        tracing::warn!("{w}");
+    }
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let mut order: Vec<usize> = (0..ds.entries.len()).collect();
+    if let Some(seed) = options.shuffle_seed {
+        SampleRng::from_key(key(&[crate::rng::domain::SHUFFLE, seed, u64::MAX]))
+            .shuffle(&mut order);
+    }
+    let mut keys = HashSet::new();
+    let mut shards: Vec<IndexEntry> = Vec::new();
+    let mut writer: Option<(PathBuf, TarWriter<BufWriter<File>>, usize)> = None;
+    let mut left_out = Vec::new();
+    let mut written = 0u64;
+    let mut samples = 0;
+    let finish = |w: (PathBuf, TarWriter<BufWriter<File>>, usize),
+                  shards: &mut Vec<IndexEntry>|
+     -> Result<u64, Error> {
+        let (path, tw, n) = w;
+        let size = tw.written() + 1024;
+        tw.finish().map_err(io(&path))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        shards.push(IndexEntry {
+            url: name,
+            nsamples: n,
+            filesize: size,
+        });
+        Ok(size)
+    };
+    for (done, &i) in order.iter().enumerate() {
+        let e = &ds.entries[i];
+        let bytes = match crate::reader::file_io::read_file(&e.path, options.max_file_bytes) {
+            Ok(b) => b,
+            Err(why) => {
+                tracing::warn!("left out {}: {why}", e.path.display());
+                left_out.push((e.path.clone(), why.to_string()));
+                progress(done + 1, order.len(), written);
+                continue;
+            }
+        };
+        let rel = e.path.strip_prefix(folder).unwrap_or(&e.path);
+        let (key, ext) = sample_key(rel, i, &mut keys);
+        let cls = e.label.to_string();
+        let need = 3 * 512 + bytes.len() as u64 + 512;
+        if writer
+            .as_ref()
+            .is_some_and(|w| w.2 > 0 && w.1.written() + need > options.shard_size)
+        {
+            finish(writer.take().expect("checked"), &mut shards)?;
+            written += 1024;
+        }
+        if writer.is_none() {
+            let path = out.join(format!("{}-{:06}.tar", options.prefix, shards.len()));
+            let f = File::create(&path).map_err(io(&path))?;
+            writer = Some((path, TarWriter::new(BufWriter::new(f)), 0));
+        }
+        let w = writer.as_mut().expect("opened above");
+        let before = w.1.written();
+        w.1.append(&format!("{key}.{ext}"), &bytes)
+            .and_then(|_| w.1.append(&format!("{key}.cls"), cls.as_bytes()))
+            .map_err(io(&w.0))?;
+        w.2 += 1;
+        samples += 1;
+        written += w.1.written() - before;
+        progress(done + 1, order.len(), written);
+    }
+    if let Some(w) = writer.take() {
+        finish(w, &mut shards)?;
+    }
+    let classes = ds
+        .classes
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let name = folder
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let index = ShardIndex::new(&name, shards, classes);
+    index.write(&out.join(INDEX_NAME))?;
+    Ok(PackReport {
+        index,
+        samples,
+        left_out,
+    })
+}
+
+/// A sample's key (its path in the folder without the extension; dots in the file name,
+/// which would split the key, become `_`; unique) and its image member's extension (`jpg` for any JPEG name).
+fn sample_key(rel: &Path, i: usize, taken: &mut HashSet<String>) -> (String, String) {
+    let ext = rel
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let ext = match ext.as_str() {
+        "jpeg" | "jpe" | "jfif" => "jpg".to_string(),
+        _ => ext,
+    };
+    let stem = rel.with_extension("");
+    let parent = stem
+        .parent()
+        .map(|p| p.to_string_lossy().replace('\\', "/"));
+    let base = stem
+        .file_name()
+        .map(|b| b.to_string_lossy().replace('.', "_"))
+        .unwrap_or_default();
+    let mut key = match parent.filter(|p| !p.is_empty()) {
+        Some(p) => format!("{p}/{base}"),
+        None => base,
+    };
+    if !taken.insert(key.clone()) {
+        key = format!("{key}_{i}");
+        taken.insert(key.clone());
+    }
+    (key, ext)
+}

@@ -1,0 +1,671 @@
+//! WebDataset tar shards end to end: ranks, determinism, resume, damage, http (a small
+//! server on 127.0.0.1 started here, with ranges, a dropped connection and a 404), and
+//! interplay with the `webdataset` Python package (from the venv `scripts/test.sh` makes).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use stokehold::pipeline::{OpSpec, Pipeline, PipelineSpec, Position};
+use stokehold::reader::shards::index::{IndexEntry, ShardIndex};
+use stokehold::reader::shards::tar::TarWriter;
+
+/// A tiny JPEG whose content depends on `n`.
+fn jpeg(n: usize) -> Vec<u8> {
+    let (w, h) = (8u16 + (n % 5) as u16, 8u16);
+    let mut rgb = Vec::new();
+    for y in 0..h as usize {
+        for x in 0..w as usize {
+            rgb.extend_from_slice(&[(x * 20 + n) as u8, (y * 30) as u8, (n * 7) as u8]);
+        }
+    }
+    let mut out = Vec::new();
+    jpeg_encoder::Encoder::new(&mut out, 90)
+        .encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    out
+}
+
+/// Writes shards of the given sizes; sample `n` (numbered across shards) has label `n`.
+/// Returns the shard paths; writes `index.json` when `index` is set.
+fn write_shards(dir: &Path, sizes: &[usize], index: bool) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut n = 0;
+    let mut paths = Vec::new();
+    let mut entries = Vec::new();
+    for (s, &size) in sizes.iter().enumerate() {
+        let path = dir.join(format!("part-{s:03}.tar"));
+        let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+        for _ in 0..size {
+            w.append(&format!("s{n:05}.jpg"), &jpeg(n)).unwrap();
+            w.append(&format!("s{n:05}.cls"), n.to_string().as_bytes())
+                .unwrap();
+            n += 1;
+        }
+        w.finish().unwrap();
+        entries.push(IndexEntry {
+            url: format!("part-{s:03}.tar"),
+            nsamples: size,
+            filesize: 0,
+        });
+        paths.push(path);
+    }
+    if index {
+        ShardIndex::new("test", entries, Vec::new())
+            .write(&dir.join("index.json"))
+            .unwrap();
+    }
+    paths
+}
+
+/// A light pipeline over `shards`: decode, resize to 8×8, labels.
+fn spec(shards: &str, batch: usize, threads: usize) -> PipelineSpec {
+    PipelineSpec::builder()
+        .batch(batch)
+        .threads(threads)
+        .seed(5)
+        .op(OpSpec::new("shard_reader")
+            .output("jpegs")
+            .output("labels")
+            .arg("shards", shards)
+            .arg("shuffle_buffer", 7))
+        .op(OpSpec::new("decode").input("jpegs").output("decoded"))
+        .op(OpSpec::new("resize")
+            .input("decoded")
+            .output("images")
+            .arg("size", [8, 8]))
+        .outputs(&["images", "labels"])
+}
+
+fn set_reader_arg(spec: &mut PipelineSpec, name: &str, v: impl Into<stokehold::ops::ArgValue>) {
+    spec.ops[0].args.insert(name.into(), v.into());
+}
+
+/// Each batch's labels, and the errors met, for a whole run.
+fn run(spec: PipelineSpec) -> (Vec<Vec<i64>>, Vec<String>) {
+    run_from(spec, None)
+}
+
+fn run_from(spec: PipelineSpec, at: Option<Position>) -> (Vec<Vec<i64>>, Vec<String>) {
+    let mut p = match at {
+        Some(at) => Pipeline::resume(spec, at).unwrap(),
+        None => Pipeline::new(spec).unwrap(),
+    };
+    let mut batches = Vec::new();
+    let mut errors = Vec::new();
+    for b in &mut p {
+        let b = b.unwrap();
+        batches.push(b.labels("labels").unwrap().to_vec());
+        errors.extend(b.skipped.iter().map(|e| e.to_string()));
+    }
+    for e in p.epoch_summaries() {
+        for err in e.errors {
+            let s = err.to_string();
+            if !errors.contains(&s) {
+                errors.push(s);
+            }
+        }
+    }
+    (batches, errors)
+}
+
+#[test]
+fn ranks_get_equal_batches_disjoint_samples_and_together_the_whole_set() {
+    let d = tempfile::tempdir().unwrap();
+    let sizes = [13, 2, 29, 7, 1, 18, 9];
+    let total: usize = sizes.iter().sum();
+    write_shards(d.path(), &sizes, true);
+    for world in [1usize, 2, 3, 8] {
+        for epoch in 0..2u64 {
+            let mut counts = BTreeSet::new();
+            let mut seen: Vec<i64> = Vec::new();
+            for rank in 0..world {
+                let mut s = spec(&d.path().to_string_lossy(), 4, 2);
+                s.set_rank(rank, world);
+                s.settings.epochs = Some(epoch + 1);
+                let (batches, errors) = run(s);
+                assert!(errors.is_empty(), "{errors:?}");
+                let this_epoch = &batches[batches.len() - total.div_ceil(world).div_ceil(4)..];
+                counts.insert(this_epoch.len());
+                seen.extend(this_epoch.iter().flatten());
+            }
+            assert_eq!(counts.len(), 1, "{world} ranks: batch counts {counts:?}");
+            let distinct: BTreeSet<i64> = seen.iter().copied().collect();
+            assert_eq!(
+                distinct,
+                (0..total as i64).collect(),
+                "{world} ranks: union"
+            );
+            // Disjoint but for the padding that evens the ranks out.
+            assert_eq!(seen.len(), total.div_ceil(world) * world);
+            assert!(seen.len() - distinct.len() < world);
+        }
+    }
+}
+
+#[test]
+fn order_is_the_same_whatever_the_threads_and_read_ahead_and_changes_per_epoch() {
+    let d = tempfile::tempdir().unwrap();
+    write_shards(d.path(), &[11, 5, 17, 3], false);
+    let mut a = spec(&d.path().to_string_lossy(), 5, 1);
+    a.settings.epochs = Some(2);
+    set_reader_arg(&mut a, "read_ahead", 1);
+    let mut b = spec(&d.path().to_string_lossy(), 5, 3);
+    b.settings.epochs = Some(2);
+    set_reader_arg(&mut b, "read_ahead", 4);
+    let (ra, _) = run(a);
+    let (rb, _) = run(b);
+    assert_eq!(ra, rb);
+    let first: Vec<i64> = ra[..ra.len() / 2].concat();
+    let second: Vec<i64> = ra[ra.len() / 2..].concat();
+    assert_ne!(first, second, "each epoch is reshuffled");
+    assert_ne!(first, (0..36).collect::<Vec<i64>>(), "shuffled at all");
+}
+
+#[test]
+fn resuming_mid_epoch_gives_the_same_remaining_batches() {
+    let d = tempfile::tempdir().unwrap();
+    write_shards(d.path(), &[9, 14, 6, 21], true);
+    let mut s = spec(&d.path().to_string_lossy(), 4, 2);
+    s.settings.epochs = Some(2);
+    s.set_rank(1, 2);
+    let mut p = Pipeline::new(s.clone()).unwrap();
+    let mut all = Vec::new();
+    let mut resume_points = Vec::new();
+    for b in &mut p {
+        let b = b.unwrap();
+        all.push(b.labels("labels").unwrap().to_vec());
+        resume_points.push(b.resume);
+    }
+    for k in [0, 2, 4, 7] {
+        let (rest, _) = run_from(s.clone(), Some(resume_points[k]));
+        assert_eq!(rest, all[k + 1..].to_vec(), "resumed after batch {k}");
+    }
+}
+
+/// Shards written by hand with damage in them; the index counts what was meant.
+#[test]
+fn damage_costs_only_the_named_samples() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = write_shards(d.path(), &[6, 6, 6, 6], true);
+    // Shard 0: a broken header (sample 2's image header, one byte of its size flipped).
+    let mut b = std::fs::read(&paths[0]).unwrap();
+    let at = find(&b, b"s00002.jpg");
+    b[at + 124] ^= 0x01;
+    std::fs::write(&paths[0], &b).unwrap();
+    // Shard 1: truncated inside sample 9's image.
+    let b = std::fs::read(&paths[1]).unwrap();
+    let at = find(&b, b"s00009.jpg");
+    std::fs::write(&paths[1], &b[..at + 700]).unwrap();
+    // Shard 2: sample 14 without its .cls.
+    rewrite(&paths[2], |name| name != "s00014.cls");
+    // Shard 3: gone.
+    std::fs::remove_file(&paths[3]).unwrap();
+
+    // A pattern names the missing shard (a folder's listing would not).
+    let pattern = format!("{}/part-{{000..003}}.tar", d.path().display());
+    let mut s = spec(&pattern, 4, 2);
+    set_reader_arg(&mut s, "shuffle", false);
+    let (batches, errors) = run(s);
+    let got: BTreeSet<i64> = batches.concat().into_iter().collect();
+    let lost: BTreeSet<i64> = [2, 9, 10, 11, 14, 18, 19, 20, 21, 22, 23].into();
+    let want: BTreeSet<i64> = (0..24).filter(|n| !lost.contains(n)).collect();
+    assert_eq!(got, want, "errors: {errors:#?}");
+    let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+    assert!(
+        has("part-000.tar:s00002.jpg: read failed: broken tar header"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-001.tar:s00009.jpg") && has("truncated"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-002.tar:s00014.jpg: read failed: no .cls member"),
+        "{errors:#?}"
+    );
+    assert!(
+        has("part-003.tar") && has("could not be opened"),
+        "{errors:#?}"
+    );
+    assert_eq!(errors.len(), 1 + 3 + 1 + 6, "{errors:#?}");
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).position(|w| w == needle).unwrap()
+}
+
+/// Rewrites a shard keeping only the members `keep` accepts.
+fn rewrite(path: &Path, keep: impl Fn(&str) -> bool) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut r = stokehold::reader::shards::tar::TarReader::new(std::io::Cursor::new(bytes));
+    let mut w = TarWriter::new(Vec::new());
+    while let Some(m) = r.next_member().unwrap() {
+        let data = r.read_data(u64::MAX).unwrap().unwrap();
+        if keep(&m.name) {
+            w.append(&m.name, &data).unwrap();
+        }
+    }
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
+
+/// A small HTTP/1.1 server on 127.0.0.1 serving `files`: Range requests answered with 206
+/// (unless `ranges` is off), unknown paths with 404, and the first response for a path in
+/// `drop_after` cut off after that many bytes of body. It serves at most `max_requests`
+/// requests and stops when the test drops it.
+struct Server {
+    url: String,
+    requests: Arc<AtomicUsize>,
+    ranged: Arc<AtomicUsize>,
+}
+
+fn serve(
+    files: HashMap<String, Vec<u8>>,
+    drop_after: HashMap<String, usize>,
+    ranges: bool,
+) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(AtomicUsize::new(0));
+    let ranged = Arc::new(AtomicUsize::new(0));
+    let drops = Arc::new(Mutex::new(drop_after));
+    let (req, rng) = (requests.clone(), ranged.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(500) {
+            let Ok(mut stream) = stream else { continue };
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .ok();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let mut range_from = None;
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+                    break;
+                }
+                let lower = h.to_ascii_lowercase();
+                if let Some(r) = lower.strip_prefix("range: bytes=") {
+                    range_from = r.trim().trim_end_matches('-').parse::<usize>().ok();
+                }
+            }
+            req.fetch_add(1, Ordering::Relaxed);
+            let Some(body) = files.get(&path) else {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                continue;
+            };
+            let (status, from) = match range_from {
+                Some(f) if ranges => {
+                    rng.fetch_add(1, Ordering::Relaxed);
+                    ("206 Partial Content", f.min(body.len()))
+                }
+                _ => ("200 OK", 0),
+            };
+            let mut head = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                body.len() - from
+            );
+            if from > 0 || status.starts_with("206") {
+                head += &format!(
+                    "content-range: bytes {from}-{}/{}\r\n",
+                    body.len() - 1,
+                    body.len()
+                );
+            }
+            head += "\r\n";
+            let cut = drops.lock().unwrap().remove(&path);
+            let end = cut.map_or(body.len(), |c| (from + c).min(body.len()));
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body[from..end]);
+            let _ = stream.flush();
+        }
+    });
+    Server {
+        url,
+        requests,
+        ranged,
+    }
+}
+
+fn http_case(ranges: bool) {
+    let d = tempfile::tempdir().unwrap();
+    let paths = write_shards(d.path(), &[5, 8, 6], true);
+    let mut files = HashMap::new();
+    for p in &paths {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        files.insert(format!("/{name}"), std::fs::read(p).unwrap());
+    }
+    files.insert(
+        "/index.json".into(),
+        std::fs::read(d.path().join("index.json")).unwrap(),
+    );
+    // Shard 1 drops its connection a third of the way in; shard 2 is missing (404).
+    let cut = files["/part-001.tar"].len() / 3;
+    files.remove("/part-002.tar");
+    let server = serve(files, [("/part-001.tar".to_string(), cut)].into(), ranges);
+    let list = d.path().join("shards.txt");
+    let mut text = String::new();
+    for s in 0..3 {
+        text += &format!("{}/part-{s:03}.tar\n", server.url);
+    }
+    std::fs::write(&list, &text).unwrap();
+    let mut s = spec(&list.to_string_lossy(), 4, 2);
+    set_reader_arg(&mut s, "shuffle", false);
+    set_reader_arg(&mut s, "index", format!("{}/index.json", server.url));
+    let (batches, errors) = run(s);
+    let got: BTreeSet<i64> = batches.concat().into_iter().collect();
+    assert_eq!(got, (0..13).collect(), "errors: {errors:#?}");
+    assert_eq!(errors.len(), 6, "{errors:#?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("/part-002.tar:") && e.contains("404")),
+        "{errors:#?}"
+    );
+    assert!(server.requests.load(Ordering::Relaxed) >= 4);
+    if ranges {
+        assert!(
+            server.ranged.load(Ordering::Relaxed) >= 1,
+            "resumed with a range request"
+        );
+    }
+}
+
+#[test]
+fn http_shards_survive_a_dropped_connection_by_range_and_lose_only_a_404s_samples() {
+    http_case(true);
+}
+
+#[test]
+fn http_shards_survive_a_dropped_connection_without_ranges_by_reading_again() {
+    http_case(false);
+}
+
+#[test]
+fn shipped_pipelines_run_on_packed_shards_with_the_folders_samples() {
+    let (_d, data) = common::samples();
+    let out = tempfile::tempdir().unwrap();
+    let options = stokehold::reader::shards::pack::PackOptions {
+        shard_size: 300_000,
+        ..Default::default()
+    };
+    let report =
+        stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {})
+            .unwrap();
+    assert!(report.index.shardlist.len() >= 3);
+    let outcome = |data: &Path| -> BTreeMap<i64, usize> {
+        let s = common::spec_for("resnet50-eval.toml", data, 16, 2, 1);
+        let mut m = BTreeMap::new();
+        for b in Pipeline::new(s).unwrap() {
+            for l in b.unwrap().labels("labels").unwrap() {
+                *m.entry(*l).or_default() += 1;
+            }
+        }
+        m
+    };
+    let folder = outcome(&data);
+    assert_eq!(outcome(out.path()), folder);
+    let pattern = format!(
+        "{}/train-{{000000..{:06}}}.tar",
+        out.path().display(),
+        report.index.shardlist.len() - 1
+    );
+    assert_eq!(outcome(Path::new(&pattern)), folder);
+    // A list of shard paths, one per line, is told apart from a `path label` list.
+    let list = out.path().join("list.txt");
+    let lines: Vec<String> = report
+        .index
+        .shardlist
+        .iter()
+        .map(|e| out.path().join(&e.url).display().to_string())
+        .collect();
+    std::fs::write(&list, lines.join("\n")).unwrap();
+    assert_eq!(outcome(&list), folder);
+}
+
+/// The venv `scripts/test.sh` makes (`.dev/venv`, also the Python package's) with
+/// `webdataset` in it; `None` (after saying so) when it is missing, which fails the test when
+/// `CI` is set.
+fn webdataset_python() -> Option<PathBuf> {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".dev/venv/bin/python");
+    let ok = py.exists()
+        && std::process::Command::new(&py)
+            .args(["-c", "import webdataset"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} with webdataset is needed on CI (scripts/test.sh makes it)",
+        py.display()
+    );
+    eprintln!(
+        "skipped: no webdataset venv at {} (scripts/test.sh makes it)",
+        py.display()
+    );
+    None
+}
+
+#[test]
+fn shards_written_by_webdatasets_shardwriter_read_with_the_same_samples_and_labels() {
+    let Some(py) = webdataset_python() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let script = r#"
+import sys, webdataset as wds
+sys.path.insert(0, sys.argv[2])
+out = sys.argv[1]
+with wds.ShardWriter(out + "/wds-%06d.tar", maxcount=7) as sink:
+    for n in range(20):
+        img = open(sys.argv[2] + "/img%02d.jpg" % n, "rb").read()
+        sample = {"__key__": "dir/k%03d" % n, "jpg": img, "json": {"label": n * 3, "name": "x"}}
+        if n % 2 == 0:
+            sample = {"__key__": "dir/k%03d" % n, "jpg": img, "cls": n * 3}
+        sink.write(sample)
+"#;
+    let imgs = d.path().join("imgs");
+    std::fs::create_dir_all(&imgs).unwrap();
+    for n in 0..20 {
+        std::fs::write(imgs.join(format!("img{n:02}.jpg")), jpeg(n)).unwrap();
+    }
+    let st = std::process::Command::new(&py)
+        .args([
+            "-c",
+            script,
+            &d.path().to_string_lossy(),
+            &imgs.to_string_lossy(),
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Labels from .cls for the even samples; the odd ones have only JSON.
+    let pattern = format!("{}/wds-{{000000..000002}}.tar", d.path().display());
+    let mut s = spec(&pattern, 4, 2);
+    set_reader_arg(&mut s, "shuffle", false);
+    let (batches, errors) = run(s);
+    assert_eq!(
+        batches.concat(),
+        (0..20).step_by(2).map(|n| n * 3).collect::<Vec<i64>>()
+    );
+    assert_eq!(errors.len(), 10, "{errors:#?}");
+    assert!(
+        errors[0].contains("wds-000000.tar:dir/k001.jpg: read failed: no .cls member"),
+        "{errors:#?}"
+    );
+    // Labels from the JSON field: every sample, each image its own.
+    let mut s = spec(&pattern, 4, 2);
+    set_reader_arg(&mut s, "shuffle", false);
+    set_reader_arg(&mut s, "label", "json");
+    let mut p = Pipeline::new(s).unwrap();
+    let mut got = Vec::new();
+    for b in &mut p {
+        let b = b.unwrap();
+        for (info, l) in b.samples.iter().zip(b.labels("labels").unwrap()) {
+            got.push((
+                info.path
+                    .to_string_lossy()
+                    .rsplit(':')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                *l,
+            ));
+        }
+    }
+    let want: Vec<(String, i64)> = (1..20)
+        .step_by(2)
+        .map(|n| (format!("dir/k{n:03}.jpg"), n as i64 * 3))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn shards_written_by_pack_are_read_by_webdataset() {
+    let Some(py) = webdataset_python() else {
+        return;
+    };
+    let (_d, data) = common::samples();
+    let out = tempfile::tempdir().unwrap();
+    let options = stokehold::reader::shards::pack::PackOptions {
+        shard_size: 200_000,
+        ..Default::default()
+    };
+    let report =
+        stokehold::reader::shards::pack::pack(&data, out.path(), &options, &mut |_, _, _| {})
+            .unwrap();
+    let n = report.index.shardlist.len();
+    let script = r#"
+import sys, hashlib, webdataset as wds
+ds = wds.WebDataset(sys.argv[1], shardshuffle=False)
+for s in ds:
+    image = s.get("jpg", s.get("png"))
+    print(s["__key__"], int(s["cls"]), hashlib.sha256(image).hexdigest())
+"#;
+    let pattern = format!(
+        "{}/train-{{000000..{:06}}}.tar",
+        out.path().display(),
+        n - 1
+    );
+    let o = std::process::Command::new(&py)
+        .args(["-c", script, &pattern])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut from_python: Vec<(String, i64, String)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect();
+    from_python.sort();
+    // What went in: every listed file, its class index, its bytes.
+    let mut listed = Vec::new();
+    let mut classes: Vec<PathBuf> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    classes.sort();
+    for (label, c) in classes.iter().enumerate() {
+        for f in std::fs::read_dir(c).unwrap() {
+            let f = f.unwrap().path();
+            let bytes = std::fs::read(&f).unwrap();
+            let key = f
+                .strip_prefix(&data)
+                .unwrap()
+                .with_extension("")
+                .to_string_lossy()
+                .into_owned();
+            listed.push((key, label as i64, sha256_hex(&py, &bytes)));
+        }
+    }
+    listed.sort();
+    assert_eq!(from_python.len(), report.samples);
+    assert_eq!(from_python, listed);
+}
+
+/// SHA-256 of `bytes` in hex, by the venv's Python (no hashing crate for one test).
+fn sha256_hex(py: &Path, bytes: &[u8]) -> String {
+    let mut child = std::process::Command::new(py)
+        .args([
+            "-c",
+            "import sys,hashlib;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let mut s = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+    child.wait().unwrap();
+    s.trim().to_string()
+}
+
+#[test]
+fn tars_written_by_pythons_tarfile_in_gnu_ustar_and_pax_formats_read_alike() {
+    let d = tempfile::tempdir().unwrap();
+    let script = r#"
+import io, sys, tarfile
+names = ["a.jpg", "d" * 120 + "/long.jpg", "ünï/cödé.cls", "x" * 99 + ".jpg"]
+for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarfile.USTAR_FORMAT, "ustar")]:
+    with tarfile.open(sys.argv[1] + "/" + tag + ".tar", "w", format=fmt) as t:
+        for i, n in enumerate(names):
+            if fmt == tarfile.USTAR_FORMAT and len(n.encode()) > 100 and "/" not in n:
+                continue
+            data = bytes([i]) * (i * 300 + 1)
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+"#;
+    let python = match std::process::Command::new("python3")
+        .args(["-c", script, &d.path().to_string_lossy()])
+        .status()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "python3 is needed on CI: {e}"
+            );
+            eprintln!("skipped: python3 not found ({e})");
+            return;
+        }
+    };
+    assert!(python.success());
+    for tag in ["gnu", "pax", "ustar"] {
+        let bytes = std::fs::read(d.path().join(format!("{tag}.tar"))).unwrap();
+        let mut r = stokehold::reader::shards::tar::TarReader::new(std::io::Cursor::new(bytes));
+        let mut got = Vec::new();
+        while let Some(m) = r.next_member().unwrap() {
+            let data = r.read_data(u64::MAX).unwrap().unwrap();
+            got.push((m.name, data.len()));
+        }
+        let mut want = vec![
+            ("a.jpg".to_string(), 1),
+            ("d".repeat(120) + "/long.jpg", 301),
+        ];
+        want.push(("ünï/cödé.cls".to_string(), 601));
+        want.push(("x".repeat(99) + ".jpg", 901));
+        if tag == "ustar" {
+            want.retain(|(n, _)| n.len() <= 100 || n.contains('/'));
+        }
+        assert_eq!(got, want, "{tag}");
+    }
+}
