@@ -385,6 +385,7 @@ fn shard_config_from_args(args: &Args) -> Result<shards::set::ShardConfig, ArgEr
         retry: shards::http::Retry {
             attempts: args.int("retries") as u32,
             backoff: std::time::Duration::from_millis(200),
+            ..shards::http::Retry::default()
         },
         split: shards::plan::RankSplit {
             shuffle: args.bool("shuffle"),

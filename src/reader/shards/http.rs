@@ -14,6 +14,9 @@ pub struct Retry {
     pub attempts: u32,
     /// The first wait.
     pub backoff: Duration,
+    /// A read that gets no byte for this long fails, and counts as a dropped connection:
+    /// a stalled server costs retries, never a reader thread forever.
+    pub read_timeout: Duration,
 }
 
 impl Default for Retry {
@@ -21,24 +24,30 @@ impl Default for Retry {
         Retry {
             attempts: 5,
             backoff: Duration::from_millis(200),
+            read_timeout: Duration::from_secs(30),
         }
     }
 }
 
 /// The agent every shard request goes through: status codes come back as responses, so a
-/// 404 is told apart from a dropped connection.
-fn agent() -> ureq::Agent {
+/// 404 is told apart from a dropped connection; every read of the socket gives up after
+/// `read_timeout` without a byte.
+fn agent(read_timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(Duration::from_secs(30)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
+        .timeout_per_read(Some(read_timeout))
         .build()
         .into()
 }
 
 /// Fetches a small text document (an index) whole; `Ok(None)` for a 404.
 pub fn fetch_small(url: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
-    let resp = agent().get(url).call().map_err(|e| e.to_string())?;
+    let resp = agent(Retry::default().read_timeout)
+        .get(url)
+        .call()
+        .map_err(|e| e.to_string())?;
     match resp.status().as_u16() {
         200 => {
             let mut body = Vec::new();
@@ -83,7 +92,7 @@ impl HttpShard {
     /// Opens `url` (the first request is made here, so a 404 is an error at once).
     pub fn open(url: &str, retry: Retry) -> io::Result<HttpShard> {
         let mut s = HttpShard {
-            agent: agent(),
+            agent: agent(retry.read_timeout),
             url: url.to_string(),
             body: None,
             pos: 0,

@@ -266,3 +266,45 @@ proptest! {
         prop_assert!(seen.iter().map(|&n| n - 1).sum::<usize>() < world);
     }
 }
+
+/// A server that sends part of a shard and then nothing, the connection left open: every
+/// read gives up after the read timeout and counts as a dropped connection, so after the
+/// retries the shard fails instead of holding its thread forever.
+#[test]
+fn a_stalled_http_body_fails_after_its_retries_never_hangs() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::time::{Duration, Instant};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/a.tar", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(10) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n");
+            let _ = stream.write_all(&[7u8; 10]);
+            let _ = stream.flush();
+            // Hold the connection open, silent.
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(30));
+                drop(stream);
+            });
+        }
+    });
+    let retry = super::http::Retry {
+        attempts: 2,
+        backoff: Duration::from_millis(10),
+        read_timeout: Duration::from_millis(200),
+    };
+    let t0 = Instant::now();
+    let mut shard = super::http::HttpShard::open(&url, retry).unwrap();
+    let mut got = Vec::new();
+    let e = shard.read_to_end(&mut got).unwrap_err();
+    assert_eq!(got, [7u8; 10], "what came before the stall is delivered");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(e.to_string().contains("timeout"), "{e}");
+}
