@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crossbeam_channel::Receiver;
+
 use crate::error::{Error, SampleErrorKind};
 
 use super::dataset::Dataset;
@@ -45,6 +47,9 @@ pub struct Walk {
     pub epochs: Option<u64>,
     /// Where the walk starts.
     pub start: Position,
+    /// Disconnected when the pipeline stops: a walk waiting for a shard's next sample gives
+    /// up then rather than hold the stop up.
+    pub stop: Receiver<()>,
 }
 
 /// The next thing the read stage hands on.
@@ -182,8 +187,8 @@ impl Source {
                     set.clone(),
                     Arc::new(c.clone()),
                     Arc::new(rules),
-                    walk.epochs,
-                    walk.start,
+                    (walk.epochs, walk.start),
+                    walk.stop,
                 ))
             }
             Source::Files(d) => Steps::Files(

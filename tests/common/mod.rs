@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod shards;
+
 use stokehold::pipeline::{file, PipelineSpec};
 
 /// `../shared/data` beside the checkout (or `$STOKEHOLD_SHARED/data`); prints a notice when absent.

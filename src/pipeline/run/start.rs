@@ -121,6 +121,7 @@ impl Pipeline {
                     labels: graph.reader_labels.is_some(),
                     epochs: settings.epochs,
                     start,
+                    stop: shutdown_rx.clone(),
                 },
             ))),
             credits: credit_rx,

@@ -6,10 +6,12 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 
 use crate::error::SampleErrorKind;
 use crate::reader::schedule::Position;
@@ -72,6 +74,10 @@ struct Feed {
     /// Inputs numbered below this are delivered only when in `wanted` (a resume).
     replayed: usize,
     wanted: Arc<HashSet<usize>>,
+    /// Disconnected when the pipeline stops (see [`Feed::next`]).
+    stop: Receiver<()>,
+    /// Set when the feed is dropped: its parts stop at their next sample.
+    dropped: Arc<AtomicBool>,
 }
 
 impl Feed {
@@ -81,8 +87,8 @@ impl Feed {
         config: Arc<ShardConfig>,
         rules: Arc<SampleRules>,
         read_ahead: usize,
-        replayed: usize,
-        wanted: HashSet<usize>,
+        (replayed, wanted): (usize, HashSet<usize>),
+        stop: Receiver<()>,
     ) -> Feed {
         let mut first = 0;
         let mut numbered = VecDeque::new();
@@ -104,9 +110,13 @@ impl Feed {
             rules,
             replayed,
             wanted: Arc::new(wanted),
+            stop,
+            dropped: Arc::new(AtomicBool::new(false)),
         }
     }
 
+    /// The next input of the epoch; `None` at its end, or once the pipeline stops (a reader
+    /// thread waiting here for a slow shard must not hold the stop up).
     fn next(&mut self) -> Option<Input> {
         loop {
             while self.running.len() < self.read_ahead {
@@ -122,6 +132,7 @@ impl Feed {
                     rules: self.rules.clone(),
                     replayed: self.replayed,
                     wanted: self.wanted.clone(),
+                    dropped: self.dropped.clone(),
                 };
                 let handle = std::thread::Builder::new()
                     .name("stokehold-shard".into())
@@ -130,24 +141,41 @@ impl Feed {
                 self.running.push_back((rx, handle));
             }
             let (rx, _) = self.running.front()?;
-            match rx.recv() {
-                Ok(input) => return Some(input),
-                Err(_) => {
-                    if let Some((_, h)) = self.running.pop_front() {
-                        let _ = h.join();
+            select! {
+                recv(rx) -> input => match input {
+                    Ok(input) => return Some(input),
+                    Err(_) => {
+                        if let Some((_, h)) = self.running.pop_front() {
+                            let _ = h.join();
+                        }
                     }
-                }
+                },
+                recv(self.stop) -> _ => return None,
             }
         }
     }
 }
 
+/// How long dropping a feed waits for its parts' threads to end.
+const DROP_GRACE: Duration = Duration::from_millis(200);
+
 impl Drop for Feed {
     fn drop(&mut self) {
-        // Dropping a queue's receiver stops its thread at its next sample.
-        for (rx, h) in self.running.drain(..) {
-            drop(rx);
-            let _ = h.join();
+        // Each part stops at its next sample (the flag, or its queue's receiver gone). One
+        // waiting on the network (each read bounded by the http read timeout, see
+        // `super::http`) is left to end on its own rather than hold up the pipeline's drop.
+        self.dropped.store(true, Ordering::Relaxed);
+        let threads: Vec<JoinHandle<()>> = self.running.drain(..).map(|(_, h)| h).collect();
+        let deadline = Instant::now() + DROP_GRACE;
+        for h in threads {
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                tracing::debug!("a shard thread still waits on its shard; it ends on its own");
+            }
         }
     }
 }
@@ -162,11 +190,17 @@ struct Part {
     rules: Arc<SampleRules>,
     replayed: usize,
     wanted: Arc<HashSet<usize>>,
+    /// Set when the feed is gone: stop.
+    dropped: Arc<AtomicBool>,
 }
 
 impl Part {
     fn wanted(&self, n: usize) -> bool {
         n >= self.replayed || self.wanted.contains(&n)
+    }
+
+    fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     fn read(self, tx: &Sender<Input>) {
@@ -206,12 +240,15 @@ impl Part {
             )
         };
         for _ in 0..self.seg.skip {
-            if items.next_item(false).is_none() {
+            if self.dropped() || items.next_item(false).is_none() {
                 break;
             }
             held += 1;
         }
         for k in 0..self.seg.take {
+            if self.dropped() {
+                return;
+            }
             let n = self.first + k;
             let want = self.wanted(n);
             let input = if held < self.seg.skip + k {
@@ -263,20 +300,23 @@ pub struct ShardStream {
     pos: usize,
     buffer: ShuffleBuffer<ShardSample>,
     feed: Feed,
+    stop: Receiver<()>,
 }
 
 impl ShardStream {
-    /// The stream of `set` for `epochs` epochs (`None`: without end) from `start`.
+    /// The stream of `set` for `epochs` epochs (`None`: without end) from `start`; it ends
+    /// early once `stop` is disconnected (the pipeline stops).
     pub fn new(
         set: Arc<ShardSet>,
         config: Arc<ShardConfig>,
         rules: Arc<SampleRules>,
-        epochs: Option<u64>,
-        start: Position,
+        (epochs, start): (Option<u64>, Position),
+        stop: Receiver<()>,
     ) -> ShardStream {
         let per_epoch = config.split.samples_per_epoch(set.total);
         let pos = start.sample.min(per_epoch);
-        let (buffer, feed) = Self::epoch(&set, &config, &rules, start.seed, start.epoch, pos);
+        let at = (start.seed, start.epoch, pos);
+        let (buffer, feed) = Self::epoch(&set, &config, &rules, at, stop.clone());
         ShardStream {
             set,
             config,
@@ -289,17 +329,17 @@ impl ShardStream {
             pos,
             buffer,
             feed,
+            stop,
         }
     }
 
-    /// The buffer and inputs of `epoch`, `pos` samples in.
+    /// The buffer and inputs of `epoch`, `pos` samples in (`at` = (seed, epoch, pos)).
     fn epoch(
         set: &Arc<ShardSet>,
         config: &Arc<ShardConfig>,
         rules: &Arc<SampleRules>,
-        seed: u64,
-        epoch: u64,
-        pos: usize,
+        (seed, epoch, pos): (u64, u64, usize),
+        stop: Receiver<()>,
     ) -> (ShuffleBuffer<ShardSample>, Feed) {
         let split = config.split;
         let size = if split.shuffle {
@@ -317,8 +357,8 @@ impl ShardStream {
             config.clone(),
             rules.clone(),
             config.read_ahead,
-            replayed,
-            wanted,
+            (replayed, wanted),
+            stop,
         );
         let mut buffer = ShuffleBuffer::new(size, seed, epoch, split.rank);
         if pos > 0 {
@@ -338,9 +378,14 @@ impl ShardStream {
         self.per_epoch
     }
 
-    /// The next step; `None` after the last epoch's end.
+    /// Whether the pipeline stopped.
+    fn stopped(&self) -> bool {
+        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
+    }
+
+    /// The next step; `None` after the last epoch's end, or once the pipeline stopped.
     pub fn next_step(&mut self) -> Option<ShardStep> {
-        if self.epochs.is_some_and(|n| self.epoch >= n) {
+        if self.epochs.is_some_and(|n| self.epoch >= n) || self.stopped() {
             return None;
         }
         let seq = self.seq;
@@ -351,6 +396,10 @@ impl ShardStream {
                     Some((_, s)) => self.buffer.push(s),
                     None => break,
                 }
+            }
+            // A feed cut short by the stop is no end of the epoch.
+            if self.stopped() {
+                return None;
             }
             if let Some(sample) = self.buffer.draw() {
                 self.pos += 1;
@@ -370,9 +419,8 @@ impl ShardStream {
                 &self.set,
                 &self.config,
                 &self.rules,
-                self.seed,
-                self.epoch,
-                0,
+                (self.seed, self.epoch, 0),
+                self.stop.clone(),
             );
             self.buffer = buffer;
             self.feed = feed;
