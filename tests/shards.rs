@@ -429,3 +429,64 @@ for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarf
         assert_eq!(got, want, "{tag}");
     }
 }
+
+/// `stokehold pack` a folder, then `stokehold run --data` the shards as one rank of two, by
+/// flag or by torchrun's variables; a rank without a world size is refused.
+#[test]
+fn the_command_line_packs_a_folder_and_runs_its_shards_by_rank() {
+    let stokehold = || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stokehold"));
+        c.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("RANK")
+            .env_remove("WORLD_SIZE");
+        c
+    };
+    let d = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&d.path().join("data")).unwrap();
+    let shards = d.path().join("shards");
+    let out = stokehold()
+        .arg("pack")
+        .arg(&data)
+        .arg(&shards)
+        .args(["--shard-size", "100kB"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("64 samples in "), "{stdout}");
+    assert!(shards.join("index.json").is_file());
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut c = stokehold();
+        c.args(["run", "pipelines/resnet50-eval.toml", "--batch", "8"])
+            .args(["--threads", "2", "--device", "cpu", "--data"])
+            .arg(&shards)
+            .args(extra);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    for out in [
+        run(&["--rank", "1", "--world-size", "2"], &[]),
+        run(&[], &[("RANK", "1"), ("WORLD_SIZE", "2")]),
+        // The flags win over the variables.
+        run(&["--rank", "1"], &[("RANK", "0"), ("WORLD_SIZE", "2")]),
+    ] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(last.starts_with("images=32 skipped=0 "), "{last}");
+    }
+    let out = run(&["--rank", "1"], &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without a world size"), "{stderr}");
+}

@@ -400,6 +400,24 @@ horizontal = 0.5
     }
 
     #[test]
+    fn replace_with_a_shard_reader_is_refused_with_help_and_the_rest_still_checked() {
+        let text = GOOD
+            .replace("batch = 4", "batch = 4\non_error = \"replace\"")
+            .replace("kind = \"file_reader\"", "kind = \"shard_reader\"")
+            .replace("root = \"data\"", "shards = \"train-{0..3}.tar\"")
+            .replace("horizontal = 0.5", "horizontal = 5");
+        let p = problems(&text);
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert!(p[0].starts_with("p.toml:3:12: "), "{}", p[0]);
+        assert!(p[0].contains("a shard_reader does not have"), "{}", p[0]);
+        assert!(p[0].contains("help: use on_error = \"skip\""), "{}", p[0]);
+        assert!(p[1].contains("'horizontal' = 5"), "{}", p[1]);
+        // The same pipeline reading files may replace.
+        let files = GOOD.replace("batch = 4", "batch = 4\non_error = \"replace\"");
+        assert_eq!(problems(&files), Vec::<String>::new());
+    }
+
+    #[test]
     fn every_required_argument_has_a_valid_example() {
         for schema in registry::schemas() {
             let examples = required_examples(schema);
