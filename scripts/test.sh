@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): builds and runs every test. Tests that need ../shared/data
 # say "skipped" when it is absent; GPU parity tests say "skipped: no CUDA driver" without a GPU.
+# The GPU stage runs end to end on the emulated device (--device emu), which must be built in
+# (STOKEHOLD_REQUIRE_EMU=1: a build without a working C++ compiler fails here).
 #
 # Every CUDA kernel is compiled through NVRTC (sm_80, sm_90) even without a GPU: this script
 # installs the pinned NVRTC wheel into .dev/pip when it is missing (NVRTC 13.0 emits PTX/cubins
@@ -20,5 +22,8 @@ if [ -z "$NVRTC_DIR" ]; then
 fi
 export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKEHOLD_REQUIRE_NVRTC=1
+# The emulated device (the kernels built for the host by build.rs) must be built in: without
+# it the GPU stage's tests could only skip.
+export STOKEHOLD_REQUIRE_EMU=1
 cargo test --all-targets "$@"
 cargo test --doc "$@"
