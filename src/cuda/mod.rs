@@ -20,6 +20,7 @@ pub mod gpu_device;
 pub(crate) mod launch;
 pub mod memory;
 pub mod module;
+pub mod pool;
 pub mod real;
 pub mod run;
 
@@ -33,11 +34,11 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream};
 
 pub use batch::{DeviceBatch, DeviceImage};
+pub use chain::{run_fused_batch, FusedSample};
 pub use emu::{EmuDevice, EmuOptions};
 pub use gpu_device::{GpuDevice, StreamId};
-pub use real::RealDevice;
-pub use chain::{run_fused_batch, FusedSample};
 pub use module::KernelModule;
+pub use real::RealDevice;
 
 use crate::error::Error;
 
@@ -217,7 +218,10 @@ impl Drop for Device {
     /// pooled buffers and pinned staging freed, under kernels and copies still running.
     fn drop(&mut self) {
         if let Err(e) = self.ctx.synchronize() {
-            tracing::warn!("synchronising device {} before dropping it: {e}", self.info.device_id);
+            tracing::warn!(
+                "synchronising device {} before dropping it: {e}",
+                self.info.device_id
+            );
         }
     }
 }

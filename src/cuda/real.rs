@@ -123,7 +123,6 @@ impl RealDevice {
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))
     }
-
 }
 
 fn module_entry(m: KernelModule) -> &'static str {
@@ -224,8 +223,12 @@ impl GpuDevice for RealDevice {
     fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHost, Error> {
         // SAFETY: the memory is uninitialised; `PinnedHost` hands it out only as bytes, which
         // the stage writes before any copy reads them.
-        let mut slice = unsafe { self.dev.context().alloc_pinned_with_flags::<u8>(bytes.max(1), 0) }
-            .map_err(|e| cuda_err(&format!("allocate {bytes} pinned bytes"), e))?;
+        let mut slice = unsafe {
+            self.dev
+                .context()
+                .alloc_pinned_with_flags::<u8>(bytes.max(1), 0)
+        }
+        .map_err(|e| cuda_err(&format!("allocate {bytes} pinned bytes"), e))?;
         let ptr = slice
             .as_mut_ptr()
             .map_err(|e| cuda_err("map pinned memory", e))?;
@@ -432,9 +435,8 @@ impl GpuDevice for RealDevice {
         // SAFETY: `s` is a stream of the bound context; the outputs are live device memory of
         // it, and the bytes stay untouched, until an event recorded after this call (the
         // caller's contract); the previous call's work has completed (waited above).
-        let results = unsafe {
-            dec.decode_batch(s.cu_stream() as *mut c_void, &images, &outputs, &rois)
-        };
+        let results =
+            unsafe { dec.decode_batch(s.cu_stream() as *mut c_void, &images, &outputs, &rois) };
         match s.record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC)) {
             Ok(ev) => *self.last_decode.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev),
             Err(e) => return fail_all(cuda_err("record the decode's event", e).to_string()),

@@ -13,9 +13,11 @@ pub fn unavailable() -> Option<&'static str> {
     if cfg!(stokehold_emu) {
         None
     } else {
-        Some(option_env!("STOKEHOLD_EMU_UNAVAILABLE").unwrap_or(
-            "the host C++ build of the kernels did not run when stokehold was built",
-        ))
+        Some(
+            option_env!("STOKEHOLD_EMU_UNAVAILABLE").unwrap_or(
+                "the host C++ build of the kernels did not run when stokehold was built",
+            ),
+        )
     }
 }
 
@@ -25,7 +27,11 @@ mod ffi {
 
     extern "C" {
         pub fn stokehold_emu_set_block(sample: u32, samples: u32);
-        pub fn stokehold_emu_fused_crop_resize_normalize(d: *const FusedDesc, t: *const i32, n: u32);
+        pub fn stokehold_emu_fused_crop_resize_normalize(
+            d: *const FusedDesc,
+            t: *const i32,
+            n: u32,
+        );
         pub fn stokehold_emu_resize_u8(d: *const FusedDesc, t: *const i32, n: u32);
         pub fn stokehold_emu_jitter_luma_sum(d: *const JitterDesc, n: u32, step: u32, s: *mut u64);
         pub fn stokehold_emu_jitter_step(d: *const JitterDesc, n: u32, step: u32, s: *const u64);
@@ -50,7 +56,9 @@ pub fn symbol(entry: &str) -> Option<usize> {
         use ffi::*;
         let f: usize = match entry {
             "emu_set_block" => stokehold_emu_set_block as *const () as usize,
-            "fused_crop_resize_normalize" => stokehold_emu_fused_crop_resize_normalize as *const () as usize,
+            "fused_crop_resize_normalize" => {
+                stokehold_emu_fused_crop_resize_normalize as *const () as usize
+            }
             "resize_u8" => stokehold_emu_resize_u8 as *const () as usize,
             "jitter_luma_sum" => stokehold_emu_jitter_luma_sum as *const () as usize,
             "jitter_step" => stokehold_emu_jitter_step as *const () as usize,
@@ -129,7 +137,12 @@ fn axis_entries(nearest: bool, n: u32, ksize: u32) -> u64 {
 }
 
 /// Checks a chain descriptor's source, output and tap tables.
-fn check_fused(mem: &Access<'_>, d: &FusedDesc, table: u64, table_room: usize) -> Result<(), String> {
+fn check_fused(
+    mem: &Access<'_>,
+    d: &FusedDesc,
+    table: u64,
+    table_room: usize,
+) -> Result<(), String> {
     use crate::cuda::desc::fused_flags as f;
     let ch = u64::from(d.channels);
     if !(1..=4).contains(&d.channels) || d.src_h == 0 || d.src_w == 0 {
@@ -172,7 +185,9 @@ pub(crate) fn check(
         Kernel::Chain => {
             let (descs, table, n) = (ptr_at(args, 0)?, ptr_at(args, 1)?, u32_at(args, 2)?);
             if n != samples || args.len() != 3 {
-                return Err(format!("chain launch of {samples} samples with arguments {args:?}"));
+                return Err(format!(
+                    "chain launch of {samples} samples with arguments {args:?}"
+                ));
             }
             let room = mem.room(table, Kind::Device);
             for d in read_descs::<FusedDesc>(mem, descs, n as usize)? {
@@ -180,10 +195,16 @@ pub(crate) fn check(
             }
         }
         Kernel::JitterLumaSum | Kernel::JitterStep => {
-            let (descs, n, step, sums) =
-                (ptr_at(args, 0)?, u32_at(args, 1)?, u32_at(args, 2)?, ptr_at(args, 3)?);
+            let (descs, n, step, sums) = (
+                ptr_at(args, 0)?,
+                u32_at(args, 1)?,
+                u32_at(args, 2)?,
+                ptr_at(args, 3)?,
+            );
             if n != samples || step > 3 || args.len() != 4 {
-                return Err(format!("jitter launch of {samples} samples with arguments {args:?}"));
+                return Err(format!(
+                    "jitter launch of {samples} samples with arguments {args:?}"
+                ));
             }
             mem.check(sums, 8 * n as usize, Kind::Device, "the luma sums")?;
             for d in read_descs::<JitterDesc>(mem, descs, n as usize)? {

@@ -63,9 +63,7 @@ impl EmuOptions {
             num.trim()
                 .parse::<u64>()
                 .map(|n| Some(n.saturating_mul(mul)))
-                .map_err(|_| {
-                    Error::GpuUnavailable(format!("{name}={v}: expected a whole number"))
-                })
+                .map_err(|_| Error::GpuUnavailable(format!("{name}={v}: expected a whole number")))
         };
         Ok(EmuOptions {
             memory: read("STOKEHOLD_EMU_MEMORY", true)?.map(|b| b as usize),
@@ -370,7 +368,11 @@ impl GpuDevice for EmuDevice {
     }
 
     fn synchronize_all(&self) -> Result<(), Error> {
-        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for s in streams {
             let ev = s.record();
             ev.wait(&self.health)
@@ -418,7 +420,10 @@ impl GpuDevice for EmuDevice {
                             })
                         })
                         .collect();
-                    parts.into_iter().filter_map(|h| h.join().ok().flatten()).collect()
+                    parts
+                        .into_iter()
+                        .filter_map(|h| h.join().ok().flatten())
+                        .collect()
                 });
                 match faults.into_iter().next() {
                     Some(f) => Err(f),

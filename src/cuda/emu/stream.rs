@@ -139,11 +139,7 @@ impl EmuStream {
             m.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
             cv.notify_all();
         }
-        let handle = self
-            .thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = handle {
             let _ = t.join();
         }

@@ -19,6 +19,7 @@ use crate::rng::{domain, key};
 use crate::value::Value;
 
 use super::gather::{Gather, SenderGuard};
+use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
 use super::read_stage::{read_sample, Loaded};
 use super::stats::{add_ns, Stats};
@@ -38,7 +39,7 @@ pub(super) enum Processed {
 impl Processed {
     /// The assembler needs epoch ends and failures at once; good samples it takes a batch at
     /// a time.
-    fn urgent(&self) -> bool {
+    pub(super) fn urgent(&self) -> bool {
         match self {
             Processed::Sample(s) => s.result.is_err(),
             Processed::EpochEnd { .. } => true,
@@ -72,11 +73,12 @@ pub(super) enum Failure {
 /// A sample's pipeline outputs and the random parameters its operators chose.
 pub(super) type SampleOutput = (Vec<Output>, Vec<(Arc<str>, OpParams)>);
 
-/// One pipeline output of a sample: a value, or an image its operator wrote straight into
-/// its place in a batch buffer.
+/// One pipeline output of a sample: a value, an image its operator wrote straight into
+/// its place in a batch buffer, or (GPU path) a sample prepared for the device.
 pub(super) enum Output {
     Value(Value),
     Placed(Placed),
+    Device(Box<Prepared>),
 }
 
 /// One worker thread's share of the stage (clone it for each thread).
@@ -121,8 +123,7 @@ impl CpuStage {
     }
 
     /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
-    /// samples (chosen from the seed, epoch, position and attempt) until one succeeds. A
-    /// failure caused by the settings is never replaced: every sample would fail alike.
+    /// samples (see [`process_with_replacements`]).
     fn process(
         &self,
         seq: u64,
@@ -132,61 +133,94 @@ impl CpuStage {
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
         let (g, ds) = (&*self.graph, &*self.dataset);
-        let run = |index: usize,
-                   bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
-         -> Result<SampleOutput, Failure> {
-            let bytes = bytes.map_err(Failure::Sample)?;
+        let run = |index: usize, bytes: Arc<Vec<u8>>| -> Result<SampleOutput, Failure> {
             let e = &ds.entries[index];
-            catch_unwind(AssertUnwindSafe(|| {
-                run_sample(
-                    g,
-                    &self.stats,
-                    &self.placing,
-                    (epoch, pos),
-                    index,
-                    &e.path,
-                    e.label,
-                    bytes,
-                )
-            }))
-            .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+            run_sample(
+                g,
+                &self.stats,
+                &self.placing,
+                (epoch, pos),
+                index,
+                &e.path,
+                e.label,
+                bytes,
+            )
         };
-        let mut index = planned;
-        let mut result = run(index, bytes);
-        let mut replaced = Vec::new();
-        if g.spec.settings.on_error == OnError::Replace {
-            let n = ds.entries.len() as u64;
-            let mut attempt = 0;
-            while let Err(Failure::Sample(kind)) = &result {
-                if attempt == MAX_REPLACEMENTS || kind.is_settings() {
-                    break;
-                }
-                replaced.push(SampleError {
-                    path: ds.entries[index].path.clone(),
-                    index,
-                    kind: kind.clone(),
-                });
-                attempt += 1;
-                let k = key(&[
-                    domain::REPLACE,
-                    g.spec.settings.seed,
-                    epoch,
-                    pos as u64,
-                    attempt,
-                ]);
-                index = (k % n) as usize;
-                let bytes = read_sample(ds, index, self.max_bytes, &self.stats);
-                result = run(index, bytes);
-            }
-        }
-        ProcessedSample {
+        let at = Sample {
             seq,
             epoch,
             pos,
-            index,
-            replaced,
-            result,
+            planned,
+        };
+        process_with_replacements(g, ds, &self.stats, self.max_bytes, at, bytes, run)
+    }
+}
+
+/// Which sample of the schedule a worker is processing.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sample {
+    pub(super) seq: u64,
+    pub(super) epoch: u64,
+    pub(super) pos: usize,
+    /// The sample the schedule planned at this position.
+    pub(super) planned: usize,
+}
+
+/// Runs `run(index, bytes)` on the planned sample, catching panics; under
+/// `on_error = "replace"` substitutes other samples (chosen from the seed, epoch, position
+/// and attempt) until one succeeds. A failure caused by the settings is never replaced:
+/// every sample would fail alike. Shared by the CPU and GPU stages, so both replace alike.
+pub(super) fn process_with_replacements(
+    g: &Graph,
+    ds: &Dataset,
+    stats: &Stats,
+    max_bytes: u64,
+    at: Sample,
+    bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
+    run: impl Fn(usize, Arc<Vec<u8>>) -> Result<SampleOutput, Failure>,
+) -> ProcessedSample {
+    let attempt = |index: usize,
+                   bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
+     -> Result<SampleOutput, Failure> {
+        let bytes = bytes.map_err(Failure::Sample)?;
+        catch_unwind(AssertUnwindSafe(|| run(index, bytes)))
+            .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+    };
+    let mut index = at.planned;
+    let mut result = attempt(index, bytes);
+    let mut replaced = Vec::new();
+    if g.spec.settings.on_error == OnError::Replace {
+        let n = ds.entries.len() as u64;
+        let mut tries = 0;
+        while let Err(Failure::Sample(kind)) = &result {
+            if tries == MAX_REPLACEMENTS || kind.is_settings() {
+                break;
+            }
+            replaced.push(SampleError {
+                path: ds.entries[index].path.clone(),
+                index,
+                kind: kind.clone(),
+            });
+            tries += 1;
+            let k = key(&[
+                domain::REPLACE,
+                g.spec.settings.seed,
+                at.epoch,
+                at.pos as u64,
+                tries,
+            ]);
+            index = (k % n) as usize;
+            let bytes = read_sample(ds, index, max_bytes, stats);
+            result = attempt(index, bytes);
         }
+    }
+    ProcessedSample {
+        seq: at.seq,
+        epoch: at.epoch,
+        pos: at.pos,
+        index,
+        replaced,
+        result,
     }
 }
 
@@ -203,7 +237,7 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 /// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
 /// in the epoch's order).
 #[allow(clippy::too_many_arguments)]
-fn run_sample(
+pub(super) fn run_sample(
     graph: &Graph,
     stats: &Stats,
     placing: &Placing,
