@@ -126,6 +126,15 @@ impl EmuDevice {
         self.health.fail("the device was lost (simulated)".into());
     }
 
+    /// Queues a pause of `d` on `stream` (a test hook: a slow consumer, or slow kernels).
+    pub fn delay(&self, stream: StreamId, d: Duration) -> Result<(), Error> {
+        self.stream(stream)?.push(Box::new(move || {
+            std::thread::sleep(d);
+            Ok(())
+        }));
+        Ok(())
+    }
+
     fn stream(&self, s: StreamId) -> Result<Arc<EmuStream>, Error> {
         self.check()?;
         let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
@@ -222,9 +231,14 @@ impl GpuDevice for EmuDevice {
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
         self.check()?;
+        // Its only failure is running out (the cap, or the host refusing).
         self.memory
             .alloc(bytes, Kind::Device)
-            .map_err(|e| Error::Cuda(format!("emulated device: {e}")))
+            .map_err(|detail| Error::DeviceOutOfMemory {
+                what: "device memory".into(),
+                bytes: bytes as u64,
+                detail: format!("emulated device: {detail}"),
+            })
     }
 
     unsafe fn free(&self, ptr: DevicePtr) {

@@ -127,13 +127,12 @@ pub(crate) fn check_device(
     }
     Err(Error::DeviceOutOfMemory {
         what: format!(
-            "{batches} output batches (prefetch + 2) of {samples} samples of {per_sample} bytes"
-        ),
-        bytes: needed,
-        detail: format!(
-            "the device has {total} bytes: lower batch (now {}) or prefetch",
+            "{batches} output batches (prefetch + 2) of {samples} samples of {per_sample} bytes \
+             each (batch = {})",
             graph.spec.settings.batch
         ),
+        bytes: needed,
+        detail: format!("the device has {total} bytes: lower batch or prefetch"),
     })
 }
 

@@ -39,6 +39,8 @@ mod start;
 pub mod stats;
 
 #[cfg(test)]
+mod gpu_tests;
+#[cfg(test)]
 mod tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
@@ -156,7 +158,7 @@ impl Pipeline {
     /// Statistics so far.
     pub fn stats(&self) -> StatsSnapshot {
         if let Some(g) = &self.gpu {
-            g.read_timings(false);
+            g.read_timings(self.finished);
         }
         self.stats
             .snapshot(self.graph.nodes.iter().map(|n| n.name.to_string()))
