@@ -49,8 +49,13 @@ impl EmuOptions {
     /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes) and
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line.
     pub fn from_env() -> Result<EmuOptions, Error> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// As [`EmuOptions::from_env`], reading the variables through `get`.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<EmuOptions, Error> {
         let read = |name: &str, allow_suffix: bool| -> Result<Option<u64>, Error> {
-            let Ok(v) = std::env::var(name) else {
+            let Some(v) = get(name) else {
                 return Ok(None);
             };
             let t = v.trim();
@@ -469,3 +474,6 @@ impl GpuDevice for EmuDevice {
         0
     }
 }
+
+#[cfg(test)]
+mod tests;
