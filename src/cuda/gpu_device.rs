@@ -22,7 +22,7 @@ use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, Route};
 /// A device address (`CUdeviceptr`; in the emulation, a host address).
 pub type DevicePtr = u64;
 
-/// One of a device's streams (see [`GpuDevice::stream`]).
+/// One of a device's streams ([`streams`], or one from [`GpuDevice::new_stream`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamId(pub(crate) usize);
 

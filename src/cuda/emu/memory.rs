@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// The byte freed memory is filled with.
-pub(crate) const POISON: u8 = 0xA5;
+pub const POISON: u8 = 0xA5;
 
 /// Freed bytes kept mapped (poisoned) before the oldest are released.
-pub(crate) const QUARANTINE_BYTES: usize = 256 << 20;
+pub const QUARANTINE_BYTES: usize = 256 << 20;
 
 /// What an allocation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

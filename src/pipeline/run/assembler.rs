@@ -309,7 +309,7 @@ impl Assembler {
                     Output::Device(p) => {
                         stats.count_image(false);
                         let mut fill = DeviceFill::default();
-                        fill.push(*p);
+                        fill.push(p);
                         Filling::Device(fill)
                     }
                 });
@@ -330,7 +330,7 @@ impl Assembler {
                     (Filling::Labels(l), Output::Value(Value::Label(x))) => l.push(x),
                     (Filling::Device(d), Output::Device(p)) => {
                         stats.count_image(false);
-                        d.push(*p);
+                        d.push(p);
                     }
                     _ => unreachable!("an output keeps its type"),
                 }

@@ -51,8 +51,10 @@ pub(crate) enum Source {
     Host { image: Image, cause: &'static str },
 }
 
-/// A sample ready for the device.
+/// A sample ready for the device (boxed where it travels, so the variants' sizes don't
+/// matter).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Prepared {
     /// Through the chain kernels: its encoded bytes, where its pixels come from, and what
     /// the chain does with them (the window relative to the source as decoded).
@@ -64,6 +66,12 @@ pub(crate) enum Prepared {
     /// Computed by the CPU operators (the chain can't take it), to be copied into its place.
     Finished { image: Image },
 }
+
+/// What [`GpuPlan::prepare`] gives: the prepared sample and the parameters drawn; or
+/// `Err(Ok(kind))`, a bad sample (its CPU decode failed, as on the CPU path); or
+/// `Err(Err(why))`, a sample for the CPU operators.
+pub(crate) type Prepare =
+    Result<(Prepared, Vec<(Arc<str>, OpParams)>), Result<SampleErrorKind, NeedsCpu>>;
 
 /// Why a sample goes through the CPU operators whole (the CPU path then decides whether it
 /// is good, with its own error).
@@ -210,15 +218,15 @@ impl GpuPlan {
     }
 
     /// Sample `index` of `epoch` with file `bytes`, on the host: the parameters drawn and
-    /// where its pixels come from, or the reason it runs through the CPU operators whole.
-    /// `Err(Ok(kind))`: the sample is bad (its CPU decode failed, as on the CPU path).
+    /// where its pixels come from, or the reason it runs through the CPU operators whole
+    /// (see [`Prepare`]).
     pub(crate) fn prepare(
         &self,
         chain: &SampleChain<'_>,
         dev: &dyn GpuDevice,
         bytes: Arc<Vec<u8>>,
         (seed, epoch, index): (u64, u64, usize),
-    ) -> Result<(Prepared, Vec<(Arc<str>, OpParams)>), Result<SampleErrorKind, NeedsCpu>> {
+    ) -> Prepare {
         let needs_cpu = |why: String| Err(Err(NeedsCpu(why)));
         let opts = &self.decode;
         let info: ImageInfo = match crate::decode::probe(&bytes, opts) {

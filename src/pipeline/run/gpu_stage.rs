@@ -86,7 +86,9 @@ struct Decoded {
     dims: SourceDims,
 }
 
+// Repeats are rare and a batch's entries few: no point boxing the samples.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 enum Entry {
     Sample {
         prepared: Prepared,
@@ -108,9 +110,9 @@ pub(crate) struct DeviceFill {
 
 impl DeviceFill {
     /// Appends a prepared sample.
-    pub(crate) fn push(&mut self, p: Prepared) {
+    pub(crate) fn push(&mut self, p: Box<Prepared>) {
         self.entries.push(Entry::Sample {
-            prepared: p,
+            prepared: *p,
             decoded: None,
         });
     }

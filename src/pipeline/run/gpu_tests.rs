@@ -571,3 +571,94 @@ fn a_batch_held_on_a_consumer_stream_is_not_overwritten_by_later_batches() {
     // SAFETY: allocated above, no work uses it any more.
     unsafe { dev.free(copy) };
 }
+
+/// The GPU path on a real device (a GPU machine: `scripts/gpu-check.sh`): the same samples,
+/// parameters, labels and skips as the CPU path; pixels within nvJPEG's distance from our
+/// decoder (PSNR ≥ 30 dB over each batch's values, decode and all). Skips visibly without a
+/// GPU (fails under `STOKEHOLD_REQUIRE_GPU=1`).
+#[test]
+fn gpu_the_gpu_path_on_a_real_device_matches_the_cpu() {
+    if crate::cuda::test_support::device().is_none() {
+        return;
+    }
+    let (_d, builtin) = builtin();
+    let mut folders = vec![builtin];
+    if let Some(shared) = crate::testutil::shared_data() {
+        folders.extend(["imagenet-400", "jpeg-edge"].map(|f| shared.join(f)));
+    }
+    for data in folders.iter().filter(|d| d.is_dir()) {
+        for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+            let spec = shipped(name, data);
+            let cpu = run(&on(&spec, DeviceChoice::Cpu));
+            let gpu = run(&on(&spec, DeviceChoice::Gpu));
+            let what = format!("{name} on {}", data.display());
+            assert_eq!(cpu.len(), gpu.len(), "{what}");
+            for (c, g) in cpu.iter().zip(&gpu) {
+                let (c, g) = (c.as_ref().unwrap(), g.as_ref().unwrap());
+                assert_eq!(c.samples, g.samples, "{what}: samples and parameters");
+                let skips = |b: &Batch| -> Vec<String> {
+                    b.skipped.iter().map(|s| s.to_string()).collect()
+                };
+                assert_eq!(skips(c), skips(g), "{what}");
+                let (a, b) = (to_f32(&images_of(c).data), to_f32(&images_of(g).data));
+                let (lo, hi) = a
+                    .iter()
+                    .fold((f32::MAX, f32::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                let mse = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(x, y)| f64::from(x - y).powi(2))
+                    .sum::<f64>()
+                    / a.len().max(1) as f64;
+                let range = f64::from(hi - lo).max(1e-6);
+                let psnr = 10.0 * (range * range / mse.max(1e-12)).log10();
+                eprintln!("{what}: batch {} PSNR {psnr:.1} dB", c.index);
+                assert!(psnr >= 30.0, "{what}: batch {}: PSNR {psnr:.1} dB", c.index);
+            }
+        }
+    }
+}
+
+/// The device seam's contract on a real device (the emulated one is checked in
+/// `crate::cuda::emu`): copies in stream order across events, timing, memory accounting,
+/// running out of memory as an error.
+#[test]
+fn gpu_the_real_device_keeps_the_seam_contract() {
+    if crate::cuda::test_support::device().is_none() {
+        return;
+    }
+    let dev = crate::cuda::RealDevice::new(0, crate::decode::Limits::default()).unwrap();
+    let n = 1 << 20;
+    let a = dev.alloc(n).unwrap();
+    let b = dev.alloc(n).unwrap();
+    let mut host = dev.alloc_pinned(n).unwrap();
+    for (i, x) in host.as_mut_slice().iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    // SAFETY: live allocations of `n` bytes; `host` outlives the waits below.
+    unsafe {
+        dev.copy_to_device(streams::DECODE, a, host.as_ptr(), n)
+            .unwrap()
+    };
+    let start = dev.record(streams::DECODE, true).unwrap();
+    let written = dev.record(streams::DECODE, true).unwrap();
+    dev.wait(streams::KERNELS, &written).unwrap();
+    // SAFETY: as above.
+    unsafe { dev.copy_on_device(streams::KERNELS, b, a, n).unwrap() };
+    let mut got = vec![0u8; n];
+    // SAFETY: `b` holds `n` bytes.
+    unsafe { dev.copy_to_host(streams::KERNELS, &mut got, b).unwrap() };
+    assert!(got == host.as_slice());
+    assert!(dev.is_complete(&written).unwrap());
+    assert!(dev.elapsed(&start, &written).is_ok());
+    assert!(dev.memory().device >= 2 * n);
+    match dev.alloc(1 << 52) {
+        Err(Error::DeviceOutOfMemory { bytes, .. }) => assert_eq!(bytes, 1 << 52),
+        other => panic!("{other:?}"),
+    }
+    // SAFETY: no work uses them any more (synchronised by the copy to the host).
+    unsafe {
+        dev.free(a);
+        dev.free(b);
+    }
+}
