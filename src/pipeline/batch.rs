@@ -343,6 +343,20 @@ fn reserve(data: &mut Pixels, more: usize) -> Result<(), Error> {
     }
 }
 
+impl DeviceTensor {
+    /// A host copy of every sample (waits for the write).
+    pub fn to_host(&self) -> Result<BatchTensor, Error> {
+        Ok(BatchTensor::from_parts(
+            self.dtype(),
+            self.layout(),
+            self.offsets().to_vec(),
+            self.shapes().to_vec(),
+            self.download()?,
+            None,
+        ))
+    }
+}
+
 /// One output of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchOutput {
@@ -379,7 +393,7 @@ impl SampleInfo {
     /// use stokehold::pipeline::{OpSpec, Pipeline, PipelineSpec};
     ///
     /// let dir = tempfile::tempdir().expect("a temporary folder");
-    /// let data = stokehold::samples::ensure(&dir.path().join("data"))?; // the demo images
+    /// let data = stokehold::builtin_data::ensure(&dir.path().join("data"))?; // the demo images
     /// let spec = PipelineSpec::builder()
     ///     .batch(4)
     ///     .op(OpSpec::new("file_reader").output("jpegs").arg("root", data.as_path()))

@@ -26,9 +26,7 @@ use std::sync::{Arc, Mutex};
 use crate::cuda::gpu_device::{streams, DevicePtr, Event, GpuDevice, StreamId};
 use crate::cuda::pool::DeviceBuffer;
 use crate::error::Error;
-use crate::image::{DType, Layout};
-
-use super::batch::BatchTensor;
+use crate::image::{DType, Layout, Pixels};
 
 /// The consumer streams a pipeline has seen, by raw handle (each adopted once).
 #[derive(Debug)]
@@ -248,8 +246,9 @@ impl DeviceTensor {
         Ok(())
     }
 
-    /// A host copy of every sample (waits for the write).
-    pub fn to_host(&self) -> Result<BatchTensor, Error> {
+    /// The pixels of every sample, copied to the host (waits for the write); the tensor
+    /// as a whole: [`DeviceTensor::to_host`].
+    pub fn download(&self) -> Result<Pixels, Error> {
         let mut bytes = vec![0u8; self.nbytes()];
         if let Some(b) = &self.inner.buffer {
             self.wait()?;
@@ -260,14 +259,6 @@ impl DeviceTensor {
                     .copy_to_host(streams::KERNELS, &mut bytes, b.ptr())?
             };
         }
-        let data = crate::cuda::batch::pixels_from_bytes(&bytes, self.dtype());
-        Ok(BatchTensor::from_parts(
-            self.dtype(),
-            self.layout(),
-            self.offsets().to_vec(),
-            self.shapes().to_vec(),
-            data,
-            None,
-        ))
+        Ok(crate::cuda::batch::pixels_from_bytes(&bytes, self.dtype()))
     }
 }
