@@ -6,6 +6,12 @@
 //! `compute_80` into `OUT_DIR` and embedded; the run time prefers NVRTC cubins for the
 //! device's own architecture and only falls back to this PTX. Without CUDA nothing fails:
 //! the sources alone are embedded. Generated: `$OUT_DIR/kernels.rs`.
+//!
+//! It also compiles the same kernels for the host (`kernels/host/emu.cpp`, with the `cc`
+//! crate) into a static library linked into stokehold: the emulated device (`--device emu`).
+//! When no C++ compiler works, the build still succeeds without it: the `stokehold_emu` cfg
+//! is left unset, `--device emu` reports why (`STOKEHOLD_EMU_UNAVAILABLE`), and
+//! `scripts/test.sh` fails (it sets `STOKEHOLD_REQUIRE_EMU=1`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -69,6 +75,37 @@ fn main() {
     }
     gen.push_str("];\n");
     std::fs::write(out.join("kernels.rs"), gen).expect("write kernels.rs");
+    build_emulation(&kdir);
+}
+
+/// Compiles the host build of the kernels (the emulated device) into a static library.
+fn build_emulation(kdir: &Path) {
+    println!("cargo:rustc-check-cfg=cfg(stokehold_emu)");
+    println!("cargo:rerun-if-env-changed=CXX");
+    let src = kdir.join("host").join("emu.cpp");
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .file(&src)
+        .flag_if_supported("-std=c++17")
+        // Nothing fused: the device kernels are built with --fmad=false.
+        .flag_if_supported("-ffp-contract=off")
+        .opt_level(2)
+        .debug(false)
+        .warnings(false);
+    match build.try_compile("stokehold_emu") {
+        Ok(()) => println!("cargo:rustc-cfg=stokehold_emu"),
+        Err(e) => {
+            let why: String = e
+                .to_string()
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(300)
+                .collect();
+            println!("cargo:warning=the emulated device (--device emu) is not built: {why}");
+            println!("cargo:rustc-env=STOKEHOLD_EMU_UNAVAILABLE=the host C++ build of the kernels failed when stokehold was built ({why})");
+        }
+    }
 }
 
 /// The source of `path` with every `#include "x"` replaced by x's text (each file once) and

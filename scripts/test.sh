@@ -2,7 +2,9 @@
 # The test command (README): builds and runs every test, the Rust crate's and then the Python
 # package's. Tests that need ../shared/data say "skipped" when it is absent; GPU parity tests
 # say "skipped: no CUDA driver" without a GPU; pytest lists its skips with their reasons (-rs;
-# the PyTorch checks run only where torch is installed in the venv).
+# the PyTorch checks run only where torch is installed in the venv). The GPU stage runs end to
+# end on the emulated device (--device emu), which must be built in (STOKEHOLD_REQUIRE_EMU=1:
+# a build without a working C++ compiler fails here).
 #
 # Every CUDA kernel is compiled through NVRTC (sm_80, sm_90) even without a GPU: this script
 # installs the pinned NVRTC wheel into .dev/pip when it is missing (NVRTC 13.0 emits PTX/cubins
@@ -32,6 +34,9 @@ VENV=.dev/venv
     "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
 
 export STOKEHOLD_REQUIRE_NVRTC=1
+# The emulated device (the kernels built for the host by build.rs) must be built in: without
+# it the GPU stage's tests could only skip.
+export STOKEHOLD_REQUIRE_EMU=1
 cargo test --all-targets "$@"
 cargo test --doc "$@"
 

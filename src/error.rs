@@ -96,6 +96,17 @@ pub enum Error {
         /// What to lower.
         help: String,
     },
+    /// Device memory ran out (the process goes on; the run stops): what needed it, with the
+    /// batch size, and the bytes asked for.
+    #[error("device out of memory: could not allocate {} for {what} ({detail})", human_bytes(*bytes))]
+    DeviceOutOfMemory {
+        /// What was being allocated (e.g. "the decoded images of a batch of 64 samples").
+        what: String,
+        /// Bytes asked for.
+        bytes: u64,
+        /// What the device said.
+        detail: String,
+    },
     /// Memory for a batch could not be allocated (the process goes on; the run stops).
     #[error("out of memory: could not allocate {} for {what}", human_bytes(*bytes))]
     Allocation {

@@ -18,13 +18,13 @@
 //   bilinear axis of n outputs at `off`: start[n], len[n], weights[n * ksize]
 //   nearest axis of n outputs at `off`: source index[n] (absolute)
 struct FusedDesc {
-    u64 src;        // u8 HWC pixels
+    u64 src;        // u8 HWC pixels, as stored (before the EXIF orientation)
     u64 dst;        // this sample's output
     u32 src_pitch;  // bytes from one source row to the next
-    u32 src_h;
-    u32 src_w;
+    u32 src_h;      // stored rows
+    u32 src_w;      // stored columns
     u32 channels;   // 1..=4
-    u32 win_top;    // window inside the source
+    u32 win_top;    // window inside the source as displayed (after the orientation)
     u32 win_left;
     u32 win_h;
     u32 win_w;
@@ -38,8 +38,10 @@ struct FusedDesc {
     u32 v_ksize;
     float mean[4];
     float inv_std[4];
+    u32 orientation;  // EXIF orientation 1..=8 the source is read through (0 = 1)
+    u32 reserved;
 };
-static_assert(sizeof(FusedDesc) == 112, "FusedDesc size must match src/cuda/desc.rs");
+static_assert(sizeof(FusedDesc) == 120, "FusedDesc size must match src/cuda/desc.rs");
 
 #define GEOM_FLIP_H 1u
 #define GEOM_FLIP_V 2u

@@ -38,7 +38,7 @@ __device__ __forceinline__ float f16_bits_to_f32(u16 h) {
     return r;
 }
 #else
-// Host build of the kernels (tests/cuda_emu): the same conversions through the compiler's
+// Host build of the kernels (kernels/host/emu.cpp, the emulated device): the same conversions through the compiler's
 // IEEE half type (round to nearest even, as cvt.rn). GCC 12 knows _Float16 in C++ only on
 // x86; every AArch64 compiler has __fp16 (IEEE binary16).
 #include <string.h>

@@ -40,6 +40,10 @@ impl PyBatch {
                 let t = match o {
                     BatchOutput::Images(t) => PyTensor::images(t),
                     BatchOutput::Labels(l) => PyTensor::labels(l),
+                    // Downloaded for now; the zero-copy device export comes with the integration.
+                    BatchOutput::Device(t) => {
+                        PyTensor::images(t.to_host().map_err(|e| crate::errors::to_py(py, e))?)
+                    }
                 };
                 Py::new(py, t)
             })

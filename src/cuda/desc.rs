@@ -89,19 +89,19 @@ pub fn as_bytes<T: Pod>(items: &[T]) -> &[u8] {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FusedDesc {
-    /// Device address of the u8 HWC source.
+    /// Device address of the u8 HWC source, as stored (before the EXIF orientation).
     pub src: u64,
     /// Device address of this sample's output.
     pub dst: u64,
     /// Bytes from one source row to the next.
     pub src_pitch: u32,
-    /// Source rows.
+    /// Source rows, as stored.
     pub src_h: u32,
-    /// Source columns.
+    /// Source columns, as stored.
     pub src_w: u32,
     /// Channels (1..=4).
     pub channels: u32,
-    /// Window top (inside the source).
+    /// Window top (inside the source as displayed: after the orientation).
     pub win_top: u32,
     /// Window left.
     pub win_left: u32,
@@ -129,6 +129,11 @@ pub struct FusedDesc {
     pub mean: [f32; 4],
     /// Per-channel `1 / std` (normalize).
     pub inv_std: [f32; 4],
+    /// EXIF orientation (1..=8; 0 reads as 1) the kernel reads the source through: output
+    /// pixels are computed from the displayed image, pixels are fetched from the stored one.
+    pub orientation: u32,
+    /// Unused (keeps the size a multiple of 8, as in C).
+    pub reserved: u32,
 }
 
 /// Crop/pad, flip, layout change of one image (C `GeomDesc`).
@@ -211,7 +216,7 @@ pub struct JitterDesc {
     pub reserved: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<FusedDesc>() == 112);
+const _: () = assert!(std::mem::size_of::<FusedDesc>() == 120);
 const _: () = assert!(std::mem::size_of::<GeomDesc>() == 64);
 const _: () = assert!(std::mem::size_of::<ConvertDesc>() == 80);
 const _: () = assert!(std::mem::size_of::<JitterDesc>() == 40);

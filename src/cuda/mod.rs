@@ -15,9 +15,13 @@
 pub mod batch;
 pub mod chain;
 pub mod desc;
+pub mod emu;
+pub mod gpu_device;
 pub(crate) mod launch;
 pub mod memory;
 pub mod module;
+pub mod pool;
+pub mod real;
 pub mod run;
 
 #[cfg(test)]
@@ -31,7 +35,10 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 pub use batch::{DeviceBatch, DeviceImage};
 pub use chain::{run_fused_batch, FusedSample};
+pub use emu::{EmuDevice, EmuOptions};
+pub use gpu_device::{GpuDevice, StreamId};
 pub use module::KernelModule;
+pub use real::RealDevice;
 
 use crate::error::Error;
 
@@ -203,5 +210,18 @@ impl Device {
         self.stream
             .synchronize()
             .map_err(|e| cuda_err("stream synchronize", e))
+    }
+}
+
+impl Drop for Device {
+    /// Waits for the device's work before the fields go: modules must not be unloaded, nor
+    /// pooled buffers and pinned staging freed, under kernels and copies still running.
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.synchronize() {
+            tracing::warn!(
+                "synchronising device {} before dropping it: {e}",
+                self.info.device_id
+            );
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Helpers shared by the GPU parity tests and the host emulation of the kernels in the
 //! operator folders (compiled for tests only): device 0 or a visible skip, test images,
-//! batch comparison, and the kernels built for the host (`tests/cuda_emu/emu.cpp`).
+//! batch comparison, and the kernels built for the host (`kernels/host/emu.cpp`).
 //!
 //! Parity tests open device 0 and print "skipped: no CUDA driver" and return when that
 //! fails (set `STOKEHOLD_REQUIRE_GPU=1` to make that a failure instead, on a GPU machine);
@@ -8,15 +8,13 @@
 //! `gpu_`: `stokehold-<hash> gpu_ --test-threads=1`). u8 outputs must match the
 //! CPU bit for bit; float outputs within 1e-3 (relative above 1).
 //!
-//! The emulation compiles the kernels with the host's C++ compiler and runs one
-//! single-thread block per sample, so the grid-stride loops cover everything. What it cannot
-//! check: the CUDA intrinsics and PTX conversions themselves (mapped to IEEE host
-//! operations), and the multi-thread reduction. It skips when no C++ compiler (`$CXX`, else
-//! `g++`) can be run.
+//! The emulation is the kernels built for the host by `build.rs` (the emulated device's
+//! kernels, [`crate::cuda::emu::kernels`]); it runs one single-thread block per sample, so
+//! the grid-stride loops cover everything. What it cannot check: the CUDA intrinsics and PTX
+//! conversions themselves (mapped to IEEE host operations), and the multi-thread reduction.
+//! Without a working C++ compiler at build time the emulation tests skip visibly (they fail
+//! under `STOKEHOLD_REQUIRE_EMU=1`).
 #![allow(dead_code)]
-
-use std::path::Path;
-use std::process::Command;
 
 use super::batch::pixels_from_bytes;
 use super::chain::launcher::JitterStages;
@@ -124,65 +122,41 @@ pub(crate) fn check_batch(batch: &DeviceBatch, want: &[Image], what: &str) {
 
 type SetBlock = unsafe extern "C" fn(u32, u32);
 
-/// The kernels of `kernels/` built for the host as a shared library.
-pub(crate) struct Emu {
-    lib: libloading::Library,
-    _dir: tempfile::TempDir,
-}
+/// The kernels of `kernels/` built for the host (`kernels/host/emu.cpp`, compiled by
+/// `build.rs` and linked into stokehold: the emulated device's kernels).
+pub(crate) struct Emu(());
 
 impl Emu {
-    /// Builds and loads the emulation, or `None` after saying why the test is skipped.
+    /// The built-in emulation, or `None` after saying why the test is skipped (a failure
+    /// instead with `STOKEHOLD_REQUIRE_EMU=1`, as `scripts/test.sh` sets).
     pub(crate) fn load() -> Option<Emu> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_emu/emu.cpp");
-        if !src.is_file() {
-            eprintln!("skipped: {} not found", src.display());
-            return None;
-        }
-        let dir = tempfile::tempdir().expect("temp dir");
-        let lib = dir.path().join("libstokehold_emu.so");
-        let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
-        let status = Command::new(&cxx)
-            .args([
-                "-O1",
-                "-shared",
-                "-fPIC",
-                "-ffp-contract=off",
-                "-std=c++17",
-                "-o",
-            ])
-            .arg(&lib)
-            .arg(&src)
-            .status();
-        match status {
-            Err(e) => {
-                eprintln!("skipped: no C++ compiler ({cxx}: {e})");
+        match crate::cuda::emu::kernels::unavailable() {
+            None => Some(Emu(())),
+            Some(why) => {
+                if std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() == Ok("1") {
+                    panic!("STOKEHOLD_REQUIRE_EMU=1 but {why}");
+                }
+                eprintln!("skipped: no kernel emulation in this build ({why})");
                 None
-            }
-            Ok(s) => {
-                assert!(
-                    s.success(),
-                    "{cxx} failed to build the kernel emulation ({s})"
-                );
-                // SAFETY: the library was just built from our own source; loading it runs no
-                // initialisers beyond the C++ runtime's.
-                let lib = unsafe { libloading::Library::new(&lib) }.expect("load emulation");
-                Some(Emu { lib, _dir: dir })
             }
         }
     }
 
     /// The kernel (or helper) `name`, typed as `T` by the caller.
     pub(crate) fn sym<T: Copy>(&self, name: &str) -> T {
-        // SAFETY: every name is an `extern "C"` function of emu.cpp with the signature `T`
-        // given at the call site (the kernels' C parameter lists).
-        unsafe { *self.lib.get::<T>(name.as_bytes()).expect(name) }
+        let addr = crate::cuda::emu::kernels::symbol(name).expect(name);
+        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<usize>());
+        // SAFETY: `addr` is the address of the `extern "C"` function `name` of emu.cpp, and
+        // `T` is the function pointer type of its C parameter list, given at the call site
+        // (same size as an address, checked above).
+        unsafe { std::mem::transmute_copy::<usize, T>(&addr) }
     }
 
-    /// Runs `f` once per sample as block (0, s).
+    /// Runs `f` once per sample as block (0, s), on this thread.
     pub(crate) fn per_sample(&self, n: usize, mut f: impl FnMut()) {
         let set: SetBlock = self.sym("emu_set_block");
         for s in 0..n {
-            // SAFETY: sets plain globals of the emulation.
+            // SAFETY: sets thread-local globals of the emulation.
             unsafe { set(s as u32, n as u32) };
             f();
         }

@@ -159,6 +159,8 @@ fn descriptor_layouts_match_the_c_header() {
         (offset_of!(FusedDesc, v_ksize), 76),
         (offset_of!(FusedDesc, mean), 80),
         (offset_of!(FusedDesc, inv_std), 96),
+        (offset_of!(FusedDesc, orientation), 112),
+        (offset_of!(FusedDesc, reserved), 116),
     ];
     let geom = [
         (offset_of!(GeomDesc, src), 0),

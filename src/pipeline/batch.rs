@@ -9,6 +9,8 @@ use crate::error::{Error, SampleError};
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::{ColorJitterParams, CropParams, FlipParams, OpParams};
 
+pub use super::device_tensor::DeviceTensor;
+
 /// Batch buffers given back by dropped batches, reused for the next ones so that steady
 /// state allocates (and page-faults) nothing new.
 #[derive(Debug, Default)]
@@ -346,11 +348,28 @@ fn reserve(data: &mut Pixels, more: usize) -> Result<(), Error> {
     }
 }
 
+impl DeviceTensor {
+    /// A host copy of every sample (waits for the write).
+    pub fn to_host(&self) -> Result<BatchTensor, Error> {
+        Ok(BatchTensor::from_parts(
+            self.dtype(),
+            self.layout(),
+            self.offsets().to_vec(),
+            self.shapes().to_vec(),
+            self.download()?,
+            None,
+        ))
+    }
+}
+
 /// One output of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchOutput {
-    /// Images.
+    /// Images in host memory.
     Images(BatchTensor),
+    /// Images in device memory (the GPU path): see [`DeviceTensor`] for how to hand them
+    /// to a framework.
+    Device(DeviceTensor),
     /// Labels.
     Labels(Vec<i64>),
 }
@@ -469,10 +488,29 @@ impl Batch {
         self.outputs.get(k)
     }
 
-    /// An image output by name.
+    /// An image output in host memory by name (`None` for one on the device: see
+    /// [`Batch::device_images`]).
     pub fn images(&self, name: &str) -> Option<&BatchTensor> {
         match self.get(name)? {
             BatchOutput::Images(t) => Some(t),
+            BatchOutput::Device(_) | BatchOutput::Labels(_) => None,
+        }
+    }
+
+    /// An image output in device memory by name (pipelines on the GPU path).
+    pub fn device_images(&self, name: &str) -> Option<&DeviceTensor> {
+        match self.get(name)? {
+            BatchOutput::Device(t) => Some(t),
+            BatchOutput::Images(_) | BatchOutput::Labels(_) => None,
+        }
+    }
+
+    /// An image output by name as host memory: the tensor itself, or a copy of a device
+    /// tensor (waits for it).
+    pub fn images_on_host(&self, name: &str) -> Option<Result<BatchTensor, Error>> {
+        match self.get(name)? {
+            BatchOutput::Images(t) => Some(Ok(t.clone())),
+            BatchOutput::Device(t) => Some(t.to_host()),
             BatchOutput::Labels(_) => None,
         }
     }
@@ -481,7 +519,7 @@ impl Batch {
     pub fn labels(&self, name: &str) -> Option<&[i64]> {
         match self.get(name)? {
             BatchOutput::Labels(l) => Some(l),
-            BatchOutput::Images(_) => None,
+            BatchOutput::Images(_) | BatchOutput::Device(_) => None,
         }
     }
 }

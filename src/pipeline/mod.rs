@@ -3,6 +3,7 @@
 //! planning ([`graph`]), batches ([`batch`]) and the running pipeline ([`run`]).
 
 pub mod batch;
+pub mod device_tensor;
 pub mod file;
 pub mod graph;
 pub mod registry;

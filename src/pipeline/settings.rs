@@ -208,8 +208,11 @@ pub const SETTINGS: &[Setting] = &[
             name: "device",
             ty: ArgType::Choice(DeviceChoice::NAMES),
             default: Some("\"auto\""),
-            doc: "where per-sample operators run; \"auto\" uses the GPU when one is usable and \
-                  says why when it does not",
+            doc: "where per-sample operators run: \"cpu\"; \"gpu\" (nvJPEG and the fused \
+                  kernels, batches stay on the GPU; refused with the reason when it can't run); \
+                  \"auto\" (the GPU when one is usable and the pipeline composes for it, else \
+                  the CPU, saying why); \"emu\" (a test device: the GPU path with its kernels \
+                  run on the CPU, slow)",
         },
         unset: Unset::Never,
         flag: Flag {

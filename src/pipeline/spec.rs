@@ -56,6 +56,10 @@ pub enum DeviceChoice {
     Cpu,
     /// The GPU path, or an error if it can't be used.
     Gpu,
+    /// The GPU path on the emulated device: the kernels compiled for the host, our CPU
+    /// decoder in place of nvJPEG. A test device (slow): it runs everything the GPU path
+    /// does without a GPU, to check a pipeline or stokehold itself.
+    Emu,
 }
 
 impl DeviceChoice {
@@ -65,11 +69,12 @@ impl DeviceChoice {
             DeviceChoice::Auto => "auto",
             DeviceChoice::Cpu => "cpu",
             DeviceChoice::Gpu => "gpu",
+            DeviceChoice::Emu => "emu",
         }
     }
 
     /// Pipeline-file and command-line names.
-    pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu"];
+    pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu", "emu"];
 
     /// Parses a name.
     pub fn from_name(s: &str) -> Option<DeviceChoice> {
@@ -77,6 +82,7 @@ impl DeviceChoice {
             "auto" => Some(DeviceChoice::Auto),
             "cpu" => Some(DeviceChoice::Cpu),
             "gpu" => Some(DeviceChoice::Gpu),
+            "emu" => Some(DeviceChoice::Emu),
             _ => None,
         }
     }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use stokehold::pipeline::file::config_error;
 use stokehold::pipeline::graph::Graph;
-use stokehold::pipeline::run::choose_device;
+use stokehold::pipeline::run::choose_device_for;
 use stokehold::pipeline::spec::{SpecError, SpecPointer};
 
 use crate::options;
@@ -28,7 +28,7 @@ pub struct CheckArgs {
 pub fn check(args: &CheckArgs) -> Result<ExitCode> {
     let path = &args.pipeline;
     let checked = options::load(path, None)?;
-    let device = choose_device(&checked.graph.spec.settings).map_err(|e| Problems {
+    let device = choose_device_for(&checked.graph).map_err(|e| Problems {
         file: path.clone(),
         errors: vec![config_error(
             path,
@@ -37,7 +37,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode> {
                 SpecPointer::Setting("device".into()),
                 format!("`stokehold run` would stop here: {e}"),
             )
-            .help("use device = \"auto\" (runs on the CPU and says why) or \"cpu\""),
+            .help("use device = \"auto\" (the GPU when it can run, else the CPU, saying why) or \"cpu\""),
         )],
     })?;
     // Show the graph as written; fusion is an execution detail, listed after it.

@@ -145,7 +145,20 @@ fn digest(b: &Batch) -> u64 {
         h.write(&(s.index as u64).to_le_bytes());
     }
     for out in &b.outputs {
+        // A batch on the device is digested as its host copy: the same data, the same digest.
+        let copied;
+        let out = match out {
+            BatchOutput::Device(t) => match t.to_host() {
+                Ok(host) => {
+                    copied = BatchOutput::Images(host);
+                    &copied
+                }
+                Err(_) => continue,
+            },
+            other => other,
+        };
         match out {
+            BatchOutput::Device(_) => {}
             BatchOutput::Images(t) => {
                 for shape in &t.shapes {
                     for d in shape {

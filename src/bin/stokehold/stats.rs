@@ -52,6 +52,25 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             e.dropped
         )?;
     }
+    if let Some(g) = &st.gpu {
+        outln!("GPU path on {}:", g.device)?;
+        outln!(
+            "  prepare (host) {:>9.3} s  decode (device) {:.3} s  kernels (device) {:.3} s",
+            g.prepare.as_secs_f64(),
+            g.decode.as_secs_f64(),
+            g.kernels.as_secs_f64()
+        )?;
+        outln!(
+            "  device memory {:.1} MB now, {:.1} MB at most; pinned {:.1} MB now, {:.1} MB at most",
+            g.memory.device as f64 / 1e6,
+            g.memory.device_peak as f64 / 1e6,
+            g.memory.pinned as f64 / 1e6,
+            g.memory.pinned_peak as f64 / 1e6
+        )?;
+        for (source, n) in &g.sources {
+            outln!("  {n:>8} decoded by {source}")?;
+        }
+    }
     if let Some(peak) = peak_rss_bytes() {
         outln!("  peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }

@@ -23,9 +23,15 @@ pub type Rect = (usize, usize, usize, usize);
 /// What the fused chain does to one sample of a u8 HWC source image: take `window`, resample
 /// it to `out_h` × `out_w`, keep the part `keep` of that (a crop after the resize), mirror,
 /// jitter, normalize, convert to `dtype` and write in `layout`.
+///
+/// A source stored before its EXIF orientation (as nvJPEG decodes it) is read through
+/// `orientation`: `window` and everything after it are in the displayed image, which is what
+/// the CPU path decodes, so both paths compute the same pixels without a rotation pass.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FusedSample {
-    /// Window (top, left, height, width) inside the source image.
+    /// EXIF orientation (1..=8) of the source as stored; 1 = read as is.
+    pub orientation: u8,
+    /// Window (top, left, height, width) inside the source image as displayed.
     pub window: Rect,
     /// Rows the window is resampled to.
     pub out_h: usize,
@@ -63,6 +69,7 @@ impl FusedSample {
         antialias: bool,
     ) -> Self {
         FusedSample {
+            orientation: 1,
             window,
             out_h,
             out_w,
@@ -182,7 +189,8 @@ fn push_indices(table: &mut Vec<i32>, v: &[u32]) -> Result<u32, Error> {
     Ok(off)
 }
 
-/// The size and row pitch of a u8 HWC source image.
+/// The size and row pitch of a u8 HWC source image, as stored (before any EXIF
+/// orientation the chain reads it through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceDims {
     /// Rows.
@@ -236,13 +244,24 @@ pub fn build_desc(
             im.pitch
         )));
     }
+    if !(1..=8).contains(&s.orientation) {
+        return Err(Error::Cuda(format!(
+            "EXIF orientation {} (1 to 8)",
+            s.orientation
+        )));
+    }
+    // The window is in the displayed image, whose axes orientations 5 to 8 swap.
+    let (shown_h, shown_w) = if crate::decode::exif::swaps_axes(s.orientation) {
+        (im.width, im.height)
+    } else {
+        (im.height, im.width)
+    };
     let (top, left, wh, ww) = s.window;
-    if top.checked_add(wh).is_none_or(|e| e > im.height)
-        || left.checked_add(ww).is_none_or(|e| e > im.width)
+    if top.checked_add(wh).is_none_or(|e| e > shown_h)
+        || left.checked_add(ww).is_none_or(|e| e > shown_w)
     {
         return Err(Error::Cuda(format!(
-            "window {wh}x{ww} at ({top}, {left}) is outside the {}x{} image",
-            im.height, im.width
+            "window {wh}x{ww} at ({top}, {left}) is outside the {shown_h}x{shown_w} image"
         )));
     }
     if wh == 0 || ww == 0 || s.out_h == 0 || s.out_w == 0 {
@@ -276,6 +295,7 @@ pub fn build_desc(
         out_h: u(kh)?,
         out_w: u(kw)?,
         out_dtype: dtype::code(s.dtype),
+        orientation: u32::from(s.orientation),
         ..FusedDesc::default()
     };
     match s.interp {

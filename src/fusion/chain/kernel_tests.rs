@@ -107,6 +107,7 @@ fn gpu_fused_chain_matches_cpu() {
                     mm[..c].copy_from_slice(&m);
                     ii[..c].copy_from_slice(&inv);
                     FusedSample {
+                        orientation: 1,
                         window,
                         out_h: 16 + k % 5,
                         out_w: 13 + k % 3,
@@ -212,6 +213,7 @@ fn random_sample(rng: &mut SampleRng, im: &Image, k: usize) -> FusedSample {
         _ => (DType::F16, Layout::Hwc, false),
     };
     FusedSample {
+        orientation: 1,
         window,
         out_h: dim(rng, window.2),
         out_w: dim(rng, window.3),
@@ -370,4 +372,45 @@ fn gpu_fused_chain_with_keep_and_jitter_matches_cpu() {
         .map(|((im, s), p)| fused_cpu(im, s, p.as_ref()))
         .collect();
     check_batch(&batch, &want, "fused with keep and jitter");
+}
+
+/// EXIF orientation read through by the chain (defect 3): the kernel on the image as stored,
+/// with its orientation, equals the CPU chain on the image the CPU decoder shows (oriented
+/// first), for every orientation, sampling, layout and odd size.
+#[test]
+fn the_chain_reads_the_stored_image_through_its_orientation_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let mut rng = SampleRng::from_key(77);
+    for round in 0..24 {
+        let c = [3, 1, 4][round % 3];
+        let (h, w) = (1 + rng.below(60) as usize, 1 + rng.below(60) as usize);
+        let stored = image_u8(h, w, c, rng.next_u64());
+        for o in 1..=8u8 {
+            let (px, dh, dw) = crate::decode::exif::apply_orientation(
+                stored.as_u8_hwc().unwrap().to_vec(),
+                h,
+                w,
+                c,
+                o,
+            );
+            let shown = Image::from_u8_hwc(dh, dw, c, px);
+            let plain = random_sample(&mut rng, &shown, round + o as usize);
+            let want = fused_cpu(&shown, &plain, None);
+            let through = FusedSample {
+                orientation: o,
+                ..plain
+            };
+            let got = run_chain_emu(
+                &emu,
+                "fused_crop_resize_normalize",
+                std::slice::from_ref(&stored),
+                &[through],
+            );
+            assert_same(
+                &got[0],
+                &want,
+                &format!("round {round}, orientation {o}, {h}x{w}x{c}: {plain:?}"),
+            );
+        }
+    }
 }

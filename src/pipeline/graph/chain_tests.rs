@@ -129,6 +129,7 @@ fn the_train_chains_compose_into_the_parity_tests_samples() {
                 &mut key(index, "cropped").rng(),
             );
             FusedSample {
+                orientation: 1,
                 window,
                 out_h: 224,
                 out_w: 224,
@@ -164,6 +165,7 @@ fn the_eval_chain_composes_into_a_resize_and_a_kept_window() {
             ((0, 0, im.height, im.width), (rh, rw), Some(keep))
         };
         FusedSample {
+            orientation: 1,
             window,
             out_h,
             out_w,

@@ -20,6 +20,7 @@ use crate::value::Value;
 use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
 use super::fill::ImageFill;
 use super::gather::Gather;
+use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
 use super::stats::{add_ns, EpochSummary, Stats};
 
@@ -35,6 +36,8 @@ pub(super) fn credit_chunk(batch: usize) -> usize {
 enum Filling {
     Images(ImageFill),
     Labels(Vec<i64>),
+    /// Images for the GPU stage (the GPU path).
+    Device(DeviceFill),
 }
 
 /// The channels and shared state the assembler works with.
@@ -50,6 +53,8 @@ pub(super) struct Links {
     /// This shard's real samples per epoch: a sample at a later position of the epoch's
     /// order is the padding that evens out the shards' batch counts.
     pub(super) real_per_epoch: usize,
+    /// The GPU stage, on the GPU path.
+    pub(super) gpu: Option<Arc<GpuStage>>,
 }
 
 pub(super) struct Assembler {
@@ -232,6 +237,14 @@ impl Assembler {
                     self.shard_padding += 1;
                 }
                 if self.samples.len() == batch_size {
+                    // The GPU path decodes the batch now; a sample whose decode failed leaves
+                    // room for the next ones.
+                    match self.resolve_device() {
+                        Err(e) => return self.fail(e),
+                        Ok(false) => return false,
+                        Ok(true) if self.samples.len() < batch_size => return true,
+                        Ok(true) => {}
+                    }
                     let resume = Position {
                         seed,
                         epoch,
@@ -297,6 +310,12 @@ impl Assembler {
                     Output::Value(Value::Encoded(_)) => {
                         unreachable!("the graph refuses encoded outputs")
                     }
+                    Output::Device(p) => {
+                        stats.count_image(false);
+                        let mut fill = DeviceFill::default();
+                        fill.push(p);
+                        Filling::Device(fill)
+                    }
                 });
             }
             self.filling = filling;
@@ -313,6 +332,10 @@ impl Assembler {
                         crate::scratch::recycle_image(im);
                     }
                     (Filling::Labels(l), Output::Value(Value::Label(x))) => l.push(x),
+                    (Filling::Device(d), Output::Device(p)) => {
+                        stats.count_image(false);
+                        d.push(p);
+                    }
                     _ => unreachable!("an output keeps its type"),
                 }
             }
@@ -328,6 +351,52 @@ impl Assembler {
         Ok(())
     }
 
+    /// On the GPU path, decodes the samples of the batch being filled that are not decoded
+    /// yet. A sample whose decode failed (on the device, then on the CPU) is taken out of
+    /// the batch and reported like any bad sample. False when the run must stop (the error
+    /// is sent).
+    fn resolve_device(&mut self) -> Result<bool, Error> {
+        let Some(gpu) = self.links.gpu.clone() else {
+            return Ok(true);
+        };
+        let mut failed = Vec::new();
+        for f in &mut self.filling {
+            if let Filling::Device(d) = f {
+                failed = gpu.resolve(d)?;
+            }
+        }
+        let on_error = self.links.graph.spec.settings.on_error;
+        for (i, kind) in failed.into_iter().rev() {
+            // Shard padding is always the batch's last samples.
+            if i >= self.samples.len() - self.shard_padding {
+                self.shard_padding -= 1;
+            }
+            let s = self.samples.remove(i);
+            for f in &mut self.filling {
+                match f {
+                    Filling::Device(d) => d.remove(i),
+                    Filling::Labels(l) => {
+                        l.remove(i);
+                    }
+                    Filling::Images(_) => {}
+                }
+            }
+            let e = SampleError {
+                path: s.path,
+                index: s.index,
+                kind,
+            };
+            if on_error == OnError::Fail {
+                return Err(Error::Sample(e));
+            }
+            self.report(e, false);
+        }
+        if self.samples.is_empty() {
+            self.filling.clear();
+        }
+        Ok(true)
+    }
+
     fn end_epoch(&mut self, epoch: u64) -> bool {
         // Every sample of the epoch is taken: its tentative batches are ours alone.
         self.links.placing.buffers.epoch_ended(epoch);
@@ -340,6 +409,11 @@ impl Assembler {
             batch: 0,
         };
         let mut ok = true;
+        match self.resolve_device() {
+            Err(e) => return self.fail(e),
+            Ok(false) => return false,
+            Ok(true) => {}
+        }
         if !self.samples.is_empty() {
             match self.links.graph.reader.last_batch {
                 LastBatch::Partial => ok = self.emit(epoch, 0, resume),
@@ -397,6 +471,7 @@ impl Assembler {
                 match f {
                     Filling::Images(b) => b.repeat_last(&pool, capacity)?,
                     Filling::Labels(l) => l.push(*l.last().expect("non-empty")),
+                    Filling::Device(d) => d.repeat_last(),
                 }
             }
             self.samples.push(last.clone());
@@ -419,6 +494,17 @@ impl Assembler {
                     Err(e) => return self.fail(e),
                 },
                 Filling::Labels(l) => BatchOutput::Labels(l),
+                Filling::Device(d) => {
+                    let gpu = self
+                        .links
+                        .gpu
+                        .clone()
+                        .expect("device fills on the GPU path");
+                    match gpu.launch(d) {
+                        Ok(t) => BatchOutput::Device(t),
+                        Err(e) => return self.fail(e),
+                    }
+                }
             });
         }
         let samples = std::mem::take(&mut self.samples);

@@ -19,6 +19,7 @@ use crate::rng::{domain, key};
 use crate::value::Value;
 
 use super::gather::{Gather, SenderGuard};
+use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
 use super::read_stage::{read_sample, Loaded};
 use super::stats::{add_ns, Stats};
@@ -38,7 +39,7 @@ pub(super) enum Processed {
 impl Processed {
     /// The assembler needs epoch ends and failures at once; good samples it takes a batch at
     /// a time.
-    fn urgent(&self) -> bool {
+    pub(super) fn urgent(&self) -> bool {
         match self {
             Processed::Sample(s) => s.result.is_err(),
             Processed::EpochEnd { .. } => true,
@@ -76,11 +77,12 @@ pub(super) enum Failure {
 /// A sample's pipeline outputs and the random parameters its operators chose.
 pub(super) type SampleOutput = (Vec<Output>, Vec<(Arc<str>, OpParams)>);
 
-/// One pipeline output of a sample: a value, or an image its operator wrote straight into
-/// its place in a batch buffer.
+/// One pipeline output of a sample: a value, an image its operator wrote straight into
+/// its place in a batch buffer, or (GPU path) a sample prepared for the device.
 pub(super) enum Output {
     Value(Value),
     Placed(Placed),
+    Device(Box<Prepared>),
 }
 
 /// One worker thread's share of the stage (clone it for each thread).
@@ -127,8 +129,7 @@ impl CpuStage {
     }
 
     /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
-    /// samples (chosen from the seed, epoch, position and attempt) until one succeeds. A
-    /// failure caused by the settings is never replaced: every sample would fail alike.
+    /// samples (see [`process_with_replacements`]).
     fn process(
         &self,
         seq: u64,
@@ -141,65 +142,106 @@ impl CpuStage {
         let run = |index: usize,
                    path: &Path,
                    label: i64,
-                   bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
+                   bytes: Arc<Vec<u8>>|
          -> Result<SampleOutput, Failure> {
-            let bytes = bytes.map_err(Failure::Sample)?;
-            catch_unwind(AssertUnwindSafe(|| {
-                run_sample(
-                    g,
-                    &self.stats,
-                    &self.placing,
-                    (epoch, pos),
-                    index,
-                    path,
-                    label,
-                    bytes,
-                )
-            }))
-            .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+            run_sample(
+                g,
+                &self.stats,
+                &self.placing,
+                (epoch, pos),
+                index,
+                path,
+                label,
+                bytes,
+            )
         };
-        let (mut index, mut path, mut label) = planned;
-        let mut result = run(index, &path, label, bytes);
-        let mut replaced = Vec::new();
-        // Replacements need random access: a data set of files (the graph refuses
-        // `replace` with a shard reader).
-        if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, self.source.dataset()) {
-            let n = ds.entries.len() as u64;
-            let mut attempt = 0;
-            while let Err(Failure::Sample(kind)) = &result {
-                if attempt == MAX_REPLACEMENTS || kind.is_settings() {
-                    break;
-                }
-                replaced.push(SampleError {
-                    path: path.clone(),
-                    index,
-                    kind: kind.clone(),
-                });
-                attempt += 1;
-                let k = key(&[
-                    domain::REPLACE,
-                    g.spec.settings.seed,
-                    epoch,
-                    pos as u64,
-                    attempt,
-                ]);
-                index = (k % n) as usize;
-                path = ds.entries[index].path.clone();
-                label = ds.entries[index].label;
-                let bytes = read_sample(&path, self.max_bytes, &self.stats);
-                result = run(index, &path, label, bytes);
+        let at = Sample { seq, epoch, pos };
+        process_with_replacements(
+            g,
+            &self.source,
+            &self.stats,
+            self.max_bytes,
+            at,
+            planned,
+            bytes,
+            run,
+        )
+    }
+}
+
+/// Which place of the walk a worker is processing.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sample {
+    pub(super) seq: u64,
+    pub(super) epoch: u64,
+    pub(super) pos: usize,
+}
+
+/// Runs `run(index, path, label, bytes)` on the planned sample (`planned`: its index, path
+/// and label), catching panics; under `on_error = "replace"` substitutes other samples
+/// (chosen from the seed, epoch, position and attempt) until one succeeds. Replacements need
+/// random access: a data set of files (the graph refuses `replace` with a shard reader). A
+/// failure caused by the settings is never replaced: every sample would fail alike. Shared
+/// by the CPU and GPU stages, so both replace alike.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn process_with_replacements(
+    g: &Graph,
+    source: &Source,
+    stats: &Stats,
+    max_bytes: u64,
+    at: Sample,
+    planned: (usize, PathBuf, i64),
+    bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
+    run: impl Fn(usize, &Path, i64, Arc<Vec<u8>>) -> Result<SampleOutput, Failure>,
+) -> ProcessedSample {
+    let attempt = |index: usize,
+                   path: &Path,
+                   label: i64,
+                   bytes: Result<Arc<Vec<u8>>, SampleErrorKind>|
+     -> Result<SampleOutput, Failure> {
+        let bytes = bytes.map_err(Failure::Sample)?;
+        catch_unwind(AssertUnwindSafe(|| run(index, path, label, bytes)))
+            .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
+    };
+    let (mut index, mut path, mut label) = planned;
+    let mut result = attempt(index, &path, label, bytes);
+    let mut replaced = Vec::new();
+    if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, source.dataset()) {
+        let n = ds.entries.len() as u64;
+        let mut tries = 0;
+        while let Err(Failure::Sample(kind)) = &result {
+            if tries == MAX_REPLACEMENTS || kind.is_settings() {
+                break;
             }
+            replaced.push(SampleError {
+                path: path.clone(),
+                index,
+                kind: kind.clone(),
+            });
+            tries += 1;
+            let k = key(&[
+                domain::REPLACE,
+                g.spec.settings.seed,
+                at.epoch,
+                at.pos as u64,
+                tries,
+            ]);
+            index = (k % n) as usize;
+            path = ds.entries[index].path.clone();
+            label = ds.entries[index].label;
+            let bytes = read_sample(&path, max_bytes, stats);
+            result = attempt(index, &path, label, bytes);
         }
-        ProcessedSample {
-            seq,
-            epoch,
-            pos,
-            index,
-            path,
-            label,
-            replaced,
-            result,
-        }
+    }
+    ProcessedSample {
+        seq: at.seq,
+        epoch: at.epoch,
+        pos: at.pos,
+        index,
+        path,
+        label,
+        replaced,
+        result,
     }
 }
 
@@ -216,7 +258,7 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 /// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
 /// in the epoch's order).
 #[allow(clippy::too_many_arguments)]
-fn run_sample(
+pub(super) fn run_sample(
     graph: &Graph,
     stats: &Stats,
     placing: &Placing,

@@ -1,7 +1,24 @@
 //! Choosing the device a pipeline runs on from its settings, and saying why ([`DeviceReport`]).
+//!
+//! - `cpu`: the CPU path.
+//! - `gpu`: the GPU path on device `device_id`, or an error with the real reason: no driver,
+//!   no such device, kernels that don't compile, or a pipeline the GPU path can't run (the
+//!   operator and why). Without nvJPEG the GPU path still runs, every JPEG decoded on the
+//!   CPU (the report says so).
+//! - `auto`: the GPU path when all of that holds, else the CPU path, saying which reason
+//!   applied.
+//! - `emu`: the GPU path on the emulated device (a test device: the same stage, kernels
+//!   compiled for the host, our CPU decoder in place of nvJPEG).
 
+use std::sync::Arc;
+
+use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::{EmuDevice, EmuOptions, RealDevice};
 use crate::error::Error;
+use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::{DeviceChoice, Settings};
+
+use super::gpu_plan::GpuPlan;
 
 /// Which path a pipeline runs on, and why.
 ///
@@ -13,9 +30,9 @@ use crate::pipeline::spec::{DeviceChoice, Settings};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceReport {
-    /// "cpu" or "gpu".
+    /// "cpu", "gpu" or "emu".
     pub device: &'static str,
-    /// Why this path was taken, for `--device auto`.
+    /// Why this path was taken, and on what.
     pub reason: String,
 }
 
@@ -25,35 +42,136 @@ impl std::fmt::Display for DeviceReport {
     }
 }
 
-/// Which path pipelines with `settings` run on, and why; [`Error::GpuUnavailable`] when
-/// `device = "gpu"` can't be honoured. What `stokehold run` does and `stokehold check` says.
+/// The device a pipeline runs on: the report, and for the GPU path the opened device and the
+/// pipeline's plan for it.
+pub(crate) struct Chosen {
+    pub(crate) report: DeviceReport,
+    pub(crate) gpu: Option<(Arc<dyn GpuDevice>, Arc<GpuPlan>)>,
+}
+
+/// Which path pipelines with `settings` run on, and why, judging the device alone (see
+/// [`choose_device_for`] to judge a pipeline too); [`Error::GpuUnavailable`] when
+/// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(settings, None) };
+    choose(settings, Ok(()), device).map(|c| c.0)
+}
+
+/// Which path `graph` runs on, and why: what `stokehold run` does and `stokehold check`
+/// says. [`Error::GpuUnavailable`] with the reason when `device = "gpu"` or `"emu"` can't be
+/// honoured.
+pub fn choose_device_for(graph: &Graph) -> Result<DeviceReport, Error> {
+    open_device(graph, None).map(|c| c.report)
+}
+
+/// Opens the device `graph` runs on (`device`: one to use instead of opening one, for
+/// tests).
+pub(crate) fn open_device(
+    graph: &Graph,
+    device: Option<Arc<dyn GpuDevice>>,
+) -> Result<Chosen, Error> {
+    let settings = &graph.spec.settings;
+    if settings.device == DeviceChoice::Cpu {
+        let (report, _) = choose(settings, Ok(()), || {
+            unreachable!("the CPU path opens no device")
+        })?;
+        return Ok(Chosen { report, gpu: None });
+    }
+    let plan = GpuPlan::new(graph).map(Arc::new);
+    let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
+    let limits = plan.as_ref().map(|p| p.decode_options().limits).ok();
+    let (report, dev) = choose(settings, composes, || match device {
+        Some(d) => Ok(d),
+        None => open(settings, limits),
+    })?;
+    let gpu = match (dev, plan) {
+        (Some(d), Ok(p)) => Some((d, p)),
+        _ => None,
+    };
+    Ok(Chosen { report, gpu })
+}
+
+/// Opens the device `settings` ask for (real or emulated).
+fn open(
+    settings: &Settings,
+    limits: Option<crate::decode::Limits>,
+) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
-        DeviceChoice::Cpu => Ok(DeviceReport {
-            device: "cpu",
-            reason: "device = \"cpu\"".into(),
-        }),
-        DeviceChoice::Auto => Ok(DeviceReport {
-            device: "cpu",
-            reason: gpu_unavailable_reason(settings.device_id),
-        }),
-        DeviceChoice::Gpu => Err(Error::GpuUnavailable(gpu_unavailable_reason(
-            settings.device_id,
-        ))),
+        DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
+        _ => {
+            let limits = limits.unwrap_or_default();
+            Ok(RealDevice::new(settings.device_id, limits)?)
+        }
     }
 }
 
-/// Why the GPU path isn't taken: what stops it in every case today (the pipeline's GPU
-/// stage is not wired; the kernels and the nvJPEG layer exist), then what the probe found
-/// on this machine, so neither reason is mistaken for the other.
-fn gpu_unavailable_reason(device_id: usize) -> String {
-    let stage = "this build has no GPU stage yet";
-    match crate::cuda::probe(device_id) {
-        Ok(gpu) => format!(
-            "{stage}, though this machine has {} (device {}, sm_{}{})",
-            gpu.name, gpu.device_id, gpu.compute_capability.0, gpu.compute_capability.1
-        ),
-        Err(Error::GpuUnavailable(m)) => format!("{stage}; nor has this machine a usable GPU: {m}"),
-        Err(e) => format!("{stage}; nor has this machine a usable GPU: {e}"),
+/// The reason of an error opening a device, without the "GPU unavailable" prefix.
+fn why(e: &Error) -> String {
+    match e {
+        Error::GpuUnavailable(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The report, and the opened device for the GPU path.
+type Choice = (DeviceReport, Option<Arc<dyn GpuDevice>>);
+
+fn choose(
+    settings: &Settings,
+    composes: Result<(), String>,
+    device: impl FnOnce() -> Result<Arc<dyn GpuDevice>, Error>,
+) -> Result<Choice, Error> {
+    let cpu = |reason: String| {
+        (
+            DeviceReport {
+                device: "cpu",
+                reason,
+            },
+            None,
+        )
+    };
+    let on = |dev: Arc<dyn GpuDevice>, name: &'static str, asked: &str| {
+        let d = dev.describe();
+        let reason = format!("{asked}: {}; {}", d.name, d.decoder);
+        (
+            DeviceReport {
+                device: name,
+                reason,
+            },
+            Some(dev),
+        )
+    };
+    match settings.device {
+        DeviceChoice::Cpu => Ok(cpu("device = \"cpu\"".into())),
+        DeviceChoice::Auto => {
+            if let Err(reason) = composes {
+                return Ok(cpu(format!(
+                    "device = \"auto\": the GPU path can't run this pipeline: {reason}"
+                )));
+            }
+            match device() {
+                Ok(dev) => Ok(on(dev, "gpu", "device = \"auto\" found a usable GPU")),
+                Err(e) => Ok(cpu(format!(
+                    "device = \"auto\": no usable GPU: {}",
+                    why(&e)
+                ))),
+            }
+        }
+        DeviceChoice::Gpu | DeviceChoice::Emu => {
+            let name = settings.device.name();
+            if let Err(reason) = composes {
+                return Err(Error::GpuUnavailable(format!(
+                    "device = \"{name}\": the GPU path can't run this pipeline: {reason}"
+                )));
+            }
+            let dev = device()
+                .map_err(|e| Error::GpuUnavailable(format!("device = \"{name}\": {}", why(&e))))?;
+            let label = if settings.device == DeviceChoice::Emu {
+                "emu"
+            } else {
+                "gpu"
+            };
+            Ok(on(dev, label, &format!("device = \"{name}\"")))
+        }
     }
 }

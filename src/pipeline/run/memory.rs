@@ -101,6 +101,41 @@ pub(crate) fn check(graph: &Graph, samples: usize, available: Option<u64>) -> Re
     })
 }
 
+/// On the GPU path: refuses settings whose output batches alone (`prefetch + 2` of them:
+/// queued, held by the consumer, being written; see `gpu_stage` for the whole bound) need
+/// more than the device's `total` memory (0: unknown, nothing checked).
+pub(crate) fn check_device(
+    graph: &Graph,
+    plan: &super::gpu_plan::GpuPlan,
+    samples: usize,
+    total: usize,
+) -> Result<(), Error> {
+    let out = graph.outputs[plan.image_output];
+    let per_sample = match graph.edge_types[out] {
+        ValueType::Image(t) => match (t.size, t.channels) {
+            (Some((h, w)), Some(c)) => (h * w * c * t.dtype.size()) as u64,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    let batches = graph.spec.settings.prefetch as u64 + 2;
+    let needed = per_sample
+        .saturating_mul(samples as u64)
+        .saturating_mul(batches);
+    if total == 0 || needed <= total as u64 {
+        return Ok(());
+    }
+    Err(Error::DeviceOutOfMemory {
+        what: format!(
+            "{batches} output batches (prefetch + 2) of {samples} samples of {per_sample} bytes \
+             each (batch = {})",
+            graph.spec.settings.batch
+        ),
+        bytes: needed,
+        detail: format!("the device has {total} bytes: lower batch or prefetch"),
+    })
+}
+
 /// Bytes of memory this process can still have: `MemAvailable`, or the cgroup's limit less
 /// its usage when lower; `None` where neither is known (not Linux).
 pub(crate) fn available() -> Option<u64> {

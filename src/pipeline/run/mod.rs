@@ -1,7 +1,9 @@
 //! The running pipeline: the [`Pipeline`] a consumer takes batches from, and its stages, one
 //! file each in the order data flows: `read_stage` (reader threads) → `cpu_stage` (workers)
 //! → `placement` (the batch buffers workers write into) → `gather` → `assembler` → the
-//! consumer. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
+//! consumer; on the GPU path `gpu_prep` (workers preparing samples on the host, `gpu_plan`)
+//! replaces `cpu_stage`, and `gpu_stage` decodes and transforms each batch on the device for
+//! the assembler. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
 //! [`memory`] checks that the batches fit in memory before anything starts.
 
 use std::sync::atomic::Ordering;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::cuda::gpu_device::GpuDevice;
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
 use crate::reader::schedule::Position;
@@ -26,6 +29,9 @@ mod cpu_stage;
 pub mod device;
 mod fill;
 mod gather;
+mod gpu_plan;
+mod gpu_prep;
+mod gpu_stage;
 pub mod memory;
 mod place_buffer;
 mod placement;
@@ -34,10 +40,12 @@ mod start;
 pub mod stats;
 
 #[cfg(test)]
+mod gpu_tests;
+#[cfg(test)]
 mod tests;
 
-pub use device::{choose_device, DeviceReport};
-pub use stats::{EpochSummary, Stats, StatsSnapshot};
+pub use device::{choose_device, choose_device_for, DeviceReport};
+pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
 ///
@@ -80,6 +88,8 @@ pub struct Pipeline {
     worker_threads: usize,
     /// The scratch pools of this pipeline's threads.
     scratch: Arc<ScratchPools>,
+    /// The GPU stage, on the GPU path.
+    gpu: Option<Arc<gpu_stage::GpuStage>>,
     finished: bool,
 }
 
@@ -202,6 +212,9 @@ impl Pipeline {
 
     /// Statistics so far.
     pub fn stats(&self) -> StatsSnapshot {
+        if let Some(g) = &self.gpu {
+            g.read_timings(self.finished);
+        }
         self.stats
             .snapshot(self.graph.nodes.iter().map(|n| n.name.to_string()))
     }
@@ -253,6 +266,12 @@ impl Pipeline {
     /// Which path runs, and why.
     pub fn device(&self) -> &DeviceReport {
         &self.device
+    }
+
+    /// The device of the GPU path (`None` on the CPU path): for a consumer's streams
+    /// ([`GpuDevice::new_stream`], [`crate::pipeline::batch::DeviceTensor::use_on_stream`]).
+    pub fn gpu_device(&self) -> Option<Arc<dyn GpuDevice>> {
+        self.gpu.as_ref().map(|g| g.device().clone())
     }
 
     /// Worker threads in use.

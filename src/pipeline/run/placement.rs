@@ -485,6 +485,15 @@ impl Placing {
         }
     }
 
+    /// Placement where no worker writes into batch buffers (the GPU path: samples run on
+    /// the CPU there come back as images).
+    pub(crate) fn without_places(graph: &Graph, buffers: BatchBuffers) -> Placing {
+        Placing {
+            buffers,
+            placeable: vec![None; graph.nodes.len()],
+        }
+    }
+
     /// True when workers may write pipeline output `output` into the batch buffers.
     pub(crate) fn is_placeable(&self, output: usize) -> bool {
         self.placeable.contains(&Some(output))

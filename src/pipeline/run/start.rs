@@ -13,12 +13,17 @@
 //! bounded batch queue memory stays bounded whatever the consumer does. Results are reordered
 //! by sequence number, so batches are the same whatever the thread count. Every thread works
 //! with the pipeline's own scratch pools.
+//!
+//! On the GPU path the workers prepare samples for the device instead (`gpu_prep`), and the
+//! assembler hands each full batch to the GPU stage (`gpu_stage`) to decode and transform;
+//! the rest is the same threads and channels.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded};
 
+use crate::cuda::gpu_device::GpuDevice;
 use crate::error::Error;
 use crate::pipeline::batch::{Batch, BatchBufferPool};
 use crate::pipeline::graph::Graph;
@@ -29,6 +34,8 @@ use crate::scratch::ScratchPools;
 use super::assembler::{credit_chunk, Assembler, Links};
 use super::cpu_stage::{CpuStage, Processed};
 use super::gather::Gather;
+use super::gpu_prep::GpuPrep;
+use super::gpu_stage::GpuStage;
 use super::placement::{BatchBuffers, Placing};
 use super::read_stage::{Loaded, ReadStage};
 use super::stats::Stats;
@@ -37,9 +44,19 @@ use super::{device, memory, Pipeline};
 impl Pipeline {
     /// Checks `graph`'s settings against the dataset and the machine, then starts the
     /// threads at `start`.
-    pub(super) fn start(mut graph: Graph, start: Position) -> Result<Pipeline, Error> {
+    pub(super) fn start(graph: Graph, start: Position) -> Result<Pipeline, Error> {
+        Self::start_on(graph, start, None)
+    }
+
+    /// As [`Pipeline::start`], on `device` instead of the one the settings open (tests).
+    pub(crate) fn start_on(
+        mut graph: Graph,
+        start: Position,
+        device: Option<Arc<dyn GpuDevice>>,
+    ) -> Result<Pipeline, Error> {
         let settings = graph.spec.settings.clone();
-        let device = device::choose_device(&settings)?;
+        let chosen = device::open_device(&graph, device)?;
+        let device = chosen.report;
         // Relative reader paths resolve against the pipeline file's folder.
         if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
             let dir = dir.to_path_buf();
@@ -66,7 +83,12 @@ impl Pipeline {
         } else {
             settings.batch.min(scheduled.max(1))
         };
-        memory::check(&graph, capacity, memory::available())?;
+        match &chosen.gpu {
+            None => memory::check(&graph, capacity, memory::available())?,
+            Some((dev, plan)) => {
+                memory::check_device(&graph, plan, capacity, dev.describe().total_memory)?
+            }
+        }
         let worker_threads = settings
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -89,7 +111,25 @@ impl Pipeline {
             (start.epoch, start.sample),
             batch_pool.clone(),
         );
-        let placing = Arc::new(Placing::new(&graph, buffers));
+        let placing = Arc::new(match &chosen.gpu {
+            None => Placing::new(&graph, buffers),
+            Some(_) => Placing::without_places(&graph, buffers),
+        });
+        let gpu = chosen.gpu.map(|(dev, plan)| {
+            if let Ok(mut d) = stats.gpu_device.lock() {
+                *d = Some(device.reason.clone());
+            }
+            (
+                Arc::new(GpuStage::new(
+                    dev.clone(),
+                    plan.clone(),
+                    stats.clone(),
+                    settings.batch,
+                )),
+                dev,
+                plan,
+            )
+        });
         let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
@@ -139,25 +179,50 @@ impl Pipeline {
         }
         // The workers see the end of the input once every reader is gone.
         drop(reader);
-        // Workers: decode and transform one sample at a time.
-        let worker = CpuStage {
-            input: loaded_rx,
-            out: gathered.clone(),
-            shutdown: shutdown_rx.clone(),
-            source: source.clone(),
-            graph: graph.clone(),
-            stats: stats.clone(),
-            placing: placing.clone(),
-            max_bytes,
-        };
-        for t in 0..worker_threads {
-            let w = worker.clone();
-            threads.push(spawn(
-                format!("stokehold-worker-{t}"),
-                Box::new(move || w.run()),
-            ));
+        // Workers: decode and transform one sample at a time (CPU path), or prepare samples
+        // for the device (GPU path).
+        match &gpu {
+            None => {
+                let worker = CpuStage {
+                    input: loaded_rx,
+                    out: gathered.clone(),
+                    shutdown: shutdown_rx.clone(),
+                    source: source.clone(),
+                    graph: graph.clone(),
+                    stats: stats.clone(),
+                    placing: placing.clone(),
+                    max_bytes,
+                };
+                for t in 0..worker_threads {
+                    let w = worker.clone();
+                    threads.push(spawn(
+                        format!("stokehold-worker-{t}"),
+                        Box::new(move || w.run()),
+                    ));
+                }
+            }
+            Some((_, dev, plan)) => {
+                let worker = GpuPrep {
+                    input: loaded_rx,
+                    out: gathered.clone(),
+                    shutdown: shutdown_rx.clone(),
+                    source: source.clone(),
+                    graph: graph.clone(),
+                    stats: stats.clone(),
+                    placing: placing.clone(),
+                    max_bytes,
+                    plan: plan.clone(),
+                    dev: dev.clone(),
+                };
+                for t in 0..worker_threads {
+                    let w = worker.clone();
+                    threads.push(spawn(
+                        format!("stokehold-gpu-prep-{t}"),
+                        Box::new(move || w.run()),
+                    ));
+                }
+            }
         }
-        drop(worker);
         // Assembler.
         let links = Links {
             graph: graph.clone(),
@@ -168,6 +233,7 @@ impl Pipeline {
             shutdown: shutdown_rx,
             capacity,
             real_per_epoch: per_epoch,
+            gpu: gpu.as_ref().map(|g| g.0.clone()),
         };
         let done = gathered.clone();
         threads.push(spawn(
@@ -192,6 +258,7 @@ impl Pipeline {
             device,
             worker_threads,
             scratch,
+            gpu: gpu.map(|g| g.0),
             finished: false,
         })
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::cuda::gpu_device::MemoryUse;
 use crate::error::SampleError;
 
 /// Counters and stage times, shared by all threads.
@@ -28,6 +29,17 @@ pub struct Stats {
     pub(super) epochs: Mutex<Vec<EpochSummary>>,
     pub(super) queue_samples: AtomicU64,
     pub(super) queue_sum: AtomicU64,
+    /// GPU path: host time preparing samples (headers, setups, CPU decodes), summed.
+    pub(super) gpu_prep_ns: AtomicU64,
+    /// GPU path: device time of the decodes and of the kernels (events).
+    pub(super) gpu_decode_ns: AtomicU64,
+    pub(super) gpu_kernels_ns: AtomicU64,
+    /// GPU path: where samples' pixels came from, by source and cause.
+    pub(super) gpu_sources: Mutex<BTreeMap<String, u64>>,
+    /// GPU path: the device's memory, last read.
+    pub(super) gpu_memory: Mutex<Option<MemoryUse>>,
+    /// GPU path: what the device is (`None` on the CPU path).
+    pub(super) gpu_device: Mutex<Option<String>>,
 }
 
 /// What happened in one epoch.
@@ -85,6 +97,28 @@ pub struct StatsSnapshot {
     pub consumer_wait: Duration,
     /// Skipped samples by cause.
     pub skipped_by_cause: BTreeMap<&'static str, u64>,
+    /// The GPU path's figures (`None` on the CPU path).
+    pub gpu: Option<GpuStats>,
+}
+
+/// What the GPU path did.
+#[derive(Debug, Clone, Default)]
+pub struct GpuStats {
+    /// The device (and its JPEG decoder).
+    pub device: String,
+    /// Host time preparing samples: headers, random parameters, CPU decodes (summed over
+    /// the worker threads).
+    pub prepare: Duration,
+    /// Device time decoding (decode stream, between events).
+    pub decode: Duration,
+    /// Device time of the chain kernels and uploads (kernel stream, between events).
+    pub kernels: Duration,
+    /// Where samples' pixels came from: `device-decoder:hardware`, `device-decoder:hybrid`,
+    /// `cpu-decoder:<cause>` (CMYK, progressive, …), `cpu-operators` (the chain can't take
+    /// the sample), `device-decoder-failed` (decoded again on the CPU).
+    pub sources: BTreeMap<String, u64>,
+    /// Device and pinned memory in use and at their peak.
+    pub memory: MemoryUse,
 }
 
 impl Stats {
@@ -126,6 +160,35 @@ impl Stats {
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),
+            gpu: self.gpu_snapshot(),
+        }
+    }
+
+    fn gpu_snapshot(&self) -> Option<GpuStats> {
+        let device = self.gpu_device.lock().ok()?.clone()?;
+        Some(GpuStats {
+            device,
+            prepare: ns(&self.gpu_prep_ns),
+            decode: ns(&self.gpu_decode_ns),
+            kernels: ns(&self.gpu_kernels_ns),
+            sources: self
+                .gpu_sources
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            memory: self
+                .gpu_memory
+                .lock()
+                .ok()
+                .and_then(|m| *m)
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Counts a sample's pixel source on the GPU path.
+    pub(super) fn count_gpu_source(&self, source: &str) {
+        if let Ok(mut m) = self.gpu_sources.lock() {
+            *m.entry(source.to_string()).or_default() += 1;
         }
     }
 

@@ -1,0 +1,479 @@
+//! The emulated device (`--device emu`): a [`GpuDevice`] that runs the real kernels,
+//! compiled for the host, so the whole GPU stage is tested without a GPU.
+//!
+//! - **Kernels**: `kernels/*.cu` built for the host by `build.rs` ([`kernels`]); a launch
+//!   runs every sample, spread over a few host threads.
+//! - **Memory**: "device memory" is host memory addressed by its host address, as the
+//!   kernels read addresses from descriptors; every use is checked, freed memory is
+//!   poisoned and quarantined ([`memory`]), and a cap simulates a smaller device.
+//! - **Streams**: each stream is a thread running its queue in order, asynchronously to the
+//!   host; events are flags the stream sets ([`stream`]).
+//! - **JPEG decoding**: the same routing nvJPEG gets on a device with JPEG engines, then our
+//!   CPU decoder on the stream's thread ([`decode`]).
+//! - **Faults**: a bad address, a simulated lost device ([`EmuDevice::lose`]) or running
+//!   out of memory behave as on a device: a sticky error for every later call, never a hang.
+//!
+//! What it cannot show: the CUDA intrinsics and PTX conversions (mapped to IEEE host
+//! operations), multi-thread reductions inside a block, real concurrency inside a kernel,
+//! and nvJPEG itself. `docs/gpu.md` lists what only a GPU machine runs.
+
+pub mod decode;
+pub mod kernels;
+pub mod memory;
+pub mod stream;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::decode::Limits;
+use crate::error::Error;
+
+use super::gpu_device::{
+    DecodeJob, DecodeSubmission, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
+    KernelArg, LateErrors, MemoryUse, PinnedHost, StreamId,
+};
+use memory::{Kind, Memory};
+use stream::{EmuEvent, EmuStream, Health};
+
+/// Settings of an emulated device.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmuOptions {
+    /// Device memory in bytes (`None`: as much as the host gives).
+    pub memory: Option<usize>,
+    /// Lose the device after this many kernel launches (`None`: never).
+    pub lose_after_launches: Option<u64>,
+}
+
+impl EmuOptions {
+    /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes) and
+    /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line.
+    pub fn from_env() -> Result<EmuOptions, Error> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// As [`EmuOptions::from_env`], reading the variables through `get`.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<EmuOptions, Error> {
+        let read = |name: &str, allow_suffix: bool| -> Result<Option<u64>, Error> {
+            let Some(v) = get(name) else {
+                return Ok(None);
+            };
+            let t = v.trim();
+            let (num, mul) = match t.char_indices().last() {
+                Some((i, 'k' | 'K')) if allow_suffix => (&t[..i], 1u64 << 10),
+                Some((i, 'm' | 'M')) if allow_suffix => (&t[..i], 1 << 20),
+                Some((i, 'g' | 'G')) if allow_suffix => (&t[..i], 1 << 30),
+                _ => (t, 1),
+            };
+            num.trim()
+                .parse::<u64>()
+                .map(|n| Some(n.saturating_mul(mul)))
+                .map_err(|_| Error::GpuUnavailable(format!("{name}={v}: expected a whole number")))
+        };
+        Ok(EmuOptions {
+            memory: read("STOKEHOLD_EMU_MEMORY", true)?.map(|b| b as usize),
+            lose_after_launches: read("STOKEHOLD_EMU_LOSE_AFTER", false)?,
+        })
+    }
+}
+
+/// The emulated device. Dropping it waits for its queued work (as a real device is
+/// synchronised before it is torn down), then stops its streams.
+pub struct EmuDevice {
+    health: Arc<Health>,
+    memory: Arc<Memory>,
+    streams: Mutex<Vec<Arc<EmuStream>>>,
+    launches: AtomicU64,
+    options: EmuOptions,
+    threads: usize,
+}
+
+impl std::fmt::Debug for EmuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuDevice")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// The emulation's error as a stokehold error.
+fn emu_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Cuda(format!("{what}: {e}"))
+}
+
+impl EmuDevice {
+    /// A new emulated device, or why there can be none in this build.
+    pub fn new(options: EmuOptions) -> Result<Arc<EmuDevice>, Error> {
+        if let Some(why) = kernels::unavailable() {
+            return Err(Error::GpuUnavailable(format!(
+                "the emulated device is not built in: {why}"
+            )));
+        }
+        let health = Arc::new(Health::default());
+        let memory = Arc::new(Memory::default());
+        memory.set_cap(options.memory);
+        let dev = EmuDevice {
+            health,
+            memory,
+            streams: Mutex::new(Vec::new()),
+            launches: AtomicU64::new(0),
+            options,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        };
+        // The fixed streams (decode, kernels).
+        dev.new_stream()?;
+        dev.new_stream()?;
+        Ok(Arc::new(dev))
+    }
+
+    /// Makes the device lost at once (a test hook: every later call fails, nothing hangs).
+    pub fn lose(&self) {
+        self.health.fail("the device was lost (simulated)".into());
+    }
+
+    /// Queues a pause of `d` on `stream` (a test hook: a slow consumer, or slow kernels).
+    pub fn delay(&self, stream: StreamId, d: Duration) -> Result<(), Error> {
+        self.stream(stream)?.push(Box::new(move || {
+            std::thread::sleep(d);
+            Ok(())
+        }));
+        Ok(())
+    }
+
+    fn stream(&self, s: StreamId) -> Result<Arc<EmuStream>, Error> {
+        self.check()?;
+        let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        v.get(s.0)
+            .cloned()
+            .ok_or_else(|| Error::Cuda(format!("no stream {}", s.0)))
+    }
+
+    /// The sticky fault, as an error.
+    fn check(&self) -> Result<(), Error> {
+        match self.health.fault() {
+            Some(f) => Err(Error::Cuda(format!("emulated device: {f}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn event(e: &Event) -> Result<&EmuEvent, Error> {
+        e.0.downcast_ref::<EmuEvent>()
+            .ok_or_else(|| Error::Cuda("an event of another device".into()))
+    }
+
+    /// Queues `work` that touches memory: it runs with the memory lock held (shared).
+    fn queue_with_memory(
+        &self,
+        stream: StreamId,
+        work: impl FnOnce(&memory::Access<'_>) -> Result<(), String> + Send + 'static,
+    ) -> Result<(), Error> {
+        let s = self.stream(stream)?;
+        let mem = self.memory.clone();
+        s.push(Box::new(move || work(&mem.access())));
+        Ok(())
+    }
+}
+
+impl Drop for EmuDevice {
+    fn drop(&mut self) {
+        if let Err(e) = self.synchronize_all() {
+            tracing::debug!("emulated device dropped after a fault: {e}");
+        }
+        self.health.shut_down();
+        let streams = std::mem::take(&mut *self.streams.lock().unwrap_or_else(|p| p.into_inner()));
+        for s in streams {
+            s.stop();
+        }
+    }
+}
+
+/// Keeps an emulated pinned allocation; frees (poisons) it when dropped.
+struct PinnedOwner {
+    memory: Arc<Memory>,
+    ptr: u64,
+}
+
+impl Drop for PinnedOwner {
+    fn drop(&mut self) {
+        if let Err(e) = self.memory.free(self.ptr) {
+            tracing::warn!("emulated pinned memory: {e}");
+        }
+    }
+}
+
+impl GpuDevice for EmuDevice {
+    fn describe(&self) -> DeviceDescription {
+        DeviceDescription {
+            name: "emulated device (kernels built for the host, CPU decoder in place of nvJPEG)"
+                .into(),
+            emulated: true,
+            device_id: 0,
+            total_memory: self.memory.cap().unwrap_or(0),
+            decoder: "stokehold's CPU decoder, routed as nvJPEG with JPEG engines".into(),
+            hardware_decoder: true,
+        }
+    }
+
+    fn memory(&self) -> MemoryUse {
+        let (device, device_peak, pinned, pinned_peak) = self.memory.usage();
+        MemoryUse {
+            device,
+            device_peak,
+            pinned,
+            pinned_peak,
+        }
+    }
+
+    fn new_stream(&self) -> Result<StreamId, Error> {
+        self.check()?;
+        let mut v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let id = v.len();
+        let s = EmuStream::start(format!("stokehold-emu-stream-{id}"), self.health.clone())
+            .map_err(|e| emu_err("start an emulated stream", e))?;
+        v.push(Arc::new(s));
+        Ok(StreamId(id))
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
+        self.check()?;
+        // Its only failure is running out (the cap, or the host refusing).
+        self.memory
+            .alloc(bytes, Kind::Device)
+            .map_err(|detail| Error::DeviceOutOfMemory {
+                what: "device memory".into(),
+                bytes: bytes as u64,
+                detail: format!("emulated device: {detail}"),
+            })
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        if let Err(e) = self.memory.free(ptr) {
+            self.health.fail(e);
+        }
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHost, Error> {
+        self.check()?;
+        let ptr = self
+            .memory
+            .alloc(bytes, Kind::Pinned)
+            .map_err(|e| Error::Cuda(format!("emulated pinned memory: {e}")))?;
+        let owner = PinnedOwner {
+            memory: self.memory.clone(),
+            ptr,
+        };
+        // SAFETY: `ptr` is a fresh allocation of at least `bytes` bytes that only `owner`
+        // releases (poisoned and quarantined, so queued work never sees it unmapped).
+        Ok(unsafe { PinnedHost::new(ptr as *mut u8, bytes, Box::new(owner)) })
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), Error> {
+        let src = src as u64;
+        self.queue_with_memory(stream, move |mem| {
+            mem.check(src, len, Kind::Pinned, "a copy's source")?;
+            mem.check(dst, len, Kind::Device, "a copy's destination")?;
+            // SAFETY: both ranges lie in mapped allocations of the right kind (checked),
+            // mapped while `mem` is held; distinct allocations never overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+            Ok(())
+        })
+    }
+
+    unsafe fn copy_on_device(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), Error> {
+        self.queue_with_memory(stream, move |mem| {
+            mem.check(src, len, Kind::Device, "a copy's source")?;
+            mem.check(dst, len, Kind::Device, "a copy's destination")?;
+            // SAFETY: both ranges are mapped device memory (checked) while `mem` is held;
+            // `copy` allows overlap.
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+            Ok(())
+        })
+    }
+
+    unsafe fn zero(&self, stream: StreamId, dst: DevicePtr, len: usize) -> Result<(), Error> {
+        self.queue_with_memory(stream, move |mem| {
+            mem.check(dst, len, Kind::Device, "a memset")?;
+            // SAFETY: mapped device memory (checked) while `mem` is held.
+            unsafe { std::ptr::write_bytes(dst as *mut u8, 0, len) };
+            Ok(())
+        })
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        stream: StreamId,
+        dst: &mut [u8],
+        src: DevicePtr,
+    ) -> Result<(), Error> {
+        let done = self.record(stream, false)?;
+        self.synchronize(&done)?;
+        let mem = self.memory.access();
+        mem.check(src, dst.len(), Kind::Device, "a copy to the host")
+            .map_err(|e| {
+                self.health.fail(e.clone());
+                Error::Cuda(format!("emulated device: {e}"))
+            })?;
+        // SAFETY: mapped device memory (checked) while `mem` is held; the work queued before
+        // has run (the event above), and `dst` is host memory of the same length.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn launch(
+        &self,
+        stream: StreamId,
+        kernel: Kernel,
+        grid: Grid,
+        args: &[KernelArg],
+    ) -> Result<(), Error> {
+        let n = self.launches.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.options.lose_after_launches.is_some_and(|k| n > k) {
+            self.lose();
+        }
+        let args = args.to_vec();
+        let threads = self.threads;
+        self.queue_with_memory(stream, move |mem| {
+            let checked = kernels::check(mem, kernel, grid.samples, &args)?;
+            checked.run(mem, threads);
+            Ok(())
+        })
+    }
+
+    fn record(&self, stream: StreamId, _timing: bool) -> Result<Event, Error> {
+        Ok(Event(self.stream(stream)?.record()))
+    }
+
+    fn wait(&self, stream: StreamId, event: &Event) -> Result<(), Error> {
+        let ev = event
+            .0
+            .clone()
+            .downcast::<EmuEvent>()
+            .map_err(|_| Error::Cuda("an event of another device".into()))?;
+        let health = self.health.clone();
+        self.stream(stream)?
+            .push(Box::new(move || ev.wait(&health)));
+        Ok(())
+    }
+
+    fn synchronize(&self, event: &Event) -> Result<(), Error> {
+        Self::event(event)?
+            .wait(&self.health)
+            .map_err(|f| Error::Cuda(format!("emulated device: {f}")))
+    }
+
+    fn is_complete(&self, event: &Event) -> Result<bool, Error> {
+        self.check()?;
+        Ok(Self::event(event)?.reached().is_some())
+    }
+
+    fn elapsed(&self, start: &Event, end: &Event) -> Result<Duration, Error> {
+        let (a, b) = (Self::event(start)?.reached(), Self::event(end)?.reached());
+        match (a, b) {
+            (Some(a), Some(b)) => Ok(b.saturating_duration_since(a)),
+            _ => Err(Error::Cuda("elapsed time of events not complete".into())),
+        }
+    }
+
+    fn synchronize_all(&self) -> Result<(), Error> {
+        let streams = self
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for s in streams {
+            let ev = s.record();
+            ev.wait(&self.health)
+                .map_err(|f| Error::Cuda(format!("emulated device: {f}")))?;
+        }
+        Ok(())
+    }
+
+    unsafe fn decode_jpegs(
+        &self,
+        stream: StreamId,
+        jobs: &[DecodeJob<'_>],
+        limits: &Limits,
+    ) -> DecodeSubmission {
+        let late = Arc::new(LateErrors::new(jobs.len()));
+        let mut results = Vec::with_capacity(jobs.len());
+        let mut queued = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            match decode::prepare(i, j.bytes, j.roi, j.out, limits) {
+                Ok((info, q)) => {
+                    results.push(Ok(info));
+                    queued.push(q);
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if !queued.is_empty() {
+            let (late2, limits, threads) = (late.clone(), *limits, self.threads);
+            let pushed = self.queue_with_memory(stream, move |mem| {
+                let chunk = queued.len().div_ceil(threads.max(1)).max(1);
+                let faults: Vec<String> = std::thread::scope(|scope| {
+                    let parts: Vec<_> = queued
+                        .chunks(chunk)
+                        .map(|part| {
+                            let late = &late2;
+                            scope.spawn(move || {
+                                for q in part {
+                                    match decode::run(mem, q, &limits) {
+                                        Ok(None) => {}
+                                        Ok(Some(e)) => late.set(q.index, e),
+                                        Err(fault) => return Some(fault),
+                                    }
+                                }
+                                None
+                            })
+                        })
+                        .collect();
+                    parts
+                        .into_iter()
+                        .filter_map(|h| h.join().ok().flatten())
+                        .collect()
+                });
+                match faults.into_iter().next() {
+                    Some(f) => Err(f),
+                    None => Ok(()),
+                }
+            });
+            if let Err(e) = pushed {
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = Err(crate::nvjpeg::NvjpegError::InvalidArgument(e.to_string()));
+                    }
+                }
+            }
+        }
+        DecodeSubmission { results, late }
+    }
+
+    unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {
+        let id = StreamId(usize::try_from(raw).unwrap_or(usize::MAX));
+        self.stream(id)?;
+        Ok(id)
+    }
+
+    fn raw_stream(&self, stream: StreamId) -> u64 {
+        stream.0 as u64
+    }
+
+    fn raw_event(&self, _event: &Event) -> u64 {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,373 @@
+//! The one narrow interface the GPU stage talks to a device through ([`GpuDevice`]), with two
+//! implementations: the real one ([`super::real::RealDevice`]: cudarc + nvJPEG) and the
+//! emulated one ([`super::emu::EmuDevice`]: the kernels compiled for the host, our CPU
+//! decoder in place of nvJPEG, streams as threads).
+//!
+//! Everything is in device terms: device memory is addressed by raw [`DevicePtr`]s (the
+//! kernels read such addresses from their descriptors), work is queued on streams and runs
+//! in stream order, asynchronously to the host, and [`Event`]s order streams and the host.
+//! The contract of every `unsafe` method is the CUDA one: a buffer handed to queued work must
+//! stay allocated (and unwritten by anyone else) until that work has run, which the caller
+//! shows with an event.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::decode::Limits;
+use crate::error::Error;
+use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, Route};
+
+/// A device address (`CUdeviceptr`; in the emulation, a host address).
+pub type DevicePtr = u64;
+
+/// One of a device's streams ([`streams`], or one from [`GpuDevice::new_stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamId(pub(crate) usize);
+
+/// The streams every device has; consumers may ask for more with
+/// [`GpuDevice::new_stream`].
+pub mod streams {
+    use super::StreamId;
+    /// Where JPEGs are decoded and host-decoded images uploaded.
+    pub const DECODE: StreamId = StreamId(0);
+    /// Where the chain kernels run and batches are written.
+    pub const KERNELS: StreamId = StreamId(1);
+}
+
+/// A point in a stream's work: complete once everything queued on that stream before it
+/// was recorded has run. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Event(pub(crate) Arc<dyn Any + Send + Sync>);
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Event")
+    }
+}
+
+/// The kernels the GPU stage launches (their C signatures are in `kernels/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// `fused_crop_resize_normalize(const FusedDesc*, const i32* taps, u32 n)`.
+    Chain,
+    /// `jitter_luma_sum(const JitterDesc*, u32 n, u32 step, u64* sums)`.
+    JitterLumaSum,
+    /// `jitter_step(const JitterDesc*, u32 n, u32 step, const u64* sums)`.
+    JitterStep,
+}
+
+impl Kernel {
+    /// The kernel's entry point.
+    pub fn entry(self) -> &'static str {
+        match self {
+            Kernel::Chain => "fused_crop_resize_normalize",
+            Kernel::JitterLumaSum => "jitter_luma_sum",
+            Kernel::JitterStep => "jitter_step",
+        }
+    }
+}
+
+/// One kernel argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelArg {
+    /// A device address (a pointer parameter).
+    Ptr(DevicePtr),
+    /// A `u32` parameter.
+    U32(u32),
+}
+
+/// A launch over `samples` samples (grid.y), `blocks` blocks of 256 threads each (grid.x).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grid {
+    /// Blocks along x (the kernels loop over the rest).
+    pub blocks: u32,
+    /// Samples (grid.y).
+    pub samples: u32,
+}
+
+/// What a device is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceDescription {
+    /// "NVIDIA H100 80GB HBM3", or "emulated device (host kernels, CPU decoder)".
+    pub name: String,
+    /// True for the emulated device.
+    pub emulated: bool,
+    /// Device ordinal.
+    pub device_id: usize,
+    /// Device memory in bytes (the emulation's cap, when set).
+    pub total_memory: usize,
+    /// The JPEG decoder, e.g. "nvJPEG 13.0.1 from …; hardware decoder: 1 engines x 7 cores".
+    pub decoder: String,
+    /// Whether JPEG engines decode baseline images (decides [`Route`]s).
+    pub hardware_decoder: bool,
+}
+
+/// Memory in use, as the device counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Device bytes allocated now.
+    pub device: usize,
+    /// The most device bytes allocated at once.
+    pub device_peak: usize,
+    /// Pinned host bytes allocated now.
+    pub pinned: usize,
+    /// The most pinned host bytes allocated at once.
+    pub pinned_peak: usize,
+}
+
+/// Page-locked host memory from [`GpuDevice::alloc_pinned`], freed when dropped.
+pub struct PinnedHost {
+    ptr: *mut u8,
+    len: usize,
+    /// Frees the memory when dropped (the device's own allocation type).
+    _owner: Box<dyn Any + Send + Sync>,
+}
+
+// SAFETY: the memory is owned by this value alone (no other handle to it exists), so moving
+// it to another thread or sharing `&PinnedHost` (which only reads) is as safe as for a Vec.
+unsafe impl Send for PinnedHost {}
+// SAFETY: as above; writes need `&mut self`.
+unsafe impl Sync for PinnedHost {}
+
+impl fmt::Debug for PinnedHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedHost")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl PinnedHost {
+    /// Wraps `len` bytes at `ptr`, owned (and freed on drop) by `owner`.
+    ///
+    /// # Safety
+    /// `ptr` points to `len` bytes of host memory, readable and writable, that stay valid
+    /// and are used by nobody else until `owner` drops.
+    pub(crate) unsafe fn new(ptr: *mut u8, len: usize, owner: Box<dyn Any + Send + Sync>) -> Self {
+        PinnedHost {
+            ptr,
+            len,
+            _owner: owner,
+        }
+    }
+
+    /// Bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes (the caller makes sure no queued copy writes them meanwhile).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` holds `len` bytes owned by `self` (see `new`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, to fill (the caller makes sure no queued copy reads them meanwhile).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// The host address of byte 0.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+}
+
+/// One JPEG of a [`GpuDevice::decode_jpegs`] call.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeJob<'a> {
+    /// The encoded bytes (in pinned memory that stays untouched until the decode's event).
+    pub bytes: &'a [u8],
+    /// The region to decode, in stored (not oriented) coordinates; `None` for all of it.
+    pub roi: Option<Roi>,
+    /// Where to write interleaved RGB.
+    pub out: DeviceOutput,
+}
+
+/// Errors a decode reports only once its work has run (known after its event).
+#[derive(Debug, Default)]
+pub struct LateErrors(Mutex<Vec<Option<String>>>);
+
+impl LateErrors {
+    /// Room for `n` jobs, none failed.
+    pub fn new(n: usize) -> LateErrors {
+        LateErrors(Mutex::new(vec![None; n]))
+    }
+
+    /// Records that job `i` failed.
+    pub fn set(&self, i: usize, why: String) {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = v.get_mut(i) {
+            *slot = Some(why);
+        }
+    }
+
+    /// Why job `i` failed, if it did (read after the decode's event).
+    pub fn get(&self, i: usize) -> Option<String> {
+        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        v.get(i).cloned().flatten()
+    }
+}
+
+/// What [`GpuDevice::decode_jpegs`] says: per job, at once, whether it was queued (with what
+/// will be written) or why not; and the errors found while the work ran.
+#[derive(Debug)]
+pub struct DecodeSubmission {
+    /// One per job: `Ok` = queued; `Err` = not decoded (e.g. [`NvjpegError::CpuFallback`]).
+    pub results: Vec<Result<DecodedInfo, NvjpegError>>,
+    /// Filled by the work itself; read after an event recorded after the call.
+    pub late: Arc<LateErrors>,
+}
+
+/// A GPU as the GPU stage uses it. Both implementations are `Send + Sync`: the stage's
+/// thread queues work while consumers wait on events and drop batches from theirs.
+///
+/// Errors that leave the device unusable (a lost device, an illegal address, an error in
+/// earlier asynchronous work) are sticky: every later call reports them.
+pub trait GpuDevice: Send + Sync + fmt::Debug {
+    /// What the device is.
+    fn describe(&self) -> DeviceDescription;
+
+    /// Memory in use.
+    fn memory(&self) -> MemoryUse;
+
+    /// A new stream (for a consumer; [`streams`] always exist).
+    fn new_stream(&self) -> Result<StreamId, Error>;
+
+    /// `bytes` of device memory (contents unspecified). Running out is an error naming the
+    /// bytes asked for, never an abort.
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error>;
+
+    /// Frees memory from [`GpuDevice::alloc`].
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc` on this device and is freed once; no queued work uses it any
+    /// more (every event recorded after its last use has completed).
+    unsafe fn free(&self, ptr: DevicePtr);
+
+    /// `bytes` of page-locked host memory, for copies that overlap other work.
+    fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHost, Error>;
+
+    /// Queues a copy of `len` bytes from pinned host memory at `src` to `dst`.
+    ///
+    /// # Safety
+    /// `src` is `len` bytes of a [`PinnedHost`] of this device that nobody writes (and that
+    /// is not dropped) before an event recorded after this call has completed; `dst..dst+len`
+    /// lies in one live allocation that no other stream uses meanwhile.
+    unsafe fn copy_to_device(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), Error>;
+
+    /// Queues a copy of `len` bytes from `src` to `dst` on the device.
+    ///
+    /// # Safety
+    /// Both ranges lie in live allocations until the copy has run; nothing else writes them
+    /// meanwhile.
+    unsafe fn copy_on_device(
+        &self,
+        stream: StreamId,
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<(), Error>;
+
+    /// Queues setting `len` bytes at `dst` to zero.
+    ///
+    /// # Safety
+    /// As [`GpuDevice::copy_on_device`] for `dst`.
+    unsafe fn zero(&self, stream: StreamId, dst: DevicePtr, len: usize) -> Result<(), Error>;
+
+    /// Copies `dst.len()` bytes from `src` to the host once the work queued on `stream` so
+    /// far has run; returns when they are there.
+    ///
+    /// # Safety
+    /// `src..src+dst.len()` lies in one live allocation.
+    unsafe fn copy_to_host(
+        &self,
+        stream: StreamId,
+        dst: &mut [u8],
+        src: DevicePtr,
+    ) -> Result<(), Error>;
+
+    /// Queues `kernel` over `grid` with `args`.
+    ///
+    /// # Safety
+    /// `args` match the kernel's C parameters; every address the kernel reads or writes,
+    /// including those inside the descriptors it reads, lies in live allocations large
+    /// enough for what the descriptors say, which stay allocated and untouched by other
+    /// streams until the kernel has run.
+    unsafe fn launch(
+        &self,
+        stream: StreamId,
+        kernel: Kernel,
+        grid: Grid,
+        args: &[KernelArg],
+    ) -> Result<(), Error>;
+
+    /// Records an event on `stream` (after everything queued on it so far). `timing`: the
+    /// event can be used with [`GpuDevice::elapsed`].
+    fn record(&self, stream: StreamId, timing: bool) -> Result<Event, Error>;
+
+    /// Makes `stream` wait (on the device, the host does not block) until `event` is
+    /// complete.
+    fn wait(&self, stream: StreamId, event: &Event) -> Result<(), Error>;
+
+    /// Blocks the host until `event` is complete (or the device fails).
+    fn synchronize(&self, event: &Event) -> Result<(), Error>;
+
+    /// Whether `event` is complete, without waiting.
+    fn is_complete(&self, event: &Event) -> Result<bool, Error>;
+
+    /// Device time between two timing events (both complete).
+    fn elapsed(&self, start: &Event, end: &Event) -> Result<Duration, Error>;
+
+    /// Blocks until all work queued on every stream has run.
+    fn synchronize_all(&self) -> Result<(), Error>;
+
+    /// Where `bytes` would be decoded (host only): by the device's JPEG decoder (and which
+    /// of its backends), or on the CPU and why.
+    fn route(&self, bytes: &[u8], limits: &Limits) -> Route {
+        crate::nvjpeg::classify(bytes, limits, self.describe().hardware_decoder)
+    }
+
+    /// Queues decoding each job's JPEG into its output as interleaved RGB, as stored (the
+    /// EXIF orientation is not applied).
+    ///
+    /// # Safety
+    /// Every job's bytes and output stay valid and unused by others until an event recorded
+    /// on `stream` after this call has completed; the outputs lie in live allocations.
+    unsafe fn decode_jpegs(
+        &self,
+        stream: StreamId,
+        jobs: &[DecodeJob<'_>],
+        limits: &Limits,
+    ) -> DecodeSubmission;
+
+    /// A consumer's stream, by its raw handle (a framework's `CUstream` on a real device; a
+    /// number [`GpuDevice::raw_stream`] gave for a stream of [`GpuDevice::new_stream`] in the
+    /// emulation), so that batches can be ordered before its work and released after it.
+    ///
+    /// # Safety
+    /// On a real device, `raw` is a live `CUstream` of this device's context, kept alive by
+    /// its owner while batches may still use it.
+    unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error>;
+
+    /// The raw handle of `stream` (`CUstream` on a real device; the stream's number in the
+    /// emulation), for a consumer that hands it to a framework.
+    fn raw_stream(&self, stream: StreamId) -> u64;
+
+    /// The raw handle of `event` (`CUevent` on a real device; 0 in the emulation).
+    fn raw_event(&self, event: &Event) -> u64;
+}

@@ -1,0 +1,348 @@
+//! Device memory reused across batches, through the device seam: the [`DevicePool`] of
+//! device buffers and the [`PinnedRing`] of pinned host staging buffers.
+//!
+//! A buffer is never handed out while work that used it may still be pending: each one goes
+//! back to the pool with the **release events** of its last users (the stage's stream, a
+//! consumer's stream, …), and whoever takes it next makes its own stream wait on them
+//! ([`GpuDevice::wait`]: on the device, the host does not block). The pool prefers buffers
+//! whose release events are complete, so a new batch's work rarely waits at all.
+//!
+//! Sizes are rounded up to [`GRANULE`] (not to powers of two: a 154 MB batch takes 154 MB,
+//! not 256), and a buffer serves a request of at least half its size. At most
+//! [`MAX_IDLE`] idle buffers are kept; more are freed (after their release events).
+
+use std::sync::{Arc, Mutex};
+
+use super::gpu_device::{DevicePtr, Event, GpuDevice, PinnedHost, StreamId};
+use crate::error::Error;
+
+/// Allocation granularity, in bytes.
+pub const GRANULE: usize = 64 << 10;
+
+/// Idle buffers kept at most.
+pub const MAX_IDLE: usize = 12;
+
+struct Idle {
+    ptr: DevicePtr,
+    cap: usize,
+    release: Vec<Event>,
+}
+
+/// A pool of device buffers on one device.
+pub struct DevicePool {
+    dev: Arc<dyn GpuDevice>,
+    idle: Mutex<Vec<Idle>>,
+}
+
+impl std::fmt::Debug for DevicePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevicePool")
+            .field("idle", &self.idle_count())
+            .finish()
+    }
+}
+
+impl DevicePool {
+    /// An empty pool on `dev`.
+    pub fn new(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
+        Arc::new(DevicePool {
+            dev,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn GpuDevice> {
+        &self.dev
+    }
+
+    /// Idle buffers held now.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().map(|v| v.len()).unwrap_or(0)
+    }
+
+    fn is_done(&self, events: &[Event]) -> bool {
+        events
+            .iter()
+            .all(|e| self.dev.is_complete(e).unwrap_or(true))
+    }
+
+    /// A buffer of at least `len` bytes for work on `stream` (contents unspecified): an idle
+    /// one when one fits (`stream` then waits, on the device, for its last users), else a new
+    /// one. `what` names the buffer in an out-of-memory error.
+    pub fn take(
+        self: &Arc<Self>,
+        len: usize,
+        stream: StreamId,
+        what: &dyn Fn() -> String,
+    ) -> Result<DeviceBuffer, Error> {
+        let cap = len
+            .max(1)
+            .checked_next_multiple_of(GRANULE)
+            .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
+        let reused = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let fits = |b: &Idle| b.cap >= cap && b.cap / 2 <= cap;
+            let done = idle
+                .iter()
+                .position(|b| fits(b) && self.is_done(&b.release));
+            done.or_else(|| idle.iter().position(fits))
+                .map(|i| idle.remove(i))
+        };
+        if let Some(b) = reused {
+            for e in &b.release {
+                self.dev.wait(stream, e)?;
+            }
+            return Ok(DeviceBuffer {
+                ptr: b.ptr,
+                len,
+                cap: b.cap,
+                release: Vec::new(),
+                pool: self.clone(),
+            });
+        }
+        let ptr = match self.dev.alloc(cap) {
+            Ok(p) => p,
+            Err(Error::DeviceOutOfMemory { .. }) => {
+                // Idle buffers of other sizes may be what stands in the way.
+                self.trim(0)?;
+                self.dev.alloc(cap).map_err(|e| match e {
+                    Error::DeviceOutOfMemory { detail, .. } => Error::DeviceOutOfMemory {
+                        what: what(),
+                        bytes: cap as u64,
+                        detail,
+                    },
+                    other => other,
+                })?
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(DeviceBuffer {
+            ptr,
+            len,
+            cap,
+            release: Vec::new(),
+            pool: self.clone(),
+        })
+    }
+
+    /// Frees idle buffers until at most `keep` are left (oldest first), waiting for their
+    /// release events first.
+    pub fn trim(&self, keep: usize) -> Result<(), Error> {
+        let freed: Vec<Idle> = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let n = idle.len().saturating_sub(keep);
+            idle.drain(..n).collect()
+        };
+        let mut result = Ok(());
+        for b in freed {
+            for e in &b.release {
+                if let Err(err) = self.dev.synchronize(e) {
+                    // A failed device: its memory can't be freed safely; keep the error.
+                    result = Err(err);
+                }
+            }
+            if result.is_ok() {
+                // SAFETY: allocated by this pool on this device, freed once (it left the
+                // idle list above); every event recorded after its last use has completed.
+                unsafe { self.dev.free(b.ptr) };
+            }
+        }
+        result
+    }
+
+    fn give_back(&self, ptr: DevicePtr, cap: usize, release: Vec<Event>) {
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.push(Idle { ptr, cap, release });
+        }
+        if let Err(e) = self.trim(MAX_IDLE) {
+            tracing::warn!("device pool: {e}");
+        }
+    }
+}
+
+impl Drop for DevicePool {
+    fn drop(&mut self) {
+        // Every buffer is back (each holds the pool); free them once their users are done.
+        if let Err(e) = self.trim(0) {
+            tracing::warn!("device pool dropped with a failed device: {e}");
+        }
+    }
+}
+
+/// A device buffer from a [`DevicePool`]; goes back to it when dropped, with the release
+/// events given by [`DeviceBuffer::used_until`].
+pub struct DeviceBuffer {
+    ptr: DevicePtr,
+    len: usize,
+    cap: usize,
+    release: Vec<Event>,
+    pool: Arc<DevicePool>,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("len", &self.len)
+            .field("cap", &self.cap)
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    /// The device address of byte 0.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// Bytes asked for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when zero bytes were asked for.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes allocated (at least `len`).
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Records that work up to `event` uses this buffer: the next user waits for it.
+    pub fn used_until(&mut self, event: Event) {
+        self.release.push(event);
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let release = std::mem::take(&mut self.release);
+        self.pool.give_back(self.ptr, self.cap, release);
+    }
+}
+
+struct Slot {
+    host: Option<PinnedHost>,
+    done: Option<Event>,
+}
+
+/// A ring of pinned host buffers for uploads: the next slot is handed out once its previous
+/// use is done (the host waits on that use's event, normally long complete); slots grow to
+/// the largest request, rounded up to [`GRANULE`].
+pub struct PinnedRing {
+    dev: Arc<dyn GpuDevice>,
+    slots: Vec<Slot>,
+    next: usize,
+}
+
+impl std::fmt::Debug for PinnedRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedRing")
+            .field("slots", &self.slots.len())
+            .finish()
+    }
+}
+
+impl PinnedRing {
+    /// A ring of `n` (at least 1) slots on `dev`, allocated on first use.
+    pub fn new(dev: Arc<dyn GpuDevice>, n: usize) -> PinnedRing {
+        PinnedRing {
+            dev,
+            slots: (0..n.max(1))
+                .map(|_| Slot {
+                    host: None,
+                    done: None,
+                })
+                .collect(),
+            next: 0,
+        }
+    }
+
+    /// The next slot, with at least `len` bytes, free of earlier work, for copies queued on
+    /// `stream`; call [`PinnedLease::done_at`] once the work reading it is queued (a lease
+    /// dropped without it records an event on `stream` itself).
+    pub fn lease(&mut self, len: usize, stream: StreamId) -> Result<PinnedLease<'_>, Error> {
+        let i = self.next;
+        self.next = (self.next + 1) % self.slots.len();
+        let slot = &mut self.slots[i];
+        if let Some(e) = slot.done.take() {
+            self.dev.synchronize(&e)?;
+        }
+        if slot.host.as_ref().is_none_or(|h| h.len() < len) {
+            slot.host = None;
+            let cap = len.max(1).next_multiple_of(GRANULE);
+            slot.host = Some(self.dev.alloc_pinned(cap)?);
+        }
+        Ok(PinnedLease {
+            slot,
+            dev: &self.dev,
+            stream,
+            done: false,
+        })
+    }
+}
+
+impl Drop for PinnedRing {
+    fn drop(&mut self) {
+        for s in &mut self.slots {
+            if let Some(e) = s.done.take() {
+                if let Err(err) = self.dev.synchronize(&e) {
+                    tracing::debug!("pinned ring dropped after a device failure: {err}");
+                }
+            }
+        }
+    }
+}
+
+/// One slot of a [`PinnedRing`], held while it is filled and its copies queued.
+pub struct PinnedLease<'a> {
+    slot: &'a mut Slot,
+    dev: &'a Arc<dyn GpuDevice>,
+    stream: StreamId,
+    done: bool,
+}
+
+impl PinnedLease<'_> {
+    /// The slot's bytes.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        self.slot
+            .host
+            .as_mut()
+            .expect("a leased slot has memory")
+            .as_mut_slice()
+    }
+
+    /// `len` bytes from `offset`, to hand to work that reads them until the done event.
+    pub fn view(&self, offset: usize, len: usize) -> &[u8] {
+        let h = self.slot.host.as_ref().expect("a leased slot has memory");
+        &h.as_slice()[offset..offset + len]
+    }
+
+    /// The host address of byte `offset` (for queued copies).
+    pub fn ptr(&self, offset: usize) -> *const u8 {
+        let h = self.slot.host.as_ref().expect("a leased slot has memory");
+        h.as_slice()[offset..].as_ptr()
+    }
+
+    /// The work reading this slot ends at `event`: the slot is not written again before.
+    pub fn done_at(mut self, event: Event) {
+        self.slot.done = Some(event);
+        self.done = true;
+    }
+}
+
+impl Drop for PinnedLease<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            match self.dev.record(self.stream, false) {
+                Ok(e) => self.slot.done = Some(e),
+                // The device failed: nothing queued will run any more; the slot is dropped
+                // rather than reused.
+                Err(_) => self.slot.host = None,
+            }
+        }
+    }
+}

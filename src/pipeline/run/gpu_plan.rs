@@ -1,0 +1,333 @@
+//! Whether a pipeline can run on the GPU path, and each sample's plan for it.
+//!
+//! The GPU path runs one shape of pipeline: the reader's bytes → `decode` → a chain of
+//! operators the fused kernel composes ([`SampleChain`]) → one image output (and the
+//! reader's labels). [`GpuPlan::new`] checks that once, when the pipeline starts, and says
+//! which operator stands in the way otherwise.
+//!
+//! Per sample, [`GpuPlan::prepare`] works on the host only: it parses the header, draws the
+//! operators' random parameters with the very setups the CPU path runs (so both paths pick
+//! the same crops and flips), and decides where the pixels come from:
+//! - **on the device**: nvJPEG (or the emulated device) decodes the crop window's region of
+//!   interest of the image as stored, and the chain reads it through the EXIF orientation;
+//! - **on the CPU** ([`Source::Host`]), decoded on the worker threads and uploaded:
+//!   what the device's decoder routes to the CPU (not a JPEG, CMYK/YCCK, arithmetic coding,
+//!   12-bit, unusual sampling, anything the CPU decoder rejects), progressive JPEGs (our
+//!   progressive decoder on several threads beats nvJPEG's single-threaded Huffman stage),
+//!   RGB-stored JPEGs (nvJPEG documents YCbCr only), gray output;
+//! - **all of it on the CPU** ([`Prepared::Finished`]): a sample the chain can't take (a
+//!   crop reaching outside its image needs a filled border) runs the CPU operators and its
+//!   result is copied into its place in the batch.
+
+use std::sync::Arc;
+
+use crate::cuda::chain::FusedSample;
+use crate::cuda::gpu_device::GpuDevice;
+use crate::decode::{decode, decode_window, ColorMode, DecodeOptions, ImageInfo};
+use crate::error::SampleErrorKind;
+use crate::fusion::chain::{ChainOp, SampleChain};
+use crate::image::{DType, Image, Layout};
+use crate::nvjpeg::fallback::JpegFacts;
+use crate::nvjpeg::{roi_for_display_window, FallbackReason, GpuRoute, Roi, Route};
+use crate::ops::decode::Decode;
+use crate::ops::{OpParams, SampleKey, SetupInput};
+use crate::pipeline::graph::Graph;
+use crate::value::ValueType;
+
+/// Where a sample's decoded pixels come from.
+#[derive(Debug)]
+pub(crate) enum Source {
+    /// The device decodes `roi` (all of the image for `None`) of the image as stored,
+    /// `stored` = (rows, columns) of what it writes (the chain reads it through the EXIF
+    /// orientation the sample's [`FusedSample`] holds). `window` is the crop window as displayed, in the whole image (what a
+    /// CPU decode takes if the device fails).
+    Device {
+        roi: Option<Roi>,
+        window: crate::cuda::chain::Rect,
+        stored: (usize, usize),
+        route: GpuRoute,
+    },
+    /// Decoded on the CPU (u8 HWC, as displayed), uploaded; `cause` says why.
+    Host { image: Image, cause: &'static str },
+}
+
+/// A sample ready for the device (boxed where it travels, so the variants' sizes don't
+/// matter).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Prepared {
+    /// Through the chain kernels: its encoded bytes, where its pixels come from, and what
+    /// the chain does with them (the window relative to the source as decoded).
+    Chain {
+        bytes: Arc<Vec<u8>>,
+        source: Source,
+        fused: FusedSample,
+    },
+    /// Computed by the CPU operators (the chain can't take it), to be copied into its place.
+    Finished { image: Image },
+}
+
+/// What [`GpuPlan::prepare`] gives: the prepared sample and the parameters drawn; or
+/// `Err(Ok(kind))`, a bad sample (its CPU decode failed, as on the CPU path); or
+/// `Err(Err(why))`, a sample for the CPU operators.
+pub(crate) type Prepare =
+    Result<(Prepared, Vec<(Arc<str>, OpParams)>), Result<SampleErrorKind, NeedsCpu>>;
+
+/// Why a sample goes through the CPU operators whole (the CPU path then decides whether it
+/// is good, with its own error).
+#[derive(Debug)]
+pub(crate) struct NeedsCpu(pub(crate) String);
+
+/// The GPU path's view of a pipeline.
+pub(crate) struct GpuPlan {
+    /// The pipeline planned with every operator on its own (the chain is composed from
+    /// them, not from the CPU's fused operators).
+    unfused: Graph,
+    decode_node: usize,
+    chain_nodes: Vec<usize>,
+    decode: DecodeOptions,
+    /// Which of the pipeline's outputs is the image output.
+    pub(crate) image_output: usize,
+    /// The output's element type and layout.
+    pub(crate) dtype: DType,
+    pub(crate) layout: Layout,
+}
+
+impl std::fmt::Debug for GpuPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuPlan")
+            .field("chain", &self.chain_nodes.len())
+            .finish()
+    }
+}
+
+/// The most samples a batched launch takes (grid.y).
+pub(crate) const MAX_BATCH: usize = 65535;
+
+impl GpuPlan {
+    /// The plan for `graph`, or why the GPU path can't run it (naming the operator).
+    pub(crate) fn new(graph: &Graph) -> Result<GpuPlan, String> {
+        let spec = &graph.spec;
+        if spec.settings.batch > MAX_BATCH {
+            return Err(format!(
+                "batch {} is over the {MAX_BATCH} samples one launch takes",
+                spec.settings.batch
+            ));
+        }
+        let unfused = Graph::build_unfused(spec).map_err(|e| e.message)?;
+        let nodes = &unfused.nodes;
+        let decode_node = nodes
+            .iter()
+            .position(|n| n.inputs == [unfused.reader_encoded])
+            .ok_or("no operator reads the reader's files")?;
+        if nodes[decode_node].kind != "decode" {
+            return Err(format!(
+                "operator '{}' ({}) reads the files; the GPU path starts with 'decode'",
+                nodes[decode_node].name, nodes[decode_node].kind
+            ));
+        }
+        // The chain: each operator reads the one before it, nothing else reads between.
+        let mut chain_nodes = Vec::new();
+        let mut edge = nodes[decode_node].outputs[0];
+        let mut consumed = vec![decode_node];
+        loop {
+            if unfused.outputs.contains(&edge) {
+                break;
+            }
+            let readers: Vec<usize> = (0..nodes.len())
+                .filter(|&k| nodes[k].inputs.contains(&edge))
+                .collect();
+            match readers.as_slice() {
+                [k] if nodes[*k].inputs.len() == 1 && nodes[*k].outputs.len() == 1 => {
+                    chain_nodes.push(*k);
+                    consumed.push(*k);
+                    edge = nodes[*k].outputs[0];
+                }
+                _ => {
+                    return Err(format!(
+                        "edge '{}' feeds several operators or is read with other inputs; \
+                         the GPU path runs one chain from 'decode' to one image output",
+                        unfused.edge_names[edge]
+                    ))
+                }
+            }
+        }
+        if let Some(n) = nodes
+            .iter()
+            .enumerate()
+            .find(|(k, _)| !consumed.contains(k))
+        {
+            return Err(format!(
+                "operator '{}' is not on the chain from 'decode' to the image output",
+                n.1.name
+            ));
+        }
+        let image_output = unfused
+            .outputs
+            .iter()
+            .position(|&o| o == edge)
+            .expect("the chain ends at an output");
+        for (k, &o) in unfused.outputs.iter().enumerate() {
+            if k != image_output && Some(o) != unfused.reader_labels {
+                return Err(format!(
+                    "output '{}' is neither the chain's images nor the reader's labels",
+                    unfused.edge_names[o]
+                ));
+            }
+        }
+        let ValueType::Image(t) = unfused.edge_types[edge] else {
+            return Err("the chain's output is not an image".into());
+        };
+        let decode = *Decode::from_args(&nodes[decode_node].args).options();
+        let plan = GpuPlan {
+            decode_node,
+            chain_nodes,
+            decode,
+            image_output,
+            dtype: t.dtype,
+            layout: t.layout,
+            unfused,
+        };
+        plan.chain().map_err(|e| {
+            format!(
+                "operator '{}' can't run in the fused GPU chain: {}",
+                e.op, e.reason
+            )
+        })?;
+        Ok(plan)
+    }
+
+    /// The chain of operators after the decoder, composed.
+    pub(crate) fn chain(&self) -> Result<SampleChain<'_>, crate::cuda::chain::ChainError> {
+        let nodes = &self.unfused.nodes;
+        SampleChain::new(
+            self.chain_nodes
+                .iter()
+                .map(|&k| ChainOp {
+                    name: &nodes[k].name,
+                    key: nodes[k].key,
+                    op: &*nodes[k].op,
+                })
+                .collect(),
+        )
+    }
+
+    /// The decoder's options.
+    pub(crate) fn decode_options(&self) -> &DecodeOptions {
+        &self.decode
+    }
+
+    /// Sample `index` of `epoch` with file `bytes`, on the host: the parameters drawn and
+    /// where its pixels come from, or the reason it runs through the CPU operators whole
+    /// (see [`Prepare`]).
+    pub(crate) fn prepare(
+        &self,
+        chain: &SampleChain<'_>,
+        dev: &dyn GpuDevice,
+        bytes: Arc<Vec<u8>>,
+        (seed, epoch, index): (u64, u64, usize),
+    ) -> Prepare {
+        let needs_cpu = |why: String| Err(Err(NeedsCpu(why)));
+        let opts = &self.decode;
+        let info: ImageInfo = match crate::decode::probe(&bytes, opts) {
+            Ok(i) => i,
+            Err(e) => return needs_cpu(format!("header: {e}")),
+        };
+        let node = &self.unfused.nodes[self.decode_node];
+        let key = SampleKey {
+            seed,
+            epoch,
+            index,
+            op_key: node.key,
+        };
+        let shape = match node.op.setup(SetupInput::Encoded(&info), &key) {
+            Ok(s) => s.output,
+            Err(e) => return needs_cpu(e),
+        };
+        let plan = match chain.sample(shape, seed, epoch, index) {
+            Ok(p) => p,
+            Err(e) => return needs_cpu(e.to_string()),
+        };
+        let mut fused = plan.fused;
+        let whole = fused.window == (0, 0, info.height, info.width);
+        let source = match self.route(dev, &bytes) {
+            Err(cause) => {
+                let decoded = if whole {
+                    decode(&bytes, opts)
+                } else {
+                    decode_window(&bytes, opts, fused.window)
+                };
+                let image = decoded.map_err(|e| Ok(SampleErrorKind::Decode(e)))?;
+                if !whole {
+                    fused.window = (0, 0, image.height, image.width);
+                }
+                Source::Host { image, cause }
+            }
+            Ok((route, facts)) => {
+                let orientation = if opts.apply_exif { info.orientation } else { 1 };
+                let window = fused.window;
+                let (mut stored, mut roi) = ((facts.height, facts.width), None);
+                if !whole {
+                    let (t, l, h, w) = fused.window;
+                    let win = Roi {
+                        x: l,
+                        y: t,
+                        width: w,
+                        height: h,
+                    };
+                    let r = roi_for_display_window(win, orientation, facts.width, facts.height)
+                        .ok_or_else(|| {
+                            Err(NeedsCpu(format!(
+                                "window {:?} outside the image",
+                                fused.window
+                            )))
+                        })?;
+                    stored = (r.height, r.width);
+                    roi = Some(r);
+                    fused.window = (0, 0, h, w);
+                }
+                fused.orientation = orientation;
+                Source::Device {
+                    roi,
+                    window,
+                    stored,
+                    route,
+                }
+            }
+        };
+        Ok((
+            Prepared::Chain {
+                bytes,
+                source,
+                fused,
+            },
+            plan.params,
+        ))
+    }
+
+    /// Which of the device decoder's backends takes these bytes, or why they are decoded on
+    /// the CPU (a short, stable cause).
+    fn route(
+        &self,
+        dev: &dyn GpuDevice,
+        bytes: &[u8],
+    ) -> Result<(GpuRoute, JpegFacts), &'static str> {
+        if self.decode.color == ColorMode::Gray {
+            return Err("gray-output");
+        }
+        match dev.route(bytes, &self.decode.limits) {
+            Route::Cpu(reason) => Err(match reason {
+                FallbackReason::NotJpeg => "not-jpeg",
+                FallbackReason::Rejected(_) => "rejected-by-header-checks",
+                FallbackReason::FourComponents { ycck: true } => "ycck",
+                FallbackReason::FourComponents { ycck: false } => "cmyk",
+                FallbackReason::Arithmetic => "arithmetic",
+                FallbackReason::RgbStored => "rgb-stored",
+                FallbackReason::Sampling(_) => "sampling",
+                FallbackReason::NvjpegUnsupported(_) => "nvjpeg-unsupported",
+            }),
+            Route::Gpu(_, f) if f.progressive => Err("progressive"),
+            Route::Gpu(r, f) => Ok((r, f)),
+        }
+    }
+}

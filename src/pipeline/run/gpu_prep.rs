@@ -1,0 +1,175 @@
+//! The GPU path's worker stage: for each loaded sample, on the host, the header parsed, the
+//! random parameters drawn and the pixel source decided ([`GpuPlan::prepare`]); JPEGs the
+//! device's decoder doesn't take are decoded here, on the worker threads. A sample the chain
+//! can't take runs the CPU operators whole. Bad samples get the `on_error` policy exactly as
+//! on the CPU path (the same replacement code).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{select, Receiver};
+
+use crate::cuda::gpu_device::GpuDevice;
+use crate::error::SampleErrorKind;
+use crate::pipeline::graph::Graph;
+use crate::reader::source::Source as DataSource;
+use crate::value::Value;
+
+use super::cpu_stage::{
+    process_with_replacements, run_sample, Failure, Output, Processed, Sample, SampleOutput,
+};
+use super::gather::{Gather, SenderGuard};
+use super::gpu_plan::{GpuPlan, Prepared, Source};
+use super::placement::Placing;
+use super::read_stage::Loaded;
+use super::stats::{add_ns, Stats};
+
+/// One worker thread's share of the stage (clone it for each thread).
+#[derive(Clone)]
+pub(super) struct GpuPrep {
+    pub(super) input: Receiver<Loaded>,
+    pub(super) out: Arc<Gather<Processed>>,
+    pub(super) shutdown: Receiver<()>,
+    /// The data set, for replacements under `on_error = "replace"`.
+    pub(super) source: DataSource,
+    /// The pipeline as the CPU path runs it (for samples the chain can't take).
+    pub(super) graph: Arc<Graph>,
+    pub(super) stats: Arc<Stats>,
+    /// Placement without places: samples run on the CPU come back as images.
+    pub(super) placing: Arc<Placing>,
+    pub(super) max_bytes: u64,
+    pub(super) plan: Arc<GpuPlan>,
+    pub(super) dev: Arc<dyn GpuDevice>,
+}
+
+impl GpuPrep {
+    /// Prepares samples until the readers are done, the assembler is gone or the pipeline
+    /// shuts down.
+    pub(super) fn run(self) {
+        let _leaving = SenderGuard(&*self.out);
+        let chain = match self.plan.chain() {
+            Ok(c) => c,
+            // Checked when the pipeline started; never expected.
+            Err(e) => {
+                tracing::error!("the GPU chain: {e}");
+                return;
+            }
+        };
+        loop {
+            let item = select! {
+                recv(self.input) -> i => match i { Ok(i) => i, Err(_) => return },
+                recv(self.shutdown) -> _ => return,
+            };
+            let processed = match item {
+                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
+                Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    path,
+                    label,
+                    bytes,
+                } => {
+                    let at = Sample { seq, epoch, pos };
+                    let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
+                        self.prepare(&chain, at, (index, path, label), bytes)
+                    };
+                    Processed::Sample(process_with_replacements(
+                        &self.graph,
+                        &self.source,
+                        &self.stats,
+                        self.max_bytes,
+                        at,
+                        (index, path, label),
+                        bytes,
+                        run,
+                    ))
+                }
+            };
+            let urgent = processed.urgent();
+            if !self.out.push(processed, urgent) {
+                return;
+            }
+        }
+    }
+
+    /// One sample's outputs: the prepared image and the labels.
+    fn prepare(
+        &self,
+        chain: &crate::fusion::chain::SampleChain<'_>,
+        at: Sample,
+        (index, path, label): (usize, &Path, i64),
+        bytes: Arc<Vec<u8>>,
+    ) -> Result<SampleOutput, Failure> {
+        let g = &*self.graph;
+        let t0 = Instant::now();
+        let seed = g.spec.settings.seed;
+        let prepared = self
+            .plan
+            .prepare(chain, &*self.dev, bytes.clone(), (seed, at.epoch, index));
+        add_ns(&self.stats.gpu_prep_ns, t0.elapsed());
+        let (prepared, params) = match prepared {
+            Ok(p) => p,
+            Err(Ok(kind)) => return Err(Failure::Sample(kind)),
+            Err(Err(needs)) => {
+                // The CPU path decides: its result, or its error, is this sample's.
+                let (outs, params) = run_sample(
+                    g,
+                    &self.stats,
+                    &self.placing,
+                    (at.epoch, at.pos),
+                    index,
+                    path,
+                    label,
+                    bytes,
+                )?;
+                let mut outs = outs;
+                let k = self.plan.image_output;
+                let image = match std::mem::replace(&mut outs[k], Output::Value(Value::Label(0))) {
+                    Output::Value(Value::Image(im)) => im,
+                    Output::Placed(p) => p.to_image().ok_or_else(|| {
+                        Failure::Sample(SampleErrorKind::Op {
+                            op: "gpu".into(),
+                            message: "a placed image could not be read back".into(),
+                        })
+                    })?,
+                    _ => unreachable!("the image output is an image"),
+                };
+                self.stats.count_gpu_source("cpu-operators");
+                tracing::debug!("{} runs on the CPU operators: {}", path.display(), needs.0);
+                outs[k] = Output::Device(Box::new(Prepared::Finished { image }));
+                return Ok((outs, params));
+            }
+        };
+        match &prepared {
+            Prepared::Chain {
+                source: Source::Device { route, .. },
+                ..
+            } => self.stats.count_gpu_source(match route {
+                crate::nvjpeg::GpuRoute::Hardware => "device-decoder:hardware",
+                crate::nvjpeg::GpuRoute::Hybrid => "device-decoder:hybrid",
+            }),
+            Prepared::Chain {
+                source: Source::Host { cause, .. },
+                ..
+            } => self.stats.count_gpu_source(&format!("cpu-decoder:{cause}")),
+            Prepared::Finished { .. } => {}
+        }
+        let mut prepared = Some(prepared);
+        let outs = g
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(k, _)| {
+                if k == self.plan.image_output {
+                    Output::Device(Box::new(prepared.take().expect("one image output")))
+                } else {
+                    Output::Value(Value::Label(label))
+                }
+            })
+            .collect();
+        Ok((outs, params))
+    }
+}
