@@ -23,7 +23,7 @@ const MAX_IDLE: usize = 64;
 const CLASSES_PER_OCTAVE: usize = 8;
 
 /// The size class of a `len`-byte request: the bytes actually allocated, at least `len` and
-/// [`MIN_BUFFER`], wasting at most 1/8 of it; `None` when that overflows.
+/// the smallest buffer (256 bytes), wasting at most 1/8 of it; `None` when that overflows.
 ///
 /// ```text
 /// 1000 → 1024, 1025 → 1152, 154_000_000 → 167_772_160 (160 MiB = 128 MiB + 2 × 16 MiB)
