@@ -1,4 +1,4 @@
-//! The `stokehold` command line: run, bench, tune and check pipeline files.
+//! The `stokehold` command line: run, bench, tune, check and compare pipeline files.
 
 use std::process::ExitCode;
 
@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod check;
+mod compare;
 mod interrupt;
 mod logs;
 mod options;
@@ -39,6 +40,10 @@ enum Command {
     Tune(tune::TuneArgs),
     /// Check a pipeline file, report every problem found, and print its graph.
     Check(check::CheckArgs),
+    /// Run a pipeline on two devices (one epoch) and report, per output, the largest and mean
+    /// difference, the PSNR of the decoded images and whether every sample's random
+    /// parameters match; exit status 3 when beyond the documented tolerance.
+    Compare(compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::bench(&args),
         Command::Tune(args) => tune::tune(&args),
         Command::Check(args) => check::check(&args),
+        Command::Compare(args) => compare::compare(&args),
     };
     match result {
         Ok(code) => code,
