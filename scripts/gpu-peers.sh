@@ -44,32 +44,27 @@ if ((download)); then
 fi
 ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $wheels" >&2; exit 1; }
 
-# One stream: the wheels, the peer script and the photos, cut into parts.
-rm -rf "$out"/p[0-9]* "$out/stage"
-mkdir -p "$out/stage/data"
-cp "$wheels"/*.whl "$out/stage/"
-cp "$shared/peers/rn50_train.py" .gpu/bin/stokehold "$out/stage/"
-cp -r pipelines "$out/stage/"
-cp -r "$shared/data/imagenet-400" "$out/stage/data/"
-tar -cf - -C "$out/stage" . | split -b "${part_mb}M" -d -a 2 - "$out/stage.tar."
-rm -rf "$out/stage"
+# One stream, cut into parts: the wheels, the peer script, our CLI, the pipeline files and
+# the photos (no staging copy: tar reads each from where it is).
+rm -rf "$out"/p[0-9]* "$out"/stream.tar.*
+tar -cf - -C "$wheels" . -C "$shared/peers" rn50_train.py -C "$root/.gpu/bin" stokehold \
+    -C "$root" pipelines -C "$shared" data/imagenet-400 |
+    split -b "${part_mb}M" -d -a 2 - "$out/stream.tar."
 n=0
-for f in "$out"/stage.tar.*; do
+for f in "$out"/stream.tar.*; do
     n=$((n + 1))
     mkdir -p "$out/p$n"
     mv "$f" "$out/p$n/"
 done
 echo "==> $n parts in $out/ ($(du -sh "$out"/p[0-9]* | awk '{s = s $2 " " $1 "; "} END {print s}'))" >&2
 
-cat <<EOF
-# Device-tool calls, back to back (the machine keeps /tmp for about 30 s between calls).
-# Calls 1..$((n - 1)): carry one part each and copy it to /tmp/dali.
-EOF
+echo "# Device-tool calls, back to back (the machine keeps /tmp for about 30 s between calls)."
+((n > 1)) && echo "# Calls 1..$((n - 1)): carry one part each and copy it to /tmp/dali."
 for ((k = 1; k < n; k++)); do
     echo "run carry=[\"$out/p$k\"] command='mkdir -p /tmp/dali && cp $out/p$k/* /tmp/dali/ && ls -la /tmp/dali'"
 done
 cat <<EOF
 # Call $n: the last part, then join, install and run DALI's GPU pipeline and our bench on the
 # same photos, batch 256, alternated (our CLI and the pipeline files travel in the parts).
-run carry=["$out/p$n"] command='mkdir -p /tmp/dali && cp $out/p$n/* /tmp/dali/ && cd /tmp/dali && cat stage.tar.* | tar -x && python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/dali/*.whl && for r in 1 2; do PYTHONPATH=/tmp/site python3 rn50_train.py dali --device gpu --data data/imagenet-400 --batch 256; ./stokehold bench pipelines/resnet50-train.toml --data data/imagenet-400 --device gpu --batch 256; done'
+run carry=["$out/p$n"] command='mkdir -p /tmp/dali && cp $out/p$n/* /tmp/dali/ && cd /tmp/dali && cat stream.tar.* | tar -x && python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/dali/*.whl && for r in 1 2; do PYTHONPATH=/tmp/site python3 rn50_train.py dali --device gpu --data data/imagenet-400 --batch 256; ./stokehold bench pipelines/resnet50-train.toml --data data/imagenet-400 --device gpu --batch 256; done'
 EOF
