@@ -325,7 +325,21 @@ impl BatchDecoder {
         let k = self.ring.begin()?;
         let staged = {
             let bytes: Vec<&[u8]> = jobs.iter().map(|j| images[j.index].bytes).collect();
-            self.ring.stage(k, &bytes)?
+            match self.ring.stage(k, &bytes) {
+                Ok(s) => s,
+                Err(e) if e.is_fatal() => return Err(e),
+                // No pinned memory for the copies: this batch is decoded on the CPU.
+                Err(e) => {
+                    let reason = FallbackReason::NvjpegFailed(format!("staging: {e}"));
+                    for job in &jobs {
+                        results[job.index] = Some(Err(NvjpegError::CpuFallback(reason.clone())));
+                    }
+                    return Ok(Submitted {
+                        fence: None,
+                        results: results.into_iter().map(finished).collect(),
+                    });
+                }
+            }
         };
         // Engines first: what they accept goes in one call; the rest, or all of it if the
         // call fails, goes the decoupled way.

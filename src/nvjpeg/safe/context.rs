@@ -40,9 +40,10 @@ pub trait GpuContext: Send + Sync + std::fmt::Debug {
     /// A fence after the work queued so far on `stream` (a `CUstream`; null is the legacy
     /// default stream). The context is current.
     fn record(&self, stream: *mut c_void) -> Result<Arc<dyn Fence>, NvjpegError>;
-    /// `len` (> 0) bytes of `kind` memory; its address. The context is current.
+    /// `len` (> 0) bytes of `kind` memory; its address (the implementation makes its
+    /// context current: nvJPEG may allocate from a thread of its own).
     fn alloc(&self, kind: MemoryKind, len: usize) -> Result<u64, NvjpegError>;
-    /// Frees what [`GpuContext::alloc`] returned. The context is current.
+    /// Frees what [`GpuContext::alloc`] returned (making its context current).
     ///
     /// # Safety
     /// `addr` came from `alloc(kind, len)`, is freed once, and nothing uses it any more (no
@@ -117,6 +118,8 @@ impl GpuContext for CudaGpuContext {
     }
 
     fn alloc(&self, kind: MemoryKind, len: usize) -> Result<u64, NvjpegError> {
+        // nvJPEG may call its allocators from a thread of its own: make ours current there.
+        self.bind()?;
         match kind {
             // SAFETY: the context is current (the trait's contract); the memory is
             // uninitialised, which is what nvJPEG and the staging ring expect.
@@ -130,6 +133,10 @@ impl GpuContext for CudaGpuContext {
     }
 
     unsafe fn free(&self, kind: MemoryKind, addr: u64, _len: usize) {
+        if let Err(e) = self.bind() {
+            tracing::warn!("freeing {kind:?} memory for nvJPEG: {e}; leaked");
+            return;
+        }
         // SAFETY: per the trait's contract the address came from `alloc` of this kind and
         // nothing uses it any more.
         let r = unsafe {

@@ -614,3 +614,31 @@ fn dropping_the_decoder_waits_for_its_work_first() {
         .zip(&bytes)
         .all(|(o, b)| *o == [checksum(b); 3]));
 }
+
+#[test]
+fn no_pinned_memory_for_the_staging_sends_the_batch_to_the_cpu() {
+    let log = Arc::new(Log::default());
+    let gpu = FakeGpu::new(1, &log);
+    let mut dec = decoder(&log, &gpu, true, small_config());
+    gpu.refuse_pinned
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let bytes = vec![jpeg(16, 16, false), jpeg(16, 18, true)];
+    let headers: Vec<JpegHeader> = bytes.iter().map(|b| header(b)).collect();
+    let mut outs = outputs(&dec, &headers, &[None, None]);
+    let images = encoded(&bytes, &headers, &[None, None], &mut outs);
+    // SAFETY: as above.
+    let results = unsafe { dec.decode(std::ptr::null_mut(), &images) }.expect("not fatal");
+    for r in &results {
+        match r {
+            Err(NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(m))) => {
+                assert!(m.starts_with("staging:"), "{m}")
+            }
+            other => panic!("expected a CPU fallback, got {other:?}"),
+        }
+    }
+    // With memory again, the next batch goes to the GPU.
+    gpu.refuse_pinned
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let (again, ..) = round_trip(&mut dec, vec![jpeg(20, 20, false)]);
+    assert!(again[0].is_ok());
+}

@@ -268,6 +268,8 @@ pub fn library(log: &Arc<Log>, version: (i32, i32, i32)) -> Arc<Nvjpeg> {
 pub struct FakeGpu {
     /// Its identity (never 0).
     pub id: u32,
+    /// Refuse pinned allocations (out of memory).
+    pub refuse_pinned: std::sync::atomic::AtomicBool,
     /// The shared record.
     pub log: Arc<Log>,
     memory: Mutex<FakeMemory>,
@@ -288,6 +290,7 @@ impl FakeGpu {
     pub fn new(id: u32, log: &Arc<Log>) -> Arc<FakeGpu> {
         Arc::new(FakeGpu {
             id,
+            refuse_pinned: false.into(),
             log: log.clone(),
             memory: Mutex::new(FakeMemory::default()),
         })
@@ -355,6 +358,13 @@ impl GpuContext for FakeGpu {
     }
 
     fn alloc(&self, kind: MemoryKind, len: usize) -> Result<u64, NvjpegError> {
+        if kind == MemoryKind::Pinned
+            && self
+                .refuse_pinned
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(NvjpegError::cuda("allocating pinned memory", 2));
+        }
         let block = vec![0u8; len].into_boxed_slice();
         let addr = Box::into_raw(block) as *mut u8 as u64;
         let mut m = self.memory.lock().unwrap();
