@@ -3,12 +3,15 @@
 # git-ignored folder (default .gpu/) that the device tool carries (`carry: [".gpu"]`), then
 # checks that it and the working tree that travels with it stay under the 64 MiB a call takes.
 #
-#   scripts/gpu-bundle.sh [--out DIR] [--shared DIR] [--images N]
+#   scripts/gpu-bundle.sh [--out DIR] [--shared DIR] [--images N] [--nvjpeg LIB]
 #
 #   --out DIR      the bundle folder (default .gpu; must be git-ignored to be carried)
 #   --shared DIR   the shared folder with data/imagenet-400 and data/jpeg-edge (../shared)
 #   --images N     photos of imagenet-400 to take (default 100: every photo of an unusual
 #                  kind, gray and 4:2:2/4:4:0, then an even spread of the rest)
+#   --nvjpeg LIB   also carry this libnvjpeg.so.13 (about 6 MB, e.g. from the nvidia-nvjpeg
+#                  wheel) as lib/, for a machine whose CUDA has none; gpu-check.sh uses it
+#                  only when it finds no other
 #
 # Contents:
 #   tests/lib            the library's unit tests (cargo test --release --lib), stripped: every
@@ -29,12 +32,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$root/.gpu"
 shared="$root/../shared"
 images=100
+nvjpeg=""
 limit_mib=64
 while (($#)); do
     case "$1" in
         --out) out="$2"; shift 2 ;;
         --shared) shared="$2"; shift 2 ;;
         --images) images="$2"; shift 2 ;;
+        --nvjpeg) nvjpeg="$2"; shift 2 ;;
         *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -69,6 +74,10 @@ mkdir -p "$out/tests" "$out/bin" "$out/shared/data"
 strip --strip-debug -o "$out/tests/lib" "$lib_tests"
 strip --strip-debug -o "$out/bin/stokehold" "$cli"
 cp -r pipelines "$out/pipelines"
+if [[ -n "$nvjpeg" ]]; then
+    mkdir -p "$out/lib"
+    cp -L "$nvjpeg" "$out/lib/$(basename "$nvjpeg" | sed 's/\(\.so\.[0-9]*\).*/\1/')"
+fi
 cp scripts/gpu-check.sh "$out/gpu-check.sh"
 chmod +x "$out/gpu-check.sh"
 cp -r "$shared/data/jpeg-edge" "$out/shared/data/jpeg-edge"

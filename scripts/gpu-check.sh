@@ -100,7 +100,7 @@ EOF
         echo "PyTorch: not importable"
 fi
 # The first file matching one of the names, in the extra dirs, the toolkit, the loader's
-# cache, then the Python packages.
+# cache, the Python packages, then the bundle's lib/ (gpu-bundle.sh --nvjpeg).
 find_lib() {
     local d n f
     local IFS=$'\n'
@@ -114,7 +114,7 @@ find_lib() {
         f="$(ldconfig -p 2>/dev/null | awk -v n="$n" '$1 == n {print $NF; exit}')"
         [[ -n "$f" ]] && { echo "$f"; return 0; }
     done
-    for d in $py_dirs; do
+    for d in $py_dirs "$bundle/lib"; do
         for n in "$@"; do
             f="$(find "$d" -name "$n" 2>/dev/null | sort | head -n1)"
             [[ -n "$f" ]] && { echo "$f"; return 0; }
