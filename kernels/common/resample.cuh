@@ -135,17 +135,6 @@ __device__ void resample_tile(const FusedDesc& d, const i32* table, ResampleScra
     const u32 nthreads = blockDim.x;
     const bool two_pass = !(d.flags & FUSED_NEAREST) && (d.flags & FUSED_H_PASS) &&
                           (d.flags & FUSED_V_PASS);
-    if (!two_pass) {
-        // One pass or none: each output reads its taps once; no shared memory needed.
-        for (u32 i = threadIdx.x; i < th * tw; i += nthreads) {
-            u32 ty = i / tw;
-            u32 tx = i - ty * tw;
-            for (u32 ch = 0; ch < c; ++ch)
-                store_resampled(d, ty0 + ty, tx0 + tx, ch,
-                                resample_pixel(d, table, ty0 + ty, tx0 + tx, ch));
-        }
-        return;
-    }
     const u8* src = (const u8*)d.src;
     const Taps1 h = taps_at(table, d.h_off, d.out_w, d.h_ksize);
     const Taps1 v = taps_at(table, d.v_off, d.out_h, d.v_ksize);
@@ -156,13 +145,37 @@ __device__ void resample_tile(const FusedDesc& d, const i32* table, ResampleScra
     const u32 base = vf ? tx0 : ty0;
     const u32 n2 = vf ? tw : th;
     const u32 line_len = vf ? th : tw;  // first-pass values per line, per channel
-    i32 lo = second.start[base];
-    i32 hi = lo;
-    for (u32 k = 0; k < n2; ++k) {
-        i32 s = second.start[base + k];
-        i32 e = s + second.len[base + k];
-        lo = s < lo ? s : lo;
-        hi = e > hi ? e : hi;
+    i32 lo = 0;
+    i32 hi = 0;
+    bool tiled = false;
+    if (two_pass) {
+        lo = second.start[base];
+        hi = lo;
+        for (u32 k = 0; k < n2; ++k) {
+            i32 s = second.start[base + k];
+            i32 e = s + second.len[base + k];
+            lo = s < lo ? s : lo;
+            hi = e > hi ? e : hi;
+        }
+        // Through the tile: every line of [lo, hi) once, then the second pass. Per pixel: the
+        // first pass again for every second-pass tap. The tile wins unless the lines are
+        // sparse (a shrink without antialias: two taps per output, far apart).
+        const u64 k1 = vf ? v.ksize : h.ksize;
+        const u64 k2 = second.ksize;
+        const u64 through_tile = (u64)(hi - lo) * line_len * k1 + (u64)th * tw * k2;
+        tiled = through_tile <= (u64)th * tw * k1 * k2;
+    }
+    if (!tiled) {
+        // One pass, none, or sparse lines: each output computes its taps itself; no shared
+        // memory, no barrier (the choice is the same for the whole block).
+        for (u32 i = threadIdx.x; i < th * tw; i += nthreads) {
+            u32 ty = i / tw;
+            u32 tx = i - ty * tw;
+            for (u32 ch = 0; ch < c; ++ch)
+                store_resampled(d, ty0 + ty, tx0 + tx, ch,
+                                resample_pixel(d, table, ty0 + ty, tx0 + tx, ch));
+        }
+        return;
     }
     const u32 outs = th * tw * c;
     for (u32 i = threadIdx.x; i < outs; i += nthreads) sh.sums[i] = HALF_ONE;
