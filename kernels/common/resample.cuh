@@ -9,7 +9,8 @@
 // the first-pass values the tile needs (source rows, or columns when the vertical pass comes
 // first, each resampled along the other axis and rounded to u8) are computed once into shared
 // memory, CHUNK lines at a time, and the second pass accumulates them into per-output sums in
-// shared memory: taps_v + taps_h reads per output, not taps_v x taps_h. Every phase is a loop
+// shared memory: taps_v + taps_h reads per output, not taps_v x taps_h (when those lines are
+// sparse, a shrink without antialias, the tile is computed per pixel). Every phase is a loop
 // over the block's threads with `__syncthreads()` between phases, so the code is right for any
 // block size, one thread included (the host emulation, tests/cuda_emu, runs both).
 #pragma once

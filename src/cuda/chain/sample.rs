@@ -8,7 +8,8 @@
 //! reproduces Pillow's u8 rounding between the two passes by computing, per output tile, the
 //! rounded first-pass lines the tile needs into shared memory and summing the second pass
 //! from them (see `kernels/common/resample.cuh`): `taps_v + taps_h` reads per output element,
-//! as the CPU's two passes, and no scratch image in device memory.
+//! as the CPU's two passes, and no scratch image in device memory. (A tile whose lines are
+//! sparse, a shrink without antialias, recomputes per pixel instead, which is cheaper there.)
 
 use crate::cuda::batch::DeviceImage;
 use crate::cuda::desc::{dtype, fused_flags, FusedDesc, JitterDesc};
