@@ -90,6 +90,8 @@ fn build_emulation(kdir: &Path) {
         .flag_if_supported("-std=c++17")
         // Nothing fused: the device kernels are built with --fmad=false.
         .flag_if_supported("-ffp-contract=off")
+        // The whole-block launches of the barrier tests run a host thread per CUDA thread.
+        .flag_if_supported("-pthread")
         .opt_level(2)
         .debug(false)
         .warnings(false);

@@ -8,8 +8,26 @@ __device__ __forceinline__ u64 elem_index(bool chw, u32 h, u32 w, u32 c, u32 y, 
 }
 
 // Output element e of d in the output layout (the same layout as the source) -> (y, x, ch).
+// 32-bit divisions when the sample has fewer than 2^32 elements (always, within the decode
+// limits; a 64-bit division costs several times a 32-bit one), 64-bit ones otherwise.
 __device__ __forceinline__ void split(bool chw, u32 h, u32 w, u32 c, u64 e, u32& y, u32& x,
                                       u32& ch) {
+    if ((u64)h * w * c <= 0xffffffffull) {
+        u32 e32 = (u32)e;
+        if (chw) {
+            u32 plane = h * w;
+            ch = e32 / plane;
+            u32 r = e32 - ch * plane;
+            y = r / w;
+            x = r - y * w;
+        } else {
+            u32 p = e32 / c;
+            ch = e32 - p * c;
+            y = p / w;
+            x = p - y * w;
+        }
+        return;
+    }
     if (chw) {
         u64 plane = (u64)h * w;
         ch = (u32)(e / plane);

@@ -3,12 +3,11 @@
 #include "common/resample.cuh"
 
 extern "C" __global__ void resize_u8(const FusedDesc* descs, const i32* taps, u32 n) {
+    RESAMPLE_SCRATCH(scratch);
     u32 s = blockIdx.y;
     if (s >= n) return;
     FusedDesc d = descs[s];
     d.flags &= ~(FUSED_FLIP_H | FUSED_FLIP_V | FUSED_NORMALIZE | FUSED_CHW);
     d.out_dtype = DT_U8;
-    u32 pixels = d.out_h * d.out_w;
-    for (u32 p = blockIdx.x * blockDim.x + threadIdx.x; p < pixels; p += gridDim.x * blockDim.x)
-        fused_pixel(d, taps, p);
+    resample_sample(d, taps, scratch);
 }

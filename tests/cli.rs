@@ -148,7 +148,7 @@ fn libjpeg_switches_set_the_decode_arguments() {
 }
 
 #[test]
-fn gpu_request_without_a_gpu_path_is_a_clear_error() {
+fn asking_for_the_gpu_path_without_one_is_a_clear_error() {
     let samples = tempfile::tempdir().unwrap();
     let out = stokehold()
         .args(["run", "pipelines/resnet50-train.toml", "--device", "gpu"])

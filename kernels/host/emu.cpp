@@ -1,15 +1,29 @@
 // Host build of the CUDA kernels in kernels/ for the emulated device (`--device emu`,
-// src/cuda/emu/), compiled by build.rs with the host's C++ compiler and linked into the
-// library. Every kernel is exported as `stokehold_emu_<name>` so that no C symbol of ours
-// can clash with another library's.
+// src/cuda/emu/), compiled by build.rs with the host's C++ compiler (-pthread) and linked
+// into the library. Every kernel is exported as `stokehold_emu_<name>` so that no C symbol of
+// ours can clash with another library's.
 //
-// Each "launch" runs one block of one thread per call (blockDim = 1, gridDim.x = 1), so the
-// kernels' grid-stride loops cover every element and the shared-memory reduction degenerates
-// to a single partial sum. The block coordinates and `__shared__` arrays are thread-local:
-// several emulated streams (and several test threads) run kernels at once. Float intrinsics
-// map to plain IEEE operations; build.rs passes -ffp-contract=off so nothing is fused, as on
-// the device with --fmad=false.
+// Two ways to run a kernel:
+// - `stokehold_emu_set_block`, then a direct call: one block of one thread (blockDim = 1,
+//   gridDim.x = 1), so the kernels' grid- and block-stride loops cover every element and the
+//   shared-memory reduction degenerates to a single partial sum. This is how the emulated
+//   device runs every launch: several emulated streams (and several test threads) run
+//   kernels at once, so the block coordinates, the barrier and the shared memory are
+//   thread-local.
+// - `stokehold_emu_launch_resample`: whole blocks of real threads (one host thread per CUDA
+//   thread, a pthread barrier as `__syncthreads`, one resampling scratch shared by the block's
+//   threads, blocks one after another), so that a missing barrier between the resampler's
+//   shared-memory phases shows up as wrong pixels. Only the dedicated tests use it: a host
+//   thread per CUDA thread costs far more than the kernel's work.
+// Float intrinsics map to plain IEEE operations; build.rs passes -ffp-contract=off so nothing
+// is fused, as on the device with --fmad=false.
 #include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
 
 #define __global__
 #define __device__
@@ -36,7 +50,12 @@ struct EmuDim3 {
 };
 static thread_local EmuDim3 blockIdx, threadIdx, blockDim, gridDim;
 
-static inline void __syncthreads() {}
+// The barrier of the block this thread runs in a whole-block launch; null otherwise.
+static thread_local pthread_barrier_t* emu_barrier = nullptr;
+
+static inline void __syncthreads() {
+    if (emu_barrier) pthread_barrier_wait(emu_barrier);
+}
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
@@ -51,6 +70,13 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
     return old;
 }
 
+// The resampling kernels' shared scratch (RESAMPLE_SCRATCH in common/resample.cuh): the
+// block's own in a whole-block launch, this thread's otherwise.
+struct ResampleScratch;
+static thread_local ResampleScratch* emu_block_scratch = nullptr;
+static ResampleScratch& emu_resample_scratch();
+#define RESAMPLE_SCRATCH(name) ResampleScratch& name = emu_resample_scratch()
+
 // (The geometry kernels' names are pasted by a macro; the pasted name is rescanned, so the
 // renames above reach them too.)
 #include "../chain.cu"
@@ -59,10 +85,54 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 #include "../color.cu"
 #include "../geometry.cu"
 
+static ResampleScratch& emu_resample_scratch() {
+    static thread_local ResampleScratch own;
+    return emu_block_scratch ? *emu_block_scratch : own;
+}
+
 // Sets the block the next kernel call on this thread runs as (one thread, one block along x).
 extern "C" void stokehold_emu_set_block(unsigned sample, unsigned samples) {
     blockIdx = {0, sample, 0};
     gridDim = {1, samples, 1};
     threadIdx = {0, 0, 0};
     blockDim = {1, 1, 1};
+}
+
+typedef void (*EmuResampleKernel)(const FusedDesc*, const i32*, u32);
+
+// Runs resampling kernel `entry` ("fused_crop_resize_normalize" or "resize_u8") over `n`
+// samples as a grid of `grid_x` x n blocks of `threads` threads each, one block after
+// another. Returns 0, or -1 for an unknown entry or a bad size.
+extern "C" int stokehold_emu_launch_resample(const char* entry, const FusedDesc* descs,
+                                             const i32* taps, unsigned n, unsigned grid_x,
+                                             unsigned threads) {
+    EmuResampleKernel kernel = nullptr;
+    if (strcmp(entry, "fused_crop_resize_normalize") == 0) kernel = fused_crop_resize_normalize;
+    if (strcmp(entry, "resize_u8") == 0) kernel = resize_u8;
+    if (!kernel || threads == 0 || threads > 1024 || grid_x == 0) return -1;
+    std::unique_ptr<ResampleScratch> shared(new ResampleScratch);
+    for (unsigned s = 0; s < n; ++s) {
+        for (unsigned bx = 0; bx < grid_x; ++bx) {
+            pthread_barrier_t barrier;
+            pthread_barrier_init(&barrier, nullptr, threads);
+            auto run = [&, s, bx](unsigned t) {
+                blockIdx = {bx, s, 0};
+                gridDim = {grid_x, n, 1};
+                blockDim = {threads, 1, 1};
+                threadIdx = {t, 0, 0};
+                emu_barrier = &barrier;
+                emu_block_scratch = shared.get();
+                kernel(descs, taps, n);
+                emu_barrier = nullptr;
+                emu_block_scratch = nullptr;
+                blockDim = {1, 1, 1};
+            };
+            std::vector<std::thread> pool;
+            for (unsigned t = 1; t < threads; ++t) pool.emplace_back(run, t);
+            run(0);
+            for (auto& th : pool) th.join();
+            pthread_barrier_destroy(&barrier);
+        }
+    }
+    return 0;
 }

@@ -258,10 +258,7 @@ impl DeviceBatch {
         dtype: DType,
         layout: Layout,
     ) -> Result<DeviceBatch, Error> {
-        let event = dev
-            .stream()
-            .record_event(None)
-            .map_err(|e| cuda_err("record batch event", e))?;
+        let event = super::record_blocking_event(dev.stream(), "batch")?;
         Ok(DeviceBatch {
             storage: Arc::new(DeviceStorage::Pooled(buf)),
             samples,

@@ -17,8 +17,27 @@ const MIN_BUFFER: usize = 256;
 /// At most this many idle buffers are kept; more are freed.
 const MAX_IDLE: usize = 64;
 
-/// A pool of device byte buffers on one stream. Sizes are rounded up to a power of two, so a
-/// returned buffer serves later requests of similar size without a new allocation.
+/// Size classes per power of two: a request is rounded up to the next multiple of 1/8 of its
+/// power of two, so at most 1/8 of a buffer is waste (a 154 MB batch takes 160 MiB, not the
+/// 256 MiB a power of two would).
+const CLASSES_PER_OCTAVE: usize = 8;
+
+/// The size class of a `len`-byte request: the bytes actually allocated, at least `len` and
+/// the smallest buffer (256 bytes), wasting at most 1/8 of it; `None` when that overflows.
+///
+/// ```text
+/// 1000 → 1024, 1025 → 1152, 154_000_000 → 167_772_160 (160 MiB = 128 MiB + 2 × 16 MiB)
+/// ```
+pub fn size_class(len: usize) -> Option<usize> {
+    let len = len.max(MIN_BUFFER);
+    // The power of two at or below len, and the step of its classes.
+    let octave = 1usize << (usize::BITS - 1 - len.leading_zeros());
+    let step = (octave / CLASSES_PER_OCTAVE).max(1);
+    len.checked_next_multiple_of(step)
+}
+
+/// A pool of device byte buffers on one stream. Sizes are rounded up to a [`size_class`], so
+/// a returned buffer serves later requests of similar size without a new allocation.
 ///
 /// Reuse is safe without events because every user of a [`Device`](super::Device) queues its
 /// work on the device's one stream: a buffer handed out again is written by work queued after
@@ -46,9 +65,7 @@ impl BufferPool {
 
     /// A buffer of at least `len` bytes (contents unspecified), reused when one fits.
     pub fn take(self: &Arc<Self>, len: usize) -> Result<PooledBuffer, Error> {
-        let cap = len
-            .max(MIN_BUFFER)
-            .checked_next_power_of_two()
+        let cap = size_class(len)
             .ok_or_else(|| Error::Cuda(format!("buffer of {len} bytes is too large")))?;
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -238,9 +255,7 @@ impl StagingRing {
             )
         }
         .map_err(|e| cuda_err("host to device copy", e))?;
-        let ev = stream
-            .record_event(None)
-            .map_err(|e| cuda_err("record staging event", e))?;
+        let ev = super::record_blocking_event(stream, "staging")?;
         slot.done = Some(ev);
         Ok(())
     }

@@ -62,6 +62,20 @@ pub(crate) fn cuda_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Cuda(format!("{what}: {e}"))
 }
 
+/// Records on `stream` an event the host waits on by sleeping (`CU_EVENT_BLOCKING_SYNC`)
+/// rather than spinning: a core spinning on an upload or a batch is a core the CPU workers
+/// don't get. `what` names it in errors.
+pub(crate) fn record_blocking_event(
+    stream: &CudaStream,
+    what: &str,
+) -> Result<cudarc::driver::CudaEvent, Error> {
+    stream
+        .record_event(Some(
+            cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC,
+        ))
+        .map_err(|e| cuda_err(&format!("record {what} event"), e))
+}
+
 /// Whether the CUDA driver library can be loaded (never panics).
 pub fn driver_present() -> bool {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
@@ -77,39 +91,52 @@ pub fn nvrtc_present() -> bool {
 
 /// Checks that a CUDA driver and device `device_id` are usable and describes the device.
 /// Returns [`Error::GpuUnavailable`] (never panics) when the driver library is missing,
-/// there is no such device, or the context cannot be created.
+/// the driver does not initialise or there is no such device.
+///
+/// Only driver queries on the device handle (`cuDeviceGetName`, `cuDeviceGetAttribute`,
+/// `cuDeviceTotalMem`): no context is created, so probing costs no device memory and no
+/// context start-up (hundreds of milliseconds), and leaves the device as it was.
 pub fn probe(device_id: usize) -> Result<GpuInfo, Error> {
+    use cudarc::driver::result::{self as drv, device};
+    use cudarc::driver::sys::CUdevice_attribute as Attr;
     if !driver_present() {
         return Err(Error::GpuUnavailable(
             "no CUDA driver library (libcuda.so) found".into(),
         ));
     }
-    let count = CudaContext::device_count()
-        .map_err(|e| Error::GpuUnavailable(format!("cuInit/device count: {e}")))?;
+    drv::init().map_err(|e| Error::GpuUnavailable(format!("cuInit: {e}")))?;
+    let count =
+        device::get_count().map_err(|e| Error::GpuUnavailable(format!("device count: {e}")))?;
     if count <= 0 || device_id >= count as usize {
         return Err(Error::GpuUnavailable(format!(
             "device {device_id} requested, {count} CUDA device(s) present"
         )));
     }
-    let ctx = CudaContext::new(device_id)
-        .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
-    info(&ctx, count as usize)
-}
-
-fn info(ctx: &Arc<CudaContext>, device_count: usize) -> Result<GpuInfo, Error> {
+    let unavailable =
+        |what: &str, e| Error::GpuUnavailable(format!("device {device_id}: {what}: {e}"));
+    let dev = device::get(device_id as i32).map_err(|e| unavailable("cuDeviceGet", e))?;
+    // SAFETY: `dev` was just returned by cuDeviceGet; these queries only read its properties.
+    let (major, minor, total_memory) = unsafe {
+        (
+            device::get_attribute(dev, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+                .map_err(|e| unavailable("compute capability", e))?,
+            device::get_attribute(dev, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+                .map_err(|e| unavailable("compute capability", e))?,
+            device::total_mem(dev).map_err(|e| unavailable("total memory", e))?,
+        )
+    };
     Ok(GpuInfo {
-        device_id: ctx.ordinal(),
-        name: ctx.name().map_err(|e| cuda_err("device name", e))?,
-        compute_capability: ctx
-            .compute_capability()
-            .map_err(|e| cuda_err("compute capability", e))?,
-        total_memory: ctx.total_mem().map_err(|e| cuda_err("total memory", e))?,
-        device_count,
+        device_id,
+        name: device::get_name(dev).map_err(|e| unavailable("name", e))?,
+        compute_capability: (major, minor),
+        total_memory,
+        device_count: count as usize,
     })
 }
 
 /// One GPU as the GPU path uses it: the context, the stream every stokehold kernel runs on,
-/// the module cache, the device buffer pool and the pinned staging ring.
+/// the kernel modules (all loaded when it opens), the device buffer pool and the pinned
+/// staging ring.
 ///
 /// cudarc's per-buffer event tracking is switched off for this context: all kernels of a
 /// `Device` run on its one [`Device::stream`], in order, and batches carry an explicit
@@ -142,8 +169,12 @@ impl Device {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| cuda_err("create stream", e))?;
         let arch = module::Arch::from_cc(info.compute_capability);
+        let modules = module::ModuleCache::new(ctx.clone(), arch);
+        // Every kernel compiled (or read from the disk cache) and loaded now, not when a
+        // batch first needs it.
+        modules.load_all()?;
         Ok(Device {
-            modules: module::ModuleCache::new(ctx.clone(), arch),
+            modules,
             pool: Arc::new(memory::BufferPool::new(stream.clone())),
             staging: memory::StagingRing::new(ctx.clone(), 4),
             ctx,

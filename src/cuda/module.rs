@@ -255,31 +255,74 @@ pub fn cubin_cached_in(
     module: KernelModule,
     arch: Arch,
 ) -> Result<Vec<u8>, Error> {
+    cached_or_compiled(dir, module, arch).map(|(bin, _)| bin)
+}
+
+/// The cubin, and the cache file it was read from (`None` when just compiled).
+fn cached_or_compiled(
+    dir: Option<&Path>,
+    module: KernelModule,
+    arch: Arch,
+) -> Result<(Vec<u8>, Option<PathBuf>), Error> {
     let version = nvrtc_version()?;
     let path = dir.and_then(|d| cache_path(d, module, arch, version));
     if let Some(p) = &path {
         if let Ok(bytes) = std::fs::read(p) {
             if !bytes.is_empty() {
-                return Ok(bytes);
+                return Ok((bytes, path));
             }
         }
     }
     let bin = compile_cubin(module, arch)?;
     if let Some(p) = &path {
-        if let Some(dir) = p.parent() {
-            if std::fs::create_dir_all(dir).is_ok() {
-                // Write then rename, so a concurrent reader never sees half a file.
-                let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, &bin).is_ok() && std::fs::rename(&tmp, p).is_err() {
-                    let _ = std::fs::remove_file(&tmp);
-                }
+        store(p, &bin);
+    }
+    Ok((bin, None))
+}
+
+/// Writes a cache file (then renames it, so a concurrent reader never sees half a file);
+/// failures only cost the cache.
+fn store(path: &Path, bin: &[u8]) {
+    if let Some(dir) = path.parent() {
+        if std::fs::create_dir_all(dir).is_ok() {
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, bin).is_ok() && std::fs::rename(&tmp, path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
             }
         }
     }
-    Ok(bin)
 }
 
-/// Modules loaded into one context, compiled on first use.
+/// Loads `module` for `arch` with `load` (the driver's module load, in practice), its cubin
+/// from the cache folder `dir` when there. A cached cubin that `load` refuses (a truncated or
+/// corrupt file, one written by another toolchain) is deleted, compiled again and stored,
+/// once: a bad cache file costs one compilation, never every later run.
+pub fn load_cached_in<T>(
+    dir: Option<&Path>,
+    module: KernelModule,
+    arch: Arch,
+    mut load: impl FnMut(Vec<u8>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let (bin, from_cache) = cached_or_compiled(dir, module, arch)?;
+    match (load(bin), from_cache) {
+        (Ok(m), _) => Ok(m),
+        (Err(e), Some(path)) => {
+            tracing::warn!(
+                "cached {}.cu cubin {} does not load ({e}); deleting it and compiling again",
+                module.stem(),
+                path.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            let bin = compile_cubin(module, arch)?;
+            store(&path, &bin);
+            load(bin)
+        }
+        (Err(e), None) => Err(e),
+    }
+}
+
+/// Modules loaded into one context: all of them when the device opens ([`Self::load_all`]),
+/// so that no NVRTC compilation or module load ever happens in the middle of a run.
 pub struct ModuleCache {
     ctx: Arc<CudaContext>,
     arch: Arch,
@@ -303,17 +346,30 @@ impl ModuleCache {
         self.arch
     }
 
-    /// The loaded module, compiling it on first use (NVRTC cubin; nvcc PTX as a fallback).
+    /// Loads every module and looks up every entry point (what [`super::Device::new`] does).
+    pub fn load_all(&self) -> Result<(), Error> {
+        for m in KernelModule::ALL {
+            for &entry in m.entry_points() {
+                self.function(m, entry)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The loaded module, compiling it if it was not loaded yet (NVRTC cubin, through the
+    /// disk cache; nvcc PTX as a fallback).
     pub fn module(&self, module: KernelModule) -> Result<Arc<CudaModule>, Error> {
         let mut map = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = map.get(&module) {
             return Ok(m.clone());
         }
-        let loaded = match cubin(module, self.arch) {
-            Ok(bin) => self
-                .ctx
+        let load_cubin = |bin: Vec<u8>| {
+            self.ctx
                 .load_module(Ptx::from_binary(bin))
-                .map_err(|e| super::cuda_err(&format!("load {}.cu cubin", module.stem()), e)),
+                .map_err(|e| super::cuda_err(&format!("load {}.cu cubin", module.stem()), e))
+        };
+        let loaded = match load_cached_in(cache_dir().as_deref(), module, self.arch, load_cubin) {
+            Ok(m) => Ok(m),
             Err(e) => match module.prebuilt_ptx() {
                 Some(ptx) => self.ctx.load_module(Ptx::from_src(ptx)).map_err(|le| {
                     Error::Cuda(format!(

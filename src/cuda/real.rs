@@ -25,9 +25,12 @@ use super::gpu_device::{
 use super::launch::BLOCK;
 use super::module::KernelModule;
 use super::{cuda_err, Device};
+use crate::decode::JpegHeader;
 use crate::decode::Limits;
 use crate::error::Error;
-use crate::nvjpeg::{GpuJpegDecoder, NvjpegError, Route};
+use crate::nvjpeg::{
+    CudaGpuContext, DecodedInfo, EncodedImage, FallbackReason, GpuJpegDecoder, NvjpegError, Route,
+};
 
 /// The real device.
 pub struct RealDevice {
@@ -69,7 +72,8 @@ impl RealDevice {
         dev.context()
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))?;
-        let (decoder, decoder_text, hardware) = match GpuJpegDecoder::probe() {
+        let ctx = Arc::new(CudaGpuContext::from_context(dev.context().clone()));
+        let (decoder, decoder_text, hardware) = match GpuJpegDecoder::probe(ctx) {
             Ok(d) => {
                 let d = d.with_limits(limits);
                 let text = d.describe();
@@ -397,7 +401,7 @@ impl GpuDevice for RealDevice {
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-        _limits: &Limits,
+        limits: &Limits,
     ) -> DecodeSubmission {
         let late = Arc::new(LateErrors::new(jobs.len()));
         let fail_all = |why: String| DecodeSubmission {
@@ -428,15 +432,51 @@ impl GpuDevice for RealDevice {
                 return fail_all(cuda_err("wait for the previous decode", e).to_string());
             }
         }
-        let images: Vec<&[u8]> = jobs.iter().map(|j| j.bytes).collect();
-        let outputs: Vec<_> = jobs.iter().map(|j| j.out).collect();
-        let rois: Vec<_> = jobs.iter().map(|j| j.roi).collect();
+        // The device reads every header itself for now (the stage passes none through yet).
+        let headers: Vec<Result<JpegHeader, NvjpegError>> = jobs
+            .iter()
+            .map(|j| {
+                JpegHeader::read(j.bytes, limits)
+                    .map_err(|e| NvjpegError::CpuFallback(FallbackReason::Rejected(e)))
+            })
+            .collect();
+        let mut images = Vec::new();
+        let mut place = Vec::new();
+        for (i, (j, h)) in jobs.iter().zip(&headers).enumerate() {
+            if let Ok(h) = h {
+                place.push(i);
+                images.push(EncodedImage {
+                    bytes: j.bytes,
+                    header: h,
+                    roi: j.roi,
+                    output: j.out,
+                });
+            }
+        }
         let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `s` is a stream of the bound context; the outputs are live device memory of
-        // it, and the bytes stay untouched, until an event recorded after this call (the
-        // caller's contract); the previous call's work has completed (waited above).
-        let results =
-            unsafe { dec.decode_batch(s.cu_stream() as *mut c_void, &images, &outputs, &rois) };
+        // it, untouched by others until an event recorded after this call (the caller's
+        // contract); the decode is waited for before it returns.
+        let decoded = unsafe { dec.decode_batch(s.cu_stream() as *mut c_void, &images) };
+        let mut results: Vec<Result<DecodedInfo, NvjpegError>> = headers
+            .iter()
+            .map(|h| match h {
+                Err(e) => Err(e.clone()),
+                Ok(_) => Err(NvjpegError::InvalidArgument("not decoded".into())),
+            })
+            .collect();
+        match decoded {
+            Ok(per_image) => {
+                for (k, r) in place.iter().zip(per_image) {
+                    results[*k] = r;
+                }
+            }
+            Err(e) => {
+                for k in &place {
+                    results[*k] = Err(e.clone());
+                }
+            }
+        }
         match s.record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC)) {
             Ok(ev) => *self.last_decode.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev),
             Err(e) => return fail_all(cuda_err("record the decode's event", e).to_string()),

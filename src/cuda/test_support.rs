@@ -10,10 +10,13 @@
 //!
 //! The emulation is the kernels built for the host by `build.rs` (the emulated device's
 //! kernels, [`crate::cuda::emu::kernels`]); it runs one single-thread block per sample, so
-//! the grid-stride loops cover everything. What it cannot check: the CUDA intrinsics and PTX
-//! conversions themselves (mapped to IEEE host operations), and the multi-thread reduction.
-//! Without a working C++ compiler at build time the emulation tests skip visibly (they fail
-//! under `STOKEHOLD_REQUIRE_EMU=1`).
+//! the grid-stride loops cover everything; the resampling kernels also run as whole blocks
+//! of real threads ([`run_chain_emu_threads`]: a host thread per CUDA thread, a barrier per
+//! `__syncthreads`, one shared scratch per block), which checks the phases of their
+//! shared-memory tiles. What it cannot check: the CUDA intrinsics and PTX conversions
+//! themselves (mapped to IEEE host operations), and the jitter kernels' multi-thread
+//! reduction. Without a working C++ compiler at build time the emulation tests skip visibly
+//! (they fail under `STOKEHOLD_REQUIRE_EMU=1`).
 #![allow(dead_code)]
 
 use super::batch::pixels_from_bytes;
@@ -193,15 +196,12 @@ pub(crate) fn image_from(
 type ChainKernel = unsafe extern "C" fn(*const FusedDesc, *const i32, u32);
 type JitterKernel = unsafe extern "C" fn(*const JitterDesc, u32, u32, *mut u64);
 
-/// Runs the chain kernel `entry` (`fused_crop_resize_normalize` or `resize_u8`) on the host
-/// over u8 HWC images, one sample each (any mix of dtypes and layouts, unlike a device batch).
-pub(crate) fn run_chain_emu(
-    emu: &Emu,
-    entry: &str,
+/// Descriptors (pointing at `ims` and at the returned output buffers) and the tap table of
+/// one emulated chain launch.
+fn chain_launch(
     ims: &[Image],
     samples: &[FusedSample],
-) -> Vec<Image> {
-    let kernel: ChainKernel = emu.sym(entry);
+) -> (Vec<FusedDesc>, Vec<i32>, Vec<Vec<u64>>) {
     let mut table = Vec::new();
     let mut outs: Vec<Vec<u64>> = Vec::new();
     let mut descs = Vec::new();
@@ -221,11 +221,16 @@ pub(crate) fn run_chain_emu(
         descs.push(d);
     }
     table.push(0);
-    emu.per_sample(descs.len(), || {
-        // SAFETY: the descriptors point at the live input images and output buffers sized
-        // for them; the table holds their taps.
-        unsafe { kernel(descs.as_ptr(), table.as_ptr(), descs.len() as u32) }
-    });
+    (descs, table, outs)
+}
+
+/// The images an emulated chain launch wrote.
+fn chain_outputs(
+    entry: &str,
+    outs: &[Vec<u64>],
+    ims: &[Image],
+    samples: &[FusedSample],
+) -> Vec<Image> {
     outs.iter()
         .zip(ims.iter().zip(samples))
         .map(|(o, (im, s))| {
@@ -238,6 +243,64 @@ pub(crate) fn run_chain_emu(
             image_from(o, h, w, im.channels, dt, layout)
         })
         .collect()
+}
+
+/// Runs the chain kernel `entry` (`fused_crop_resize_normalize` or `resize_u8`) on the host
+/// over u8 HWC images, one single-thread block per sample (any mix of dtypes and layouts,
+/// unlike a device batch).
+pub(crate) fn run_chain_emu(
+    emu: &Emu,
+    entry: &str,
+    ims: &[Image],
+    samples: &[FusedSample],
+) -> Vec<Image> {
+    let kernel: ChainKernel = emu.sym(entry);
+    let (descs, table, outs) = chain_launch(ims, samples);
+    emu.per_sample(descs.len(), || {
+        // SAFETY: the descriptors point at the live input images and output buffers sized
+        // for them; the table holds their taps.
+        unsafe { kernel(descs.as_ptr(), table.as_ptr(), descs.len() as u32) }
+    });
+    chain_outputs(entry, &outs, ims, samples)
+}
+
+type ResampleLaunch = unsafe extern "C" fn(
+    *const std::ffi::c_char,
+    *const FusedDesc,
+    *const i32,
+    u32,
+    u32,
+    u32,
+) -> i32;
+
+/// [`run_chain_emu`] with `grid_x` blocks per sample of `threads` real threads each, as a
+/// device launch runs the kernel (tiles striding over the blocks, phases separated by
+/// barriers).
+pub(crate) fn run_chain_emu_threads(
+    emu: &Emu,
+    entry: &str,
+    ims: &[Image],
+    samples: &[FusedSample],
+    grid_x: u32,
+    threads: u32,
+) -> Vec<Image> {
+    let launch: ResampleLaunch = emu.sym("emu_launch_resample");
+    let (descs, table, outs) = chain_launch(ims, samples);
+    let name = std::ffi::CString::new(entry).expect("entry name");
+    // SAFETY: as in `run_chain_emu`; the launcher runs the named kernel over the same
+    // descriptors and returns only when every block's threads have finished.
+    let rc = unsafe {
+        launch(
+            name.as_ptr(),
+            descs.as_ptr(),
+            table.as_ptr(),
+            descs.len() as u32,
+            grid_x,
+            threads,
+        )
+    };
+    assert_eq!(rc, 0, "emu_launch_resample({entry}, {grid_x}, {threads})");
+    chain_outputs(entry, &outs, ims, samples)
 }
 
 /// Runs the jitter kernels on the host over HWC RGB images in place, `descs[i]` (data

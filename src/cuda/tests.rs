@@ -3,7 +3,7 @@
 
 use super::desc::*;
 use super::module::{
-    cache_path, compile_cubin, cubin_cached_in, nvrtc_version, Arch, KernelModule,
+    cache_path, compile_cubin, cubin_cached_in, load_cached_in, nvrtc_version, Arch, KernelModule,
 };
 use std::mem::{offset_of, size_of};
 
@@ -237,4 +237,95 @@ fn descriptor_layouts_match_the_c_header() {
     ] {
         assert!(types.contains(&format!("#define {name} {v}u")), "{name}");
     }
+}
+
+#[test]
+fn pool_size_classes_waste_at_most_an_eighth() {
+    use super::memory::size_class;
+    assert_eq!(size_class(0), Some(256));
+    assert_eq!(size_class(1000), Some(1024));
+    assert_eq!(size_class(1025), Some(1152));
+    // A ResNet-50 batch of 256 f32 CHW 224x224 images: 154 MB.
+    let batch = 256 * 3 * 224 * 224 * 4;
+    assert_eq!(size_class(batch), Some(160 << 20));
+    assert_eq!(size_class(usize::MAX), None);
+    let mut len = 1usize;
+    let mut prev = 0;
+    while len < (1 << 40) {
+        for l in [len, len + 1, len * 3 / 2, len * 2 - 1] {
+            let c = size_class(l).unwrap();
+            assert!(c >= l && c >= 256, "{l} -> {c}");
+            assert!((c - l.max(256)) * 8 <= c, "{l} -> {c}: more than 1/8 waste");
+            assert_eq!(size_class(c), Some(c), "a class is its own class");
+        }
+        let c = size_class(len).unwrap();
+        assert!(c >= prev, "classes grow with the request");
+        prev = c;
+        len = len * 5 / 3 + 1;
+    }
+}
+
+/// A loader standing in for the driver's module load: it takes ELF images only.
+fn elf_only(calls: &mut Vec<Vec<u8>>, bin: Vec<u8>) -> Result<usize, crate::Error> {
+    calls.push(bin.clone());
+    if bin.starts_with(b"\x7fELF") {
+        Ok(bin.len())
+    } else {
+        Err(crate::Error::Cuda(
+            "CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid".into(),
+        ))
+    }
+}
+
+#[test]
+fn a_corrupt_cached_cubin_is_deleted_and_compiled_again_once() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let arch = Arch { major: 9, minor: 0 };
+    let m = KernelModule::Convert;
+    let path = cache_path(dir.path(), m, arch, nvrtc_version().unwrap()).unwrap();
+    std::fs::write(&path, b"half a cubin, cut off by a full disk").unwrap();
+    let mut calls = Vec::new();
+    let loaded = load_cached_in(Some(dir.path()), m, arch, |b| elf_only(&mut calls, b));
+    assert!(loaded.is_ok(), "{loaded:?}");
+    assert_eq!(calls.len(), 2, "the cached file, then a fresh compilation");
+    assert_eq!(calls[0], b"half a cubin, cut off by a full disk");
+    let fresh = std::fs::read(&path).expect("the new cubin is cached");
+    assert!(fresh.starts_with(b"\x7fELF"));
+    assert_eq!(fresh, calls[1]);
+    // The next load takes the good file at once.
+    calls.clear();
+    assert!(load_cached_in(Some(dir.path()), m, arch, |b| elf_only(&mut calls, b)).is_ok());
+    assert_eq!(calls.len(), 1);
+}
+
+#[test]
+fn a_cubin_the_driver_refuses_is_compiled_again_only_once() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let arch = Arch { major: 9, minor: 0 };
+    let m = KernelModule::Convert;
+    let path = cache_path(dir.path(), m, arch, nvrtc_version().unwrap()).unwrap();
+    std::fs::write(&path, b"garbage").unwrap();
+    let mut tries = 0;
+    let r: Result<(), _> = load_cached_in(Some(dir.path()), m, arch, |_| {
+        tries += 1;
+        Err(crate::Error::Cuda("CUDA_ERROR_NO_BINARY_FOR_GPU".into()))
+    });
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("CUDA_ERROR_NO_BINARY_FOR_GPU"), "{e}");
+    assert_eq!(tries, 2, "the cached file and one recompilation, no loop");
+    // A freshly compiled cubin that fails to load is not retried (nothing cached to blame).
+    let fresh = tempfile::tempdir().unwrap();
+    let mut tries = 0;
+    let r: Result<(), _> = load_cached_in(Some(fresh.path()), m, arch, |_| {
+        tries += 1;
+        Err(crate::Error::Cuda("refused".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(tries, 1);
 }

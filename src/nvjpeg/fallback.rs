@@ -62,6 +62,10 @@ pub enum FallbackReason {
     Sampling(String),
     /// nvJPEG itself declined it (`nvjpegDecoderJpegSupported`), found at decode time.
     NvjpegUnsupported(String),
+    /// nvJPEG failed on it (a call, or the GPU work found failed at synchronisation) without
+    /// losing the CUDA context: the CPU decodes it again, and reports the reference error if
+    /// the file is bad.
+    NvjpegFailed(String),
 }
 
 impl std::fmt::Display for FallbackReason {
@@ -75,6 +79,7 @@ impl std::fmt::Display for FallbackReason {
             FallbackReason::RgbStored => write!(f, "JPEG stored as RGB"),
             FallbackReason::Sampling(s) => write!(f, "chroma sampling {s}"),
             FallbackReason::NvjpegUnsupported(s) => write!(f, "nvJPEG: {s}"),
+            FallbackReason::NvjpegFailed(s) => write!(f, "nvJPEG failed: {s}"),
         }
     }
 }

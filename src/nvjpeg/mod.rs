@@ -19,16 +19,20 @@
 //! # For a GPU stage: [`GpuJpegDecoder`]
 //!
 //! ```text
-//! let dec = GpuJpegDecoder::probe()?;                  // Err: no library / no GPU → CPU path
-//! for each batch:
-//!     route each image: dec.route(bytes)                // Cpu(reason) → crate::decode::decode
-//!     allocate outputs (w × h × 3 bytes, pitch ≥ 3w): w × h from Route::Gpu(_, facts)
-//!         (facts.width × facts.height, as stored) or the ROI's size
-//!     let res = unsafe { dec.decode_batch(stream, &bytes, &outputs, &rois) };
-//!     res[i]: Ok(info) → on the GPU; Err(CpuFallback(_)) → CPU decode; Err(_) → sample error
-//!     synchronise `stream` before reading outputs or the next decode_batch
+//! let ctx = Arc::new(CudaGpuContext::from_context(device.context().clone()));
+//! let dec = GpuJpegDecoder::probe(ctx)?;             // Err: no library / no GPU → CPU path
+//! for each batch (headers read once per sample, on the host):
+//!     route each image: route_header(&header, dec.has_hardware())  // Cpu(reason) → CPU decode
+//!     plan = dec.plan(&header, roi)                   // allocate plan.width × plan.height RGB
+//!     let s = unsafe { dec.submit(stream, &images) }?; // Err: fatal (context lost) → fail
+//!     ... queue the kernels of the previous batch, etc.
+//!     let res = dec.finish(s)?;                       // waits; Err: fatal → fail the pipeline
+//!     res[i]: Ok(info) → decoded, read info.window of it; Err(CpuFallback(_)) → CPU decode
 //! ```
 //!
+//! The library is opened once per process ([`Nvjpeg::shared`]) and never closed. Each
+//! decoder is bound to one CUDA context ([`GpuContext`]), made current before every call.
+
 //! # Matching the CPU path (EXIF orientation, gray, colour)
 //!
 //! The CPU path ([`crate::decode::decode`]) outputs RGB (or Pillow `L` gray) and, with
@@ -78,8 +82,11 @@ use std::sync::Arc;
 pub use fallback::{
     classify, needs_cpu_fallback, route_header, FallbackReason, GpuRoute, Route, Subsampling,
 };
-pub use result::{status_name, Nvjpeg, NvjpegError};
-pub use safe::{BackendPreference, BatchDecoder, DecodedInfo, DeviceOutput, Roi};
+pub use result::{cuda_error_is_fatal, status_name, Nvjpeg, NvjpegError};
+pub use safe::{
+    plan_roi, BackendPreference, BatchDecoder, CudaGpuContext, DecodedInfo, DecoderConfig,
+    DeviceOutput, EncodedImage, GpuContext, Roi, RoiPlan, Submitted,
+};
 
 use crate::decode::{exif, Limits};
 
@@ -91,6 +98,7 @@ impl From<NvjpegError> for crate::Error {
             NvjpegError::LibraryNotFound { name, tried } => {
                 crate::Error::LibraryNotFound { name, tried }
             }
+            e @ NvjpegError::Cuda { .. } => crate::Error::Cuda(e.to_string()),
             other => crate::Error::Nvjpeg(other.to_string()),
         }
     }
@@ -100,7 +108,8 @@ impl From<NvjpegError> for crate::Error {
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
 /// The GPU JPEG decoder a GPU stage is to use (none is wired yet: see the module docs):
-/// nvJPEG loaded, handles created, engines used when present. One per decoding thread.
+/// nvJPEG loaded (once per process), handles created in one CUDA context, engines used when
+/// present. One per decoding thread at a time.
 #[derive(Debug)]
 pub struct GpuJpegDecoder {
     lib: Arc<Nvjpeg>,
@@ -108,26 +117,25 @@ pub struct GpuJpegDecoder {
 }
 
 impl GpuJpegDecoder {
-    /// Loads nvJPEG and creates a decoder for batches of up to [`DEFAULT_MAX_BATCH`],
-    /// preferring the JPEG engines. `Err` (never a panic) when the library is missing
-    /// ([`crate::Error::LibraryNotFound`]) or no GPU can be used ([`crate::Error::Nvjpeg`]):
+    /// Loads nvJPEG and creates a decoder in `ctx` for batches of up to
+    /// [`DEFAULT_MAX_BATCH`], preferring the JPEG engines. `Err` (never a panic) when the
+    /// library is missing ([`crate::Error::LibraryNotFound`]) or the GPU can't be used:
     /// the caller then decodes on the CPU.
-    ///
-    /// The CUDA context of the device to use must be current on this thread (cudarc:
-    /// `CudaContext::bind_to_thread`); otherwise the runtime's primary context of device 0
-    /// is used.
-    pub fn probe() -> Result<Self, crate::Error> {
-        Self::probe_with(BackendPreference::Auto, DEFAULT_MAX_BATCH)
+    pub fn probe(ctx: Arc<dyn GpuContext>) -> Result<Self, crate::Error> {
+        Self::probe_with(ctx, DecoderConfig::default())
     }
 
-    /// [`Self::probe`] with a backend preference and batch size.
-    pub fn probe_with(pref: BackendPreference, max_batch: usize) -> Result<Self, crate::Error> {
-        let lib = Arc::new(Nvjpeg::load()?);
-        let inner = BatchDecoder::new(lib.clone(), pref, max_batch)?;
+    /// [`Self::probe`] with a configuration (backend preference, batch size, depths).
+    pub fn probe_with(
+        ctx: Arc<dyn GpuContext>,
+        config: DecoderConfig,
+    ) -> Result<Self, crate::Error> {
+        let lib = Nvjpeg::shared()?;
+        let inner = BatchDecoder::new(lib.clone(), ctx, config)?;
         Ok(GpuJpegDecoder { lib, inner })
     }
 
-    /// Uses the pipeline's decode limits in the per-image checks.
+    /// Uses the pipeline's decode limits in [`Self::route`].
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.inner = self.inner.with_limits(limits);
         self
@@ -144,7 +152,12 @@ impl GpuJpegDecoder {
             Some((e, c)) => format!("hardware decoder: {e} engines x {c} cores"),
             None => "no hardware decoder".to_string(),
         };
-        format!("nvJPEG {v} from {}; {hw}", self.lib.path())
+        let roi = if self.inner.pads_roi() {
+            "; ROIs padded by an MCU (ROI boundary bug before 13.3)"
+        } else {
+            ""
+        };
+        format!("nvJPEG {v} from {}; {hw}{roi}", self.lib.path())
     }
 
     /// Whether the JPEG engines are used.
@@ -155,6 +168,16 @@ impl GpuJpegDecoder {
     /// Where `bytes` will be decoded (host-only; see [`fallback`]).
     pub fn route(&self, bytes: &[u8]) -> Route {
         self.inner.route(bytes)
+    }
+
+    /// How an image with `header` and region `roi` is decoded: the output to allocate and
+    /// the window of it to read ([`plan_roi`]).
+    pub fn plan(
+        &self,
+        header: &crate::decode::JpegHeader,
+        roi: Option<Roi>,
+    ) -> Result<RoiPlan, NvjpegError> {
+        self.inner.plan(header, roi)
     }
 
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`: components, subsampling,
@@ -168,23 +191,39 @@ impl GpuJpegDecoder {
         &mut self.inner
     }
 
-    /// Decodes a batch into caller-provided device buffers (interleaved RGB, as stored:
-    /// orientation not applied); `rois[i]` in stored coordinates, `None` for the whole
-    /// image. One result per image; see [`BatchDecoder::decode_batch_roi`].
+    /// Queues a batch (see [`BatchDecoder::submit`]); decoded once [`Self::finish`] says so.
     ///
     /// # Safety
-    /// `stream` is null or a `CUstream` of the current context; outputs are device memory
-    /// of that context, large enough, untouched until `stream` is synchronised; synchronise
-    /// before reading them and before the next call.
+    /// As [`BatchDecoder::submit`].
+    pub unsafe fn submit(
+        &mut self,
+        stream: *mut c_void,
+        images: &[EncodedImage<'_>],
+    ) -> Result<Submitted, NvjpegError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.inner.submit(stream, images) }
+    }
+
+    /// Waits for a submitted batch; see [`BatchDecoder::finish`].
+    pub fn finish(
+        &self,
+        batch: Submitted,
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, NvjpegError> {
+        self.inner.finish(batch)
+    }
+
+    /// Decodes a batch and waits for it (interleaved RGB, as stored: orientation not
+    /// applied; per image, the region asked for is `info.window` of what was written).
+    ///
+    /// # Safety
+    /// As [`BatchDecoder::submit`].
     pub unsafe fn decode_batch(
         &mut self,
         stream: *mut c_void,
-        images: &[&[u8]],
-        outputs: &[DeviceOutput],
-        rois: &[Option<Roi>],
-    ) -> Vec<Result<DecodedInfo, NvjpegError>> {
+        images: &[EncodedImage<'_>],
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, NvjpegError> {
         // SAFETY: forwarded contract.
-        unsafe { self.inner.decode_batch_roi(stream, images, outputs, rois) }
+        unsafe { self.inner.decode(stream, images) }
     }
 }
 

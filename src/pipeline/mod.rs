@@ -1,8 +1,10 @@
 //! The pipeline machinery: definitions ([`spec`]) and their [`settings`], the kinds a
 //! pipeline may name ([`registry`]), pipeline files ([`file`](mod@file)), validation and
-//! planning ([`graph`]), batches ([`batch`]) and the running pipeline ([`run`]).
+//! planning ([`graph`]), batches ([`batch`]), the running pipeline ([`run`]) and the
+//! comparison of two devices ([`compare`]).
 
 pub mod batch;
+pub mod compare;
 pub mod device_tensor;
 pub mod file;
 pub mod graph;

@@ -1,5 +1,5 @@
-//! The `stokehold` command line: run, bench, tune and check pipeline files; pack a data set
-//! into tar shards.
+//! The `stokehold` command line: run, bench, tune, check and compare pipeline files; pack a
+//! data set into tar shards.
 
 use std::process::ExitCode;
 
@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod check;
+mod compare;
 mod interrupt;
 mod logs;
 mod options;
@@ -44,6 +45,10 @@ enum Command {
     /// Pack a class-folder data set into WebDataset tar shards (+ index.json), for
     /// `--data` or a shard_reader to read.
     Pack(pack::PackArgs),
+    /// Run a pipeline on two devices (one epoch) and report, per output, the largest and mean
+    /// difference, the PSNR of the decoded images and whether every sample's random
+    /// parameters match; exit status 3 when beyond the documented tolerance.
+    Compare(compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::tune(&args),
         Command::Check(args) => check::check(&args),
         Command::Pack(args) => pack::pack_folder(&args),
+        Command::Compare(args) => compare::compare(&args),
     };
     match result {
         Ok(code) => code,

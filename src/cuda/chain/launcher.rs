@@ -2,7 +2,7 @@
 //! sample has color jitter — resample and flip, jitter, then normalize, cast and lay out.
 
 use crate::cuda::batch::{DeviceBatch, DeviceImage};
-use crate::cuda::launch::{batch_grid, launch, Arg};
+use crate::cuda::launch::{batch_grid, launch, Arg, BLOCK};
 use crate::cuda::module::KernelModule;
 use crate::cuda::run::run_jitter;
 use crate::cuda::Device;
@@ -14,6 +14,15 @@ use super::sample::{build_desc, FusedSample, JitterSample, SourceDims};
 
 /// The chain kernel's entry point.
 const CHAIN_ENTRY: &str = "fused_crop_resize_normalize";
+
+/// Rows and columns of the output tile one block of the resampling kernels produces
+/// (`TILE_H`, `TILE_W` of `kernels/common/resample.cuh`; a test checks they match).
+pub(crate) const TILE: (usize, usize) = (16, 32);
+
+/// Tiles of an `h` × `w` output: the blocks that keep every tile of it busy at once.
+pub(crate) fn tiles(h: usize, w: usize) -> u64 {
+    (h.div_ceil(TILE.0) * w.div_ceil(TILE.1)) as u64
+}
 
 /// Runs the resampling kernel `entry` of `module` over a batch (shared by the fused chain
 /// and the standalone resize).
@@ -67,12 +76,13 @@ pub(crate) fn run_resample(
     let descs_dev = dev.upload_pod(&descs)?;
     let table_dev = dev.upload_pod(&table)?;
     let func = dev.modules().function(module, entry)?;
-    let max_px = shapes
+    // One block per output tile of the largest sample (the kernel strides over the rest).
+    let max_tiles = shapes
         .iter()
-        .map(|&(h, w, _)| (h * w) as u64)
+        .map(|&(h, w, _)| tiles(h, w))
         .max()
         .unwrap_or(1);
-    let cfg = batch_grid(max_px, samples.len())?;
+    let cfg = batch_grid(max_tiles * u64::from(BLOCK), samples.len())?;
     let args = [
         Arg::Buf(descs_dev.slice()),
         Arg::Buf(table_dev.slice()),

@@ -5,11 +5,11 @@
 //! Tap tables are computed on the host by the same Rust functions the CPU path uses
 //! ([`bilinear_taps`], [`nearest_indices`], [`vertical_first`]) and uploaded once per batch,
 //! so the integer arithmetic on the device sees exactly the CPU's weights. The kernel
-//! reproduces Pillow's u8 rounding between the two passes by recomputing, per output pixel,
-//! the rounded first-pass values it needs (see `kernels/common/resample.cuh`): no scratch
-//! image, one read of the source, one write of the output. The cost is `taps_v × taps_h`
-//! reads per output element instead of `taps_v + taps_h` amortised, which is small for the
-//! usual 2–4× downscales of training crops and served from cache.
+//! reproduces Pillow's u8 rounding between the two passes by computing, per output tile, the
+//! rounded first-pass lines the tile needs into shared memory and summing the second pass
+//! from them (see `kernels/common/resample.cuh`): `taps_v + taps_h` reads per output element,
+//! as the CPU's two passes, and no scratch image in device memory. (A tile whose lines are
+//! sparse, a shrink without antialias, recomputes per pixel instead, which is cheaper there.)
 
 use crate::cuda::batch::DeviceImage;
 use crate::cuda::desc::{dtype, fused_flags, FusedDesc, JitterDesc};

@@ -38,6 +38,12 @@ pub(crate) fn prepare(
     let info = DecodedInfo {
         width,
         height,
+        window: Roi {
+            x: 0,
+            y: 0,
+            width,
+            height,
+        },
         stored_width: facts.width,
         stored_height: facts.height,
         components: facts.components,

@@ -27,6 +27,14 @@ mod ffi {
 
     extern "C" {
         pub fn stokehold_emu_set_block(sample: u32, samples: u32);
+        pub fn stokehold_emu_launch_resample(
+            entry: *const std::ffi::c_char,
+            d: *const FusedDesc,
+            t: *const i32,
+            n: u32,
+            grid_x: u32,
+            threads: u32,
+        ) -> i32;
         pub fn stokehold_emu_fused_crop_resize_normalize(
             d: *const FusedDesc,
             t: *const i32,
@@ -56,6 +64,7 @@ pub fn symbol(entry: &str) -> Option<usize> {
         use ffi::*;
         let f: usize = match entry {
             "emu_set_block" => stokehold_emu_set_block as *const () as usize,
+            "emu_launch_resample" => stokehold_emu_launch_resample as *const () as usize,
             "fused_crop_resize_normalize" => {
                 stokehold_emu_fused_crop_resize_normalize as *const () as usize
             }

@@ -5,8 +5,8 @@
 use crate::cuda::chain::{FusedSample, JitterSample};
 use crate::cuda::run_fused_batch;
 use crate::cuda::test_support::{
-    assert_same, check_batch, device, image_u8, run_chain_emu, run_fused_batch_emu, upload_all,
-    Emu, SHAPES,
+    assert_same, check_batch, device, image_u8, run_chain_emu, run_chain_emu_threads,
+    run_fused_batch_emu, upload_all, Emu, SHAPES,
 };
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::cast::cast_image;
@@ -412,5 +412,167 @@ fn the_chain_reads_the_stored_image_through_its_orientation_on_the_host() {
                 &format!("round {round}, orientation {o}, {h}x{w}x{c}: {plain:?}"),
             );
         }
+    }
+}
+
+/// Large downscales (photo-sized sources to training and eval sizes, far beyond one chunk of
+/// first-pass lines), both pass orders, kept windows, 1 to 4 channels: the tiled two-pass
+/// kernel gives the CPU's bytes, run as one thread per block and as whole blocks of threads.
+fn large_downscale_cases() -> (Vec<Image>, Vec<FusedSample>) {
+    let mut rng = SampleRng::from_key(4096);
+    // (source h, w, channels, out h, out w, window: whole or random)
+    let cases = [
+        (900, 1200, 3, 224, 224, false), // eval-like, both passes
+        (1100, 700, 3, 7, 9, false),     // extreme: ~100x, lines span many chunks
+        (640, 960, 1, 24, 300, true),    // vertical first (width shrinks less)
+        (480, 520, 4, 45, 17, true),     // four channels
+        (300, 2000, 3, 33, 64, false),   // wide
+        (333, 257, 2, 1, 1, false),      // one output pixel
+    ];
+    let mut ims = Vec::new();
+    let mut samples = Vec::new();
+    for (k, &(h, w, c, oh, ow, random_window)) in cases.iter().enumerate() {
+        let im = image_u8(h, w, c, 500 + k as u64);
+        let window = if random_window {
+            choose_window(h, w, (0.25, 1.0), (0.75, 4.0 / 3.0), &mut rng)
+        } else {
+            (0, 0, h, w)
+        };
+        let keep = (k % 2 == 1).then(|| (oh / 3, ow / 4, oh - oh / 3, ow - ow / 4));
+        samples.push(FusedSample {
+            keep,
+            flip_h: k % 3 == 0,
+            flip_v: k % 2 == 0,
+            normalize: (k % 3 == 1).then_some(([100.0; 4], [0.02; 4])),
+            dtype: if k % 3 == 1 { DType::F32 } else { DType::U8 },
+            layout: if k % 2 == 0 { Layout::Chw } else { Layout::Hwc },
+            ..FusedSample::resize(window, oh, ow, Interp::Bilinear, k != 3)
+        });
+        ims.push(im);
+    }
+    (ims, samples)
+}
+
+#[test]
+fn large_downscales_match_cpu_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let (ims, samples) = large_downscale_cases();
+    let want: Vec<Image> = ims
+        .iter()
+        .zip(&samples)
+        .map(|(im, s)| fused_cpu(im, s, None))
+        .collect();
+    let one = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+    // 2 blocks per sample (tiles stride over them), 48 threads: not a divisor of the tile,
+    // so every block-stride loop has a partial last round.
+    let blocks = run_chain_emu_threads(&emu, "fused_crop_resize_normalize", &ims, &samples, 2, 48);
+    for (k, s) in samples.iter().enumerate() {
+        assert_same(&one[k], &want[k], &format!("one thread, sample {k}: {s:?}"));
+        assert_same(
+            &blocks[k],
+            &want[k],
+            &format!("blocks of threads, sample {k}: {s:?}"),
+        );
+    }
+}
+
+#[test]
+fn random_chains_match_cpu_with_blocks_of_threads_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let mut rng = SampleRng::from_key(99);
+    for round in 0..6 {
+        let c = [1, 3, 4][round % 3];
+        let ims: Vec<Image> = (0..4)
+            .map(|_| {
+                let h = 1 + rng.below(120) as usize;
+                let w = 1 + rng.below(120) as usize;
+                image_u8(h, w, c, rng.next_u64())
+            })
+            .collect();
+        let samples: Vec<FusedSample> = ims
+            .iter()
+            .enumerate()
+            .map(|(k, im)| random_sample(&mut rng, im, k + round))
+            .collect();
+        let threads = [1, 7, 32, 256][round % 4];
+        for entry in ["fused_crop_resize_normalize", "resize_u8"] {
+            let plain: Vec<FusedSample>;
+            let used = if entry == "resize_u8" {
+                plain = samples
+                    .iter()
+                    .map(|s| FusedSample {
+                        flip_h: false,
+                        flip_v: false,
+                        normalize: None,
+                        dtype: DType::U8,
+                        layout: Layout::Hwc,
+                        ..*s
+                    })
+                    .collect();
+                &plain
+            } else {
+                &samples
+            };
+            let got = run_chain_emu_threads(&emu, entry, &ims, used, 3, threads);
+            for (k, ((g, im), s)) in got.iter().zip(&ims).zip(used).enumerate() {
+                assert_same(
+                    g,
+                    &fused_cpu(im, s, None),
+                    &format!("{entry} round {round} sample {k} ({threads} threads): {s:?}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn launcher_tiles_are_the_kernels_tiles() {
+    let src = include_str!("../../../kernels/common/resample.cuh");
+    let define = |name: &str| -> usize {
+        let line = src
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("no #define {name}"));
+        line.split_whitespace()
+            .nth(2)
+            .unwrap()
+            .trim_end_matches('u')
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        crate::cuda::chain::launcher::TILE,
+        (define("TILE_H"), define("TILE_W"))
+    );
+    assert_eq!(crate::cuda::chain::launcher::tiles(33, 64), 3 * 2);
+}
+
+/// The large downscales on a GPU, one batch per dtype and layout.
+#[test]
+fn gpu_fused_chain_large_downscales_match_cpu() {
+    let Some(dev) = device() else { return };
+    let (ims, samples) = large_downscale_cases();
+    for (dtype, layout) in [(DType::U8, Layout::Chw), (DType::F32, Layout::Hwc)] {
+        let samples: Vec<FusedSample> = samples
+            .iter()
+            .map(|s| FusedSample {
+                dtype,
+                layout,
+                normalize: (dtype == DType::F32).then_some(([100.0; 4], [0.02; 4])),
+                ..*s
+            })
+            .collect();
+        let inputs = upload_all(&dev, &ims);
+        let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
+        let want: Vec<Image> = ims
+            .iter()
+            .zip(&samples)
+            .map(|(im, s)| fused_cpu(im, s, None))
+            .collect();
+        check_batch(
+            &batch,
+            &want,
+            &format!("large downscales {dtype:?} {layout:?}"),
+        );
     }
 }

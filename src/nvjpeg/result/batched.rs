@@ -20,6 +20,29 @@ pub unsafe fn initialize(
     )
 }
 
+/// Allocates the state's internal buffers for batches of `batch` images of up to
+/// `width` × `height` (`nvjpegDecodeBatchedPreAllocate`), so the first batches allocate
+/// nothing and the hardware decoder uses its memory pool.
+///
+/// # Safety
+/// `h`, `st` live; no batch using `st` is pending.
+#[allow(clippy::too_many_arguments)] // mirrors the C signature one to one
+pub unsafe fn preallocate(
+    lib: &Nvjpeg,
+    h: sys::nvjpegHandle_t,
+    st: sys::nvjpegJpegState_t,
+    batch: i32,
+    width: i32,
+    height: i32,
+    css: sys::nvjpegChromaSubsampling_t,
+    fmt: sys::nvjpegOutputFormat_t,
+) -> Result<(), NvjpegError> {
+    call!(
+        lib,
+        nvjpegDecodeBatchedPreAllocate(h, st, batch, width, height, css, fmt)
+    )
+}
+
 /// Whether the batched decoder of `h` takes the parsed stream `s` with `p`
 /// (converted: `true` = supported).
 ///

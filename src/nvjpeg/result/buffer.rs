@@ -18,6 +18,21 @@ pub unsafe fn create_pinned(
     Ok(b)
 }
 
+/// A pinned host buffer whose memory comes from `alloc` (`nvjpegBufferPinnedCreateV2`).
+///
+/// # Safety
+/// `h` is live and outlives the buffer; the allocator stays valid until the buffer is
+/// destroyed.
+pub unsafe fn create_pinned_v2(
+    lib: &Nvjpeg,
+    h: sys::nvjpegHandle_t,
+    alloc: &mut sys::nvjpegPinnedAllocatorV2_t,
+) -> Result<sys::nvjpegBufferPinned_t, NvjpegError> {
+    let mut b: sys::nvjpegBufferPinned_t = std::ptr::null_mut();
+    call!(lib, nvjpegBufferPinnedCreateV2(h, alloc, &mut b))?;
+    Ok(b)
+}
+
 /// Destroys a pinned buffer.
 ///
 /// # Safety
@@ -42,6 +57,21 @@ pub unsafe fn create_device(
         lib,
         nvjpegBufferDeviceCreate(h, std::ptr::null_mut(), &mut b)
     )?;
+    Ok(b)
+}
+
+/// A device buffer whose memory comes from `alloc` (`nvjpegBufferDeviceCreateV2`).
+///
+/// # Safety
+/// `h` is live and outlives the buffer; the allocator stays valid until the buffer is
+/// destroyed.
+pub unsafe fn create_device_v2(
+    lib: &Nvjpeg,
+    h: sys::nvjpegHandle_t,
+    alloc: &mut sys::nvjpegDevAllocatorV2_t,
+) -> Result<sys::nvjpegBufferDevice_t, NvjpegError> {
+    let mut b: sys::nvjpegBufferDevice_t = std::ptr::null_mut();
+    call!(lib, nvjpegBufferDeviceCreateV2(h, alloc, &mut b))?;
     Ok(b)
 }
 

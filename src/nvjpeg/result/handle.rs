@@ -28,6 +28,51 @@ pub unsafe fn create(
     Ok(h)
 }
 
+/// Creates a handle for `backend` whose device and pinned host memory come from the given
+/// stream-ordered allocators (`nvjpegCreateExV2`), so nvJPEG never calls `cudaMalloc` /
+/// `cudaFree` (or their pinned counterparts) itself.
+///
+/// # Safety
+/// As [`create`]; the allocators' functions and context pointers stay valid, and callable
+/// from any thread that calls nvJPEG, until the handle and everything created from it are
+/// destroyed.
+pub unsafe fn create_v2(
+    lib: &Nvjpeg,
+    backend: sys::nvjpegBackend_t,
+    dev: &mut sys::nvjpegDevAllocatorV2_t,
+    pinned: &mut sys::nvjpegPinnedAllocatorV2_t,
+    flags: c_uint,
+) -> Result<sys::nvjpegHandle_t, NvjpegError> {
+    let mut h: sys::nvjpegHandle_t = std::ptr::null_mut();
+    call!(lib, nvjpegCreateExV2(backend, dev, pinned, flags, &mut h))?;
+    Ok(h)
+}
+
+/// Pads every device allocation of the handle to a multiple of `padding` bytes, so buffers
+/// grown for one image serve the next slightly larger ones without a new allocation.
+///
+/// # Safety
+/// `h` is a live handle.
+pub unsafe fn set_device_padding(
+    lib: &Nvjpeg,
+    h: sys::nvjpegHandle_t,
+    padding: usize,
+) -> Result<(), NvjpegError> {
+    call!(lib, nvjpegSetDeviceMemoryPadding(padding, h))
+}
+
+/// As [`set_device_padding`], for pinned host allocations.
+///
+/// # Safety
+/// `h` is a live handle.
+pub unsafe fn set_pinned_padding(
+    lib: &Nvjpeg,
+    h: sys::nvjpegHandle_t,
+    padding: usize,
+) -> Result<(), NvjpegError> {
+    call!(lib, nvjpegSetPinnedMemoryPadding(padding, h))
+}
+
 /// Destroys a handle.
 ///
 /// # Safety

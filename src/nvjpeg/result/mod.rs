@@ -10,7 +10,9 @@
 //! the caller must guarantee. [`super::safe`] wraps them in owned types.
 
 use std::ffi::{c_int, c_uint, c_void};
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use super::fallback::FallbackReason;
 use super::sys;
@@ -50,6 +52,18 @@ pub enum NvjpegError {
     /// The image is not for nvJPEG; decode it on the CPU.
     #[error("not decoded on the GPU: {0}")]
     CpuFallback(FallbackReason),
+    /// A CUDA call around the decode failed (an event, an allocation, the wait for a batch).
+    /// `fatal` when the CUDA context is lost (a sticky error: every later call on it fails
+    /// too), which ends the pipeline rather than costing a sample.
+    #[error("{what}: CUDA error {code}{}", if *.fatal { " (the CUDA context is lost)" } else { "" })]
+    Cuda {
+        /// What was being done.
+        what: String,
+        /// The raw `CUresult`.
+        code: u32,
+        /// Whether the context is lost for good.
+        fatal: bool,
+    },
 }
 
 impl NvjpegError {
@@ -60,6 +74,32 @@ impl NvjpegError {
             _ => None,
         }
     }
+
+    /// Whether the error ends the pipeline (a lost CUDA context) rather than one sample.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, NvjpegError::Cuda { fatal: true, .. })
+    }
+
+    /// A CUDA error code from `what`, fatal when the code is one the CUDA documentation calls
+    /// sticky (the context is unusable afterwards) or says the device is gone.
+    pub fn cuda(what: impl Into<String>, code: u32) -> NvjpegError {
+        NvjpegError::Cuda {
+            what: what.into(),
+            code,
+            fatal: cuda_error_is_fatal(code),
+        }
+    }
+}
+
+/// Whether CUDA error `code` (a `CUresult`) leaves the context unusable: the sticky kernel
+/// faults (illegal address or instruction, misaligned or invalid address space, invalid PC,
+/// hardware stack error, assert, launch failure or timeout), an uncorrectable ECC error, a
+/// destroyed or deinitialised context, a missing device, or an unknown error.
+pub fn cuda_error_is_fatal(code: u32) -> bool {
+    matches!(
+        code,
+        3 | 4 | 100 | 101 | 214 | 700 | 702 | 709 | 710 | 714 | 715 | 716 | 717 | 718 | 719 | 999
+    )
 }
 
 /// The name of an `nvjpegStatus_t` value (`"NVJPEG_STATUS_BAD_JPEG"`), or
@@ -92,11 +132,20 @@ pub fn check(call: &'static str, status: sys::nvjpegStatus_t) -> Result<(), Nvjp
     }
 }
 
-/// An opened libnvjpeg: the bindgen function table and where it came from.
+/// An opened libnvjpeg: the bindgen function table, where it came from, and its version.
+///
+/// A library once opened is never closed (the table is kept in a `ManuallyDrop`): CUDA
+/// libraries register exit handlers, and unloading one while the process still runs (the last
+/// decoder of a pipeline dropped) is known to crash at exit. [`Nvjpeg::shared`] opens it once
+/// per process.
 pub struct Nvjpeg {
-    lib: sys::NvjpegLib,
+    lib: ManuallyDrop<sys::NvjpegLib>,
     path: String,
+    version: Option<(i32, i32, i32)>,
 }
+
+/// The library [`Nvjpeg::shared`] opened (kept for the whole process).
+static SHARED: Mutex<Option<Arc<Nvjpeg>>> = Mutex::new(None);
 
 impl std::fmt::Debug for Nvjpeg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,9 +166,37 @@ macro_rules! call {
 }
 
 impl Nvjpeg {
+    /// The process's nvJPEG: opened from the default candidates ([`candidates`]) on the first
+    /// call that finds one, then the same library for every later call and every decoder, and
+    /// never closed. A failure is not remembered (a later call tries again).
+    pub fn shared() -> Result<Arc<Nvjpeg>, NvjpegError> {
+        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lib) = shared.as_ref() {
+            return Ok(lib.clone());
+        }
+        let lib = Arc::new(Self::load()?);
+        *shared = Some(lib.clone());
+        Ok(lib)
+    }
+
     /// Opens nvJPEG from the default candidates ([`candidates`]); the first that opens wins.
+    /// Prefer [`Nvjpeg::shared`], which opens it once per process.
     pub fn load() -> Result<Nvjpeg, NvjpegError> {
         Self::load_from(&candidates())
+    }
+
+    /// A library from a function table made elsewhere (the tests' fake nvJPEG).
+    #[cfg(test)]
+    pub(crate) fn from_table(
+        lib: sys::NvjpegLib,
+        path: &str,
+        version: Option<(i32, i32, i32)>,
+    ) -> Nvjpeg {
+        Nvjpeg {
+            lib: ManuallyDrop::new(lib),
+            path: path.to_string(),
+            version,
+        }
     }
 
     /// Opens the first of `candidates` (file names searched by the dynamic loader, or
@@ -132,10 +209,13 @@ impl Nvjpeg {
             // are looked up by name into `Result` fields, and typed by the generated header.
             match unsafe { sys::NvjpegLib::new(c.as_os_str()) } {
                 Ok(lib) => {
-                    return Ok(Nvjpeg {
-                        lib,
+                    let mut lib = Nvjpeg {
+                        lib: ManuallyDrop::new(lib),
                         path: c.display().to_string(),
-                    })
+                        version: None,
+                    };
+                    lib.version = lib.query_version().ok();
+                    return Ok(lib);
                 }
                 Err(e) => tried.push(if c.components().count() > 1 {
                     format!("{} ({e})", c.display())
@@ -155,8 +235,24 @@ impl Nvjpeg {
         &self.path
     }
 
-    /// The library version, (major, minor, patch), from `nvjpegGetProperty`; needs no GPU.
+    /// The library version, (major, minor, patch), from `nvjpegGetProperty` (asked once, when
+    /// the library is opened); needs no GPU.
     pub fn version(&self) -> Result<(i32, i32, i32), NvjpegError> {
+        match self.version {
+            Some(v) => Ok(v),
+            None => self.query_version(),
+        }
+    }
+
+    /// Whether ROI decodes must be padded (see [`super::safe::plan_roi`]): nvJPEG before
+    /// 13.3 decodes the border of a region of interest wrongly when chroma is upsampled by
+    /// interpolation (fixed in 13.3). An unknown version is treated as affected.
+    pub fn roi_boundary_bug(&self) -> bool {
+        self.version
+            .is_none_or(|(major, minor, _)| (major, minor) < (13, 3))
+    }
+
+    fn query_version(&self) -> Result<(i32, i32, i32), NvjpegError> {
         let mut v = [0 as c_int; 3];
         for (prop, out) in [sys::MAJOR_VERSION, sys::MINOR_VERSION, sys::PATCH_LEVEL]
             .into_iter()
@@ -172,7 +268,19 @@ impl Nvjpeg {
     pub fn missing_symbols(&self) -> Vec<&'static str> {
         let l = &self.lib;
         let present = [
-            ("nvjpegCreateEx", l.nvjpegCreateEx.is_ok()),
+            ("nvjpegCreateExV2", l.nvjpegCreateExV2.is_ok()),
+            (
+                "nvjpegSetDeviceMemoryPadding",
+                l.nvjpegSetDeviceMemoryPadding.is_ok(),
+            ),
+            (
+                "nvjpegSetPinnedMemoryPadding",
+                l.nvjpegSetPinnedMemoryPadding.is_ok(),
+            ),
+            (
+                "nvjpegDecodeBatchedPreAllocate",
+                l.nvjpegDecodeBatchedPreAllocate.is_ok(),
+            ),
             ("nvjpegDestroy", l.nvjpegDestroy.is_ok()),
             ("nvjpegGetImageInfo", l.nvjpegGetImageInfo.is_ok()),
             ("nvjpegJpegStateCreate", l.nvjpegJpegStateCreate.is_ok()),
@@ -220,16 +328,16 @@ impl Nvjpeg {
                 l.nvjpegDecoderStateCreate.is_ok(),
             ),
             (
-                "nvjpegBufferPinnedCreate",
-                l.nvjpegBufferPinnedCreate.is_ok(),
+                "nvjpegBufferPinnedCreateV2",
+                l.nvjpegBufferPinnedCreateV2.is_ok(),
             ),
             (
                 "nvjpegBufferPinnedDestroy",
                 l.nvjpegBufferPinnedDestroy.is_ok(),
             ),
             (
-                "nvjpegBufferDeviceCreate",
-                l.nvjpegBufferDeviceCreate.is_ok(),
+                "nvjpegBufferDeviceCreateV2",
+                l.nvjpegBufferDeviceCreateV2.is_ok(),
             ),
             (
                 "nvjpegBufferDeviceDestroy",

@@ -1,43 +1,55 @@
-//! The batched decoder: nvJPEG's hardware and CUDA decoders behind one call per batch,
-//! with every image routed on the host first.
+//! The batched decoder: nvJPEG's hardware and CUDA decoders behind one call per batch, every
+//! image routed on the host first from the header the caller already read.
 //!
 //! # Which nvJPEG decoder decodes what
 //!
 //! [`BatchDecoder`] holds up to two handles:
 //! - a **hardware** handle (`NVJPEG_BACKEND_HARDWARE`, the JPEG engines of A100/H100/H200),
-//!   created when [`BackendPreference`] allows it and `nvjpegCreateEx` accepts it; it decodes
-//!   the images [`classify`] routes to [`GpuRoute::Hardware`] *and* that
-//!   `nvjpegDecodeBatchedSupportedEx` accepts, in one `nvjpegDecodeBatchedEx` call with
-//!   per-image decode parameters (output format, ROI);
-//! - a **default** handle with two decoupled decoders (`NVJPEG_BACKEND_GPU_HYBRID` for
-//!   images of [`GPU_HYBRID_MIN_PIXELS`] or more, `NVJPEG_BACKEND_HYBRID` for smaller
-//!   ones, as DALI does), which decode everything else one image at a time through the
-//!   three decoupled phases (host, transfer, device), ROI included.
+//!   created when [`BackendPreference`] allows it and `nvjpegCreateExV2` accepts it; it decodes
+//!   the images [`route_header`] sends to [`GpuRoute::Hardware`] *and* that
+//!   `nvjpegDecodeBatchedSupportedEx` accepts, in one `nvjpegDecodeBatchedEx` call
+//!   (`hardware.rs`);
+//! - a **default** handle with the two decoupled decoders, which decode everything else one
+//!   image at a time (`decoupled.rs`).
 //!
-//! If the batched call fails, every image of it is decoded again on the decoupled path, so
-//! one bad image fails alone ([`BatchDecoder::decode_batch`] returns one `Result` per image).
+//! If the batched call fails, its images go the decoupled way, so one bad image fails alone.
+//!
+//! # Submitted is not decoded
+//!
+//! [`BatchDecoder::submit`] only queues work. The images are decoded when
+//! [`BatchDecoder::finish`] says so, after the batch's fence: errors that show only then (a
+//! bitstream the engines choke on, a failed kernel) turn the batch's images into
+//! [`FallbackReason::NvjpegFailed`] (decode them on the CPU), and a lost CUDA context is a
+//! fatal error for the whole pipeline ([`NvjpegError::is_fatal`]).
+//!
+//! # Memory
+//!
+//! Bounded and allocated once: the encoded bytes of each batch in flight are copied into a
+//! pinned block of the staging ring (`ring.rs`, `ring_depth` blocks), the decoupled path has
+//! `decoupled_slots` sets of buffers, and everything nvJPEG allocates itself comes from our
+//! caches (`alloc.rs`), never from `cudaMalloc`/`cudaFree` in the middle of a run.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use super::super::fallback::{classify, FallbackReason, GpuRoute, JpegFacts, Route, Subsampling};
-use super::super::result::{self, Nvjpeg, NvjpegError};
+use super::super::fallback::{classify, route_header, FallbackReason, GpuRoute, JpegFacts, Route};
+use super::super::result::{Nvjpeg, NvjpegError};
 use super::super::sys;
-use super::{
-    DecodeParams, DecodedInfo, Decoder, DeviceBuffer, DeviceOutput, Handle, JpegState, JpegStream,
-    NvjpegImageInfo, PinnedBuffer, Roi,
-};
-use crate::decode::Limits;
+use super::alloc::{Allocators, CacheStats};
+use super::context::{Fence, GpuContext};
+use super::decoupled::Decoupled;
+use super::hardware::{Hardware, HwImage, HwSlot};
+use super::ring::StagingRing;
+use super::roi::{plan_roi, RoiPlan};
+use super::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
+use crate::decode::{JpegHeader, Limits};
 
-/// Images with at least this many pixels go to the GPU-assisted Huffman decoder
-/// (`NVJPEG_BACKEND_GPU_HYBRID`); smaller ones to the CPU-Huffman one (DALI's default
-/// `hybrid_huffman_threshold`).
-pub const GPU_HYBRID_MIN_PIXELS: usize = 1_000_000;
+pub use super::decoupled::GPU_HYBRID_MIN_PIXELS;
 
 /// Which nvJPEG backend to use for the batched path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendPreference {
-    /// The JPEG engines when `nvjpegCreateEx` accepts `NVJPEG_BACKEND_HARDWARE`, else the
+    /// The JPEG engines when `nvjpegCreateExV2` accepts `NVJPEG_BACKEND_HARDWARE`, else the
     /// CUDA decoders only.
     #[default]
     Auto,
@@ -47,121 +59,117 @@ pub enum BackendPreference {
     Hybrid,
 }
 
-/// A decoupled decoder with its state and work buffers. Field order is drop order:
-/// state, then buffers, then decoder.
-struct Decoupled {
-    state: JpegState,
-    /// Attached to `state`; kept alive (and destroyed after it) here.
-    _device: DeviceBuffer,
-    pinned: Vec<PinnedBuffer>,
-    decoder: Decoder,
-    handle: Arc<Handle>,
+/// How a [`BatchDecoder`] is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecoderConfig {
+    /// Most images per [`BatchDecoder::submit`] (1..=2^31-1).
+    pub max_batch: usize,
+    /// Backend preference.
+    pub backend: BackendPreference,
+    /// Batches in flight (staging-ring slots, each with its own hardware state).
+    pub ring_depth: usize,
+    /// Images in flight on the decoupled path.
+    pub decoupled_slots: usize,
+    /// (width, height) the hardware states are allocated for up front
+    /// (`nvjpegDecodeBatchedPreAllocate`); larger images grow them.
+    pub preallocate: (usize, usize),
 }
 
-impl Decoupled {
-    fn new(handle: &Arc<Handle>, backend: sys::nvjpegBackend_t) -> Result<Self, NvjpegError> {
-        let decoder = Decoder::new(handle, backend)?;
-        let state = JpegState::for_decoder(&decoder)?;
-        let device = DeviceBuffer::new(handle)?;
-        // SAFETY: state and buffer are live and owned together (the buffer outlives uses).
-        unsafe { result::state::attach_device(&handle.lib, state.raw, device.raw)? };
-        Ok(Decoupled {
-            state,
-            _device: device,
-            pinned: Vec::new(),
-            decoder,
-            handle: handle.clone(),
-        })
-    }
-
-    fn supports(&self, stream: &JpegStream, params: &DecodeParams) -> Result<bool, NvjpegError> {
-        // SAFETY: all live.
-        unsafe {
-            result::decoder::supports(&self.handle.lib, self.decoder.raw, stream.raw, params.raw)
-        }
-    }
-
-    /// Runs the three phases for the stream parsed in `js`, using pinned buffer `slot` (one
-    /// per image of a batch, so no host write races a pending copy).
-    ///
-    /// # Safety
-    /// `dest` is valid device memory for the output until `stream`'s work completes;
-    /// `stream` is a valid stream of the current context (or null); the bytes parsed into
-    /// `js` are still alive.
-    unsafe fn decode(
-        &mut self,
-        js: &JpegStream,
-        params: &DecodeParams,
-        slot: usize,
-        dest: &mut sys::nvjpegImage_t,
-        stream: *mut c_void,
-    ) -> Result<(), NvjpegError> {
-        while self.pinned.len() <= slot {
-            self.pinned.push(PinnedBuffer::new(&self.handle)?);
-        }
-        let lib = &self.handle.lib;
-        let h = self.handle.raw;
-        let (d, st) = (self.decoder.raw, self.state.raw);
-        // SAFETY: per the function contract; the pinned buffer `slot` has no pending copy
-        // (it is used once per batch, and the caller synchronises between batches).
-        unsafe {
-            result::state::attach_pinned(lib, st, self.pinned[slot].raw)?;
-            result::decoder::host(lib, h, d, st, params.raw, js.raw)?;
-            result::decoder::transfer(lib, h, d, st, js.raw, stream)?;
-            result::decoder::device(lib, h, d, st, dest, stream)
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            max_batch: 256,
+            backend: BackendPreference::Auto,
+            ring_depth: 2,
+            decoupled_slots: 4,
+            preallocate: (512, 512),
         }
     }
 }
 
-/// The engines' batched path: a state and per-slot parameters and parsed streams.
-struct HardwareBatch {
-    state: JpegState,
-    params: Vec<DecodeParams>,
-    streams: Vec<JpegStream>,
-    handle: Arc<Handle>,
+/// One image to decode.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedImage<'a> {
+    /// The encoded file (copied before [`BatchDecoder::submit`] returns).
+    pub bytes: &'a [u8],
+    /// Its header, read once for the sample (to EOI, with the pipeline's limits).
+    pub header: &'a JpegHeader,
+    /// The region wanted (stored coordinates), or the whole image.
+    pub roi: Option<Roi>,
+    /// Where it goes: interleaved RGB, sized by [`BatchDecoder::plan`].
+    pub output: DeviceOutput,
 }
 
-/// A batched JPEG decoder writing interleaved RGB into caller-provided device buffers.
-/// One per thread (states and buffers are per thread in nvJPEG).
+/// A batch queued by [`BatchDecoder::submit`]; [`BatchDecoder::finish`] says how it went.
+#[derive(Debug)]
+#[must_use = "a submitted batch is decoded only once `finish` says so"]
+pub struct Submitted {
+    /// Done once every image's GPU work has run; `None` when nothing went to the GPU.
+    fence: Option<Arc<dyn Fence>>,
+    /// Per image: what was queued (`Ok`), or why it is not decoded on the GPU.
+    results: Vec<Result<DecodedInfo, NvjpegError>>,
+}
+
+impl Submitted {
+    /// Whether the GPU work is done (never blocks); `finish` then returns at once.
+    pub fn is_done(&self) -> Result<bool, NvjpegError> {
+        self.fence.as_ref().map_or(Ok(true), |f| f.is_done())
+    }
+
+    /// The fence of the batch's GPU work, for ordering other work after it.
+    pub fn fence(&self) -> Option<&Arc<dyn Fence>> {
+        self.fence.as_ref()
+    }
+}
+
+/// A batched JPEG decoder writing interleaved RGB into caller-provided device buffers, bound
+/// to one CUDA context. One per thread at a time (nvJPEG states and buffers are per thread);
+/// it may move between threads, since it makes its context current before every call.
 pub struct BatchDecoder {
-    hardware: Option<HardwareBatch>,
-    gpu_hybrid: Option<Decoupled>,
-    hybrid: Decoupled,
-    parse_stream: JpegStream,
-    params: DecodeParams,
+    // Field order is drop order, after `Drop::drop` has waited for all work.
+    ring: StagingRing<Option<HwSlot>>,
+    decoupled: Decoupled,
+    hardware: Option<Hardware>,
     default: Arc<Handle>,
-    max_batch: usize,
+    memory: Arc<Allocators>,
+    ctx: Arc<dyn GpuContext>,
+    config: DecoderConfig,
+    pad_roi: bool,
     limits: Limits,
+    /// Set when a batch's fence could not be recorded: its work can't be known done, so the
+    /// staging memory can't be reused safely, and the decoder refuses further batches.
+    broken: Option<NvjpegError>,
 }
 
 impl std::fmt::Debug for BatchDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BatchDecoder")
             .field("hardware", &self.hardware.is_some())
-            .field("gpu_hybrid", &self.gpu_hybrid.is_some())
-            .field("max_batch", &self.max_batch)
+            .field("decoupled", &self.decoupled)
+            .field("config", &self.config)
+            .field("pad_roi", &self.pad_roi)
             .finish()
     }
 }
 
-/// One image on its way through [`BatchDecoder::decode_batch_roi`].
+/// An image on its way through `submit`.
 struct Job {
     index: usize,
     facts: JpegFacts,
-    roi: Option<Roi>,
+    plan: RoiPlan,
     dest: sys::nvjpegImage_t,
-    width: usize,
-    height: usize,
+    route: GpuRoute,
 }
 
 impl BatchDecoder {
-    /// Creates the handles and decoders; `max_batch` (≥ 1) bounds the images per call.
+    /// Creates the handles, decoders, slots and ring in `ctx` (made current here).
     /// Checks that every function it needs is in the library first.
     pub fn new(
         lib: Arc<Nvjpeg>,
-        pref: BackendPreference,
-        max_batch: usize,
+        ctx: Arc<dyn GpuContext>,
+        config: DecoderConfig,
     ) -> Result<Self, NvjpegError> {
+        let max_batch = config.max_batch;
         if max_batch == 0 || i32::try_from(max_batch).is_err() {
             return Err(NvjpegError::InvalidArgument(format!(
                 "max_batch must be 1..=2^31-1, got {max_batch}"
@@ -170,9 +178,11 @@ impl BatchDecoder {
         if let Some(symbol) = lib.missing_symbols().first() {
             return Err(NvjpegError::MissingSymbol { symbol });
         }
-        let hardware = match pref {
+        ctx.bind()?;
+        let memory = Allocators::new(ctx.clone());
+        let hardware = match config.backend {
             BackendPreference::Hybrid => None,
-            _ => match Self::hardware_batch(&lib, max_batch) {
+            pref => match Hardware::new(&lib, &memory) {
                 Ok(hw) => Some(hw),
                 Err(e) if pref == BackendPreference::Hardware => return Err(e),
                 Err(e) => {
@@ -183,42 +193,43 @@ impl BatchDecoder {
                 }
             },
         };
-        let default = Handle::new(lib, sys::NVJPEG_BACKEND_DEFAULT)?;
-        let hybrid = Decoupled::new(&default, sys::NVJPEG_BACKEND_HYBRID)?;
-        let gpu_hybrid = Decoupled::new(&default, sys::NVJPEG_BACKEND_GPU_HYBRID).ok();
+        let default = Handle::new(lib.clone(), sys::NVJPEG_BACKEND_DEFAULT, memory.clone())?;
+        let decoupled = Decoupled::new(&default, config.decoupled_slots)?;
+        let payloads = (0..config.ring_depth.max(1))
+            .map(|_| {
+                hardware
+                    .as_ref()
+                    .map(|hw| hw.slot(max_batch, config.preallocate))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let interpolated = default.interpolated_upsampling()
+            || hardware
+                .as_ref()
+                .is_some_and(|hw| hw.handle().interpolated_upsampling());
         Ok(BatchDecoder {
+            ring: StagingRing::new(memory.clone(), payloads),
+            decoupled,
             hardware,
-            gpu_hybrid,
-            hybrid,
-            parse_stream: JpegStream::new(&default)?,
-            params: DecodeParams::new(&default)?,
+            pad_roi: interpolated && lib.roi_boundary_bug(),
             default,
-            max_batch,
+            memory,
+            ctx,
+            config,
             limits: Limits::default(),
+            broken: None,
         })
     }
 
-    fn hardware_batch(lib: &Arc<Nvjpeg>, max_batch: usize) -> Result<HardwareBatch, NvjpegError> {
-        let handle = Handle::new(lib.clone(), sys::NVJPEG_BACKEND_HARDWARE)?;
-        let state = JpegState::new(&handle)?;
-        let mut params = Vec::with_capacity(max_batch);
-        let mut streams = Vec::with_capacity(max_batch);
-        for _ in 0..max_batch {
-            params.push(DecodeParams::new(&handle)?);
-            streams.push(JpegStream::new(&handle)?);
-        }
-        Ok(HardwareBatch {
-            state,
-            params,
-            streams,
-            handle,
-        })
-    }
-
-    /// Uses `limits` (the pipeline's) in the per-image checks.
+    /// Uses `limits` (the pipeline's) in [`Self::route`].
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// How it was built.
+    pub fn config(&self) -> DecoderConfig {
+        self.config
     }
 
     /// Whether the JPEG engines are in use.
@@ -228,279 +239,276 @@ impl BatchDecoder {
 
     /// (engines, cores per engine), when the engines are in use.
     pub fn hardware_info(&self) -> Option<(u32, u32)> {
+        self.ctx.bind().ok()?;
         self.hardware
             .as_ref()
-            .and_then(|h| h.handle.hardware_info().ok())
+            .and_then(|h| h.handle().hardware_info().ok())
     }
 
-    /// The largest batch [`Self::decode_batch`] takes.
+    /// The largest batch [`Self::submit`] takes.
     pub fn max_batch(&self) -> usize {
-        self.max_batch
+        self.config.max_batch
     }
 
-    /// Where `bytes` would be decoded by this decoder (from its header, read on the host).
+    /// Whether ROIs are padded by an MCU (the library's ROI boundary bug; see
+    /// [`plan_roi`]).
+    pub fn pads_roi(&self) -> bool {
+        self.pad_roi
+    }
+
+    /// What nvJPEG's own allocations (device, pinned) have cost so far.
+    pub fn memory_stats(&self) -> (CacheStats, CacheStats) {
+        (self.memory.device.stats(), self.memory.pinned.stats())
+    }
+
+    /// Where `bytes` would be decoded by this decoder, reading its header with this
+    /// decoder's limits (a stage that has read the header uses [`route_header`]).
     pub fn route(&self, bytes: &[u8]) -> Route {
         classify(bytes, &self.limits, self.has_hardware())
     }
 
+    /// How an image with `header` and region `roi` is decoded: the output to allocate
+    /// (`width` × `height` interleaved RGB) and the window of it that is the region asked
+    /// for (see [`plan_roi`]).
+    pub fn plan(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
+        plan_roi(header, roi, self.pad_roi)
+    }
+
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`), for per-image checks.
     pub fn get_image_info(&self, bytes: &[u8]) -> Result<NvjpegImageInfo, NvjpegError> {
+        self.ctx.bind()?;
         self.default.image_info(bytes)
     }
 
-    /// [`Self::decode_batch_roi`] without regions of interest.
+    /// Queues the decode of every image on `stream` and returns at once, the encoded bytes
+    /// already copied (the caller's may go). Per image, [`Self::finish`] then gives the
+    /// decoded size, or [`NvjpegError::CpuFallback`] for an image to decode on the CPU
+    /// (decided on the host first, or nvJPEG failed on it). `Err` for the whole batch: too
+    /// many images (a caller error) or a lost CUDA context (fatal).
     ///
     /// # Safety
-    /// As [`Self::decode_batch_roi`].
-    pub unsafe fn decode_batch(
+    /// - `stream` is null or a valid `CUstream`/`cudaStream_t` of this decoder's context, and
+    ///   every `output` is device memory of that context, at least `len` bytes, not used by
+    ///   anything else until the batch is finished (or its fence done).
+    /// - The batch is finished (or its fence waited on) before the outputs are read or
+    ///   freed.
+    pub unsafe fn submit(
         &mut self,
         stream: *mut c_void,
-        images: &[&[u8]],
-        outputs: &[DeviceOutput],
-    ) -> Vec<Result<DecodedInfo, NvjpegError>> {
-        let rois = vec![None; images.len()];
-        // SAFETY: forwarded contract.
-        unsafe { self.decode_batch_roi(stream, images, outputs, &rois) }
-    }
-
-    /// Decodes `images[i]` (its region `rois[i]`, stored-image coordinates, when given) into
-    /// `outputs[i]` as interleaved RGB, asynchronously on `stream`. Returns one result per
-    /// image: [`NvjpegError::CpuFallback`] for images to decode on the CPU instead (checked
-    /// on the host first), other errors for images nvJPEG failed on; the others are
-    /// unaffected.
-    ///
-    /// # Safety
-    /// - `stream` is null or a valid `CUstream`/`cudaStream_t` of the CUDA context current on
-    ///   this thread, and every `outputs[i]` is device memory of that context, at least
-    ///   `len` bytes, not used by anything else until the work on `stream` has completed.
-    /// - The caller synchronises `stream` (or waits on an event recorded on it after this
-    ///   call) before reading the outputs, before the next call on this decoder (the pinned
-    ///   work buffers are reused) and before dropping the decoder (its work buffers are
-    ///   freed).
-    pub unsafe fn decode_batch_roi(
-        &mut self,
-        stream: *mut c_void,
-        images: &[&[u8]],
-        outputs: &[DeviceOutput],
-        rois: &[Option<Roi>],
-    ) -> Vec<Result<DecodedInfo, NvjpegError>> {
+        images: &[EncodedImage<'_>],
+    ) -> Result<Submitted, NvjpegError> {
         let n = images.len();
-        let all = |msg: String| -> Vec<Result<DecodedInfo, NvjpegError>> {
-            (0..n)
-                .map(|_| Err(NvjpegError::InvalidArgument(msg.clone())))
-                .collect()
-        };
-        if n > self.max_batch {
-            return all(format!("batch of {n} is over max_batch {}", self.max_batch));
+        if n > self.config.max_batch {
+            return Err(NvjpegError::InvalidArgument(format!(
+                "batch of {n} is over max_batch {}",
+                self.config.max_batch
+            )));
         }
-        if outputs.len() != n || rois.len() != n {
-            return all(format!(
-                "{n} images, {} outputs, {} ROIs: they must match",
-                outputs.len(),
-                rois.len()
-            ));
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
         }
+        self.ctx.bind()?;
         let mut results: Vec<Option<Result<DecodedInfo, NvjpegError>>> = vec![None; n];
-        let mut hw_jobs: Vec<Job> = Vec::new();
-        let mut sw_jobs: Vec<Job> = Vec::new();
-        for i in 0..n {
-            match self.prepare(i, images[i], outputs[i], rois[i]) {
-                Ok((GpuRoute::Hardware, job)) => hw_jobs.push(job),
-                Ok((GpuRoute::Hybrid, job)) => sw_jobs.push(job),
+        let mut jobs = Vec::new();
+        for (i, im) in images.iter().enumerate() {
+            match self.prepare(i, im) {
+                Ok(job) => jobs.push(job),
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        // Engines: keep only what the batched decoder accepts with these parameters.
-        if let Some(hw) = self.hardware.as_mut() {
-            let mut accepted = Vec::with_capacity(hw_jobs.len());
-            for job in hw_jobs.drain(..) {
-                let k = accepted.len();
-                match hw_supports(hw, k, images[job.index], job.roi) {
-                    Ok(true) => accepted.push(job),
-                    _ => sw_jobs.push(job),
+        if jobs.is_empty() {
+            return Ok(Submitted {
+                fence: None,
+                results: results.into_iter().map(finished).collect(),
+            });
+        }
+        let k = self.ring.begin()?;
+        let staged = {
+            let bytes: Vec<&[u8]> = jobs.iter().map(|j| images[j.index].bytes).collect();
+            match self.ring.stage(k, &bytes) {
+                Ok(s) => s,
+                Err(e) if e.is_fatal() => return Err(e),
+                // No pinned memory for the copies: this batch is decoded on the CPU.
+                Err(e) => {
+                    let reason = FallbackReason::NvjpegFailed(format!("staging: {e}"));
+                    for job in &jobs {
+                        results[job.index] = Some(Err(NvjpegError::CpuFallback(reason.clone())));
+                    }
+                    return Ok(Submitted {
+                        fence: None,
+                        results: results.into_iter().map(finished).collect(),
+                    });
                 }
             }
-            if !accepted.is_empty() {
-                // SAFETY: forwarded contract; `images` outlive the call.
-                match unsafe { hw_decode(hw, &mut accepted, images, stream) } {
-                    Ok(()) => {
-                        for job in accepted {
-                            results[job.index] = Some(Ok(info(&job, GpuRoute::Hardware)));
-                        }
-                    }
-                    Err(e) => {
-                        tracing::debug!(
-                            "batched hardware decode failed ({e}); decoding one by one"
-                        );
-                        sw_jobs.extend(accepted);
+        };
+        // Engines first: what they accept goes in one call; the rest, or all of it if the
+        // call fails, goes the decoupled way.
+        let mut decoupled: Vec<usize> = Vec::new();
+        let mut hw_jobs: Vec<usize> = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            let accepted = job.route == GpuRoute::Hardware
+                && self.hardware.as_mut().is_some_and(|hw| {
+                    hw.supports(images[job.index].bytes, job.plan.decode)
+                        .unwrap_or(false)
+                });
+            if accepted {
+                hw_jobs.push(j);
+            } else {
+                decoupled.push(j);
+            }
+        }
+        if !hw_jobs.is_empty() {
+            let batch: Vec<HwImage> = hw_jobs
+                .iter()
+                .map(|&j| HwImage {
+                    data: staged[j].0,
+                    len: staged[j].1,
+                    dest: jobs[j].dest,
+                    roi: jobs[j].plan.decode,
+                })
+                .collect();
+            let queued = match (self.hardware.as_ref(), self.ring.payload_mut(k)) {
+                // SAFETY: the context is current; the slot's last batch is done (`begin`);
+                // the staged bytes live in the slot until its fence; the outputs per the
+                // contract.
+                (Some(hw), Some(slot)) => unsafe { hw.decode(slot, &batch, stream) },
+                _ => Err(NvjpegError::InvalidArgument("no hardware slot".into())),
+            };
+            match queued {
+                Ok(()) => {
+                    for &j in &hw_jobs {
+                        let job = &jobs[j];
+                        results[job.index] = Some(Ok(info(job, GpuRoute::Hardware)));
                     }
                 }
+                Err(e) => {
+                    tracing::debug!("batched hardware decode failed ({e}); decoding one by one");
+                    decoupled.extend(hw_jobs);
+                }
             }
-        } else {
-            sw_jobs.append(&mut hw_jobs);
         }
-        // Pinned slots used so far in this call, per decoupled decoder [gpu_hybrid, hybrid].
-        let mut slots = [0usize; 2];
-        for mut job in sw_jobs {
-            let bytes = images[job.index];
-            // SAFETY: forwarded contract; each image gets its own pinned slot of its decoder.
-            let r = unsafe { self.decode_one(&mut job, bytes, &mut slots, stream) };
-            results[job.index] = Some(r.map(|()| info(&job, GpuRoute::Hybrid)));
+        for j in decoupled {
+            let job = &mut jobs[j];
+            let pixels = job.facts.width * job.facts.height;
+            // SAFETY: the context is current; the staged bytes live until the batch's fence
+            // (the ring slot is sealed with it below); the outputs per the contract.
+            let r = unsafe {
+                self.decoupled.decode(
+                    self.ctx.as_ref(),
+                    staged[j].0,
+                    staged[j].1,
+                    pixels,
+                    job.plan.decode,
+                    &mut job.dest,
+                    stream,
+                )
+            };
+            match r {
+                Err(e) if e.is_fatal() => return Err(e),
+                r => results[job.index] = Some(r.map(|()| info(job, GpuRoute::Hybrid))),
+            }
         }
-        results
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or(Err(NvjpegError::InvalidArgument(
-                    "image not processed".into(),
-                )))
-            })
-            .collect()
+        let fence = match self.ctx.record(stream) {
+            Ok(f) => f,
+            Err(e) => {
+                self.broken = Some(e.clone());
+                return Err(e);
+            }
+        };
+        self.ring.seal(k, fence.clone());
+        Ok(Submitted {
+            fence: Some(fence),
+            results: results.into_iter().map(finished).collect(),
+        })
     }
 
-    /// Host checks for one image: route, ROI bounds, output size.
-    fn prepare(
+    /// Waits (sleeping) for a submitted batch and says, per image, how it went: the decoded
+    /// size and window, or [`NvjpegError::CpuFallback`] (decode it on the CPU). The GPU work
+    /// failing without losing the context sends every image of the batch that was on the
+    /// GPU to the CPU ([`FallbackReason::NvjpegFailed`]); a lost context is a fatal `Err`.
+    pub fn finish(
         &self,
-        index: usize,
-        bytes: &[u8],
-        out: DeviceOutput,
-        roi: Option<Roi>,
-    ) -> Result<(GpuRoute, Job), NvjpegError> {
-        let (route, facts) = match classify(bytes, &self.limits, self.has_hardware()) {
+        batch: Submitted,
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, NvjpegError> {
+        let Some(fence) = batch.fence else {
+            return Ok(batch.results);
+        };
+        self.ctx.bind()?;
+        match fence.wait() {
+            Ok(()) => Ok(batch.results),
+            Err(e) if e.is_fatal() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    "nvJPEG batch failed on the GPU ({e}); decoding its images on the CPU"
+                );
+                Ok(batch
+                    .results
+                    .into_iter()
+                    .map(|r| match r {
+                        Ok(_) => Err(NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(
+                            e.to_string(),
+                        ))),
+                        other => other,
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// [`Self::submit`] then [`Self::finish`]: decodes a batch and waits for it.
+    ///
+    /// # Safety
+    /// As [`Self::submit`].
+    pub unsafe fn decode(
+        &mut self,
+        stream: *mut c_void,
+        images: &[EncodedImage<'_>],
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, NvjpegError> {
+        // SAFETY: forwarded contract; `finish` waits before returning.
+        let submitted = unsafe { self.submit(stream, images)? };
+        self.finish(submitted)
+    }
+
+    /// Host checks for one image: route, ROI plan, output size.
+    fn prepare(&self, index: usize, im: &EncodedImage<'_>) -> Result<Job, NvjpegError> {
+        let (route, facts) = match route_header(im.header, self.has_hardware()) {
             Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
             Route::Gpu(r, f) => (r, f),
         };
-        let (width, height) = output_size(facts.width, facts.height, roi, out)?;
+        let plan = self.plan(im.header, im.roi)?;
+        output_size(plan.width, plan.height, None, im.output)?;
         let mut dest = sys::nvjpegImage_t {
             channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
             pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
         };
-        dest.channel[0] = out.ptr as usize as *mut u8;
-        dest.pitch[0] = out.pitch;
-        Ok((
+        dest.channel[0] = im.output.ptr as usize as *mut u8;
+        dest.pitch[0] = im.output.pitch;
+        Ok(Job {
+            index,
+            facts,
+            plan,
+            dest,
             route,
-            Job {
-                index,
-                facts,
-                roi,
-                dest,
-                width,
-                height,
-            },
-        ))
-    }
-
-    /// Decodes one image on the decoupled path.
-    ///
-    /// # Safety
-    /// As [`Self::decode_batch_roi`].
-    unsafe fn decode_one(
-        &mut self,
-        job: &mut Job,
-        bytes: &[u8],
-        slots: &mut [usize; 2],
-        stream: *mut c_void,
-    ) -> Result<(), NvjpegError> {
-        let lib = &self.default.lib;
-        // SAFETY: handle and stream object are live; `bytes` outlives the three phases,
-        // which all run inside this function.
-        unsafe { result::jpeg_stream::parse(lib, self.default.raw, bytes, self.parse_stream.raw)? };
-        self.params.set_output_rgbi()?;
-        self.params.set_roi(job.roi)?;
-        let big = job.facts.width * job.facts.height >= GPU_HYBRID_MIN_PIXELS;
-        let mut chosen = None;
-        if big {
-            if let Some(g) = self.gpu_hybrid.as_ref() {
-                if g.supports(&self.parse_stream, &self.params)? {
-                    chosen = Some(true);
-                }
-            }
-        }
-        if chosen.is_none() && self.hybrid.supports(&self.parse_stream, &self.params)? {
-            chosen = Some(false);
-        }
-        let dec = match chosen {
-            Some(true) => self.gpu_hybrid.as_mut(),
-            Some(false) => Some(&mut self.hybrid),
-            None => None,
-        };
-        let Some(dec) = dec else {
-            return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
-                "no nvJPEG decoder accepts this image with these parameters".into(),
-            )));
-        };
-        let counter = &mut slots[usize::from(chosen == Some(false))];
-        let slot = *counter;
-        *counter += 1;
-        // SAFETY: forwarded contract.
-        unsafe {
-            dec.decode(
-                &self.parse_stream,
-                &self.params,
-                slot,
-                &mut job.dest,
-                stream,
-            )
-        }
+        })
     }
 }
 
-/// Parses the header into slot `k` and asks the batched decoder whether it takes it.
-fn hw_supports(
-    hw: &mut HardwareBatch,
-    k: usize,
-    bytes: &[u8],
-    roi: Option<Roi>,
-) -> Result<bool, NvjpegError> {
-    let (Some(js), Some(p)) = (hw.streams.get(k), hw.params.get_mut(k)) else {
-        return Ok(false);
-    };
-    p.set_output_rgbi()?;
-    p.set_roi(roi)?;
-    let lib = &hw.handle.lib;
-    // SAFETY: all live; `bytes` is only read during the call.
-    unsafe {
-        result::jpeg_stream::parse_header(lib, hw.handle.raw, bytes, js.raw)?;
-        result::batched::supports(lib, hw.handle.raw, js.raw, p.raw)
+impl Drop for BatchDecoder {
+    fn drop(&mut self) {
+        // Nothing may be destroyed or freed while queued work uses it, and the nvJPEG
+        // objects are destroyed with their context current.
+        if let Err(e) = self.ctx.bind() {
+            tracing::warn!("dropping the nvJPEG decoder: {e}");
+        }
+        self.ring.wait_all();
+        self.decoupled.wait_all();
     }
 }
 
-/// One `nvjpegDecodeBatchedEx` over `jobs` (slot k = jobs[k]).
-///
-/// # Safety
-/// As [`BatchDecoder::decode_batch_roi`].
-unsafe fn hw_decode(
-    hw: &mut HardwareBatch,
-    jobs: &mut [Job],
-    images: &[&[u8]],
-    stream: *mut c_void,
-) -> Result<(), NvjpegError> {
-    let n = jobs.len();
-    let data: Vec<*const u8> = jobs.iter().map(|j| images[j.index].as_ptr()).collect();
-    let lengths: Vec<usize> = jobs.iter().map(|j| images[j.index].len()).collect();
-    let mut dest: Vec<sys::nvjpegImage_t> = jobs.iter().map(|j| j.dest).collect();
-    let mut params: Vec<sys::nvjpegDecodeParams_t> = hw.params[..n].iter().map(|p| p.raw).collect();
-    let lib = &hw.handle.lib;
-    // SAFETY: per the contract; `n` ≤ max_batch fits an i32 (checked in `new`).
-    unsafe {
-        result::batched::initialize(
-            lib,
-            hw.handle.raw,
-            hw.state.raw,
-            n as i32,
-            1,
-            sys::NVJPEG_OUTPUT_RGBI,
-        )?;
-        result::batched::decode_ex(
-            lib,
-            hw.handle.raw,
-            hw.state.raw,
-            &data,
-            &lengths,
-            &mut dest,
-            &mut params,
-            stream,
-        )
-    }
+fn finished(r: Option<Result<DecodedInfo, NvjpegError>>) -> Result<DecodedInfo, NvjpegError> {
+    r.unwrap_or(Err(NvjpegError::InvalidArgument(
+        "image not processed".into(),
+    )))
 }
 
 /// The size written for a `stored_w` × `stored_h` image and `roi`, after checking that the
@@ -547,14 +555,18 @@ pub fn output_size(
 
 fn info(job: &Job, route: GpuRoute) -> DecodedInfo {
     DecodedInfo {
-        width: job.width,
-        height: job.height,
+        width: job.plan.width,
+        height: job.plan.height,
+        window: job.plan.window,
         stored_width: job.facts.width,
         stored_height: job.facts.height,
         components: job.facts.components,
-        subsampling: job.facts.subsampling().unwrap_or(Subsampling::S444),
+        subsampling: job
+            .facts
+            .subsampling()
+            .unwrap_or(super::super::fallback::Subsampling::S444),
         orientation: job.facts.orientation,
-        roi: job.roi,
+        roi: job.plan.decode,
         route,
     }
 }

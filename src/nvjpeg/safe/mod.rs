@@ -1,18 +1,31 @@
 //! Owned nvJPEG objects, each destroyed by `Drop`, and the [`BatchDecoder`] built from them
-//! (in `batch.rs`).
+//! (`batch.rs`, with its two paths in `decoupled.rs` and `hardware.rs`), the memory they use
+//! (`alloc.rs`, `ring.rs`), the CUDA context they belong to (`context.rs`) and the ROI plan
+//! (`roi.rs`).
 //!
 //! # CUDA context and stream
 //!
 //! nvJPEG uses the CUDA runtime API, which works in the context current on the calling
-//! thread (the device's primary context: cudarc's `CudaContext` uses it too, so bind it to
-//! the thread first). Streams cross this API as raw `CUstream` / `cudaStream_t` values
-//! (`*mut c_void`; null is the legacy default stream) and output buffers as `CUdeviceptr`
-//! values (`u64`), so that `src/cuda` can pass its own types' raw handles without this module
-//! depending on it.
+//! thread. Every decoder holds its [`GpuContext`] and makes it current at creation and before
+//! every call. Streams cross this API as raw `CUstream` / `cudaStream_t` values (`*mut
+//! c_void`; null is the legacy default stream) and output buffers as `CUdeviceptr` values
+//! (`u64`), so that `src/cuda` can pass its own types' raw handles.
 
+mod alloc;
 mod batch;
+mod context;
+mod decoupled;
+mod hardware;
+mod ring;
+mod roi;
 
-pub use batch::{output_size, BackendPreference, BatchDecoder, GPU_HYBRID_MIN_PIXELS};
+pub use alloc::{Allocators, BlockCache, CacheStats, MAX_IDLE};
+pub use batch::{
+    output_size, BackendPreference, BatchDecoder, DecoderConfig, EncodedImage, Submitted,
+    GPU_HYBRID_MIN_PIXELS,
+};
+pub use context::{CudaGpuContext, Fence, GpuContext, MemoryKind};
+pub use roi::{plan_roi, RoiPlan};
 
 use std::sync::Arc;
 
@@ -20,16 +33,23 @@ use super::fallback::{GpuRoute, Subsampling};
 use super::result::{self, Nvjpeg, NvjpegError};
 use super::sys;
 
-/// A library handle (`nvjpegHandle_t`). nvJPEG handles are thread safe.
+/// A library handle (`nvjpegHandle_t`) whose memory comes from our [`Allocators`]. nvJPEG
+/// handles are thread safe.
 pub struct Handle {
     lib: Arc<Nvjpeg>,
     raw: sys::nvjpegHandle_t,
     backend: sys::nvjpegBackend_t,
     flags: u32,
+    /// The allocator structs given to nvJPEG (boxed: their address stays put).
+    allocators: Box<(sys::nvjpegDevAllocatorV2_t, sys::nvjpegPinnedAllocatorV2_t)>,
+    /// What the allocator structs point at; dropped after `raw` is destroyed (Drop, then
+    /// fields), since `nvjpegDestroy` frees through them.
+    memory: Arc<Allocators>,
 }
 
 // SAFETY: an nvjpegHandle_t may be used from any thread, also concurrently (nvJPEG's
-// thread-safety rules: only streams, states and buffers are per thread).
+// thread-safety rules: only streams, states and buffers are per thread); the allocators it
+// calls are thread safe (a mutex per cache).
 unsafe impl Send for Handle {}
 // SAFETY: as above.
 unsafe impl Sync for Handle {}
@@ -43,24 +63,47 @@ impl std::fmt::Debug for Handle {
     }
 }
 
+/// Pads nvJPEG's pinned allocations to a multiple of this (a buffer grown for one image then
+/// serves the next slightly larger ones).
+pub const PINNED_PADDING: usize = 256 << 10;
+
+/// Pads nvJPEG's device allocations to a multiple of this.
+pub const DEVICE_PADDING: usize = 1 << 20;
+
 impl Handle {
-    /// Creates a handle for `backend` (`sys::NVJPEG_BACKEND_*`). Asks for chroma upsampling
-    /// by interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, what libjpeg's and the
-    /// CPU path's "fancy" upsampling do) and retries without it if the backend refuses.
-    pub fn new(lib: Arc<Nvjpeg>, backend: sys::nvjpegBackend_t) -> Result<Arc<Self>, NvjpegError> {
+    /// Creates a handle for `backend` (`sys::NVJPEG_BACKEND_*`) allocating from `memory` (the
+    /// context current: the caller binds it), with the paddings above. Asks for chroma
+    /// upsampling by interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, what
+    /// libjpeg's and the CPU path's "fancy" upsampling do) and retries without it if the
+    /// backend refuses.
+    pub fn new(
+        lib: Arc<Nvjpeg>,
+        backend: sys::nvjpegBackend_t,
+        memory: Arc<Allocators>,
+    ) -> Result<Arc<Self>, NvjpegError> {
         let interp = sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+        let mut allocators = Box::new((memory.device_v2(), memory.pinned_v2()));
         let mut last = None;
         for flags in [interp, sys::NVJPEG_FLAGS_DEFAULT] {
-            // SAFETY: default allocators; creating a handle only needs the CUDA runtime,
-            // which initialises the primary context itself when none is current.
-            match unsafe { result::handle::create(&lib, backend, flags) } {
+            let (dev, pinned) = &mut *allocators;
+            // SAFETY: the allocators point at `memory`, which the handle keeps alive until
+            // after `nvjpegDestroy`; they are thread safe. The caller made the context current.
+            match unsafe { result::handle::create_v2(&lib, backend, dev, pinned, flags) } {
                 Ok(raw) => {
-                    return Ok(Arc::new(Handle {
+                    let handle = Handle {
                         lib,
                         raw,
                         backend,
                         flags,
-                    }))
+                        allocators,
+                        memory,
+                    };
+                    // SAFETY: the handle was just created.
+                    unsafe {
+                        result::handle::set_pinned_padding(&handle.lib, raw, PINNED_PADDING)?;
+                        result::handle::set_device_padding(&handle.lib, raw, DEVICE_PADDING)?;
+                    }
+                    return Ok(Arc::new(handle));
                 }
                 Err(e) => last = Some(e),
             }
@@ -81,6 +124,11 @@ impl Handle {
     /// The library it was created from.
     pub fn lib(&self) -> &Nvjpeg {
         &self.lib
+    }
+
+    /// The memory its allocations come from.
+    pub fn memory(&self) -> &Arc<Allocators> {
+        &self.memory
     }
 
     /// (engines, cores per engine) of the hardware decoder.
@@ -105,7 +153,8 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         // SAFETY: every object created from this handle holds an `Arc<Handle>`, so they are
-        // all gone; the handle is destroyed once.
+        // all gone; the handle is destroyed once, with its context current (the owner binds
+        // it before dropping).
         if let Err(e) = unsafe { result::handle::destroy(&self.lib, self.raw) } {
             tracing::warn!("nvjpegDestroy: {e}");
         }
@@ -273,10 +322,12 @@ fn to_i32(v: usize) -> Result<i32, NvjpegError> {
 }
 
 impl PinnedBuffer {
-    /// A pinned buffer (grown by nvJPEG as needed).
+    /// A pinned buffer (grown by nvJPEG as needed), from the handle's allocator.
     pub fn new(handle: &Arc<Handle>) -> Result<Self, NvjpegError> {
-        // SAFETY: the handle is live.
-        let raw = unsafe { result::buffer::create_pinned(&handle.lib, handle.raw)? };
+        let mut alloc = handle.allocators.1;
+        // SAFETY: the handle is live; the allocator points at the handle's memory, which
+        // outlives the buffer (the buffer holds the handle).
+        let raw = unsafe { result::buffer::create_pinned_v2(&handle.lib, handle.raw, &mut alloc)? };
         Ok(PinnedBuffer {
             handle: handle.clone(),
             raw,
@@ -285,10 +336,11 @@ impl PinnedBuffer {
 }
 
 impl DeviceBuffer {
-    /// A device buffer (grown by nvJPEG as needed).
+    /// A device buffer (grown by nvJPEG as needed), from the handle's allocator.
     pub fn new(handle: &Arc<Handle>) -> Result<Self, NvjpegError> {
-        // SAFETY: the handle is live.
-        let raw = unsafe { result::buffer::create_device(&handle.lib, handle.raw)? };
+        let mut alloc = handle.allocators.0;
+        // SAFETY: as for `PinnedBuffer::new`.
+        let raw = unsafe { result::buffer::create_device_v2(&handle.lib, handle.raw, &mut alloc)? };
         Ok(DeviceBuffer {
             handle: handle.clone(),
             raw,
@@ -347,10 +399,15 @@ pub struct DeviceOutput {
 /// What was decoded into one output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedInfo {
-    /// Width written (the ROI's, or the stored width).
+    /// Width written: the decoded region's ([`DecodedInfo::roi`], which may be padded around
+    /// the region asked for), or the stored width.
     pub width: usize,
     /// Height written.
     pub height: usize,
+    /// The region asked for, inside what was written (`x`, `y` from the output's corner):
+    /// the whole output, or a window of it when the ROI was padded (see [`plan_roi`]). The
+    /// kernel that reads the decoded image reads this window.
+    pub window: Roi,
     /// Frame width as stored in the file.
     pub stored_width: usize,
     /// Frame height as stored.
@@ -361,7 +418,7 @@ pub struct DecodedInfo {
     pub subsampling: Subsampling,
     /// EXIF orientation (1..=8), *not* applied: see [`super`]'s notes.
     pub orientation: u8,
-    /// The ROI decoded, if any.
+    /// The region decoded (stored-image coordinates), if not the whole image.
     pub roi: Option<Roi>,
     /// Which decoder ran.
     pub route: GpuRoute,

@@ -2,65 +2,109 @@
 
 use super::*;
 
-/// A driver with a current context and a decoder, or `None` (skip).
+/// A driver with a current context and a decoder bound to it, or `None` (skip), or a
+/// failure when `STOKEHOLD_REQUIRE_GPU=1` (a GPU machine: nothing may skip there).
 fn gpu_setup(max_batch: usize) -> Option<(Cuda, GpuJpegDecoder)> {
-    let Some(cuda) = Cuda::open() else {
-        eprintln!("skipped: no nvJPEG / no GPU (no CUDA driver or device)");
-        return None;
+    let skip = |why: String| {
+        if std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("STOKEHOLD_REQUIRE_GPU=1 but {why}");
+        }
+        eprintln!("skipped: no nvJPEG / no GPU ({why})");
+        None
     };
-    match GpuJpegDecoder::probe_with(BackendPreference::Auto, max_batch) {
+    let Some(cuda) = Cuda::open() else {
+        return skip("no CUDA driver or device".into());
+    };
+    let ctx = match CudaGpuContext::new(0) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return skip(e.to_string()),
+    };
+    let config = DecoderConfig {
+        max_batch,
+        ..DecoderConfig::default()
+    };
+    match GpuJpegDecoder::probe_with(ctx, config) {
         Ok(d) => {
             eprintln!("{}", d.describe());
             Some((cuda, d))
         }
-        Err(e) => {
-            eprintln!("skipped: no nvJPEG / no GPU ({e})");
-            None
-        }
+        Err(e) => skip(e.to_string()),
     }
 }
 
 /// Host copy of a GPU-decoded image: (pixels, width, height).
 type Decoded = (Vec<u8>, usize, usize);
 
-/// Decodes `images` on the GPU (whole images, as stored) and returns the host copies.
+/// Decodes `images` on the GPU (as stored; `rois[i]` in stored coordinates) and returns the
+/// host copies of the regions asked for (the window of a padded ROI decode, as the kernel
+/// reads it). Images the host sends to the CPU are the fallback error, as a string.
 fn gpu_decode(
     cuda: &Cuda,
     dec: &mut GpuJpegDecoder,
     images: &[&[u8]],
     rois: &[Option<Roi>],
 ) -> Vec<Result<Decoded, String>> {
-    let opts = DecodeOptions {
-        apply_exif: false,
-        ..DecodeOptions::default()
-    };
+    let limits = Limits::default();
+    let mut results: Vec<Option<Result<Decoded, String>>> = vec![None; images.len()];
+    let mut headers = Vec::new();
+    for (i, b) in images.iter().enumerate() {
+        match dec.route(b) {
+            Route::Cpu(reason) => {
+                results[i] = Some(Err(NvjpegError::CpuFallback(reason).to_string()))
+            }
+            Route::Gpu(..) => match crate::decode::JpegHeader::read(b, &limits) {
+                Ok(h) => headers.push((i, h)),
+                Err(e) => results[i] = Some(Err(e.to_string())),
+            },
+        }
+    }
     let mut bufs = Vec::new();
-    let mut outs = Vec::new();
-    for (b, roi) in images.iter().zip(rois) {
-        let (w, h) = match (roi, decode::probe(b, &opts)) {
-            (Some(r), _) => (r.width, r.height),
-            (None, Ok(i)) => (i.width, i.height),
-            (None, Err(_)) => (1, 1),
+    let mut encoded = Vec::new();
+    for (i, h) in &headers {
+        let plan = match dec.plan(h, rois[*i]) {
+            Ok(p) => p,
+            Err(e) => {
+                results[*i] = Some(Err(e.to_string()));
+                continue;
+            }
         };
-        let buf = cuda.alloc(w * h * 3).expect("device memory");
-        outs.push(DeviceOutput {
-            ptr: buf.ptr,
-            pitch: w * 3,
-            len: buf.len,
-        });
+        let buf = cuda
+            .alloc(plan.width * plan.height * 3)
+            .expect("device memory");
+        encoded.push((
+            *i,
+            EncodedImage {
+                bytes: images[*i],
+                header: h,
+                roi: rois[*i],
+                output: DeviceOutput {
+                    ptr: buf.ptr,
+                    pitch: plan.width * 3,
+                    len: buf.len,
+                },
+            },
+        ));
         bufs.push(buf);
     }
-    // SAFETY: null stream = the legacy default stream of the current (primary) context;
-    // the buffers are live device memory of that context, sized above, and the context is
-    // synchronised before they are read or dropped.
-    let res = unsafe { dec.decode_batch(std::ptr::null_mut(), images, &outs, rois) };
+    let batch: Vec<EncodedImage<'_>> = encoded.iter().map(|(_, e)| *e).collect();
+    // SAFETY: null stream = the legacy default stream of the current (primary) context, the
+    // decoder's; the buffers are live device memory of that context, sized by the plan, and
+    // `decode_batch` waits for the batch before they are read or dropped.
+    let res =
+        unsafe { dec.decode_batch(std::ptr::null_mut(), &batch) }.expect("not a lost context");
     cuda.sync().expect("synchronise");
-    res.into_iter()
-        .zip(&bufs)
-        .map(|(r, buf)| match r {
-            Ok(info) => Ok((cuda.download(buf)?, info.width, info.height)),
+    for (((i, _), buf), r) in encoded.iter().zip(&bufs).zip(res) {
+        results[*i] = Some(match r {
+            Ok(info) => cuda.download(buf).map(|px| {
+                let w = info.window;
+                (crop(&px, info.width, 3, w), w.width, w.height)
+            }),
             Err(e) => Err(e.to_string()),
-        })
+        });
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every image answered"))
         .collect()
 }
 

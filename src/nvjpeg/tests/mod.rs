@@ -7,6 +7,8 @@
 //! (`routing`), orientation and ROI mapping with the output checks (`roi`), and decoding on
 //! a GPU (`gpu`).
 
+mod bookkeeping;
+mod fake;
 mod gpu;
 mod roi;
 mod routing;
@@ -16,7 +18,10 @@ use std::sync::Arc;
 
 use super::fallback::{classify, facts, FallbackReason, GpuRoute, Route, Subsampling};
 use super::result::{check, status_name, Nvjpeg, NvjpegError};
-use super::safe::{BackendPreference, BatchDecoder, DeviceOutput, Handle, Roi};
+use super::safe::{
+    Allocators, BackendPreference, BatchDecoder, CudaGpuContext, DecoderConfig, DeviceOutput,
+    EncodedImage, GpuContext, Handle, Roi,
+};
 use super::testcuda::Cuda;
 use super::*;
 use crate::decode::{self, exif, DecodeError, DecodeOptions, Limits};
@@ -97,7 +102,9 @@ fn probe_without_a_library_is_an_error_not_a_panic() {
         eprintln!("skipped: an nvJPEG library is loadable here");
         return;
     }
-    match GpuJpegDecoder::probe() {
+    // The library is looked for before the context is touched.
+    let ctx = fake::FakeGpu::new(1, &Arc::new(fake::Log::default()));
+    match GpuJpegDecoder::probe(ctx) {
         Err(crate::Error::LibraryNotFound { tried, .. }) => assert!(tried.len() >= 3),
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
@@ -154,25 +161,58 @@ fn handle_without_a_gpu_is_a_named_error() {
         return;
     }
     let lib = Arc::new(lib);
+    // A context whose binding succeeds (there is no real one here), so that nvJPEG itself
+    // meets the missing GPU. Handles are created with our allocators (nvjpegCreateExV2).
+    let ctx: Arc<dyn GpuContext> = fake::FakeGpu::new(1, &Arc::new(fake::Log::default()));
     for backend in [sys::NVJPEG_BACKEND_DEFAULT, sys::NVJPEG_BACKEND_HARDWARE] {
-        match Handle::new(lib.clone(), backend) {
+        match Handle::new(lib.clone(), backend, Allocators::new(ctx.clone())) {
             Err(e @ NvjpegError::Status { .. }) => {
                 eprintln!("backend {backend}: {e}");
                 assert!(e
                     .to_string()
-                    .contains("nvjpegCreateEx failed: NVJPEG_STATUS_"));
+                    .contains("nvjpegCreateExV2 failed: NVJPEG_STATUS_"));
             }
             other => panic!("expected a status error without a GPU, got {other:?}"),
         }
     }
-    match BatchDecoder::new(lib, BackendPreference::Auto, 8) {
-        Err(NvjpegError::Status { call, .. }) => assert_eq!(call, "nvjpegCreateEx"),
+    let config = DecoderConfig {
+        max_batch: 8,
+        backend: BackendPreference::Auto,
+        ..DecoderConfig::default()
+    };
+    match BatchDecoder::new(lib, ctx.clone(), config) {
+        Err(NvjpegError::Status { call, .. }) => assert_eq!(call, "nvjpegCreateExV2"),
         other => panic!("expected a status error without a GPU, got {other:?}"),
     }
     // The executor's entry point: the library loads (from $STOKEHOLD_NVJPEG), the GPU is
     // missing, and that is an error to fall back on.
-    match GpuJpegDecoder::probe() {
+    match GpuJpegDecoder::probe(ctx) {
         Err(crate::Error::Nvjpeg(m)) => assert!(m.contains("NVJPEG_STATUS_"), "{m}"),
         other => panic!("expected Error::Nvjpeg without a GPU, got {other:?}"),
     }
+}
+
+#[test]
+fn the_library_is_opened_once_and_never_closed() {
+    let Some(p) = std::env::var_os("STOKEHOLD_NVJPEG").filter(|v| !v.is_empty()) else {
+        // Without a library: every attempt is the same error, none a panic, none remembered.
+        let (a, b) = (Nvjpeg::shared(), Nvjpeg::shared());
+        if let (Err(a), Err(b)) = (&a, &b) {
+            assert_eq!(a, b);
+        }
+        eprintln!("skipped: STOKEHOLD_NVJPEG not set (the once-per-process half)");
+        return;
+    };
+    let a = Nvjpeg::shared().expect("STOKEHOLD_NVJPEG must load");
+    let b = Nvjpeg::shared().unwrap();
+    assert!(Arc::ptr_eq(&a, &b), "one library per process");
+    assert!(a.version().is_ok());
+    // A library loaded on its own and dropped stays mapped (no dlclose).
+    let path = PathBuf::from(&p);
+    let own = Nvjpeg::load_from(std::slice::from_ref(&path)).unwrap();
+    drop(own);
+    drop((a, b));
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(maps.contains(&name), "{name} was unloaded");
 }

@@ -325,6 +325,7 @@ impl GpuPlan {
                 FallbackReason::RgbStored => "rgb-stored",
                 FallbackReason::Sampling(_) => "sampling",
                 FallbackReason::NvjpegUnsupported(_) => "nvjpeg-unsupported",
+                FallbackReason::NvjpegFailed(_) => "nvjpeg-failed",
             }),
             Route::Gpu(_, f) if f.progressive => Err("progressive"),
             Route::Gpu(r, f) => Ok((r, f)),

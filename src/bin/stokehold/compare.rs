@@ -1,0 +1,96 @@
+//! `stokehold compare`: runs a pipeline on two devices and says whether they give the same
+//! batches, within the documented tolerance (`stokehold::pipeline::compare`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use stokehold::pipeline::compare::{compare as run_compare, CompareOptions};
+use stokehold::pipeline::DeviceChoice;
+
+use crate::options::{self, RunOpts};
+use crate::output::outln;
+
+/// Exit status when the devices are further apart than the tolerance.
+pub const EXIT_BEYOND_TOLERANCE: u8 = 3;
+
+/// Arguments of `stokehold compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// The pipeline file.
+    pipeline: PathBuf,
+    #[command(flatten)]
+    opts: RunOpts,
+    /// The two devices, the reference first (e.g. cpu,gpu).
+    #[arg(long, value_name = "A,B", default_value = "cpu,gpu", value_parser = parse_devices)]
+    devices: DevicePair,
+    /// Compare only the first N batches of the epoch.
+    #[arg(long, value_name = "N")]
+    batches: Option<usize>,
+    /// Leave out the comparison of the decoded images (the pipeline up to its decoder).
+    #[arg(long)]
+    no_decode: bool,
+}
+
+/// Two devices.
+#[derive(Clone, Copy, Debug)]
+pub struct DevicePair([DeviceChoice; 2]);
+
+fn parse_devices(text: &str) -> Result<DevicePair, String> {
+    let names: Vec<&str> = text.split(',').map(str::trim).collect();
+    let [a, b] = names[..] else {
+        return Err(format!("two devices separated by a comma, got '{text}'"));
+    };
+    let one = |n: &str| {
+        DeviceChoice::from_name(n).ok_or_else(|| {
+            format!(
+                "unknown device '{n}' (devices: {})",
+                DeviceChoice::NAMES.join(", ")
+            )
+        })
+    };
+    Ok(DevicePair([one(a)?, one(b)?]))
+}
+
+/// Compares; exit status 0 within tolerance, [`EXIT_BEYOND_TOLERANCE`] beyond it, 1 when a
+/// device can't run the pipeline.
+pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
+    if args.opts.settings.get("device").is_some() {
+        bail!("compare takes --devices A,B, not --device");
+    }
+    let checked = options::load(&args.pipeline, Some(&args.opts))?;
+    let spec = checked.graph.spec.clone();
+    let options = CompareOptions {
+        devices: args.devices.0,
+        max_batches: args.batches,
+        decode: !args.no_decode,
+        ..CompareOptions::default()
+    };
+    let c = run_compare(&spec, &options)?;
+    outln!("compare {}", args.pipeline.display())?;
+    outln!("{c}")?;
+    Ok(if c.within_tolerance() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_BEYOND_TOLERANCE)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_are_two_known_names() {
+        let p = parse_devices("cpu, gpu").unwrap();
+        assert_eq!(p.0, [DeviceChoice::Cpu, DeviceChoice::Gpu]);
+        assert!(parse_devices("cpu").unwrap_err().contains("two devices"));
+        assert!(parse_devices("cpu,gpu,auto").is_err());
+        let e = parse_devices("cpu,tpu").unwrap_err();
+        assert!(
+            e.contains("unknown device 'tpu'") && e.contains("cpu"),
+            "{e}"
+        );
+    }
+}

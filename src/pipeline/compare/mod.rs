@@ -1,0 +1,434 @@
+//! Running one pipeline on two devices and saying how far apart they are: per output, the
+//! largest and mean absolute difference; per sample, the PSNR of the decoded images; whether
+//! every sample got the same random parameters (`stokehold compare`).
+//!
+//! # Tolerance
+//!
+//! Two devices that decode alike (the CPU path, and the emulated GPU device, which decodes
+//! on the CPU) must agree to rounding: decoded images within ±1 per u8 value, u8 outputs
+//! within ±1, float outputs within 1e-3 (after normalize), labels equal. When exactly one of
+//! them decodes with nvJPEG (a real GPU: its IDCT and colour conversion are not the CPU's),
+//! each sample's decoded image must be within 40 dB PSNR of the other's, and so must each
+//! sample's image outputs (the peak being 255 for u8 and the first device's range of values
+//! for floats); labels still equal. Always: the same samples in the same order, the same
+//! samples skipped, and the same random parameters for every sample.
+//!
+//! ```
+//! use stokehold::pipeline::compare::{compare, CompareOptions};
+//! use stokehold::pipeline::{file, DeviceChoice};
+//!
+//! let data = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?;
+//! let mut spec = file::load("pipelines/resnet50-eval.toml".as_ref())?.spec;
+//! spec.set_data(&data);
+//! let options = CompareOptions {
+//!     devices: [DeviceChoice::Cpu, DeviceChoice::Cpu],
+//!     max_batches: Some(1),
+//!     ..CompareOptions::default()
+//! };
+//! let c = compare(&spec, &options)?;
+//! assert!(c.within_tolerance(), "{c}");
+//! # Ok::<(), stokehold::Error>(())
+//! ```
+
+mod diff;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+
+pub use diff::{median, psnr, OutputDiff};
+
+use super::batch::{Batch, BatchOutput};
+use super::run::{DeviceReport, Pipeline};
+use super::spec::{DeviceChoice, PipelineSpec};
+use crate::error::Error;
+use crate::image::DType;
+
+/// The documented tolerance (module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// Largest difference of u8 values (decoded images and u8 outputs) between devices
+    /// that decode alike.
+    pub u8_max_abs: f64,
+    /// Largest difference of float outputs between devices that decode alike.
+    pub float_max_abs: f64,
+    /// Smallest per-sample PSNR (dB) when one device decodes with nvJPEG.
+    pub min_psnr: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance {
+            u8_max_abs: 1.0,
+            float_max_abs: 1e-3,
+            min_psnr: 40.0,
+        }
+    }
+}
+
+/// What to compare.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompareOptions {
+    /// The two devices (the first is the reference).
+    pub devices: [DeviceChoice; 2],
+    /// Compare at most this many batches (of the one epoch run); `None`: all.
+    pub max_batches: Option<usize>,
+    /// Also run the pipeline up to its decoder on both devices and compare the decoded
+    /// images sample by sample.
+    pub decode: bool,
+    /// The tolerance.
+    pub tolerance: Tolerance,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            devices: [DeviceChoice::Cpu, DeviceChoice::Gpu],
+            max_batches: None,
+            decode: true,
+            tolerance: Tolerance::default(),
+        }
+    }
+}
+
+/// What a comparison found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Which path each device ran, and why.
+    pub devices: [DeviceReport; 2],
+    /// Batches compared.
+    pub batches: usize,
+    /// Samples compared.
+    pub samples: usize,
+    /// One per pipeline output, in order.
+    pub outputs: Vec<OutputDiff>,
+    /// The decoded images (the pipeline up to its decoder), when compared.
+    pub decode: Option<OutputDiff>,
+    /// Samples whose random parameters differ (their files).
+    pub params_differ: Vec<PathBuf>,
+    /// Batch places holding different samples (or missing on one side).
+    pub order_differs: usize,
+    /// Files skipped as bad on each device.
+    pub skipped: [BTreeSet<PathBuf>; 2],
+    /// One device delivered more batches than the other.
+    pub batch_count_differs: bool,
+    /// Whether the two devices decode alike (neither, or both, use nvJPEG).
+    pub same_decoder: bool,
+    /// The tolerance applied.
+    pub tolerance: Tolerance,
+}
+
+impl Comparison {
+    /// An empty comparison of `devices` for outputs `names`.
+    pub fn new(devices: [DeviceReport; 2], names: &[String], tolerance: Tolerance) -> Comparison {
+        let nvjpeg = |d: &DeviceReport| d.device == "gpu";
+        Comparison {
+            same_decoder: nvjpeg(&devices[0]) == nvjpeg(&devices[1]),
+            devices,
+            batches: 0,
+            samples: 0,
+            outputs: names.iter().map(|n| OutputDiff::new(n)).collect(),
+            decode: None,
+            params_differ: Vec::new(),
+            order_differs: 0,
+            skipped: [BTreeSet::new(), BTreeSet::new()],
+            batch_count_differs: false,
+            tolerance,
+        }
+    }
+
+    /// Adds a batch of each device (the same batch of the run).
+    pub fn add_batch(&mut self, a: &Batch, b: &Batch) {
+        self.batches += 1;
+        self.samples += a.samples.len().min(b.samples.len());
+        self.order_differs += a.samples.len().abs_diff(b.samples.len());
+        for (x, y) in a.samples.iter().zip(&b.samples) {
+            if x.index != y.index {
+                self.order_differs += 1;
+            } else if x.params != y.params {
+                self.params_differ.push(x.path.clone());
+            }
+        }
+        for (set, batch) in self.skipped.iter_mut().zip([a, b]) {
+            set.extend(batch.skipped.iter().map(|e| e.path.clone()));
+        }
+        for (k, out) in self.outputs.iter_mut().enumerate() {
+            match (a.outputs.get(k), b.outputs.get(k)) {
+                (Some(x), Some(y)) => out.add(x, y),
+                _ => out.shape_mismatches += a.len().max(b.len()),
+            }
+        }
+    }
+
+    /// Adds a batch of decoded images of each device.
+    pub fn add_decoded(&mut self, a: &Batch, b: &Batch) {
+        let d = self
+            .decode
+            .get_or_insert_with(|| OutputDiff::new("decoded"));
+        match (a.outputs.first(), b.outputs.first()) {
+            (Some(x), Some(y)) => d.add(x, y),
+            _ => d.shape_mismatches += a.len().max(b.len()),
+        }
+    }
+
+    /// The tolerance an output is held to, in words, and whether it is met.
+    pub fn verdict(&self, d: &OutputDiff) -> (String, bool) {
+        let t = &self.tolerance;
+        let shapes = d.shape_mismatches == 0;
+        match d.dtype {
+            None => ("equal".into(), shapes && d.max_abs == 0.0),
+            Some(_) if !self.same_decoder => (
+                format!("PSNR >= {} dB", t.min_psnr),
+                shapes && d.min_psnr() >= t.min_psnr,
+            ),
+            Some(DType::U8) => (
+                format!("max abs <= {}", t.u8_max_abs),
+                shapes && d.max_abs <= t.u8_max_abs,
+            ),
+            Some(_) => (
+                format!("max abs <= {}", t.float_max_abs),
+                shapes && d.max_abs <= t.float_max_abs,
+            ),
+        }
+    }
+
+    /// Every way the two devices are further apart than the tolerance, in words.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        for d in self.outputs.iter().chain(&self.decode) {
+            let (rule, ok) = self.verdict(d);
+            if !ok {
+                p.push(format!(
+                    "'{}': max abs {}, min PSNR {} (tolerance: {rule}){}",
+                    d.name,
+                    number(d.max_abs),
+                    db(d.min_psnr()),
+                    if d.shape_mismatches > 0 {
+                        format!("; {} samples differ in shape", d.shape_mismatches)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        if !self.params_differ.is_empty() {
+            p.push(format!(
+                "random parameters differ for {} samples (first: {})",
+                self.params_differ.len(),
+                self.params_differ[0].display()
+            ));
+        }
+        if self.order_differs > 0 {
+            p.push(format!(
+                "{} batch places hold different samples",
+                self.order_differs
+            ));
+        }
+        if self.skipped[0] != self.skipped[1] {
+            let only: Vec<_> = self.skipped[0]
+                .symmetric_difference(&self.skipped[1])
+                .collect();
+            p.push(format!(
+                "different samples skipped ({} on one device only, first: {})",
+                only.len(),
+                only[0].display()
+            ));
+        }
+        if self.batch_count_differs {
+            p.push("the devices delivered different numbers of batches".into());
+        }
+        if self.samples == 0 {
+            p.push("no sample was compared".into());
+        }
+        p
+    }
+
+    /// Whether the devices agree within the tolerance.
+    pub fn within_tolerance(&self) -> bool {
+        self.problems().is_empty()
+    }
+}
+
+fn number(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v >= 0.01 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+fn db(v: f64) -> String {
+    if v.is_infinite() {
+        "inf".into()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b] = &self.devices;
+        writeln!(f, "devices: {a} | {b}")?;
+        writeln!(
+            f,
+            "compared {} samples in {} batch{}; skipped {} | {}",
+            self.samples,
+            self.batches,
+            if self.batches == 1 { "" } else { "es" },
+            self.skipped[0].len(),
+            self.skipped[1].len()
+        )?;
+        writeln!(
+            f,
+            "{:<12} {:<5} {:>10} {:>10} {:>9} {:>9}  {:<16} result",
+            "output", "type", "max abs", "mean abs", "min dB", "median dB", "tolerance"
+        )?;
+        for d in self.outputs.iter().chain(&self.decode) {
+            let (rule, ok) = self.verdict(d);
+            let (kind, min, med) = match d.dtype {
+                Some(t) => (t.name(), db(d.min_psnr()), db(d.median_psnr())),
+                None => ("label", "-".into(), "-".into()),
+            };
+            writeln!(
+                f,
+                "{:<12} {:<5} {:>10} {:>10} {:>9} {:>9}  {:<16} {}",
+                d.name,
+                kind,
+                number(d.max_abs),
+                number(d.mean_abs()),
+                min,
+                med,
+                rule,
+                if ok { "ok" } else { "FAIL" }
+            )?;
+        }
+        writeln!(
+            f,
+            "random parameters: {} of {} samples identical  {}",
+            self.samples - self.params_differ.len(),
+            self.samples,
+            if self.params_differ.is_empty() {
+                "ok"
+            } else {
+                "FAIL"
+            }
+        )?;
+        let problems = self.problems();
+        if problems.is_empty() {
+            write!(f, "within tolerance")
+        } else {
+            for p in &problems {
+                writeln!(f, "FAIL: {p}")?;
+            }
+            write!(f, "beyond tolerance: {} problem(s)", problems.len())
+        }
+    }
+}
+
+/// The part of `spec` up to its (first) decoder: that operator and those it depends on,
+/// every edge they produce and don't consume as an output, the decoder's first; `None`
+/// when the pipeline has no `decode` operator.
+pub fn decode_only(spec: &PipelineSpec) -> Option<PipelineSpec> {
+    let d = spec.ops.iter().position(|op| op.kind == "decode")?;
+    let mut keep = vec![false; spec.ops.len()];
+    let mut todo = vec![d];
+    while let Some(i) = todo.pop() {
+        if std::mem::replace(&mut keep[i], true) {
+            continue;
+        }
+        for input in &spec.ops[i].inputs {
+            if let Some(p) = spec.ops.iter().position(|op| op.outputs.contains(input)) {
+                todo.push(p);
+            }
+        }
+    }
+    let ops: Vec<_> = spec
+        .ops
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(op, _)| op.clone())
+        .collect();
+    let consumed: BTreeSet<&String> = ops.iter().flat_map(|op| &op.inputs).collect();
+    let first = spec.ops[d].outputs.first()?.clone();
+    let mut outputs = vec![first.clone()];
+    outputs.extend(
+        ops.iter()
+            .flat_map(|op| &op.outputs)
+            .filter(|e| **e != first && !consumed.contains(e))
+            .cloned(),
+    );
+    Some(PipelineSpec {
+        ops,
+        outputs,
+        ..spec.clone()
+    })
+}
+
+/// Runs `spec` (one epoch) on both devices of `options` and compares them batch by batch;
+/// with `options.decode`, also the pipeline up to its decoder ([`decode_only`]).
+pub fn compare(spec: &PipelineSpec, options: &CompareOptions) -> Result<Comparison, Error> {
+    let start = |spec: &PipelineSpec, device: DeviceChoice| {
+        let mut s = spec.clone();
+        s.settings.device = device;
+        s.settings.epochs = Some(1);
+        Pipeline::new(s)
+    };
+    let [da, db] = options.devices;
+    let (mut a, mut b) = (start(spec, da)?, start(spec, db)?);
+    let mut c = Comparison::new(
+        [a.device().clone(), b.device().clone()],
+        &spec.outputs,
+        options.tolerance,
+    );
+    c.batch_count_differs = lockstep(&mut a, &mut b, options.max_batches, |x, y| {
+        c.add_batch(x, y)
+    })?;
+    drop((a, b));
+    if options.decode {
+        if let Some(ds) = decode_only(spec) {
+            let (mut a, mut b) = (start(&ds, da)?, start(&ds, db)?);
+            let uneven = lockstep(&mut a, &mut b, options.max_batches, |x, y| {
+                c.add_decoded(x, y)
+            })?;
+            c.batch_count_differs |= uneven;
+        }
+    }
+    Ok(c)
+}
+
+/// Takes batches from both pipelines together (at most `max`) and hands each pair to `f`;
+/// returns whether one ended before the other. The first error of either ends it.
+fn lockstep(
+    a: &mut Pipeline,
+    b: &mut Pipeline,
+    max: Option<usize>,
+    mut f: impl FnMut(&Batch, &Batch),
+) -> Result<bool, Error> {
+    let mut n = 0;
+    while max.is_none_or(|m| n < m) {
+        match (a.next_batch(), b.next_batch()) {
+            (None, None) => return Ok(false),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => return Err(e),
+            (Some(Ok(x)), Some(Ok(y))) => f(&on_host(x)?, &on_host(y)?),
+            _ => return Ok(true),
+        }
+        n += 1;
+    }
+    Ok(false)
+}
+
+/// `b` with its device-resident outputs copied to the host, where they are compared.
+fn on_host(mut b: Batch) -> Result<Batch, Error> {
+    for o in &mut b.outputs {
+        if let BatchOutput::Device(t) = o {
+            *o = BatchOutput::Images(t.to_host()?);
+        }
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests;

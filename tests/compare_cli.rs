@@ -1,0 +1,96 @@
+//! `stokehold compare`, run as a user would: two CPU runs agree; bad device lists and a
+//! device that can't run are clear errors.
+
+use std::process::Command;
+
+fn stokehold() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+#[test]
+fn cpu_against_cpu_is_within_tolerance() {
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    let out = stokehold()
+        .args([
+            "compare",
+            "pipelines/resnet50-train.toml",
+            "--devices",
+            "cpu,cpu",
+        ])
+        .args(["--batch", "8", "--threads", "2", "--batches", "2", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("compared 16 samples in 2 batches"),
+        "{stdout}"
+    );
+    for row in ["images ", "labels ", "decoded "] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        assert!(line.ends_with(" ok"), "{line}");
+    }
+    assert!(
+        stdout.contains("random parameters: 16 of 16 samples identical  ok"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().last(), Some("within tolerance"));
+}
+
+#[test]
+fn devices_are_checked_before_anything_runs() {
+    let out = stokehold()
+        .args([
+            "compare",
+            "pipelines/resnet50-train.toml",
+            "--devices",
+            "cpu,tpu",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown device 'tpu'"));
+    let out = stokehold()
+        .args([
+            "compare",
+            "pipelines/resnet50-train.toml",
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--devices A,B, not --device"));
+}
+
+#[test]
+fn a_device_that_cannot_run_is_an_error_not_a_verdict() {
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    let out = stokehold()
+        .args([
+            "compare",
+            "pipelines/resnet50-eval.toml",
+            "--devices",
+            "cpu,gpu",
+            "--data",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        eprintln!("skipped: the GPU path runs here");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GPU"), "{stderr}");
+}
