@@ -12,12 +12,12 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::decode::Limits;
+use crate::decode::JpegHeader;
 use crate::error::Error;
-use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, Route};
+use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, RoiPlan, Route};
 
 /// A device address (`CUdeviceptr`; in the emulation, a host address).
 pub type DevicePtr = u64;
@@ -181,50 +181,31 @@ impl PinnedHost {
     }
 }
 
-/// One JPEG of a [`GpuDevice::decode_jpegs`] call.
+/// One JPEG of a [`GpuDevice::submit_decode`] call.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob<'a> {
-    /// The encoded bytes (in pinned memory that stays untouched until the decode's event).
+    /// The encoded bytes (host memory: the device copies them before `submit_decode`
+    /// returns).
     pub bytes: &'a [u8],
+    /// Its header, read once for the sample (to EOI, with the pipeline's limits).
+    pub header: &'a JpegHeader,
     /// The region to decode, in stored (not oriented) coordinates; `None` for all of it.
     pub roi: Option<Roi>,
-    /// Where to write interleaved RGB.
+    /// Where to write interleaved RGB: [`GpuDevice::plan_decode`]'s `height` rows of
+    /// `width` pixels.
     pub out: DeviceOutput,
 }
 
-/// Errors a decode reports only once its work has run (known after its event).
-#[derive(Debug, Default)]
-pub struct LateErrors(Mutex<Vec<Option<String>>>);
+/// A batch of decodes queued by [`GpuDevice::submit_decode`]; [`GpuDevice::finish_decode`]
+/// says how each went. Dropping it unfinished is safe (the device keeps what its queued
+/// work reads until that work has run), but the outputs are then unknown.
+#[must_use = "a submitted decode is done only once `finish_decode` says so"]
+pub struct DecodeTicket(pub(crate) Box<dyn Any + Send>);
 
-impl LateErrors {
-    /// Room for `n` jobs, none failed.
-    pub fn new(n: usize) -> LateErrors {
-        LateErrors(Mutex::new(vec![None; n]))
+impl fmt::Debug for DecodeTicket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DecodeTicket")
     }
-
-    /// Records that job `i` failed.
-    pub fn set(&self, i: usize, why: String) {
-        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = v.get_mut(i) {
-            *slot = Some(why);
-        }
-    }
-
-    /// Why job `i` failed, if it did (read after the decode's event).
-    pub fn get(&self, i: usize) -> Option<String> {
-        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        v.get(i).cloned().flatten()
-    }
-}
-
-/// What [`GpuDevice::decode_jpegs`] says: per job, at once, whether it was queued (with what
-/// will be written) or why not; and the errors found while the work ran.
-#[derive(Debug)]
-pub struct DecodeSubmission {
-    /// One per job: `Ok` = queued; `Err` = not decoded (e.g. [`NvjpegError::CpuFallback`]).
-    pub results: Vec<Result<DecodedInfo, NvjpegError>>,
-    /// Filled by the work itself; read after an event recorded after the call.
-    pub late: Arc<LateErrors>,
 }
 
 /// A GPU as the GPU stage uses it. Both implementations are `Send + Sync`: the stage's
@@ -336,24 +317,40 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// Blocks until all work queued on every stream has run.
     fn synchronize_all(&self) -> Result<(), Error>;
 
-    /// Where `bytes` would be decoded (host only): by the device's JPEG decoder (and which
-    /// of its backends), or on the CPU and why.
-    fn route(&self, bytes: &[u8], limits: &Limits) -> Route {
-        crate::nvjpeg::classify(bytes, limits, self.describe().hardware_decoder)
-    }
+    /// Where a JPEG with `header` (read once for the sample) is decoded (host only): by the
+    /// device's JPEG decoder (and which of its backends), or on the CPU and why.
+    fn route(&self, header: &JpegHeader) -> Route;
+
+    /// How the device decodes region `roi` (stored coordinates; `None`: all) of a JPEG with
+    /// `header` (host only): the output it writes (`width` × `height`, which may be larger
+    /// than the region: nvJPEG before 13.3 decodes ROIs padded by an MCU) and the region's
+    /// window inside it, which the kernels that read the output must read.
+    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError>;
 
     /// Queues decoding each job's JPEG into its output as interleaved RGB, as stored (the
-    /// EXIF orientation is not applied).
+    /// EXIF orientation is not applied), on `stream`, and returns at once (the encoded
+    /// bytes already copied). Nothing is decoded until [`GpuDevice::finish_decode`] says
+    /// so. `Err`: the device can't go on (a lost context), the pipeline fails.
     ///
     /// # Safety
-    /// Every job's bytes and output stay valid and unused by others until an event recorded
-    /// on `stream` after this call has completed; the outputs lie in live allocations.
-    unsafe fn decode_jpegs(
+    /// Every job's output lies in a live allocation large enough for its
+    /// [`GpuDevice::plan_decode`], unused by others until an event recorded on `stream`
+    /// after this call has completed (or the ticket is finished).
+    unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-        limits: &Limits,
-    ) -> DecodeSubmission;
+    ) -> Result<DecodeTicket, Error>;
+
+    /// Waits (sleeping) for a submitted batch and says, per job: decoded (what was
+    /// written), or why not — [`NvjpegError::CpuFallback`] for an image to decode on the CPU
+    /// instead (decided on the host, or the decoder failed on it, at once or only when its
+    /// work ran: [`crate::nvjpeg::FallbackReason::NvjpegFailed`]). `Err`: the device can't
+    /// go on (a lost context, an earlier asynchronous fault), the pipeline fails.
+    fn finish_decode(
+        &self,
+        ticket: DecodeTicket,
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error>;
 
     /// A consumer's stream, by its raw handle (a framework's `CUstream` on a real device; a
     /// number [`GpuDevice::raw_stream`] gave for a stream of [`GpuDevice::new_stream`] in the

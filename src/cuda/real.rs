@@ -7,6 +7,13 @@
 //! with `CU_EVENT_BLOCKING_SYNC`, so a waiting thread sleeps instead of spinning on a core
 //! the CPU workers need. Without nvJPEG every JPEG is routed to the CPU decoder.
 //!
+//! JPEGs are decoded by nvJPEG's [`crate::nvjpeg::BatchDecoder`] (bound to this device's
+//! context) on the stage's decode stream: `submit_decode` routes each image from the header
+//! the stage read, copies the bytes into the decoder's pinned ring and queues the work;
+//! `finish_decode` waits at the batch's fence, where images nvJPEG failed on come back as
+//! CPU fallbacks and a lost context as the pipeline's error. ROIs are planned by the decoder
+//! (padded by an MCU before nvJPEG 13.3): the stage reads the window the plan names.
+//!
 //! Nothing here runs without a GPU: `docs/gpu.md` lists what `scripts/gpu-check.sh` runs.
 
 use std::collections::HashMap;
@@ -19,17 +26,17 @@ use cudarc::driver::sys::{CUevent_flags, CUstream};
 use cudarc::driver::{result as cu, CudaEvent, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::gpu_device::{
-    DecodeJob, DecodeSubmission, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
-    KernelArg, LateErrors, MemoryUse, PinnedHost, StreamId,
+    DecodeJob, DecodeTicket, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
+    KernelArg, MemoryUse, PinnedHost, StreamId,
 };
 use super::launch::BLOCK;
 use super::module::KernelModule;
 use super::{cuda_err, Device};
 use crate::decode::JpegHeader;
-use crate::decode::Limits;
 use crate::error::Error;
 use crate::nvjpeg::{
-    CudaGpuContext, DecodedInfo, EncodedImage, FallbackReason, GpuJpegDecoder, NvjpegError, Route,
+    plan_roi, route_header, CudaGpuContext, DecodedInfo, DecoderConfig, EncodedImage,
+    FallbackReason, GpuJpegDecoder, NvjpegError, Roi, RoiPlan, Route, Submitted,
 };
 
 /// The real device.
@@ -38,8 +45,6 @@ pub struct RealDevice {
     /// By [`StreamId`]: decode, kernels (the [`Device`]'s own stream), then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
     decoder: Option<Mutex<GpuJpegDecoder>>,
-    /// The event after the last decode: nvJPEG reuses its work buffers on the next call.
-    last_decode: Mutex<Option<CudaEvent>>,
     description: DeviceDescription,
     sizes: Mutex<HashMap<u64, usize>>,
     device_bytes: AtomicUsize,
@@ -58,9 +63,10 @@ impl std::fmt::Debug for RealDevice {
 
 impl RealDevice {
     /// Opens device `device_id` ([`Device::new`]), compiles the chain's kernel modules now
-    /// (never in the middle of a run) and loads nvJPEG when it can (else every JPEG goes to
-    /// the CPU decoder, and the description says why).
-    pub fn new(device_id: usize, limits: Limits) -> Result<Arc<RealDevice>, Error> {
+    /// (never in the middle of a run) and loads nvJPEG when it can, for batches of up to
+    /// `decode_batch` images per part (else every JPEG goes to the CPU decoder, and the
+    /// description says why).
+    pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
         let dev = Device::new(device_id)?;
         for m in [KernelModule::Chain, KernelModule::Color] {
             dev.modules().function(m, module_entry(m))?;
@@ -73,9 +79,12 @@ impl RealDevice {
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))?;
         let ctx = Arc::new(CudaGpuContext::from_context(dev.context().clone()));
-        let (decoder, decoder_text, hardware) = match GpuJpegDecoder::probe(ctx) {
+        let config = DecoderConfig {
+            max_batch: decode_batch.clamp(1, i32::MAX as usize),
+            ..DecoderConfig::default()
+        };
+        let (decoder, decoder_text, hardware) = match GpuJpegDecoder::probe_with(ctx, config) {
             Ok(d) => {
-                let d = d.with_limits(limits);
                 let text = d.describe();
                 let hw = d.has_hardware();
                 (Some(Mutex::new(d)), text, hw)
@@ -99,7 +108,6 @@ impl RealDevice {
             streams: Mutex::new(vec![decode_stream, dev.stream().clone()]),
             dev,
             decoder,
-            last_decode: Mutex::new(None),
             description,
             sizes: Mutex::new(HashMap::new()),
             device_bytes: AtomicUsize::new(0),
@@ -143,6 +151,14 @@ impl Drop for RealDevice {
             tracing::warn!("synchronising the device before dropping it: {e}");
         }
     }
+}
+
+/// A batch submitted to nvJPEG, in parts of at most its `max_batch` images.
+struct RealTicket {
+    /// Per job; those of submitted parts are filled in by `finish_decode`.
+    results: Vec<Result<DecodedInfo, NvjpegError>>,
+    /// (first job, the part as nvJPEG took it).
+    parts: Vec<(usize, Submitted)>,
 }
 
 /// Pinned memory of the real device, freed when dropped.
@@ -388,100 +404,107 @@ impl GpuDevice for RealDevice {
             .map_err(|e| cuda_err("device synchronize", e))
     }
 
-    fn route(&self, bytes: &[u8], limits: &Limits) -> Route {
+    fn route(&self, header: &JpegHeader) -> Route {
         match &self.decoder {
-            Some(_) => crate::nvjpeg::classify(bytes, limits, self.description.hardware_decoder),
-            None => Route::Cpu(crate::nvjpeg::FallbackReason::NvjpegUnsupported(
+            Some(_) => route_header(header, self.description.hardware_decoder),
+            None => Route::Cpu(FallbackReason::NvjpegUnsupported(
                 "nvJPEG is not available".into(),
             )),
         }
     }
 
-    unsafe fn decode_jpegs(
+    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
+        match &self.decoder {
+            Some(d) => d
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .plan(header, roi),
+            None => plan_roi(header, roi, false),
+        }
+    }
+
+    unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-        limits: &Limits,
-    ) -> DecodeSubmission {
-        let late = Arc::new(LateErrors::new(jobs.len()));
-        let fail_all = |why: String| DecodeSubmission {
-            results: jobs
-                .iter()
-                .map(|_| Err(NvjpegError::InvalidArgument(why.clone())))
-                .collect(),
-            late: late.clone(),
+    ) -> Result<DecodeTicket, Error> {
+        let mut ticket = RealTicket {
+            results: Vec::with_capacity(jobs.len()),
+            parts: Vec::new(),
         };
         let Some(decoder) = &self.decoder else {
-            return fail_all("nvJPEG is not available".into());
+            let why = FallbackReason::NvjpegUnsupported("nvJPEG is not available".into());
+            ticket.results = jobs
+                .iter()
+                .map(|_| Err(NvjpegError::CpuFallback(why.clone())))
+                .collect();
+            return Ok(DecodeTicket(Box::new(ticket)));
         };
-        let s = match self.stream(stream) {
-            Ok(s) => s,
-            Err(e) => return fail_all(e.to_string()),
-        };
-        if let Err(e) = self.bind() {
-            return fail_all(e.to_string());
-        }
-        // nvJPEG reuses its work buffers on every call: the previous decode must be done.
-        let previous = self
-            .last_decode
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(ev) = previous {
-            if let Err(e) = ev.synchronize() {
-                return fail_all(cuda_err("wait for the previous decode", e).to_string());
-            }
-        }
-        // The device reads every header itself for now (the stage passes none through yet).
-        let headers: Vec<Result<JpegHeader, NvjpegError>> = jobs
-            .iter()
-            .map(|j| {
-                JpegHeader::read(j.bytes, limits)
-                    .map_err(|e| NvjpegError::CpuFallback(FallbackReason::Rejected(e)))
-            })
-            .collect();
-        let mut images = Vec::new();
-        let mut place = Vec::new();
-        for (i, (j, h)) in jobs.iter().zip(&headers).enumerate() {
-            if let Ok(h) = h {
-                place.push(i);
-                images.push(EncodedImage {
+        let s = self.stream(stream)?;
+        self.bind()?;
+        let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
+        let max = dec.batch_decoder().max_batch().max(1);
+        for (k, chunk) in jobs.chunks(max).enumerate() {
+            let images: Vec<EncodedImage<'_>> = chunk
+                .iter()
+                .map(|j| EncodedImage {
                     bytes: j.bytes,
-                    header: h,
+                    header: j.header,
                     roi: j.roi,
                     output: j.out,
-                });
-            }
-        }
-        let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: `s` is a stream of the bound context; the outputs are live device memory of
-        // it, untouched by others until an event recorded after this call (the caller's
-        // contract); the decode is waited for before it returns.
-        let decoded = unsafe { dec.decode_batch(s.cu_stream() as *mut c_void, &images) };
-        let mut results: Vec<Result<DecodedInfo, NvjpegError>> = headers
-            .iter()
-            .map(|h| match h {
-                Err(e) => Err(e.clone()),
-                Ok(_) => Err(NvjpegError::InvalidArgument("not decoded".into())),
-            })
-            .collect();
-        match decoded {
-            Ok(per_image) => {
-                for (k, r) in place.iter().zip(per_image) {
-                    results[*k] = r;
+                })
+                .collect();
+            // SAFETY: `s` is a stream of the decoder's context (the device's); every output
+            // is device memory of it, large enough for its plan and untouched by others
+            // until the batch is finished or an event after this call has completed (the
+            // caller's contract); the bytes are copied before `submit` returns.
+            match unsafe { dec.submit(s.cu_stream() as *mut c_void, &images) } {
+                Ok(submitted) => {
+                    let first = ticket.results.len();
+                    ticket.results.extend(
+                        chunk
+                            .iter()
+                            .map(|_| Err(NvjpegError::InvalidArgument("not finished".into()))),
+                    );
+                    ticket.parts.push((first, submitted));
+                }
+                // A lost context: the pipeline fails (the submitted parts stay safe: the
+                // decoder reuses their memory only after their fences).
+                Err(e) if e.is_fatal() => return Err(e.into()),
+                Err(e) => {
+                    tracing::debug!("nvJPEG refused part {k} of a batch ({e}); CPU decodes");
+                    let why = FallbackReason::NvjpegFailed(e.to_string());
+                    ticket.results.extend(
+                        chunk
+                            .iter()
+                            .map(|_| Err(NvjpegError::CpuFallback(why.clone()))),
+                    );
                 }
             }
-            Err(e) => {
-                for k in &place {
-                    results[*k] = Err(e.clone());
+        }
+        Ok(DecodeTicket(Box::new(ticket)))
+    }
+
+    fn finish_decode(
+        &self,
+        ticket: DecodeTicket,
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
+        let t = ticket
+            .0
+            .downcast::<RealTicket>()
+            .map_err(|_| Error::Cuda("a decode ticket of another device".into()))?;
+        let RealTicket { mut results, parts } = *t;
+        if let Some(decoder) = &self.decoder {
+            let dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
+            for (first, submitted) in parts {
+                // Waits at the part's fence; `Err` only when the context is lost.
+                let done = dec.finish(submitted)?;
+                for (k, r) in done.into_iter().enumerate() {
+                    results[first + k] = r;
                 }
             }
         }
-        match s.record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC)) {
-            Ok(ev) => *self.last_decode.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev),
-            Err(e) => return fail_all(cuda_err("record the decode's event", e).to_string()),
-        }
-        DecodeSubmission { results, late }
+        Ok(results)
     }
 
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {

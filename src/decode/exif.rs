@@ -129,6 +129,49 @@ pub fn stored_rect(
     (y0, x0, y1 - y0 + 1, x1 - x0 + 1)
 }
 
+/// The inverse of [`stored_coords`]: the displayed position (row, column) of stored pixel
+/// (`sy`, `sx`) for orientation `o`, in a stored image of `stored_h` × `stored_w`.
+#[inline(always)]
+pub fn displayed_coords(
+    o: u8,
+    sy: usize,
+    sx: usize,
+    stored_h: usize,
+    stored_w: usize,
+) -> (usize, usize) {
+    let (h, w) = (stored_h, stored_w);
+    match o {
+        2 => (sy, w - 1 - sx),
+        3 => (h - 1 - sy, w - 1 - sx),
+        4 => (h - 1 - sy, sx),
+        5 => (sx, sy),
+        6 => (sx, h - 1 - sy),
+        7 => (w - 1 - sx, h - 1 - sy),
+        8 => (w - 1 - sx, sy),
+        _ => (sy, sx),
+    }
+}
+
+/// The inverse of [`stored_rect`]: the window (top, left, height, width) of the oriented
+/// image that rectangle `rect` of the stored image (height `h`, width `w`) becomes under
+/// orientation `o`. The GPU path uses it to find, in a decoded region of the stored image,
+/// the displayed window its kernels read.
+pub fn displayed_rect(
+    rect: (usize, usize, usize, usize),
+    h: usize,
+    w: usize,
+    o: u8,
+) -> (usize, usize, usize, usize) {
+    let (t, l, rh, rw) = rect;
+    let (a, b) = (
+        displayed_coords(o, t, l, h, w),
+        displayed_coords(o, t + rh - 1, l + rw - 1, h, w),
+    );
+    let (y0, y1) = (a.0.min(b.0), a.0.max(b.0));
+    let (x0, x1) = (a.1.min(b.1), a.1.max(b.1));
+    (y0, x0, y1 - y0 + 1, x1 - x0 + 1)
+}
+
 /// Applies EXIF orientation `o` (1..=8; others are treated as 1) to an HWC buffer of
 /// `h × w × c` elements and returns the new buffer and its (height, width).
 pub fn apply_orientation(
@@ -211,6 +254,29 @@ mod tests {
         let mut bad = t.clone();
         bad[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
         assert_eq!(orientation_from_tiff(&bad), None);
+    }
+
+    #[test]
+    fn displayed_maps_invert_stored_maps() {
+        let (h, w) = (5, 7);
+        for o in 1..=8u8 {
+            let (dh, dw) = if swaps_axes(o) { (w, h) } else { (h, w) };
+            for y in 0..dh {
+                for x in 0..dw {
+                    let (sy, sx) = stored_coords(o, y, x, h, w);
+                    assert_eq!(displayed_coords(o, sy, sx, h, w), (y, x), "orientation {o}");
+                }
+            }
+            for window in [
+                (0, 0, dh, dw),
+                (1, 2, 3, 1),
+                (dh - 2, dw - 3, 2, 3),
+                (2, 0, 1, dw),
+            ] {
+                let stored = stored_rect(window, h, w, o);
+                assert_eq!(displayed_rect(stored, h, w, o), window, "orientation {o}");
+            }
+        }
     }
 
     #[test]

@@ -62,6 +62,30 @@ impl<'a> ParsedImage<'a> {
         })
     }
 
+    /// `bytes` whose JPEG header `header` was read already (by [`JpegHeader::read`] with
+    /// `opts.limits`, or taken from a parse of the same bytes with
+    /// [`ParsedImage::into_jpeg_header`]): the decodes of [`ParsedImage::parse`] without
+    /// reading the header again.
+    pub(crate) fn with_jpeg_header(
+        bytes: &'a [u8],
+        opts: &DecodeOptions,
+        header: JpegHeader,
+    ) -> ParsedImage<'a> {
+        ParsedImage {
+            bytes,
+            opts: *opts,
+            header: Header::Jpeg(header),
+        }
+    }
+
+    /// The JPEG header, for a JPEG, to hand on (the GPU path's decoder takes it).
+    pub(crate) fn into_jpeg_header(self) -> Option<JpegHeader> {
+        match self.header {
+            Header::Jpeg(h) => Some(h),
+            Header::Png(_) => None,
+        }
+    }
+
     /// The encoded bytes.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes

@@ -13,8 +13,8 @@
 //! header the CPU path reads ([`crate::decode::header`]; [`route_header`] takes one already
 //! read).
 //!
-//! Not wired yet: the executor has no GPU stage (issue 16), so nothing in a pipeline calls
-//! this module today; its tests run it directly.
+//! The GPU stage reaches it through the real device ([`crate::cuda::RealDevice`], behind the
+//! `GpuDevice` seam's `submit_decode`/`finish_decode`), which follows the recipe below.
 //!
 //! # For a GPU stage: [`GpuJpegDecoder`]
 //!
@@ -42,11 +42,10 @@
 //! - **Orientation** is *not* applied by nvJPEG (its `nvjpegDecodeParamsSetExifOrientation`
 //!   is not used: its support differs between backends and its convention would need its own
 //!   parity tests). The decoder writes the image as stored and reports
-//!   [`DecodedInfo::orientation`]. No GPU kernel applies it yet: the fused kernel's first
-//!   read of the decoded image is to read through the one orientation map,
-//!   [`crate::decode::exif::stored_coords`] (re-exported here as [`stored_coords`]: for
-//!   output pixel (y, x) of the displayed image, the stored pixel to read), so that nothing
-//!   is copied for orientation. Until then a caller must orient the output itself.
+//!   [`DecodedInfo::orientation`]. The fused chain kernel's first read of the decoded image
+//!   reads through the one orientation map, [`crate::decode::exif::stored_coords`]
+//!   (re-exported here as [`stored_coords`]: for output pixel (y, x) of the displayed image,
+//!   the stored pixel to read), so that nothing is copied for orientation.
 //! - **ROI with orientation**: a crop window chosen in displayed coordinates (what
 //!   `random_resized_crop` draws, on the oriented size from the header) is turned into the
 //!   stored-image ROI nvJPEG decodes by [`roi_for_display_window`]; orienting the decoded
@@ -107,7 +106,7 @@ impl From<NvjpegError> for crate::Error {
 /// Default largest batch for [`GpuJpegDecoder::probe`].
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
-/// The GPU JPEG decoder a GPU stage is to use (none is wired yet: see the module docs):
+/// The GPU JPEG decoder the GPU stage uses (through [`crate::cuda::RealDevice`]):
 /// nvJPEG loaded (once per process), handles created in one CUDA context, engines used when
 /// present. One per decoding thread at a time.
 #[derive(Debug)]

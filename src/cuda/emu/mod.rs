@@ -8,8 +8,9 @@
 //!   poisoned and quarantined ([`memory`]), and a cap simulates a smaller device.
 //! - **Streams**: each stream is a thread running its queue in order, asynchronously to the
 //!   host; events are flags the stream sets ([`stream`]).
-//! - **JPEG decoding**: the same routing nvJPEG gets on a device with JPEG engines, then our
-//!   CPU decoder on the stream's thread ([`decode`]).
+//! - **JPEG decoding**: nvJPEG's shape (submit, then finish at the batch's fence), the same
+//!   routing nvJPEG gets on a device with JPEG engines, ROIs padded as nvJPEG before 13.3
+//!   pads them, then our CPU decoder on the stream's thread ([`decode`]).
 //! - **Faults**: a bad address, a simulated lost device ([`EmuDevice::lose`]) or running
 //!   out of memory behave as on a device: a sticky error for every later call, never a hang.
 //!
@@ -26,12 +27,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::decode::Limits;
+use crate::decode::JpegHeader;
 use crate::error::Error;
+use crate::nvjpeg::{
+    plan_roi, route_header, DecodedInfo, FallbackReason, NvjpegError, Roi, RoiPlan, Route,
+};
 
 use super::gpu_device::{
-    DecodeJob, DecodeSubmission, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
-    KernelArg, LateErrors, MemoryUse, PinnedHost, StreamId,
+    DecodeJob, DecodeTicket, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
+    KernelArg, MemoryUse, PinnedHost, StreamId,
 };
 use memory::{Kind, Memory};
 use stream::{EmuEvent, EmuStream, Health};
@@ -43,11 +47,16 @@ pub struct EmuOptions {
     pub memory: Option<usize>,
     /// Lose the device after this many kernel launches (`None`: never).
     pub lose_after_launches: Option<u64>,
+    /// Decode regions of interest exactly, as nvJPEG 13.3 and later do; by default they are
+    /// padded by an MCU and the region read from inside the padded output, as with the
+    /// nvJPEG before 13.3 of the GPU machines (CUDA 13.0).
+    pub exact_roi: bool,
 }
 
 impl EmuOptions {
-    /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes) and
-    /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line.
+    /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes),
+    /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
+    /// and `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -73,6 +82,7 @@ impl EmuOptions {
         Ok(EmuOptions {
             memory: read("STOKEHOLD_EMU_MEMORY", true)?.map(|b| b as usize),
             lose_after_launches: read("STOKEHOLD_EMU_LOSE_AFTER", false)?,
+            exact_roi: read("STOKEHOLD_EMU_EXACT_ROI", false)?.is_some_and(|v| v != 0),
         })
     }
 }
@@ -84,6 +94,8 @@ pub struct EmuDevice {
     memory: Arc<Memory>,
     streams: Mutex<Vec<Arc<EmuStream>>>,
     launches: AtomicU64,
+    /// Decodes still to fail at their fence (see [`EmuDevice::fail_decodes`]).
+    failing_decodes: AtomicU64,
     options: EmuOptions,
     threads: usize,
 }
@@ -117,6 +129,7 @@ impl EmuDevice {
             memory,
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
+            failing_decodes: AtomicU64::new(0),
             options,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         };
@@ -129,6 +142,13 @@ impl EmuDevice {
     /// Makes the device lost at once (a test hook: every later call fails, nothing hangs).
     pub fn lose(&self) {
         self.health.fail("the device was lost (simulated)".into());
+    }
+
+    /// Makes the next `n` images the device decodes fail when their work runs, reported at
+    /// the batch's fence, as nvJPEG reports some failures (a test hook: the stage decodes
+    /// them again on the CPU).
+    pub fn fail_decodes(&self, n: u64) {
+        self.failing_decodes.store(n, Ordering::Relaxed);
     }
 
     /// Queues a pause of `d` on `stream` (a test hook: a slow consumer, or slow kernels).
@@ -209,7 +229,14 @@ impl GpuDevice for EmuDevice {
             emulated: true,
             device_id: 0,
             total_memory: self.memory.cap().unwrap_or(0),
-            decoder: "stokehold's CPU decoder, routed as nvJPEG with JPEG engines".into(),
+            decoder: format!(
+                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines{}",
+                if self.options.exact_roi {
+                    ""
+                } else {
+                    "; ROIs padded by an MCU (as nvJPEG before 13.3)"
+                }
+            ),
             hardware_decoder: true,
         }
     }
@@ -400,64 +427,130 @@ impl GpuDevice for EmuDevice {
         Ok(())
     }
 
-    unsafe fn decode_jpegs(
+    fn route(&self, header: &JpegHeader) -> Route {
+        route_header(header, true)
+    }
+
+    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
+        plan_roi(header, roi, !self.options.exact_roi)
+    }
+
+    unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-        limits: &Limits,
-    ) -> DecodeSubmission {
-        let late = Arc::new(LateErrors::new(jobs.len()));
+    ) -> Result<DecodeTicket, Error> {
+        let s = self.stream(stream)?;
         let mut results = Vec::with_capacity(jobs.len());
         let mut queued = Vec::new();
         for (i, j) in jobs.iter().enumerate() {
-            match decode::prepare(i, j.bytes, j.roi, j.out, limits) {
-                Ok((info, q)) => {
+            match decode::prepare(i, j, !self.options.exact_roi) {
+                Ok((info, mut q)) => {
+                    q.fail = self
+                        .failing_decodes
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
+                        .is_ok();
                     results.push(Ok(info));
                     queued.push(q);
                 }
                 Err(e) => results.push(Err(e)),
             }
         }
-        if !queued.is_empty() {
-            let (late2, limits, threads) = (late.clone(), *limits, self.threads);
-            let pushed = self.queue_with_memory(stream, move |mem| {
-                let chunk = queued.len().div_ceil(threads.max(1)).max(1);
-                let faults: Vec<String> = std::thread::scope(|scope| {
-                    let parts: Vec<_> = queued
-                        .chunks(chunk)
-                        .map(|part| {
-                            let late = &late2;
-                            scope.spawn(move || {
-                                for q in part {
-                                    match decode::run(mem, q, &limits) {
-                                        Ok(None) => {}
-                                        Ok(Some(e)) => late.set(q.index, e),
-                                        Err(fault) => return Some(fault),
-                                    }
-                                }
-                                None
-                            })
-                        })
-                        .collect();
-                    parts
-                        .into_iter()
-                        .filter_map(|h| h.join().ok().flatten())
-                        .collect()
-                });
-                match faults.into_iter().next() {
-                    Some(f) => Err(f),
-                    None => Ok(()),
-                }
-            });
-            if let Err(e) = pushed {
-                for r in &mut results {
-                    if r.is_ok() {
-                        *r = Err(crate::nvjpeg::NvjpegError::InvalidArgument(e.to_string()));
-                    }
-                }
-            }
+        let late = Arc::new(decode::LateErrors::new(jobs.len()));
+        let unqueued = |results, late| {
+            Ok(DecodeTicket(Box::new(decode::Ticket {
+                fence: None,
+                results,
+                late,
+            })))
+        };
+        if queued.is_empty() {
+            return unqueued(results, late);
         }
-        DecodeSubmission { results, late }
+        // The encoded bytes into pinned memory before returning, as nvJPEG's staging ring;
+        // freed once the decodes have run.
+        let total: usize = queued.iter().map(|q| q.len.next_multiple_of(64)).sum();
+        let mut staging = match self.alloc_pinned(total) {
+            Ok(p) => p,
+            Err(e) => {
+                let why = FallbackReason::NvjpegFailed(format!("staging: {e}"));
+                for q in &queued {
+                    results[q.index] = Err(NvjpegError::CpuFallback(why.clone()));
+                }
+                return unqueued(results, late);
+            }
+        };
+        let mut at = 0;
+        for q in &mut queued {
+            staging.as_mut_slice()[at..at + q.len].copy_from_slice(jobs[q.index].bytes);
+            q.bytes = staging.as_ptr() as u64 + at as u64;
+            at += q.len.next_multiple_of(64);
+        }
+        let (late2, threads) = (late.clone(), self.threads);
+        self.queue_with_memory(stream, move |mem| {
+            let chunk = queued.len().div_ceil(threads.max(1)).max(1);
+            let faults: Vec<String> = std::thread::scope(|scope| {
+                let parts: Vec<_> = queued
+                    .chunks(chunk)
+                    .map(|part| {
+                        let late = &late2;
+                        scope.spawn(move || {
+                            for q in part {
+                                match decode::run(mem, q) {
+                                    Ok(None) => {}
+                                    Ok(Some(e)) => late.set(q.index, e),
+                                    Err(fault) => return Some(fault),
+                                }
+                            }
+                            None
+                        })
+                    })
+                    .collect();
+                parts
+                    .into_iter()
+                    .filter_map(|h| h.join().ok().flatten())
+                    .collect()
+            });
+            match faults.into_iter().next() {
+                Some(f) => Err(f),
+                None => Ok(()),
+            }
+        })?;
+        // Freed after the decodes (not inside them: freeing takes the memory map that
+        // queued work holds).
+        s.push(Box::new(move || {
+            drop(staging);
+            Ok(())
+        }));
+        let fence = self.record(stream, false)?;
+        Ok(DecodeTicket(Box::new(decode::Ticket {
+            fence: Some(fence),
+            results,
+            late,
+        })))
+    }
+
+    fn finish_decode(
+        &self,
+        ticket: DecodeTicket,
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
+        let t = ticket
+            .0
+            .downcast::<decode::Ticket>()
+            .map_err(|_| Error::Cuda("a decode ticket of another device".into()))?;
+        if let Some(f) = &t.fence {
+            self.synchronize(f)?;
+        }
+        Ok(t.results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| match (r, t.late.get(i)) {
+                (Ok(_), Some(why)) => {
+                    Err(NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(why)))
+                }
+                (r, _) => r,
+            })
+            .collect())
     }
 
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {

@@ -178,3 +178,123 @@ fn options_are_read_from_the_environment_variables() {
         "{e}"
     );
 }
+
+/// The emulated decoder has nvJPEG's shape: routing and the ROI plan at submission (the
+/// header passed in, not read again), the bytes copied before `submit_decode` returns,
+/// failures that show only when the work ran reported at the fence as CPU fallbacks, a lost
+/// device an error for the whole call.
+#[test]
+fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
+    use crate::decode::{decode_window, ColorMode, DecodeOptions, JpegHeader, Limits};
+    use crate::nvjpeg::{DeviceOutput, FallbackReason, NvjpegError, Roi};
+    use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
+
+    let Some(d) = dev(None) else { return };
+    let (h, w) = (64, 96);
+    let good = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
+    let rgb = encode_rgb_stored_jpeg(&pattern_rgb(h, w), h, w, RgbMark::Adobe);
+    let header = |b: &[u8]| JpegHeader::read(b, &Limits::default()).unwrap();
+    let (hg, hr) = (header(&good), header(&rgb));
+    let roi = Some(Roi {
+        x: 40,
+        y: 24,
+        width: 20,
+        height: 10,
+    });
+    let plan = d.plan_decode(&hg, roi).unwrap();
+    let room = plan.width * plan.height * 3;
+    let out: Vec<DevicePtr> = (0..4).map(|_| d.alloc(room).unwrap()).collect();
+    let output = |k: usize, len: usize| DeviceOutput {
+        ptr: out[k],
+        pitch: plan.width * 3,
+        len,
+    };
+    let mut bytes = good.clone();
+    let later = DecodeJob {
+        bytes: &good,
+        header: &hg,
+        roi,
+        out: output(3, room),
+    };
+    let ticket = {
+        let jobs = [
+            DecodeJob {
+                bytes: &bytes,
+                header: &hg,
+                roi,
+                out: output(0, room),
+            },
+            DecodeJob {
+                bytes: &rgb,
+                header: &hr,
+                roi: None,
+                out: output(1, room),
+            },
+            DecodeJob {
+                bytes: &good,
+                header: &hg,
+                roi,
+                out: output(2, room / 2),
+            },
+            later,
+        ];
+        // SAFETY: every output is a live allocation of `room` bytes, unused until finished.
+        unsafe { d.submit_decode(streams::DECODE, &jobs).unwrap() }
+    };
+    // The bytes were copied: the caller's may change at once.
+    bytes.iter_mut().for_each(|b| *b = 0);
+    let r = d.finish_decode(ticket).unwrap();
+    let info = r[0].as_ref().unwrap();
+    assert_eq!(
+        (info.width, info.height, info.window),
+        (plan.width, plan.height, plan.window)
+    );
+    assert!(
+        matches!(
+            &r[1],
+            Err(NvjpegError::CpuFallback(FallbackReason::RgbStored))
+        ),
+        "{:?}",
+        r[1]
+    );
+    assert!(
+        matches!(&r[2], Err(NvjpegError::InvalidArgument(_))),
+        "{:?}",
+        r[2]
+    );
+    assert!(r[3].is_ok());
+    // The region asked for, inside the padded output, is the CPU decoder's.
+    let opts = DecodeOptions {
+        color: ColorMode::Rgb,
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    let (wy, wx) = (plan.window.y, plan.window.x);
+    let px = read(&d, out[0], room);
+    let want = decode_window(&good, &opts, (24, 40, 10, 20)).unwrap();
+    let want = want.as_u8_hwc().unwrap();
+    for y in 0..10 {
+        let at = ((wy + y) * plan.width + wx) * 3;
+        assert_eq!(&px[at..at + 60], &want[y * 60..(y + 1) * 60], "row {y}");
+    }
+
+    // A failure found only when the work ran: reported at the fence, for the CPU to redo.
+    d.fail_decodes(1);
+    // SAFETY: as above.
+    let ticket = unsafe { d.submit_decode(streams::DECODE, &[later]).unwrap() };
+    let r = d.finish_decode(ticket).unwrap();
+    assert!(
+        matches!(
+            &r[0],
+            Err(NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(_)))
+        ),
+        "{:?}",
+        r[0]
+    );
+
+    // A lost device fails the call, not an image.
+    d.lose();
+    // SAFETY: as above.
+    let lost = unsafe { d.submit_decode(streams::DECODE, &[later]) };
+    assert!(lost.is_err());
+}

@@ -53,7 +53,7 @@ pub(crate) struct Chosen {
 /// [`choose_device_for`] to judge a pipeline too); [`Error::GpuUnavailable`] when
 /// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
-    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(settings, None) };
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(settings) };
     choose(settings, Ok(()), device).map(|c| c.0)
 }
 
@@ -79,10 +79,9 @@ pub(crate) fn open_device(
     }
     let plan = GpuPlan::new(graph).map(Arc::new);
     let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
-    let limits = plan.as_ref().map(|p| p.decode_options().limits).ok();
     let (report, dev) = choose(settings, composes, || match device {
         Some(d) => Ok(d),
-        None => open(settings, limits),
+        None => open(settings),
     })?;
     let gpu = match (dev, plan) {
         (Some(d), Ok(p)) => Some((d, p)),
@@ -92,16 +91,10 @@ pub(crate) fn open_device(
 }
 
 /// Opens the device `settings` ask for (real or emulated).
-fn open(
-    settings: &Settings,
-    limits: Option<crate::decode::Limits>,
-) -> Result<Arc<dyn GpuDevice>, Error> {
+fn open(settings: &Settings) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
         DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
-        _ => {
-            let limits = limits.unwrap_or_default();
-            Ok(RealDevice::new(settings.device_id, limits)?)
-        }
+        _ => Ok(RealDevice::new(settings.device_id, settings.batch)?),
     }
 }
 

@@ -9,7 +9,9 @@
 //! operators' random parameters with the very setups the CPU path runs (so both paths pick
 //! the same crops and flips), and decides where the pixels come from:
 //! - **on the device**: nvJPEG (or the emulated device) decodes the crop window's region of
-//!   interest of the image as stored, and the chain reads it through the EXIF orientation;
+//!   interest of the image as stored (padded when the decoder pads ROIs), and the chain reads
+//!   the window's part of it through the EXIF orientation; the header read here goes with the
+//!   sample, so the device's decoder reads no header again;
 //! - **on the CPU** ([`Source::Host`]), decoded on the worker threads and uploaded:
 //!   what the device's decoder routes to the CPU (not a JPEG, CMYK/YCCK, arithmetic coding,
 //!   12-bit, unusual sampling, anything the CPU decoder rejects), progressive JPEGs (our
@@ -23,7 +25,8 @@ use std::sync::Arc;
 
 use crate::cuda::chain::FusedSample;
 use crate::cuda::gpu_device::GpuDevice;
-use crate::decode::{decode, decode_window, ColorMode, DecodeOptions, ImageInfo};
+use crate::decode::exif::displayed_rect;
+use crate::decode::{ColorMode, DecodeOptions, ImageInfo, JpegHeader, ParsedImage};
 use crate::error::SampleErrorKind;
 use crate::fusion::chain::{ChainOp, SampleChain};
 use crate::image::{DType, Image, Layout};
@@ -37,11 +40,15 @@ use crate::value::ValueType;
 /// Where a sample's decoded pixels come from.
 #[derive(Debug)]
 pub(crate) enum Source {
-    /// The device decodes `roi` (all of the image for `None`) of the image as stored,
-    /// `stored` = (rows, columns) of what it writes (the chain reads it through the EXIF
-    /// orientation the sample's [`FusedSample`] holds). `window` is the crop window as displayed, in the whole image (what a
+    /// The device decodes region `roi` (all of the image for `None`) of the image as stored,
+    /// as its [`GpuDevice::plan_decode`] for `roi` says: `stored` = (rows, columns) of what
+    /// it writes, which may be more than the region (nvJPEG before 13.3 pads ROIs); the chain reads
+    /// the window's part of it through the EXIF orientation (the sample's [`FusedSample`]
+    /// holds both). `window` is the crop window as displayed, in the whole image (what a
     /// CPU decode takes if the device fails).
     Device {
+        /// The header read for the sample, which the device's decoder takes.
+        header: Arc<JpegHeader>,
         roi: Option<Roi>,
         window: crate::cuda::chain::Rect,
         stored: (usize, usize),
@@ -219,7 +226,8 @@ impl GpuPlan {
 
     /// Sample `index` of `epoch` with file `bytes`, on the host: the parameters drawn and
     /// where its pixels come from, or the reason it runs through the CPU operators whole
-    /// (see [`Prepare`]).
+    /// (see [`Prepare`]). The header is read once, here, and goes with the sample to the
+    /// device's decoder (or decodes it on the CPU).
     pub(crate) fn prepare(
         &self,
         chain: &SampleChain<'_>,
@@ -229,10 +237,11 @@ impl GpuPlan {
     ) -> Prepare {
         let needs_cpu = |why: String| Err(Err(NeedsCpu(why)));
         let opts = &self.decode;
-        let info: ImageInfo = match crate::decode::probe(&bytes, opts) {
-            Ok(i) => i,
+        let parsed = match ParsedImage::parse(&bytes, opts) {
+            Ok(p) => p,
             Err(e) => return needs_cpu(format!("header: {e}")),
         };
+        let info: ImageInfo = parsed.info();
         let node = &self.unfused.nodes[self.decode_node];
         let key = SampleKey {
             seed,
@@ -250,12 +259,12 @@ impl GpuPlan {
         };
         let mut fused = plan.fused;
         let whole = fused.window == (0, 0, info.height, info.width);
-        let source = match self.route(dev, &bytes) {
+        let source = match self.route(dev, &parsed) {
             Err(cause) => {
                 let decoded = if whole {
-                    decode(&bytes, opts)
+                    parsed.decode()
                 } else {
-                    decode_window(&bytes, opts, fused.window)
+                    parsed.decode_window(fused.window)
                 };
                 let image = decoded.map_err(|e| Ok(SampleErrorKind::Decode(e)))?;
                 if !whole {
@@ -266,9 +275,10 @@ impl GpuPlan {
             Ok((route, facts)) => {
                 let orientation = if opts.apply_exif { info.orientation } else { 1 };
                 let window = fused.window;
-                let (mut stored, mut roi) = ((facts.height, facts.width), None);
-                if !whole {
-                    let (t, l, h, w) = fused.window;
+                let roi = if whole {
+                    None
+                } else {
+                    let (t, l, h, w) = window;
                     let win = Roi {
                         x: l,
                         y: t,
@@ -277,20 +287,29 @@ impl GpuPlan {
                     };
                     let r = roi_for_display_window(win, orientation, facts.width, facts.height)
                         .ok_or_else(|| {
-                            Err(NeedsCpu(format!(
-                                "window {:?} outside the image",
-                                fused.window
-                            )))
+                            Err(NeedsCpu(format!("window {window:?} outside the image")))
                         })?;
-                    stored = (r.height, r.width);
-                    roi = Some(r);
-                    fused.window = (0, 0, h, w);
-                }
+                    Some(r)
+                };
+                let header = parsed.into_jpeg_header().expect("routed to the device");
+                // What the device writes (the region, or more: padded ROIs) and where the
+                // region lies in it, read through the orientation.
+                let decoded = dev
+                    .plan_decode(&header, roi)
+                    .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
+                let w = decoded.window;
+                fused.window = displayed_rect(
+                    (w.y, w.x, w.height, w.width),
+                    decoded.height,
+                    decoded.width,
+                    orientation,
+                );
                 fused.orientation = orientation;
                 Source::Device {
+                    header: Arc::new(header),
                     roi,
                     window,
-                    stored,
+                    stored: (decoded.height, decoded.width),
                     route,
                 }
             }
@@ -305,17 +324,20 @@ impl GpuPlan {
         ))
     }
 
-    /// Which of the device decoder's backends takes these bytes, or why they are decoded on
-    /// the CPU (a short, stable cause).
+    /// Which of the device decoder's backends takes the image `parsed`, or why it is
+    /// decoded on the CPU (a short, stable cause).
     fn route(
         &self,
         dev: &dyn GpuDevice,
-        bytes: &[u8],
+        parsed: &ParsedImage<'_>,
     ) -> Result<(GpuRoute, JpegFacts), &'static str> {
         if self.decode.color == ColorMode::Gray {
             return Err("gray-output");
         }
-        match dev.route(bytes, &self.decode.limits) {
+        let Some(header) = parsed.jpeg_header() else {
+            return Err("not-jpeg");
+        };
+        match dev.route(header) {
             Route::Cpu(reason) => Err(match reason {
                 FallbackReason::NotJpeg => "not-jpeg",
                 FallbackReason::Rejected(_) => "rejected-by-header-checks",

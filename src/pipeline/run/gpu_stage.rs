@@ -1,21 +1,21 @@
 //! The GPU stage: the device side of the GPU path, driven by the assembler's thread. A batch's
-//! prepared samples ([`DeviceFill`]) are decoded in one call on the decode stream, then the
-//! fused chain runs once over the batch on the kernel stream, into a pooled output buffer
-//! handed to the consumer as a [`DeviceTensor`].
+//! prepared samples ([`DeviceFill`]) are decoded in one submission on the decode stream
+//! (`gpu_decode`), then the fused chain runs once over the batch on the kernel stream
+//! (here), into a pooled output buffer handed to the consumer as a [`DeviceTensor`].
 //!
 //! # Streams, events, overlap
 //!
 //! ```text
-//! host (assembler)  ─ fill N ─ decode N, wait ─ launch N ─ fill N+1 ─ decode N+1, wait ─ launch N+1
-//! decode stream              [decode N]                             [decode N+1]
-//! kernel stream                           wait(decoded N) [chain N]────────────── wait [chain N+1]
-//! consumer                        uses N−1 ……………………………………… uses N ……………
+//! host (assembler)  ─ fill N ─ submit N, upload, finish N ─ launch N ─ fill N+1 ─ submit N+1 …
+//! decode stream              [decode N][uploads N]                             [decode N+1]…
+//! kernel stream                           wait(decoded N) [chain N]──────────────── wait [chain N+1]
+//! consumer                        uses N−1 ……………………………………………… uses N ……………
 //! ```
-//! The host waits once per batch, for its decode (nvJPEG reports some errors only then, and a
-//! failed image is decoded again on the CPU before the batch is launched); the kernels of
-//! batch N run while batch N+1 is decoded, and the consumer uses batch N−1 meanwhile. No
-//! host synchronisation per image, none on the kernels. Every buffer returns to the pool
-//! with its release events (see [`crate::cuda::pool`]).
+//! The host waits once per batch, at its decodes' fence (nvJPEG reports some errors only
+//! then, and a failed image is decoded again on the CPU before the batch is launched); the
+//! kernels of batch N run while batch N+1 is decoded, and the consumer uses batch N−1
+//! meanwhile. No host synchronisation per image, none on the uploads or the kernels. Every
+//! buffer returns to the pool with its release events (see [`crate::cuda::pool`]).
 //!
 //! # Memory bound
 //!
@@ -26,13 +26,16 @@
 //!        + 2 × jitter_batch (with color jitter) u8 images between the jitter's launches
 //!        + 2 × (descriptors + tap tables)      < 1 MB for B = 256
 //!        + up to MAX_IDLE idle pool buffers    reused before anything is allocated
-//! pinned ≤ 2 × (encoded bytes + CPU-decoded pixels of a batch)
+//!        + nvJPEG's own buffers                from its caches, bounded by its slots
+//! pinned ≤ 2 × CPU-decoded pixels of a batch   (the staging ring here)
 //!        + 2 × (descriptors + tap tables + samples computed on the CPU)
+//!        + ring_depth × encoded bytes of a batch (nvJPEG's staging ring; 2 by default)
 //! ```
 //! where `out_batch` = B × output sample bytes, `decoded_batch` = Σ over the batch of
-//! 3 × (crop window's region of interest, in pixels) (the whole image without a crop), and
-//! `jitter_batch` = B × output height × width × 3. A consumer that keeps batches keeps their
-//! memory too.
+//! 3 × (the region the decoder writes, in pixels: the crop window's region of interest, an
+//! MCU wider on each side where the decoder pads ROIs, or the whole image without a crop),
+//! and `jitter_batch` = B × output height × width × 3. A consumer that keeps batches keeps
+//! their memory too.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -41,36 +44,33 @@ use std::sync::{Arc, Mutex};
 use crate::cuda::chain::launcher::JitterStages;
 use crate::cuda::chain::{build_desc, FusedSample, SourceDims};
 use crate::cuda::desc::{as_bytes, FusedDesc, JitterDesc};
-use crate::cuda::gpu_device::{
-    streams, DecodeJob, DevicePtr, Event, GpuDevice, Grid, Kernel, KernelArg,
-};
+use crate::cuda::gpu_device::{streams, DevicePtr, Event, GpuDevice, Grid, Kernel, KernelArg};
 use crate::cuda::pool::{DeviceBuffer, DevicePool, PinnedLease, PinnedRing};
-use crate::decode::{decode, decode_window};
-use crate::error::{Error, SampleErrorKind};
+use crate::error::Error;
 use crate::image::{Image, Layout};
-use crate::nvjpeg::DeviceOutput;
 use crate::pipeline::device_tensor::{ConsumerStreams, DeviceTensor};
 
-use super::gpu_plan::{GpuPlan, Prepared, Source};
+use super::gpu_plan::{GpuPlan, Prepared};
 use super::stats::Stats;
 
 /// Byte alignment of each image in a decode area and each sample in an output.
-const ALIGN: usize = 256;
+pub(super) const ALIGN: usize = 256;
 
 /// The device side of the GPU path (one per pipeline).
 pub(crate) struct GpuStage {
-    dev: Arc<dyn GpuDevice>,
-    pool: Arc<DevicePool>,
-    /// Encoded bytes and CPU-decoded pixels, for the decode stream.
-    staging: Mutex<PinnedRing>,
+    pub(super) dev: Arc<dyn GpuDevice>,
+    pub(super) pool: Arc<DevicePool>,
+    /// Pixels decoded on the CPU, for the decode stream (the device's decoder stages the
+    /// encoded bytes itself).
+    pub(super) staging: Mutex<PinnedRing>,
     /// Descriptors, tap tables and samples computed on the CPU, for the kernel stream.
     uploads: Mutex<PinnedRing>,
     streams: Arc<ConsumerStreams>,
-    plan: Arc<GpuPlan>,
-    stats: Arc<Stats>,
-    batch: usize,
+    pub(super) plan: Arc<GpuPlan>,
+    pub(super) stats: Arc<Stats>,
+    pub(super) batch: usize,
     /// Timing events not read yet: (kernels?, start, end).
-    timings: Mutex<VecDeque<(bool, Event, Event)>>,
+    pub(super) timings: Mutex<VecDeque<(bool, Event, Event)>>,
 }
 
 impl std::fmt::Debug for GpuStage {
@@ -81,15 +81,15 @@ impl std::fmt::Debug for GpuStage {
 
 /// Where a resolved sample's source is: `dims` at `ptr` in one of the fill's areas.
 #[derive(Debug, Clone, Copy)]
-struct Decoded {
-    ptr: DevicePtr,
-    dims: SourceDims,
+pub(super) struct Decoded {
+    pub(super) ptr: DevicePtr,
+    pub(super) dims: SourceDims,
 }
 
 // Repeats are rare and a batch's entries few: no point boxing the samples.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
-enum Entry {
+pub(super) enum Entry {
     Sample {
         prepared: Prepared,
         decoded: Option<Decoded>,
@@ -102,10 +102,10 @@ enum Entry {
 /// decoded (resolved) a batch at a time.
 #[derive(Debug, Default)]
 pub(crate) struct DeviceFill {
-    entries: Vec<Entry>,
-    areas: Vec<DeviceBuffer>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) areas: Vec<DeviceBuffer>,
     /// Events the kernels wait for (the decodes).
-    decoded_at: Vec<Event>,
+    pub(super) decoded_at: Vec<Event>,
 }
 
 impl DeviceFill {
@@ -173,202 +173,6 @@ impl GpuStage {
         if let Ok(mut m) = self.stats.gpu_memory.lock() {
             *m = Some(self.dev.memory());
         }
-    }
-
-    /// Decodes the samples of `fill` not decoded yet: one decode call for those the device
-    /// decodes, uploads for those decoded on the CPU, then (host) waits for it. Images the
-    /// device failed on are decoded again on the CPU; those that fail there too are
-    /// returned, by their place in the fill, with the CPU's error (the caller removes them).
-    pub(crate) fn resolve(
-        &self,
-        fill: &mut DeviceFill,
-    ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
-        let mut failed = Vec::new();
-        // Two rounds at most: the second uploads what the device failed to decode.
-        for _ in 0..2 {
-            let redo = self.resolve_round(fill, &mut failed)?;
-            if !redo {
-                break;
-            }
-        }
-        failed.sort_by_key(|f| f.0);
-        Ok(failed)
-    }
-
-    /// One decode round; true when images the device failed on now wait for an upload.
-    fn resolve_round(
-        &self,
-        fill: &mut DeviceFill,
-        failed: &mut Vec<(usize, SampleErrorKind)>,
-    ) -> Result<bool, Error> {
-        // Lay out the area: each pending image at an aligned offset, and the staging.
-        let mut area_len = 0usize;
-        let mut staged_len = 0usize;
-        let mut pending = Vec::new();
-        for (i, e) in fill.entries.iter().enumerate() {
-            let Entry::Sample {
-                prepared: Prepared::Chain { bytes, source, .. },
-                decoded: None,
-            } = e
-            else {
-                continue;
-            };
-            let (h, w, c, staged) = match source {
-                Source::Device { stored, .. } => (stored.0, stored.1, 3, bytes.len()),
-                Source::Host { image, .. } => {
-                    let n = image.pixels.len();
-                    (image.height, image.width, image.channels, n)
-                }
-            };
-            pending.push((i, area_len, staged_len, (h, w, c)));
-            area_len = (area_len + h * w * c).next_multiple_of(ALIGN);
-            staged_len = (staged_len + staged).next_multiple_of(ALIGN);
-        }
-        if pending.is_empty() {
-            return Ok(false);
-        }
-        let (batch, n) = (self.batch, pending.len());
-        let mut area = self.pool.take(area_len, streams::DECODE, &|| {
-            format!("the decoded images of a batch of {batch} samples ({n} decoded at once)")
-        })?;
-        let mut staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        let mut lease = staging.lease(staged_len, streams::DECODE)?;
-        let start = self.dev.record(streams::DECODE, true)?;
-        let mut jobs = Vec::new();
-        let mut job_of = Vec::new();
-        for &(i, at, st, (h, w, c)) in &pending {
-            let Entry::Sample {
-                prepared: Prepared::Chain { bytes, source, .. },
-                ..
-            } = &fill.entries[i]
-            else {
-                continue;
-            };
-            let dst = area.ptr() + at as u64;
-            match source {
-                Source::Device { roi, .. } => {
-                    lease.bytes()[st..st + bytes.len()].copy_from_slice(bytes);
-                    job_of.push((i, jobs.len()));
-                    jobs.push((
-                        st,
-                        bytes.len(),
-                        *roi,
-                        DeviceOutput {
-                            ptr: dst,
-                            pitch: w * 3,
-                            len: h * w * 3,
-                        },
-                    ));
-                }
-                Source::Host { image, .. } => {
-                    let px = image.pixels.as_bytes();
-                    lease.bytes()[st..st + px.len()].copy_from_slice(px);
-                    // SAFETY: the staged bytes stay in the lease until the event it is
-                    // given below; `dst` is inside `area` (laid out for h × w × c bytes),
-                    // used by nothing else until the kernels' release event.
-                    unsafe {
-                        self.dev
-                            .copy_to_device(streams::DECODE, dst, lease.ptr(st), h * w * c)?
-                    };
-                }
-            }
-        }
-        let decode_jobs: Vec<DecodeJob<'_>> = jobs
-            .iter()
-            .map(|&(st, len, roi, out)| DecodeJob {
-                bytes: lease.view(st, len),
-                roi,
-                out,
-            })
-            .collect();
-        // SAFETY: each job's bytes are in the pinned lease, untouched until `end` (the
-        // lease's done event); each output lies in `area` (laid out for it), which no other
-        // work uses until the kernels' release event.
-        let submitted = unsafe {
-            self.dev.decode_jpegs(
-                streams::DECODE,
-                &decode_jobs,
-                &self.plan.decode_options().limits,
-            )
-        };
-        drop(decode_jobs);
-        let end = self.dev.record(streams::DECODE, true)?;
-        lease.done_at(end.clone());
-        drop(staging);
-        self.dev.synchronize(&end)?;
-        self.timings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back((false, start, end.clone()));
-        let mut redo = false;
-        let mut device_ok = vec![true; fill.entries.len()];
-        for &(i, j) in &job_of {
-            let late = submitted.late.get(j);
-            let why = match (&submitted.results[j], late) {
-                (Ok(_), None) => continue,
-                (Err(e), _) => e.to_string(),
-                (Ok(_), Some(l)) => l,
-            };
-            device_ok[i] = false;
-            self.stats.count_gpu_source("device-decoder-failed");
-            tracing::debug!("device decode failed ({why}); decoding on the CPU");
-            match self.decode_on_cpu(&mut fill.entries[i]) {
-                Ok(()) => redo = true,
-                Err(kind) => failed.push((i, kind)),
-            }
-        }
-        for &(i, at, _, (h, w, c)) in &pending {
-            if !device_ok[i] {
-                continue;
-            }
-            if let Entry::Sample { decoded, .. } = &mut fill.entries[i] {
-                *decoded = Some(Decoded {
-                    ptr: area.ptr() + at as u64,
-                    dims: SourceDims {
-                        height: h,
-                        width: w,
-                        channels: c,
-                        pitch: w * c,
-                    },
-                });
-            }
-        }
-        area.used_until(end.clone());
-        fill.areas.push(area);
-        fill.decoded_at.push(end);
-        Ok(redo)
-    }
-
-    /// Turns a sample the device failed to decode into one decoded on the CPU (the region
-    /// it needs, as displayed), or returns the CPU decoder's error.
-    fn decode_on_cpu(&self, entry: &mut Entry) -> Result<(), SampleErrorKind> {
-        let Entry::Sample {
-            prepared:
-                Prepared::Chain {
-                    bytes,
-                    source,
-                    fused,
-                },
-            ..
-        } = entry
-        else {
-            return Ok(());
-        };
-        let Source::Device { roi, window, .. } = source else {
-            return Ok(());
-        };
-        let opts = self.plan.decode_options();
-        let image = match roi {
-            None => decode(bytes, opts),
-            Some(_) => decode_window(bytes, opts, *window),
-        }
-        .map_err(SampleErrorKind::Decode)?;
-        fused.orientation = 1;
-        *source = Source::Host {
-            image,
-            cause: "device-decoder-failed",
-        };
-        Ok(())
     }
 
     /// Launches the chain over the batch of `fill` (resolved) into a pooled output buffer.

@@ -16,12 +16,12 @@ use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec};
 use crate::testutil::{encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, JpegOpts, Sub};
 
 /// The emulated device, or `None` after saying why the test is skipped.
-fn emu() -> Option<Arc<EmuDevice>> {
+pub(super) fn emu() -> Option<Arc<EmuDevice>> {
     crate::cuda::test_support::Emu::load()?;
     Some(EmuDevice::new(EmuOptions::default()).expect("emulated device"))
 }
 
-fn shipped(name: &str, data: &Path) -> PipelineSpec {
+pub(super) fn shipped(name: &str, data: &Path) -> PipelineSpec {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("pipelines")
         .join(name);
@@ -31,19 +31,19 @@ fn shipped(name: &str, data: &Path) -> PipelineSpec {
     spec
 }
 
-fn on(spec: &PipelineSpec, device: DeviceChoice) -> PipelineSpec {
+pub(super) fn on(spec: &PipelineSpec, device: DeviceChoice) -> PipelineSpec {
     let mut s = spec.clone();
     s.settings.device = device;
     s
 }
 
 /// Every result of a run (the error, if any, last).
-fn run(spec: &PipelineSpec) -> Vec<Result<Batch, Error>> {
+pub(super) fn run(spec: &PipelineSpec) -> Vec<Result<Batch, Error>> {
     Pipeline::new(spec.clone()).expect("starts").collect()
 }
 
 /// A batch's image output as host pixels, whichever path made it.
-fn images_of(b: &Batch) -> crate::pipeline::batch::BatchTensor {
+pub(super) fn images_of(b: &Batch) -> crate::pipeline::batch::BatchTensor {
     let name = b
         .names
         .iter()
@@ -58,7 +58,11 @@ fn images_of(b: &Batch) -> crate::pipeline::batch::BatchTensor {
 
 /// The CPU and emulated runs agree: same batches of the same samples with the same
 /// parameters, labels and skips; pixels equal within the tolerance (u8 ±1, floats 1e-3).
-fn assert_same_runs(cpu: &[Result<Batch, Error>], emu: &[Result<Batch, Error>], what: &str) {
+pub(super) fn assert_same_runs(
+    cpu: &[Result<Batch, Error>],
+    emu: &[Result<Batch, Error>],
+    what: &str,
+) {
     assert_eq!(cpu.len(), emu.len(), "{what}: number of results");
     for (k, (c, e)) in cpu.iter().zip(emu).enumerate() {
         let (c, e) = match (c, e) {
@@ -139,7 +143,7 @@ fn compare(spec: &PipelineSpec, what: &str) -> Vec<Result<Batch, Error>> {
     emu
 }
 
-fn builtin() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn builtin() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let data = crate::builtin_data::ensure(&d.path().join("s")).unwrap();
     (d, data)
@@ -147,7 +151,7 @@ fn builtin() -> (tempfile::TempDir, PathBuf) {
 
 /// A folder of JPEGs a GPU decoder meets: sizes and subsamplings, gray, progressive, every
 /// EXIF orientation, a PNG, and files that are not images or end early.
-fn corpus() -> tempfile::TempDir {
+pub(super) fn corpus() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let write = |name: &str, bytes: &[u8]| std::fs::write(d.path().join(name), bytes).unwrap();
     let mut k = 0;
@@ -210,7 +214,7 @@ fn corpus() -> tempfile::TempDir {
     d
 }
 
-fn corpus_spec(dir: &Path, batch: usize) -> PipelineSpec {
+pub(super) fn corpus_spec(dir: &Path, batch: usize) -> PipelineSpec {
     let mut spec = shipped("resnet50-train.toml", dir);
     spec.settings.batch = batch;
     spec
@@ -435,7 +439,7 @@ fn a_pipeline_the_chain_cant_run_is_refused_on_gpu_and_emu_and_runs_on_the_cpu_w
     );
 }
 
-fn emu_pipeline(spec: &PipelineSpec, dev: Arc<EmuDevice>) -> Result<Pipeline, Error> {
+pub(super) fn emu_pipeline(spec: &PipelineSpec, dev: Arc<EmuDevice>) -> Result<Pipeline, Error> {
     let graph = Graph::build(&on(spec, DeviceChoice::Emu)).unwrap();
     let seed = graph.spec.settings.seed;
     let start = crate::reader::schedule::Position {
@@ -627,7 +631,7 @@ fn gpu_the_real_device_keeps_the_seam_contract() {
     if crate::cuda::test_support::device().is_none() {
         return;
     }
-    let dev = crate::cuda::RealDevice::new(0, crate::decode::Limits::default()).unwrap();
+    let dev = crate::cuda::RealDevice::new(0, 64).unwrap();
     let n = 1 << 20;
     let a = dev.alloc(n).unwrap();
     let b = dev.alloc(n).unwrap();

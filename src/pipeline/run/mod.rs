@@ -2,8 +2,8 @@
 //! file each in the order data flows: `read_stage` (reader threads) → `cpu_stage` (workers)
 //! → `placement` (the batch buffers workers write into) → `gather` → `assembler` → the
 //! consumer; on the GPU path `gpu_prep` (workers preparing samples on the host, `gpu_plan`)
-//! replaces `cpu_stage`, and `gpu_stage` decodes and transforms each batch on the device for
-//! the assembler. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
+//! replaces `cpu_stage`, and for the assembler `gpu_decode` decodes each batch on the device
+//! and `gpu_stage` transforms it there. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
 //! [`memory`] checks that the batches fit in memory before anything starts.
 
 use std::sync::atomic::Ordering;
@@ -29,6 +29,7 @@ mod cpu_stage;
 pub mod device;
 mod fill;
 mod gather;
+mod gpu_decode;
 mod gpu_plan;
 mod gpu_prep;
 mod gpu_stage;
@@ -39,6 +40,8 @@ mod read_stage;
 mod start;
 pub mod stats;
 
+#[cfg(test)]
+mod gpu_decode_tests;
 #[cfg(test)]
 mod gpu_tests;
 #[cfg(test)]
