@@ -94,3 +94,43 @@ fn a_device_that_cannot_run_is_an_error_not_a_verdict() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("GPU"), "{stderr}");
 }
+
+#[test]
+fn cpu_against_the_emulated_device_is_within_tolerance_on_both_shipped_pipelines() {
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let out = stokehold()
+            .args([
+                "compare",
+                &format!("pipelines/{name}"),
+                "--devices",
+                "cpu,emu",
+            ])
+            .args(["--batch", "8", "--threads", "2", "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("the emulated device is not built in") {
+            assert!(
+                std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() != Ok("1"),
+                "STOKEHOLD_REQUIRE_EMU=1 but {stderr}"
+            );
+            eprintln!("skipped: no emulated device in this build");
+            return;
+        }
+        assert!(out.status.success(), "{name}: {stdout}{stderr}");
+        assert!(stdout.contains("| emu (device = \"emu\""), "{stdout}");
+        for row in ["images ", "labels ", "decoded "] {
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with(row))
+                .unwrap_or_else(|| panic!("{stdout}"));
+            assert!(line.ends_with(" ok"), "{name}: {line}");
+        }
+        assert!(stdout.contains("samples identical  ok"), "{stdout}");
+        assert_eq!(stdout.lines().last(), Some("within tolerance"), "{name}");
+    }
+}

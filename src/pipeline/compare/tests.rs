@@ -213,3 +213,74 @@ fn psnr_and_median() {
     assert_eq!(median(&[f64::INFINITY, f64::INFINITY]), f64::INFINITY);
     assert_eq!(median(&[]), f64::INFINITY);
 }
+
+/// `cpu,emu` on `spec`: within the tolerance of devices that decode alike, with every
+/// output and the decoded images compared (device batches downloaded), and the same
+/// parameters and skips.
+fn cpu_against_emu(spec: &PipelineSpec, max_batches: Option<usize>, what: &str) -> Comparison {
+    let c = compare(
+        spec,
+        &CompareOptions {
+            devices: [DeviceChoice::Cpu, DeviceChoice::Emu],
+            max_batches,
+            ..CompareOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(c.within_tolerance(), "{what}:\n{c}");
+    assert_eq!(c.devices[1].device, "emu", "{what}");
+    assert!(c.samples > 0 && c.same_decoder, "{what}:\n{c}");
+    for d in c.outputs.iter().chain(&c.decode) {
+        assert_eq!(d.shape_mismatches, 0, "{what}: {}", d.name);
+    }
+    let decoded = c.decode.as_ref().expect("the decoder's images compared");
+    assert_eq!(decoded.psnr.len(), c.samples, "{what}");
+    c
+}
+
+#[test]
+fn cpu_against_emu_is_within_tolerance_on_both_shipped_pipelines() {
+    if crate::cuda::test_support::Emu::load().is_none() {
+        return;
+    }
+    for name in [
+        "pipelines/resnet50-train.toml",
+        "pipelines/resnet50-eval.toml",
+    ] {
+        let c = cpu_against_emu(&shipped(name, 8), None, name);
+        assert!(c.batches > 1, "{name}: every batch of the epoch");
+    }
+}
+
+#[test]
+fn cpu_against_emu_is_within_tolerance_on_the_shared_data() {
+    let Some(shared) = crate::testutil::shared_data() else {
+        return;
+    };
+    if crate::cuda::test_support::Emu::load().is_none() {
+        return;
+    }
+    for (folder, batches) in [("imagenet-400", Some(2)), ("jpeg-edge", None)] {
+        let data = shared.join(folder);
+        if !data.is_dir() {
+            eprintln!("skipped: {} not found", data.display());
+            continue;
+        }
+        for name in [
+            "pipelines/resnet50-train.toml",
+            "pipelines/resnet50-eval.toml",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            let mut spec = file::load(&path).unwrap().spec;
+            spec.set_data(&data);
+            spec.settings.batch = 32;
+            spec.settings.threads = Some(2);
+            let what = format!("{name} on {folder}");
+            let c = cpu_against_emu(&spec, batches, &what);
+            if folder == "jpeg-edge" {
+                // The 12-bit and the truncated file, on both devices.
+                assert_eq!(c.skipped[1].len(), 2, "{what}:\n{c}");
+            }
+        }
+    }
+}
