@@ -40,10 +40,7 @@ impl PyBatch {
                 let t = match o {
                     BatchOutput::Images(t) => PyTensor::images(t),
                     BatchOutput::Labels(l) => PyTensor::labels(l),
-                    // Downloaded for now; the zero-copy device export comes with the integration.
-                    BatchOutput::Device(t) => {
-                        PyTensor::images(t.to_host().map_err(|e| crate::errors::to_py(py, e))?)
-                    }
+                    BatchOutput::Device(t) => PyTensor::device_images(t),
                 };
                 Py::new(py, t)
             })

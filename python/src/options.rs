@@ -179,12 +179,14 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
 
 /// The device choice and GPU ordinal for `device`: "auto" (the GPU of this rank,
 /// `cuda:LOCAL_RANK`, when the GPU path can run, else the CPU), "cpu", "cuda"/"gpu" (this
-/// rank's GPU) or "cuda:N".
+/// rank's GPU), "cuda:N", or "emu" (the emulated device: the GPU path without a GPU, a test
+/// device).
 fn device(py: Python<'_>, device: &str, rank: &Rank) -> PyResult<(DeviceChoice, usize)> {
     let d = device.trim().to_ascii_lowercase();
     Ok(match d.as_str() {
         "auto" => (DeviceChoice::Auto, rank.local_rank),
         "cpu" => (DeviceChoice::Cpu, 0),
+        "emu" => (DeviceChoice::Emu, 0),
         "cuda" | "gpu" => (DeviceChoice::Gpu, rank.local_rank),
         _ => match d.strip_prefix("cuda:").or_else(|| d.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
@@ -200,7 +202,7 @@ fn bad_device(py: Python<'_>, device: &str) -> PyErr {
     pipeline_err(
         py,
         format!("device={device:?} is not a device"),
-        Some("use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""),
+        Some("use \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or \"emu\" (the emulated device)"),
     )
 }
 

@@ -56,7 +56,8 @@ struct Runner {
     epochs: Option<u64>,
     batches_per_epoch: usize,
     /// Statistics of the last run, kept when its threads stop.
-    last_stats: Option<(StatsSnapshot, usize)>,
+    /// (statistics, (idle batch buffers, idle device buffers on the GPU path))
+    last_stats: Option<(StatsSnapshot, (usize, Option<usize>))>,
 }
 
 /// What one try at the next batch of an epoch gave.
@@ -79,7 +80,8 @@ impl Runner {
     fn stop(&mut self) {
         self.pending = None;
         if let Some(p) = self.running.take() {
-            self.last_stats = Some((p.stats(), p.batch_pool().idle()));
+            let idle = (p.batch_pool().idle(), p.idle_device_buffers());
+            self.last_stats = Some((p.stats(), idle));
         }
     }
 
@@ -326,8 +328,8 @@ impl PyPipeline {
         self.facts.world_size
     }
 
-    /// Where the per-sample work runs: ``"cpu"`` or ``"gpu"``; :attr:`device_reason` says
-    /// why.
+    /// Where the per-sample work runs: ``"cpu"``, ``"gpu"``, or ``"emu"`` (the emulated
+    /// device, a test device); :attr:`device_reason` says why.
     #[getter]
     fn device(&self) -> &'static str {
         self.facts.device
@@ -424,12 +426,12 @@ impl PyPipeline {
         let taken = py.detach(|| {
             let r = self.lock();
             match &r.running {
-                Some(p) => Some((p.stats(), p.batch_pool().idle())),
+                Some(p) => Some((p.stats(), (p.batch_pool().idle(), p.idle_device_buffers()))),
                 None => r.last_stats.clone(),
             }
         });
         let d = PyDict::new(py);
-        let Some((st, idle)) = taken else {
+        let Some((st, (idle, idle_device))) = taken else {
             return Ok(d);
         };
         d.set_item("images", st.images)?;
@@ -468,6 +470,24 @@ impl PyPipeline {
         }
         d.set_item("epochs", epochs)?;
         d.set_item("idle_batch_buffers", idle)?;
+        if let Some(g) = &st.gpu {
+            let gd = PyDict::new(py);
+            gd.set_item("device", g.device.as_str())?;
+            gd.set_item("prepare_seconds", g.prepare.as_secs_f64())?;
+            gd.set_item("decode_seconds", g.decode.as_secs_f64())?;
+            gd.set_item("kernel_seconds", g.kernels.as_secs_f64())?;
+            let sources = PyDict::new(py);
+            for (k, n) in &g.sources {
+                sources.set_item(k, n)?;
+            }
+            gd.set_item("sources", sources)?;
+            gd.set_item("device_bytes", g.memory.device)?;
+            gd.set_item("device_peak_bytes", g.memory.device_peak)?;
+            gd.set_item("pinned_bytes", g.memory.pinned)?;
+            gd.set_item("pinned_peak_bytes", g.memory.pinned_peak)?;
+            gd.set_item("idle_device_buffers", idle_device)?;
+            d.set_item("gpu", gd)?;
+        }
         Ok(d)
     }
 

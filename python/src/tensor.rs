@@ -5,27 +5,34 @@
 //! lives until the last one is gone (the `Tensor` object, and each array or tensor made from
 //! it), and only then goes back to its pipeline's pool.
 //!
-//! # Device-resident batches (issue 16)
-//! A batch from the GPU stage slots in as one more [`Buffer`] variant. What the exporter
-//! needs from it is in [`Buffer::device`], [`Buffer::data_ptr`] and [`order_after`]: the
-//! device (type `kDLCUDA`, the ordinal), the device pointer of the batch's first element, and
-//! a way to make the consumer's stream wait for the event the GPU stage recorded after its
-//! last kernel or copy into the buffer — `cuStreamWaitEvent(consumer_stream, ready_event)`,
-//! no host synchronisation. Its `Drop` must return the device buffer to the pool only after
-//! the consumer's work on it is done, i.e. the pool must record an event on the consumer's
-//! stream at release, or the buffer must come back through a stream-ordered free.
+//! # Device-resident batches
+//!
+//! A batch from the GPU stage is a [`DeviceTensor`]: `kDLCUDA` on the pipeline's device, its
+//! device pointer, its shape. `__dlpack__(stream=s)` makes the consumer's stream `s` wait, on
+//! the device, for the event the GPU stage recorded after its last kernel or copy into the
+//! buffer ([`DeviceTensor::use_on_stream`]): no host synchronisation. `s` follows the
+//! protocol: an omitted stream or `1` is CUDA's legacy default stream, `2` the per-thread
+//! default stream, a larger number a `CUstream`, `-1` no ordering at all (the consumer
+//! orders its work itself). When the last reference goes, the buffer returns to the pool
+//! with an event recorded on every consumer stream it was exported to, so the pool hands it
+//! out again only after the consumers' work queued before that moment has run.
+//!
+//! The emulated device (`device="emu"`, a test device) keeps its "device memory" in host
+//! memory: its batches say `kDLCPU`, so NumPy reads them in place, and an export waits on the
+//! host for the batch's ready event (the emulated kernels run on threads of their own). The
+//! bookkeeping is the device path's: the same tensor, ready event and release.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 use dlpark::metadata::Dynamic;
-use dlpark::python::{export_dlpack, DlpackExporter, ExportRequest};
+use dlpark::python::{export_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use stokehold::pipeline::BatchTensor;
+use stokehold::pipeline::{BatchTensor, DeviceTensor};
 use stokehold::{DType, Layout};
 
 /// What a tensor's elements live in, and what keeps them alive.
@@ -33,15 +40,29 @@ pub enum Buffer {
     /// A batch's image output in host memory: the pipeline's batch buffer itself, which goes
     /// back to the pipeline's pool when this is dropped.
     Images(BatchTensor),
+    /// A batch's image output in device memory (the GPU path), which goes back to the
+    /// pipeline's device pool, after its consumers' work, when this is dropped.
+    Device(DeviceTensor),
     /// A batch's labels in host memory.
     Labels(Vec<i64>),
 }
+
+/// CUDA's legacy default stream as a `CUstream` handle (`CU_STREAM_LEGACY`).
+const CU_STREAM_LEGACY: u64 = 1;
+/// CUDA's per-thread default stream as a `CUstream` handle (`CU_STREAM_PER_THREAD`).
+const CU_STREAM_PER_THREAD: u64 = 2;
 
 impl Buffer {
     /// Where the elements are.
     pub fn device(&self) -> DLDevice {
         match self {
             Buffer::Images(_) | Buffer::Labels(_) => DLDevice::CPU,
+            // The emulated device's memory is host memory.
+            Buffer::Device(t) if t.is_emulated() => DLDevice::CPU,
+            Buffer::Device(t) => DLDevice {
+                device_type: DLDeviceType::CUDA,
+                device_id: i32::try_from(t.device_id()).unwrap_or(i32::MAX),
+            },
         }
     }
 
@@ -49,6 +70,7 @@ impl Buffer {
     pub fn data_ptr(&self) -> *const c_void {
         match self {
             Buffer::Images(t) => t.as_bytes().as_ptr().cast(),
+            Buffer::Device(t) => t.device_ptr() as usize as *const c_void,
             Buffer::Labels(l) => l.as_ptr().cast(),
         }
     }
@@ -56,17 +78,36 @@ impl Buffer {
     fn nbytes(&self) -> usize {
         match self {
             Buffer::Images(t) => t.nbytes(),
+            Buffer::Device(t) => t.nbytes(),
             Buffer::Labels(l) => std::mem::size_of_val(l.as_slice()),
         }
     }
 }
 
-/// Orders the consumer's stream named in `request` after the work that fills `buffer`.
-/// Host buffers are complete when the batch is handed out: nothing to order.
-fn order_after(buffer: &Buffer, _request: &ExportRequest<'_>) -> PyResult<()> {
-    match buffer {
-        Buffer::Images(_) | Buffer::Labels(_) => Ok(()),
+/// Orders the consumer named in `request` after the work that fills `buffer`. Host buffers
+/// are complete when the batch is handed out: nothing to order. A device buffer orders the
+/// consumer's stream after its ready event, on the device; an emulated one is waited for on
+/// the host (its consumer reads host memory).
+fn order_after(py: Python<'_>, buffer: &Buffer, request: &ExportRequest<'_>) -> PyResult<()> {
+    let t = match buffer {
+        Buffer::Images(_) | Buffer::Labels(_) => return Ok(()),
+        Buffer::Device(t) => t,
+    };
+    let failed = |e: stokehold::Error| crate::errors::to_py(py, e);
+    if t.is_emulated() {
+        return py.detach(|| t.wait()).map_err(failed);
     }
+    let raw = match request.cuda_stream()? {
+        CudaStreamRequest::NoSync => return Ok(()),
+        CudaStreamRequest::Omitted | CudaStreamRequest::LegacyDefault => CU_STREAM_LEGACY,
+        CudaStreamRequest::PerThreadDefault => CU_STREAM_PER_THREAD,
+        CudaStreamRequest::Pointer(p) => p as u64,
+    };
+    // SAFETY: `raw` is the consumer's stream on the tensor's device (the DLPack protocol:
+    // the consumer passes a stream of the device `__dlpack_device__` named, or a default
+    // stream sentinel, which the driver takes as a handle), kept alive by the consumer while
+    // it uses the tensor, which it does until its last reference (and so this buffer) drops.
+    unsafe { t.use_on_stream(raw) }.map_err(failed)
 }
 
 /// One output of a batch: images (`uint8`, `float16` or `float32`, `NCHW` or `NHWC`) or
@@ -88,6 +129,21 @@ fn dim(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+fn dtype_of(t: DType) -> (DLDataType, &'static str) {
+    match t {
+        DType::U8 => (DLDataType::U8, "uint8"),
+        DType::F16 => (DLDataType::scalar(DLDataTypeCode::FLOAT, 16), "float16"),
+        DType::F32 => (DLDataType::F32, "float32"),
+    }
+}
+
+fn layout_name(l: Layout) -> &'static str {
+    match l {
+        Layout::Hwc => "NHWC",
+        Layout::Chw => "NCHW",
+    }
+}
+
 impl PyTensor {
     /// The tensor of an image output.
     pub fn images(t: BatchTensor) -> PyTensor {
@@ -99,15 +155,8 @@ impl PyTensor {
                 Err((first, other.unwrap_or(first)))
             }
         };
-        let (dtype, dtype_name) = match t.dtype {
-            DType::U8 => (DLDataType::U8, "uint8"),
-            DType::F16 => (DLDataType::scalar(DLDataTypeCode::FLOAT, 16), "float16"),
-            DType::F32 => (DLDataType::F32, "float32"),
-        };
-        let layout = match t.layout {
-            Layout::Hwc => "NHWC",
-            Layout::Chw => "NCHW",
-        };
+        let (dtype, dtype_name) = dtype_of(t.dtype);
+        let layout = layout_name(t.layout);
         PyTensor {
             samples: t.len(),
             buffer: Arc::new(Buffer::Images(t)),
@@ -115,6 +164,27 @@ impl PyTensor {
             dtype,
             dtype_name,
             layout: Some(layout),
+        }
+    }
+
+    /// The tensor of an image output in device memory (the GPU path).
+    pub fn device_images(t: DeviceTensor) -> PyTensor {
+        let shape = match t.shape() {
+            Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
+            None => {
+                let first = t.shapes().first().copied().unwrap_or_default();
+                let other = t.shapes().iter().find(|s| **s != first).copied();
+                Err((first, other.unwrap_or(first)))
+            }
+        };
+        let (dtype, dtype_name) = dtype_of(t.dtype());
+        PyTensor {
+            samples: t.len(),
+            shape,
+            dtype,
+            dtype_name,
+            layout: Some(layout_name(t.layout())),
+            buffer: Arc::new(Buffer::Device(t)),
         }
     }
 
@@ -149,10 +219,12 @@ impl PyTensor {
             .set_dtype(self.dtype)
             .set_device(self.buffer.device());
         // SAFETY: the data pointer is the start of the buffer owned by the `Arc` installed as
-        // the managed tensor's context, so it stays valid until the consumer calls the deleter;
+        // the managed tensor's context, so it stays valid until the consumer calls the deleter
+        // (a device buffer goes back to its pool only then, after the consumer's streams);
         // the buffer holds exactly `shape` elements of `dtype`, contiguous, row-major (the
-        // strides `compact` wrote); no flags are set. The consumer may write through the
-        // pointer: stokehold never reads or reuses a batch buffer while a reference to it lives.
+        // strides `compact` wrote), on the device `set_device` names; no flags are set. The
+        // consumer may write through the pointer: stokehold never reads or reuses a batch
+        // buffer while a reference to it lives.
         Ok(unsafe { t.finish() })
     }
 }
@@ -166,8 +238,8 @@ impl DlpackExporter for PyTensor {
         DlpackFlags::empty()
     }
 
-    fn prepare_export(&self, _py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
-        order_after(&self.buffer, request)
+    fn prepare_export(&self, py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
+        order_after(py, &self.buffer, request)
     }
 
     fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<dlpark::ffi::DLManagedTensor>> {
@@ -186,7 +258,10 @@ impl DlpackExporter for PyTensor {
 impl PyTensor {
     /// Exports the tensor as a DLPack capsule (the array-API protocol; frameworks call it
     /// through ``from_dlpack``). No copy is made: ``copy=True`` and cross-device requests
-    /// raise ``BufferError``.
+    /// raise ``BufferError``. For a GPU batch, ``stream`` is the consumer's CUDA stream
+    /// (``1`` or omitted: the legacy default stream; ``2``: the per-thread default stream;
+    /// ``-1``: no ordering): it waits on the device for the batch to be written, and the
+    /// memory is reused only after the work it queued before the last reference went.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__(
         &self,
@@ -202,7 +277,8 @@ impl PyTensor {
     }
 
     /// ``(device_type, device_id)`` in DLPack's numbering: ``(1, 0)`` for host memory,
-    /// ``(2, N)`` for CUDA device N.
+    /// ``(2, N)`` for CUDA device N. Batches of the emulated device (``device="emu"``, a
+    /// test device) are host memory: ``(1, 0)``.
     fn __dlpack_device__(&self) -> (u32, i32) {
         let d = self.buffer.device();
         (d.device_type.0, d.device_id)
@@ -230,7 +306,8 @@ impl PyTensor {
         self.layout
     }
 
-    /// Where the elements are: ``"cpu"``, or ``"cuda:N"``.
+    /// Where the elements are: ``"cpu"`` (host memory, the emulated device's included), or
+    /// ``"cuda:N"``.
     #[getter]
     fn device(&self) -> String {
         let d = self.buffer.device();

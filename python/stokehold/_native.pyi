@@ -22,9 +22,12 @@ class Tensor:
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any:
-        """A DLPack capsule of the tensor (no copy)."""
+        """A DLPack capsule of the tensor (no copy). For a GPU batch, ``stream`` is the
+        consumer's CUDA stream (``1`` or omitted: legacy default, ``2``: per-thread default,
+        ``-1``: no ordering); it waits on the device for the batch to be written."""
     def __dlpack_device__(self) -> Tuple[int, int]:
-        """``(1, 0)`` for host memory, ``(2, N)`` for CUDA device N."""
+        """``(1, 0)`` for host memory (the emulated device's included), ``(2, N)`` for CUDA
+        device N."""
     @property
     def shape(self) -> Optional[Tuple[int, ...]]:
         """``(n, c, h, w)``, ``(n, h, w, c)`` or ``(n,)``; ``None`` when samples differ."""
@@ -36,7 +39,7 @@ class Tensor:
         """``"NCHW"`` or ``"NHWC"`` for images, ``None`` for labels."""
     @property
     def device(self) -> str:
-        """``"cpu"`` or ``"cuda:N"``."""
+        """``"cpu"`` (host memory, the emulated device's included) or ``"cuda:N"``."""
     @property
     def data_ptr(self) -> int:
         """The address of the first element."""
@@ -131,7 +134,8 @@ class Pipeline:
     @property
     def world_size(self) -> int: ...
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """``"cpu"``, ``"gpu"`` or ``"emu"`` (the emulated device, a test device)."""
     @property
     def device_reason(self) -> str: ...
     @property

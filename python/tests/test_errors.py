@@ -127,7 +127,7 @@ def test_on_error_fail_raises_a_data_error_with_the_path(flat_jpegs):
 
 
 def test_a_device_that_cannot_be_had_is_a_device_error(builtin):
-    # Until the GPU stage runs (issue 16), asking for the GPU path is refused everywhere;
+    # Without a GPU (as in CI), asking for the GPU path is refused with the reason;
     # device="auto" falls back to the CPU and says why.
     with pytest.raises(stokehold.DeviceError, match="GPU unavailable"):
         stokehold.Pipeline(EVAL, builtin, device="cuda:0")

@@ -47,6 +47,9 @@ pub struct EmuOptions {
     pub memory: Option<usize>,
     /// Lose the device after this many kernel launches (`None`: never).
     pub lose_after_launches: Option<u64>,
+    /// Each kernel launch waits this long on its stream before it runs (`None`: no wait): a
+    /// slow device, which shows a consumer that reads a batch before its ready event.
+    pub launch_delay: Option<Duration>,
     /// Decode regions of interest exactly, as nvJPEG 13.3 and later do; by default they are
     /// padded by an MCU and the region read from inside the padded output, as with the
     /// nvJPEG before 13.3 of the GPU machines (CUDA 13.0).
@@ -56,7 +59,8 @@ pub struct EmuOptions {
 impl EmuOptions {
     /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes),
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
-    /// and `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]).
+    /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]) and
+    /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -82,6 +86,7 @@ impl EmuOptions {
         Ok(EmuOptions {
             memory: read("STOKEHOLD_EMU_MEMORY", true)?.map(|b| b as usize),
             lose_after_launches: read("STOKEHOLD_EMU_LOSE_AFTER", false)?,
+            launch_delay: read("STOKEHOLD_EMU_LAUNCH_DELAY_MS", false)?.map(Duration::from_millis),
             exact_roi: read("STOKEHOLD_EMU_EXACT_ROI", false)?.is_some_and(|v| v != 0),
         })
     }
@@ -368,6 +373,9 @@ impl GpuDevice for EmuDevice {
         let n = self.launches.fetch_add(1, Ordering::Relaxed) + 1;
         if self.options.lose_after_launches.is_some_and(|k| n > k) {
             self.lose();
+        }
+        if let Some(d) = self.options.launch_delay {
+            self.delay(stream, d)?;
         }
         let args = args.to_vec();
         let threads = self.threads;

@@ -172,6 +172,13 @@ fn options_are_read_from_the_environment_variables() {
         with(&[("STOKEHOLD_EMU_MEMORY", "2G")]).unwrap().memory,
         Some(2 << 30)
     );
+    let o = with(&[
+        ("STOKEHOLD_EMU_LAUNCH_DELAY_MS", "25"),
+        ("STOKEHOLD_EMU_EXACT_ROI", "1"),
+    ])
+    .unwrap();
+    assert_eq!(o.launch_delay, Some(Duration::from_millis(25)));
+    assert!(o.exact_roi && !EmuOptions::default().exact_roi);
     let e = with(&[("STOKEHOLD_EMU_LOSE_AFTER", "12k")]).unwrap_err();
     assert!(
         e.to_string().contains("STOKEHOLD_EMU_LOSE_AFTER=12k"),

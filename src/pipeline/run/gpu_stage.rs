@@ -153,6 +153,11 @@ impl GpuStage {
         &self.dev
     }
 
+    /// Idle buffers in the device pool.
+    pub(crate) fn idle_buffers(&self) -> usize {
+        self.pool.idle_count()
+    }
+
     /// Adds the device time of finished work to the statistics (all of it with `wait`).
     pub(crate) fn read_timings(&self, wait: bool) {
         let mut t = self.timings.lock().unwrap_or_else(|p| p.into_inner());

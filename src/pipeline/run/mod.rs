@@ -277,6 +277,13 @@ impl Pipeline {
         self.gpu.as_ref().map(|g| g.device().clone())
     }
 
+    /// Idle buffers in the GPU path's device pool (`None` on the CPU path): a delivered
+    /// batch's device memory goes back there when the batch (and every tensor sharing its
+    /// memory) is dropped.
+    pub fn idle_device_buffers(&self) -> Option<usize> {
+        self.gpu.as_ref().map(|g| g.idle_buffers())
+    }
+
     /// Worker threads in use.
     pub fn worker_threads(&self) -> usize {
         self.worker_threads

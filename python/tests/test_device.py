@@ -1,0 +1,86 @@
+"""Batches of the GPU path, checked on the emulated device (``device="emu"``): the same
+values as the CPU path, read zero-copy (the emulated device's memory is host memory, so its
+batches say kDLCPU), each export waiting for the batch's ready event, and the memory going
+back to the device pool only when the last array made from it goes."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import stokehold
+from conftest import EVAL, TRAIN
+
+
+@pytest.mark.parametrize("pipeline", [TRAIN, EVAL], ids=["train", "eval"])
+def test_the_emulated_device_gives_the_cpu_values(builtin, pipeline):
+    cpu = stokehold.Pipeline(pipeline, builtin, device="cpu", batch=8, threads=2, epochs=1)
+    emu = stokehold.Pipeline(pipeline, builtin, device="emu", batch=8, threads=2, epochs=1)
+    assert emu.device == "emu" and "emulated device" in emu.device_reason
+    n = 0
+    pairs = list(zip(cpu, emu))
+    assert len(pairs) == len(cpu) == len(emu)
+    for a, b in pairs:
+        images = b["images"]
+        assert images.__dlpack_device__() == (1, 0) and images.device == "cpu"
+        x = np.from_dlpack(images)
+        assert x.ctypes.data == images.data_ptr, "read in place"
+        assert (images.shape, images.dtype, images.layout) == (a["images"].shape, "float32", "NCHW")
+        assert np.array_equal(np.from_dlpack(a["images"]), x)
+        assert np.array_equal(np.from_dlpack(a["labels"]), np.from_dlpack(b["labels"]))
+        assert [(s.path, s.label, s.params) for s in a.samples] == [
+            (s.path, s.label, s.params) for s in b.samples
+        ]
+        n += len(b)
+    assert n == emu.samples_per_epoch
+    gpu = emu.stats()["gpu"]
+    assert sum(gpu["sources"].values()) == n, gpu["sources"]
+    assert gpu["sources"].get("device-decoder:hardware", 0) > 0, gpu["sources"]
+    assert "gpu" not in cpu.stats()
+
+
+def test_an_export_waits_for_the_batch_to_be_written(builtin, monkeypatch):
+    # A slow emulated device: each kernel launch waits 40 ms on its stream, so batches are
+    # handed out before their kernels ran. Reading one must wait for its ready event.
+    monkeypatch.setenv("STOKEHOLD_EMU_LAUNCH_DELAY_MS", "40")
+    cpu = stokehold.Pipeline(EVAL, builtin, device="cpu", batch=8, threads=2, epochs=1)
+    emu = stokehold.Pipeline(EVAL, builtin, device="emu", batch=8, threads=2, epochs=1, prefetch=3)
+    for a, b in zip(cpu, emu):
+        assert np.array_equal(np.from_dlpack(a["images"]), np.from_dlpack(b["images"]))
+
+
+def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin):
+    p = stokehold.Pipeline(EVAL, builtin, device="emu", batch=8, threads=2, prefetch=1)
+    it = iter(p)
+    first = next(it)
+    kept = np.from_dlpack(first["images"])
+    ptr, snapshot = kept.ctypes.data, kept.copy()
+    del first
+    gc.collect()
+    # The rest of the epoch: later batches take pooled device buffers, never the kept one,
+    # and write nothing into it (freed memory would be poisoned, reused memory rewritten).
+    later = [b["images"].data_ptr for b in it]
+    assert later and ptr not in later
+    assert np.array_equal(kept, snapshot)
+    idle = p.stats()["gpu"]["idle_device_buffers"]
+    del kept
+    gc.collect()
+    assert p.stats()["gpu"]["idle_device_buffers"] >= idle, "the kept buffer went back"
+    # The next epoch hands it out again.
+    assert ptr in [b["images"].data_ptr for b in p]
+
+
+def test_the_tensor_keeps_the_device_memory_after_its_batch_and_pipeline(builtin):
+    p = stokehold.Pipeline(TRAIN, builtin, device="emu", batch=8, threads=1, epochs=1)
+    t = next(iter(p))["images"]
+    expected = np.from_dlpack(t).copy()
+    del p
+    gc.collect()
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr and np.array_equal(a, expected)
+
+
+def test_an_unknown_device_names_the_emulated_one(builtin):
+    with pytest.raises(stokehold.PipelineError) as e:
+        stokehold.Pipeline(EVAL, builtin, device="tpu")
+    assert "emu" in str(e.value)
