@@ -15,8 +15,8 @@
 #
 # Contents:
 #   tests/lib            the library's unit tests (cargo test --release --lib), stripped: every
-#                        CUDA, nvJPEG and GPU parity test (tests/*.rs stay behind: they run
-#                        a build-machine path)
+#                        CUDA, nvJPEG and GPU parity test and the GPU stage's real-device
+#                        tests (tests/*.rs stay behind: they run a build-machine path)
 #   bin/stokehold        the CLI (release), stripped
 #   pipelines/           the pipeline files
 #   shared/data/imagenet-400/  the photo subset (named as the tests expect it)

@@ -10,12 +10,17 @@
 #      beside PyTorch, found with python3); their folders go on LD_LIBRARY_PATH;
 #   2. every CUDA, nvJPEG and GPU parity test of the library with a real device, with
 #      STOKEHOLD_REQUIRE_GPU=1 and STOKEHOLD_REQUIRE_NVRTC=1 so that none can skip;
-#   3. compute-sanitizer memcheck and racecheck on the fused-chain parity tests, and on a
+#   3. the GPU stage's real-device tests (STAGE_TESTS below; docs/gpu.md lists them): the
+#      device seam, nvJPEG through it, and the whole GPU path against the CPU path;
+#   4. `stokehold run --device gpu --stats` (both shipped pipelines, the photo subset): the
+#      GPU figures and where each image was decoded (the JPEG engines must take the baseline
+#      photos), and `stokehold check` with device = "auto" choosing the GPU;
+#   5. compute-sanitizer memcheck and racecheck on the fused-chain parity tests, and on a
 #      short `stokehold run --device gpu`;
-#   4. `stokehold compare --devices cpu,gpu` (and cpu,emu when the build has it) on the
-#      photo subset and jpeg-edge;
-#   5. `stokehold bench --device gpu` and `--device cpu` on the photo subset;
-#   6. a summary (BUNDLE_DIR/logs/summary.txt), last line RESULT.
+#   6. `stokehold compare --devices cpu,gpu` and `cpu,emu` on the photo subset and jpeg-edge;
+#   7. `stokehold bench --device gpu` and `--device cpu` on the photo subset;
+#   8. a summary (BUNDLE_DIR/logs/summary.txt): a row per step, what was skipped and why,
+#      last line RESULT.
 # Exit status 0 when everything passed, 1 otherwise, 2 on bad usage.
 #
 # Environment (all optional):
@@ -26,7 +31,7 @@
 #   OUT                 a folder to copy the summary and the logs (logs.tar.gz) into
 set -u -o pipefail
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [[ $# -le 1 ]] || usage
 [[ "${1:-}" != -* ]] || usage
 bundle="$(cd "${1:-$(dirname "$0")}" 2>/dev/null && pwd)" || { echo "error: no bundle folder ${1:-}" >&2; exit 2; }
@@ -153,12 +158,22 @@ fi
 echo "STOKEHOLD_REQUIRE_GPU=${STOKEHOLD_REQUIRE_GPU:-unset} STOKEHOLD_REQUIRE_NVRTC=${STOKEHOLD_REQUIRE_NVRTC:-unset}"
 head -n 4 "$bundle/MANIFEST" 2>/dev/null
 
+# The GPU stage's tests that need a real device (docs/gpu.md, "The GPU-only remainder";
+# tests/gpu_scripts.rs checks that this list, the docs and the sources agree).
+STAGE_TESTS=(
+    pipeline::run::gpu_tests::gpu_the_real_device_keeps_the_seam_contract
+    pipeline::run::gpu_decode_tests::gpu_the_real_device_decodes_through_the_seam
+    pipeline::run::gpu_tests::gpu_the_gpu_path_on_a_real_device_matches_the_cpu
+)
+
 # ---------------------------------------------------------------------------------------
 echo "== 2. tests with a real device"
 filters=(nvjpeg:: cuda:: gpu_)
-"$bundle/tests/lib" "${filters[@]}" --list >"$logs/tests-list.log" 2>&1
+skips=()
+for t in "${STAGE_TESTS[@]}"; do skips+=(--skip "$t"); done
+"$bundle/tests/lib" "${filters[@]}" "${skips[@]}" --list >"$logs/tests-list.log" 2>&1
 listed=$(grep -c ': test$' "$logs/tests-list.log")
-"$bundle/tests/lib" "${filters[@]}" --test-threads=1 --nocapture >"$logs/tests.log" 2>&1
+"$bundle/tests/lib" "${filters[@]}" "${skips[@]}" --test-threads=1 --nocapture >"$logs/tests.log" 2>&1
 rc=$?
 # Counts from libtest's own line; skips from the tests' messages (with --nocapture a message
 # may follow "test name ... " on the same line).
@@ -182,7 +197,60 @@ fi
 grep -E '^(nvJPEG |GPU: |NVRTC |ROI )' "$logs/tests.log" | sort -u | head -n 12 | sed 's/^/    /'
 
 # ---------------------------------------------------------------------------------------
-echo "== 3. compute-sanitizer"
+echo "== 3. the GPU stage's real-device tests"
+"$bundle/tests/lib" --exact "${STAGE_TESTS[@]}" --list >"$logs/stage-tests-list.log" 2>&1
+listed=$(grep -c ': test$' "$logs/stage-tests-list.log")
+"$bundle/tests/lib" --exact "${STAGE_TESTS[@]}" --test-threads=1 --nocapture >"$logs/stage-tests.log" 2>&1
+rc=$?
+result="$(grep '^test result:' "$logs/stage-tests.log" | tail -n1)"
+passed=$(grep -oE '[0-9]+ passed' <<<"$result" | awk '{print $1 + 0}')
+failed=$(grep -oE '[0-9]+ failed' <<<"$result" | awk '{print $1 + 0}')
+skipped=$(grep -cE 'skipped: ' "$logs/stage-tests.log")
+detail="${passed:-0} of $listed (of ${#STAGE_TESTS[@]} named) passed, ${failed:-0} failed, $skipped skipped"
+if ((rc != 0 || ${failed:-0} > 0 || listed != ${#STAGE_TESTS[@]})) || [[ -z "$result" ]]; then
+    row "GPU stage tests (real device)" FAILED "$detail"
+    grep -E "panicked|^---- " "$logs/stage-tests.log" | head -n 20 | sed 's/^/    /'
+elif ((skipped > 0)); then
+    row "GPU stage tests (real device)" SKIPPED "$detail ($(grep -m1 -oE 'skipped: .*' "$logs/stage-tests.log" | sed 's/^skipped: //'))"
+else
+    row "GPU stage tests (real device)" ok "$detail"
+fi
+grep -E '^(GPU stage |GPU: |.* batch [0-9]+ PSNR )' "$logs/stage-tests.log" | head -n 12 | sed 's/^/    /'
+
+# ---------------------------------------------------------------------------------------
+echo "== 4. run --device gpu --stats, and check"
+for pipeline in resnet50-train resnet50-eval; do
+    log="$logs/run-gpu-$pipeline.log"
+    "$cli" run "pipelines/$pipeline.toml" --data "$photos" --device gpu --epochs 1 --stats >"$log" 2>&1
+    rc=$?
+    last="$(grep -E 'throughput=' "$log" | tail -n1)"
+    engines=$(grep -E '^ *[0-9]+ decoded by device-decoder:hardware' "$log" | awk '{print $1}')
+    if ((rc == 0)) && [[ -n "$last" ]]; then
+        if [[ -z "$engines" || "$engines" == 0 ]]; then
+            row "run --device gpu $pipeline" FAILED "no image decoded by the JPEG engines: $last"
+        else
+            row "run --device gpu $pipeline" ok "$engines by the JPEG engines; $last"
+        fi
+    elif [[ "$have_gpu" != 1 ]]; then
+        row "run --device gpu $pipeline" SKIPPED "no GPU: $(tail -n1 "$log")"
+    else
+        row "run --device gpu $pipeline" FAILED "exit $rc: $(tail -n1 "$log")"
+    fi
+    grep -E '^GPU path|decoded by|prepare \(host\)|device memory' "$log" | sed 's/^/    /'
+done
+log="$logs/check-auto.log"
+"$cli" check pipelines/resnet50-train.toml >"$log" 2>&1
+runs_on="$(grep -m1 -oE 'runs on: .*' "$log")"
+if [[ "$runs_on" == "runs on: gpu"* ]]; then
+    row "check, device = auto" ok "$runs_on"
+elif [[ "$have_gpu" != 1 ]]; then
+    row "check, device = auto" SKIPPED "no GPU: ${runs_on:-$(tail -n1 "$log")}"
+else
+    row "check, device = auto" FAILED "${runs_on:-$(tail -n1 "$log")}"
+fi
+
+# ---------------------------------------------------------------------------------------
+echo "== 5. compute-sanitizer"
 # A short run on the GPU path: two batches of eight.
 short_run=("$cli" run pipelines/resnet50-train.toml --data "$edge" --device gpu --batch 8 --epochs 1)
 if [[ "$have_gpu" != 1 || -z "$sanitizer" ]]; then
@@ -203,7 +271,7 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------
-echo "== 4. compare"
+echo "== 6. compare"
 compare() {
     local name="$1" devices="$2" pipeline="$3" data="$4"
     local log="$logs/compare-$name.log"
@@ -225,10 +293,12 @@ compare() {
 compare gpu-train-photos cpu,gpu resnet50-train.toml "$photos"
 compare gpu-eval-photos cpu,gpu resnet50-eval.toml "$photos"
 compare gpu-train-edge cpu,gpu resnet50-train.toml "$edge"
+compare gpu-eval-edge cpu,gpu resnet50-eval.toml "$edge"
 compare emu-train-photos cpu,emu resnet50-train.toml "$photos"
+compare emu-eval-edge cpu,emu resnet50-eval.toml "$edge"
 
 # ---------------------------------------------------------------------------------------
-echo "== 5. bench (resnet50-train, ${epochs} epochs, $(find "$photos" -type f | wc -l) photos)"
+echo "== 7. bench (resnet50-train, ${epochs} epochs, $(find "$photos" -type f | wc -l) photos)"
 for device in gpu cpu; do
     log="$logs/bench-$device.log"
     "$cli" bench pipelines/resnet50-train.toml --data "$photos" --device "$device" \
@@ -249,6 +319,14 @@ done
     echo "== summary ($(date -u +%Y-%m-%dT%H:%M:%SZ); logs in $logs)"
     printf '%-34s %-8s %s\n' step status detail
     for r in "${rows[@]}"; do echo "$r"; done
+    skipped_rows="$(printf '%s\n' "${rows[@]}" | grep -E '^.{34} SKIPPED ' || true)"
+    if [[ -n "$skipped_rows" ]]; then
+        echo "skipped ($(grep -c . <<<"$skipped_rows") step(s); nothing in them ran on a GPU):"
+        while read -r r; do
+            name="${r:0:34}"
+            echo "  - ${name%"${name##*[! ]}"}: ${r:44}"
+        done <<<"$skipped_rows"
+    fi
     if ((failures > 0)); then
         echo "RESULT: $failures step(s) failed or skipped"
     elif [[ "$allow_skip" == 1 ]] && printf '%s\n' "${rows[@]}" | grep -q ' SKIPPED '; then

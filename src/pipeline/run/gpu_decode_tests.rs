@@ -87,3 +87,129 @@ fn images_the_decoder_fails_on_at_the_fence_are_decoded_again_on_the_cpu() {
         );
     }
 }
+
+/// The real device's decode (a GPU machine: `scripts/gpu-check.sh`): nvJPEG through the seam
+/// as the stage drives it — the header read once and passed in, the plan's output (padded
+/// ROIs before nvJPEG 13.3), submit on the decode stream then finish at the fence — gives
+/// each region within 40 dB of our CPU decoder's crop; a JPEG nvJPEG doesn't take comes back
+/// at submission. Skips visibly without a GPU (fails under `STOKEHOLD_REQUIRE_GPU=1`) or
+/// without nvJPEG.
+#[test]
+fn gpu_the_real_device_decodes_through_the_seam() {
+    use crate::cuda::gpu_device::{streams, DecodeJob};
+    use crate::decode::{decode_window, ColorMode, DecodeOptions};
+    use crate::nvjpeg::{DeviceOutput, FallbackReason, NvjpegError};
+    use crate::pipeline::compare::psnr;
+    use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
+
+    if crate::cuda::test_support::device().is_none() {
+        return;
+    }
+    let dev = crate::cuda::RealDevice::new(0, 8).unwrap();
+    let described = dev.describe();
+    eprintln!("GPU stage decoder: {}", described.decoder);
+    if described.decoder.starts_with("no nvJPEG") {
+        eprintln!("skipped: no nvJPEG ({})", described.decoder);
+        return;
+    }
+    let mut files = Vec::new();
+    for (k, (h, w, sub)) in [
+        (64, 96, Sub::S420),
+        (123, 77, Sub::S444),
+        (200, 300, Sub::S422),
+        (90, 90, Sub::S420),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let jpeg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, sub);
+        // Odd regions away from the corners (an MCU of padding fits), and one whole image.
+        let roi = (k != 3).then(|| Roi {
+            x: w / 3 + 1,
+            y: h / 4 + 1,
+            width: w / 2 - 1,
+            height: h / 2 - 1,
+        });
+        files.push((jpeg, roi));
+    }
+    let rgb = encode_rgb_stored_jpeg(&pattern_rgb(40, 40), 40, 40, RgbMark::Adobe);
+    files.push((rgb, None));
+    let headers: Vec<JpegHeader> = files
+        .iter()
+        .map(|(b, _)| JpegHeader::read(b, &Limits::default()).unwrap())
+        .collect();
+    let plans: Vec<_> = files
+        .iter()
+        .zip(&headers)
+        .map(|((_, roi), h)| dev.plan_decode(h, *roi).unwrap())
+        .collect();
+    let outs: Vec<u64> = plans
+        .iter()
+        .map(|p| dev.alloc(p.width * p.height * 3).unwrap())
+        .collect();
+    let jobs: Vec<DecodeJob<'_>> = files
+        .iter()
+        .zip(&headers)
+        .zip(plans.iter().zip(&outs))
+        .map(|(((bytes, roi), header), (p, &ptr))| DecodeJob {
+            bytes,
+            header,
+            roi: *roi,
+            out: DeviceOutput {
+                ptr,
+                pitch: p.width * 3,
+                len: p.width * p.height * 3,
+            },
+        })
+        .collect();
+    // SAFETY: each output is a live allocation sized by its plan, used by nothing else
+    // until the ticket is finished below.
+    let ticket = unsafe { dev.submit_decode(streams::DECODE, &jobs).unwrap() };
+    let results = dev.finish_decode(ticket).unwrap();
+    let opts = DecodeOptions {
+        color: ColorMode::Rgb,
+        apply_exif: false,
+        ..DecodeOptions::default()
+    };
+    for (k, r) in results.iter().enumerate().take(4) {
+        let info = r.as_ref().unwrap_or_else(|e| panic!("image {k}: {e}"));
+        let p = &plans[k];
+        assert_eq!(
+            (info.width, info.height, info.window),
+            (p.width, p.height, p.window)
+        );
+        let mut px = vec![0u8; p.width * p.height * 3];
+        // SAFETY: the output holds exactly these bytes; the decode has finished.
+        unsafe { dev.copy_to_host(streams::DECODE, &mut px, outs[k]).unwrap() };
+        let h = &headers[k];
+        let want_rect = match files[k].1 {
+            Some(r) => (r.y, r.x, r.height, r.width),
+            None => (0, 0, h.height(), h.width()),
+        };
+        let want = decode_window(&files[k].0, &opts, want_rect).unwrap();
+        let want = want.as_u8_hwc().unwrap();
+        let (w0, row) = (p.window, 3 * p.window.width);
+        let mut sum_sq = 0f64;
+        for y in 0..p.window.height {
+            let at = ((w0.y + y) * p.width + w0.x) * 3;
+            for (a, b) in px[at..at + row].iter().zip(&want[y * row..(y + 1) * row]) {
+                sum_sq += (f64::from(*a) - f64::from(*b)).powi(2);
+            }
+        }
+        let db = psnr(sum_sq, (row * p.window.height) as u64, 255.0);
+        eprintln!("GPU stage decode {k}: plan {p:?}: {db:.1} dB against the CPU's crop");
+        assert!(db >= 40.0, "image {k}: {db:.1} dB");
+    }
+    assert!(
+        matches!(
+            &results[4],
+            Err(NvjpegError::CpuFallback(FallbackReason::RgbStored))
+        ),
+        "{:?}",
+        results[4]
+    );
+    for ptr in outs {
+        // SAFETY: no work uses them any more (finished and copied back).
+        unsafe { dev.free(ptr) };
+    }
+}
