@@ -415,6 +415,66 @@ fn the_chain_reads_the_stored_image_through_its_orientation_on_the_host() {
     }
 }
 
+/// The tiled two-pass resampler reads through the EXIF orientation too: photo-like sources
+/// stored before their orientation, windows and downscales that take the shared-memory tile
+/// (dense taps on both axes), every orientation, one thread per block and whole blocks of
+/// threads; the kernel gives the CPU chain's bytes on the image the CPU decoder shows.
+#[test]
+fn the_tiled_resampler_reads_through_the_orientation_on_the_host() {
+    let Some(emu) = Emu::load() else { return };
+    let mut rng = SampleRng::from_key(606);
+    let (h, w) = (150, 230);
+    for c in [3, 1] {
+        let stored = image_u8(h, w, c, 70 + c as u64);
+        for o in 1..=8u8 {
+            let (px, dh, dw) = crate::decode::exif::apply_orientation(
+                stored.as_u8_hwc().unwrap().to_vec(),
+                h,
+                w,
+                c,
+                o,
+            );
+            let shown = Image::from_u8_hwc(dh, dw, c, px);
+            let window = choose_window(dh, dw, (0.3, 1.0), (0.75, 4.0 / 3.0), &mut rng);
+            let plain = FusedSample {
+                flip_h: o % 2 == 0,
+                normalize: (o % 3 == 0).then_some(([120.0; 4], [0.02; 4])),
+                dtype: if o % 3 == 0 { DType::F32 } else { DType::U8 },
+                layout: if o % 2 == 0 { Layout::Chw } else { Layout::Hwc },
+                ..FusedSample::resize(
+                    window,
+                    23 + o as usize,
+                    31 - o as usize,
+                    Interp::Bilinear,
+                    true,
+                )
+            };
+            let want = fused_cpu(&shown, &plain, None);
+            let through = FusedSample {
+                orientation: o,
+                ..plain
+            };
+            let one = run_chain_emu(
+                &emu,
+                "fused_crop_resize_normalize",
+                std::slice::from_ref(&stored),
+                &[through],
+            );
+            let blocks = run_chain_emu_threads(
+                &emu,
+                "fused_crop_resize_normalize",
+                std::slice::from_ref(&stored),
+                &[through],
+                2,
+                64,
+            );
+            let what = format!("orientation {o}, {c} channels, window {window:?}");
+            assert_same(&one[0], &want, &format!("one thread per block, {what}"));
+            assert_same(&blocks[0], &want, &format!("blocks of threads, {what}"));
+        }
+    }
+}
+
 /// Large downscales (photo-sized sources to training and eval sizes, far beyond one chunk of
 /// first-pass lines), both pass orders, kept windows, 1 to 4 channels: the tiled two-pass
 /// kernel gives the CPU's bytes, run as one thread per block and as whole blocks of threads.
