@@ -1,0 +1,137 @@
+//! The command line's devices: what `check` says of a GPU pipeline without a GPU, and the
+//! emulated device (`--device emu`, the GPU stage without a GPU): the shipped pipelines give
+//! the CPU's batches, `check` says where they run, and simulated device failures from the
+//! environment are errors, not hangs.
+
+use std::process::Command;
+
+mod common;
+
+fn stokehold() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// The shipped train pipeline with `edits` applied, written into `dir`.
+fn edited(dir: &std::path::Path, edits: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(common::shipped("resnet50-train.toml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let path = dir.join("edited.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
+    if let Some(why) = stokehold::cuda::emu::kernels::unavailable() {
+        assert!(
+            std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() != Ok("1"),
+            "{why}"
+        );
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let lines = |device: &str| -> Vec<String> {
+            let out = stokehold()
+                .args(["run", &format!("pipelines/{name}"), "--device", device])
+                .args(["--batch", "16", "--print-batches", "--stats", "--data"])
+                .arg(&data)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{device}: {stderr}");
+            if device == "emu" {
+                assert!(stderr.contains("device: emu (device = \"emu\""), "{stderr}");
+                assert!(
+                    stdout.contains("decoded by device-decoder:hardware"),
+                    "{stdout}"
+                );
+            }
+            stdout
+                .lines()
+                .filter(|l| l.starts_with("batch "))
+                .map(str::to_string)
+                .collect()
+        };
+        let (cpu, emu) = (lines("cpu"), lines("emu"));
+        assert_eq!(cpu.len(), 4, "{cpu:?}");
+        // The same samples, pixels and positions: the digests of the batches agree.
+        assert_eq!(cpu, emu, "{name}");
+    }
+    // `check` says the truth about the test device too.
+    let d = tempfile::tempdir().unwrap();
+    let emu = edited(d.path(), &[("device = \"auto\"", "device = \"emu\"")]);
+    let out = stokehold().arg("check").arg(&emu).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runs on: emu (device = \"emu\": emulated device"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_simulated_device_failure_from_the_environment_is_an_error_not_a_hang() {
+    if stokehold::cuda::emu::kernels::unavailable().is_some() {
+        eprintln!("skipped: no emulated device in this build");
+        return;
+    }
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    for (var, value, says) in [
+        ("STOKEHOLD_EMU_LOSE_AFTER", "2", "lost"),
+        ("STOKEHOLD_EMU_MEMORY", "2M", "device out of memory"),
+    ] {
+        let out = stokehold()
+            .args(["run", "pipelines/resnet50-train.toml", "--device", "emu"])
+            .args(["--batch", "8", "--data"])
+            .arg(&data)
+            .env(var, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{var}: {stderr}");
+        assert!(stderr.contains(says), "{var}: {stderr}");
+    }
+}
+
+#[test]
+fn check_on_a_gpu_pipeline_says_what_run_will_do() {
+    if stokehold::cuda::probe(0).is_ok() {
+        eprintln!(
+            "skipped: this machine has a GPU (the test checks the reasons given without one)"
+        );
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let gpu = edited(d.path(), &[("device = \"auto\"", "device = \"gpu\"")]);
+    let out = stokehold().arg("check").arg(&gpu).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ok"));
+    assert!(stderr.contains("edited.toml:"), "{stderr}");
+    assert!(
+        stderr.contains("`stokehold run` would stop here"),
+        "{stderr}"
+    );
+    // The real reason: what the probe found on this machine.
+    assert!(stderr.contains("device = \"gpu\": "), "{stderr}");
+    assert!(stderr.contains("help: use device = \"auto\""), "{stderr}");
+    // `auto` runs, and says where and why.
+    let out = stokehold()
+        .args(["check", "pipelines/resnet50-train.toml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runs on: cpu (device = \"auto\": no usable GPU: "),
+        "{stdout}"
+    );
+}
