@@ -115,7 +115,11 @@ impl GpuStage {
             // SAFETY: each output lies in `area`, laid out for its plan (the device's own
             // `plan_decode`, in `prepare`), which no other work uses until the kernels'
             // release event; the ticket is finished below before anything reads them.
-            Some(unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? })
+            let t = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
+            // Whatever happens next, the area goes back to the pool only after the decodes
+            // writing into it.
+            area.used_until(self.dev.record(streams::DECODE, false)?);
+            Some(t)
         };
         drop(jobs);
         // The images decoded on the CPU, behind the decodes on the same stream.
