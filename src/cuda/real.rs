@@ -45,6 +45,8 @@ pub struct RealDevice {
     /// By [`StreamId`]: decode, kernels (the [`Device`]'s own stream), then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
     decoder: Option<Mutex<GpuJpegDecoder>>,
+    /// Whether the decoder pads ROIs by an MCU (nvJPEG before 13.3).
+    pads_roi: bool,
     description: DeviceDescription,
     sizes: Mutex<HashMap<u64, usize>>,
     device_bytes: AtomicUsize,
@@ -83,18 +85,21 @@ impl RealDevice {
             max_batch: decode_batch.clamp(1, i32::MAX as usize),
             ..DecoderConfig::default()
         };
-        let (decoder, decoder_text, hardware) = match GpuJpegDecoder::probe_with(ctx, config) {
-            Ok(d) => {
-                let text = d.describe();
-                let hw = d.has_hardware();
-                (Some(Mutex::new(d)), text, hw)
-            }
-            Err(e) => (
-                None,
-                format!("no nvJPEG ({e}): every JPEG is decoded on the CPU"),
-                false,
-            ),
-        };
+        let (decoder, decoder_text, hardware, pads_roi) =
+            match GpuJpegDecoder::probe_with(ctx, config) {
+                Ok(mut d) => {
+                    let text = d.describe();
+                    let hw = d.has_hardware();
+                    let pads = d.batch_decoder().pads_roi();
+                    (Some(Mutex::new(d)), text, hw, pads)
+                }
+                Err(e) => (
+                    None,
+                    format!("no nvJPEG ({e}): every JPEG is decoded on the CPU"),
+                    false,
+                    false,
+                ),
+            };
         let info = dev.info().clone();
         let description = DeviceDescription {
             name: info.name.clone(),
@@ -108,6 +113,7 @@ impl RealDevice {
             streams: Mutex::new(vec![decode_stream, dev.stream().clone()]),
             dev,
             decoder,
+            pads_roi,
             description,
             sizes: Mutex::new(HashMap::new()),
             device_bytes: AtomicUsize::new(0),
@@ -414,13 +420,9 @@ impl GpuDevice for RealDevice {
     }
 
     fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        match &self.decoder {
-            Some(d) => d
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .plan(header, roi),
-            None => plan_roi(header, roi, false),
-        }
+        // The decoder's own rule (`BatchDecoder::plan`), without taking its lock: the prep
+        // workers plan every sample while the stage's thread submits.
+        plan_roi(header, roi, self.pads_roi)
     }
 
     unsafe fn submit_decode(
