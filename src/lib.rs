@@ -3,7 +3,8 @@
 //! Keeps a GPU fed during training: a declarative image input pipeline (built from Rust or
 //! read from a TOML pipeline file) that reads files or tar shards on CPU threads, decodes
 //! JPEG and PNG, augments (crop, resize, flip, color jitter, normalize, cast, layout, pad)
-//! and hands out batches, bit-exact with Pillow and torchvision and reproducible from a seed.
+//! and hands out batches: those of Pillow and torchvision (bit for bit for decoding,
+//! resizing, cropping and color jitter), the same for a seed whatever the thread count.
 //! The CPU path is complete and is the reference; the GPU path (nvJPEG and one fused kernel
 //! per batch) runs end to end on the emulated device (`DeviceChoice::Emu`) and has not yet
 //! run on a real GPU.
