@@ -12,6 +12,11 @@
 //! When no C++ compiler works, the build still succeeds without it: the `stokehold_emu` cfg
 //! is left unset, `--device emu` reports why (`STOKEHOLD_EMU_UNAVAILABLE`), and
 //! `scripts/test.sh` fails (it sets `STOKEHOLD_REQUIRE_EMU=1`).
+//!
+//! And it records whether `mozjpeg-sys` compiled libjpeg-turbo with its SIMD code (on x86 it
+//! does only when `nasm` works): `STOKEHOLD_JPEG_SIMD_BUILT` is "1" or "0", read from the
+//! `jconfig.h` that `mozjpeg-sys` wrote (`WITH_SIMD`), for `decode::jpeg_simd`'s test. Without
+//! SIMD the build warns: cargo shows that here, though it hides `mozjpeg-sys`'s own warning.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -76,6 +81,35 @@ fn main() {
     gen.push_str("];\n");
     std::fs::write(out.join("kernels.rs"), gen).expect("write kernels.rs");
     build_emulation(&kdir);
+    record_jpeg_simd();
+}
+
+/// Sets `STOKEHOLD_JPEG_SIMD_BUILT` from `mozjpeg-sys`'s `jconfig.h` (its include folders
+/// come as `DEP_JPEG_INCLUDE`), warning when libjpeg-turbo has no SIMD code.
+fn record_jpeg_simd() {
+    let includes = std::env::var_os("DEP_JPEG_INCLUDE").unwrap_or_default();
+    let config = std::env::split_paths(&includes)
+        .map(|dir| dir.join("jconfig.h"))
+        .find(|f| f.is_file());
+    let built = match &config {
+        Some(f) => {
+            println!("cargo:rerun-if-changed={}", f.display());
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            text.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["#define", "WITH_SIMD", "1"])
+        }
+        None => false,
+    };
+    println!(
+        "cargo:rustc-env=STOKEHOLD_JPEG_SIMD_BUILT={}",
+        if built { 1 } else { 0 }
+    );
+    if !built {
+        println!(
+            "cargo:warning=libjpeg-turbo (mozjpeg-sys) was built without SIMD: JPEG decoding \
+             is about 25% slower. Install nasm, then `cargo clean -p mozjpeg-sys` and build again"
+        );
+    }
 }
 
 /// Compiles the host build of the kernels (the emulated device) into a static library.

@@ -1,7 +1,7 @@
 //! The command line's devices: what `check` says of a GPU pipeline without a GPU, and the
 //! emulated device (`--device emu`, the GPU stage without a GPU): the shipped pipelines give
 //! the CPU's batches, `check` says where they run, and simulated device failures from the
-//! environment are errors, not hangs.
+//! environment are errors, not hangs. And what the device line says of the JPEG decoder.
 
 use std::process::Command;
 
@@ -133,5 +133,38 @@ fn check_on_a_gpu_pipeline_says_what_run_will_do() {
     assert!(
         stdout.contains("runs on: cpu (device = \"auto\": no usable GPU: "),
         "{stdout}"
+    );
+}
+
+/// The device line and `--stats` say which SIMD the JPEG decoder uses, as the library's
+/// probe does; without SIMD a warning says what it costs and what to do.
+#[test]
+fn run_says_which_simd_the_jpeg_decoder_uses() {
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    let out = stokehold()
+        .args(["run", "pipelines/resnet50-eval.toml", "--device", "cpu"])
+        .args(["--batch", "16", "--stats", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let simd = stokehold::decode::jpeg_simd();
+    let device_line = stderr.lines().find(|l| l.starts_with("device: ")).unwrap();
+    assert!(
+        device_line.ends_with(&format!("; JPEG SIMD: {simd}")),
+        "{device_line}"
+    );
+    assert!(
+        stdout.contains(&format!("JPEG decoder SIMD: {simd}")),
+        "{stdout}"
+    );
+    let warned = stderr.contains("JPEG decoding runs without SIMD, about 25% slower");
+    assert_eq!(
+        warned,
+        simd == stokehold::decode::JpegSimd::None,
+        "{stderr}"
     );
 }

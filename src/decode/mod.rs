@@ -17,7 +17,8 @@
 //! decoders. [`decode`], [`decode_window`] and [`decode_scaled`] are that, in one call.
 //!
 //! JPEG pixels come from libjpeg-turbo (the same decoder Pillow uses, bundled by
-//! `mozjpeg-sys`; building needs a C compiler and `nasm`). Huffman-coded JPEGs are
+//! `mozjpeg-sys`; building needs a C compiler and, on x86, `nasm` for its SIMD code:
+//! [`jpeg_simd`] says which it uses). Huffman-coded JPEGs are
 //! entropy-decoded by our own code (`progressive` for progressive scans, `baseline` for
 //! sequential ones, which share `huffman`), which hands libjpeg-turbo the coefficients in
 //! place of its own entropy decoding, so the pixels are libjpeg-turbo's; whatever ours cannot
@@ -39,6 +40,7 @@ mod jpeg;
 mod parsed;
 pub mod png;
 mod progressive;
+mod simd;
 mod turbo;
 
 #[cfg(test)]
@@ -46,6 +48,8 @@ mod tests;
 
 pub use header::JpegHeader;
 pub use parsed::ParsedImage;
+pub(crate) use simd::warn_once_without_simd;
+pub use simd::{jpeg_simd, jpeg_simd_warning, JpegSimd};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

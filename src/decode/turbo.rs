@@ -26,6 +26,22 @@ use mozjpeg_sys::{
 
 use super::DecodeError;
 
+// libjpeg-turbo's SIMD dispatch, not in mozjpeg-sys's bindings: `simd/<arch>/jsimd.c` in a
+// build with SIMD, `jsimd_none.c` (every function returns 0) in one without (on x86, when
+// `nasm` was missing at build time).
+extern "C" {
+    fn jsimd_can_idct_islow() -> c_int;
+}
+
+/// Whether libjpeg-turbo runs its SIMD code here: asks it whether it would use its SIMD IDCT
+/// (false when it was built without SIMD, or this CPU lacks the instructions it needs).
+pub(crate) fn simd_in_use() -> bool {
+    // SAFETY: a C function without arguments that reads the CPU's features into
+    // libjpeg-turbo's thread-local flags and returns 0 or 1; it touches no memory of ours and
+    // never reports an error (so no unwind can start in it).
+    unsafe { jsimd_can_idct_islow() != 0 }
+}
+
 /// A rectangle of the stored (un-oriented) image: top, left, height, width.
 pub(crate) type Rect = (usize, usize, usize, usize);
 

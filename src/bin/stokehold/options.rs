@@ -198,7 +198,7 @@ fn point_at_data(spec: &mut PipelineSpec, data: Option<&Path>) -> Result<()> {
 }
 
 /// Starts the checked pipeline (at `resume`, when given); when `verbose`, says on stderr
-/// which device runs it and why, the worker threads and the samples per epoch.
+/// what [`describe`] says.
 pub fn start(checked: Checked, resume: Option<Position>, verbose: bool) -> Result<Pipeline> {
     let p = match resume {
         Some(at) => Pipeline::resume_graph(checked.graph, at)?,
@@ -210,14 +210,16 @@ pub fn start(checked: Checked, resume: Option<Position>, verbose: bool) -> Resul
     Ok(p)
 }
 
-/// Says on stderr which device runs `p` and why, its worker threads and samples per epoch.
+/// Says on stderr which device runs `p` and why, its worker threads, samples per epoch and
+/// the JPEG decoder's SIMD (the library warns once when there is none).
 pub fn describe(p: &Pipeline) {
     eprintln!(
-        "device: {} ({}); {} worker threads; {} samples per epoch",
+        "device: {} ({}); {} worker threads; {} samples per epoch; JPEG SIMD: {}",
         p.device().device,
         p.device().reason,
         p.worker_threads(),
-        p.samples_per_epoch()
+        p.samples_per_epoch(),
+        stokehold::decode::jpeg_simd()
     );
 }
 

@@ -1,5 +1,5 @@
-//! The `--stats` report: per-stage times, queue depth, consumer wait, per-epoch summaries
-//! and peak memory.
+//! The `--stats` report: per-stage times, queue depth, consumer wait, per-epoch summaries,
+//! the JPEG decoder's SIMD and peak memory.
 
 use std::io;
 use std::time::Duration;
@@ -70,6 +70,11 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         for (source, n) in &g.sources {
             outln!("  {n:>8} decoded by {source}")?;
         }
+    }
+    let simd = stokehold::decode::jpeg_simd();
+    match stokehold::decode::jpeg_simd_warning() {
+        None => outln!("  JPEG decoder SIMD: {simd}")?,
+        Some(w) => outln!("  JPEG decoder SIMD: {simd} ({w})")?,
     }
     if let Some(peak) = peak_rss_bytes() {
         outln!("  peak resident memory {:.1} MB", peak as f64 / 1e6)?;

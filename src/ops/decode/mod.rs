@@ -124,7 +124,7 @@ impl Decode {
         Decode { options }
     }
 
-    /// The decoding options (used by the executor and the GPU decoder).
+    /// The decoding options (used by the running pipeline and the GPU decoder).
     pub fn options(&self) -> &DecodeOptions {
         &self.options
     }

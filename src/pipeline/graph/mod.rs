@@ -18,7 +18,7 @@ use super::spec::{OnError, PipelineSpec, Placement, SpecError, SpecPointer};
 
 mod limits;
 
-/// A built operator node, ready for the executor.
+/// A built operator node, ready to run.
 #[derive(Debug)]
 pub struct Node {
     /// Index of the operator in the spec.

@@ -66,6 +66,7 @@ impl Pipeline {
         for w in source.warnings() {
             tracing::warn!("{w}");
         }
+        crate::decode::warn_once_without_simd();
         let per_epoch = source.samples_per_epoch(&graph.reader);
         // Padding included: what the walk takes each epoch.
         let scheduled = source.scheduled_per_epoch(&graph.reader, settings.batch);
