@@ -65,13 +65,13 @@
 //!
 //! # Depending on it
 //!
-//! The crate is not on crates.io: depend on its repository (or a checkout, with `path`), and
+//! The crate is not on crates.io yet: depend on a checkout (or on the repository, with `git`), and
 //! optimise it in your debug builds too, which are otherwise about 21 times slower (this
 //! repository's own `[profile.dev.package."*"]` does not carry over to dependents):
 //!
 //! ```toml
 //! [dependencies]
-//! stokehold = { git = "<this repository's URL>" }
+//! stokehold = { path = "../stokehold" }
 //!
 //! [profile.dev.package."*"]
 //! opt-level = 2
