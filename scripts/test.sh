@@ -35,7 +35,8 @@ scripts/setup.sh
 NVRTC_VERSION=13.0.88
 NVRTC_WHEEL="nvidia-cuda-nvrtc==$NVRTC_VERSION"
 NVRTC_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/stokehold/nvrtc-$NVRTC_VERSION"
-nvrtc_lib_in() { find "$1/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1; }
+# The folder of libnvrtc.so.13 under $1, or nothing (a missing folder is not an error).
+nvrtc_lib_in() { find "$1/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1 || true; }
 case "${STOKEHOLD_NVRTC:-}" in
 skip)
     echo "test.sh: STOKEHOLD_NVRTC=skip: the kernel compile tests (NVRTC) skip, listed at the end"
