@@ -1,39 +1,90 @@
 #!/usr/bin/env bash
-# The test command (README): builds and runs every test, the Rust crate's and then the Python
-# package's. Tests that need ../shared/data say "skipped" when it is absent; GPU parity tests
-# say "skipped: no CUDA driver" without a GPU; pytest lists its skips with their reasons (-rs;
-# the PyTorch checks run only where torch is installed in the venv). The GPU stage runs end to
-# end on the emulated device (--device emu), which must be built in (STOKEHOLD_REQUIRE_EMU=1:
-# a build without a working C++ compiler fails here).
+# The test command (docs/testing.md): builds and runs every test, the Rust crate's and then
+# the Python package's, and ends with a summary of every check that was skipped and why
+# (scripts/skip-summary.py; the tests log their skips to $STOKEHOLD_SKIP_LOG). With CI set
+# (.ci/run sets it) the command fails when a check skipped that the CI machine can run:
+# anything but a GPU test (or an optional extra such as torch).
 #
-# Every CUDA kernel is compiled through NVRTC (sm_80, sm_90) even without a GPU: this script
-# installs the pinned NVRTC wheel into .dev/pip when it is missing (NVRTC 13.0 emits PTX/cubins
-# the CUDA 13.0 driver of the GPU machines accepts) and requires it (STOKEHOLD_REQUIRE_NVRTC=1).
+# Every CUDA kernel is compiled through NVRTC (sm_80, sm_90) even without a GPU, with the
+# pinned NVRTC wheel (NVRTC 13.0 emits PTX/cubins the CUDA 13.0 driver of the GPU machines
+# accepts): downloaded once per user (about 218 MB, announced) into
+# ${XDG_CACHE_HOME:-~/.cache}/stokehold/nvrtc-<version>, shared by every clone. For the CPU
+# tests only: STOKEHOLD_NVRTC=skip scripts/test.sh (the kernel compile tests then skip, and
+# say so in the summary). The GPU stage runs end to end on the emulated device (--device
+# emu), which must be built in (STOKEHOLD_REQUIRE_EMU=1: a build without a working C++
+# compiler fails here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The skip log, fresh for this run, and its summary as the last lines whatever happens.
+mkdir -p target
+export STOKEHOLD_SKIP_LOG="$PWD/target/skipped.txt"
+: >"$STOKEHOLD_SKIP_LOG"
+finish() {
+    local rc=$?
+    trap - EXIT
+    echo
+    [ "$rc" -eq 0 ] || echo "test.sh: a step failed (exit status $rc); the skips before it:"
+    python3 scripts/skip-summary.py "$STOKEHOLD_SKIP_LOG" || { [ "$rc" -ne 0 ] || rc=1; }
+    exit "$rc"
+}
+trap finish EXIT
+
 scripts/setup.sh
-NVRTC_WHEEL="nvidia-cuda-nvrtc==13.0.88"
-nvrtc_lib() { find "$PWD/.dev/pip/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1; }
-if [ -z "$(nvrtc_lib)" ]; then
-    python3 -m pip install --quiet --target .dev/pip "$NVRTC_WHEEL"
-fi
-NVRTC_DIR="$(nvrtc_lib)"
-if [ -z "$NVRTC_DIR" ]; then
-    echo "test.sh: $NVRTC_WHEEL installed no libnvrtc.so.13 under .dev/pip" >&2
-    exit 1
-fi
-export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+NVRTC_VERSION=13.0.88
+NVRTC_WHEEL="nvidia-cuda-nvrtc==$NVRTC_VERSION"
+NVRTC_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/stokehold/nvrtc-$NVRTC_VERSION"
+# The folder of libnvrtc.so.13 under $1, or nothing (a missing folder is not an error).
+nvrtc_lib_in() { find "$1/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1 || true; }
+case "${STOKEHOLD_NVRTC:-}" in
+skip)
+    echo "test.sh: STOKEHOLD_NVRTC=skip: the kernel compile tests (NVRTC) skip, listed at the end"
+    ;;
+"")
+    # .dev/pip: where clones installed it before the per-user cache.
+    NVRTC_DIR="$(nvrtc_lib_in "$PWD/.dev/pip")"
+    [ -n "$NVRTC_DIR" ] || NVRTC_DIR="$(nvrtc_lib_in "$NVRTC_CACHE")"
+    if [ -z "$NVRTC_DIR" ]; then
+        cat <<EOF
+test.sh: downloading $NVRTC_WHEEL (about 218 MB, once per user) into
+    $NVRTC_CACHE
+  NVRTC compiles every CUDA kernel for the GPU machines' architectures in the tests, without
+  a GPU; every clone reuses this copy. For the CPU tests only, stop now (Ctrl-C) and run
+  STOKEHOLD_NVRTC=skip scripts/test.sh (docs/testing.md).
+EOF
+        mkdir -p "$(dirname "$NVRTC_CACHE")"
+        partial="$NVRTC_CACHE.partial.$$"
+        rm -rf "$partial"
+        python3 -m pip install --disable-pip-version-check --no-cache-dir --quiet \
+            --target "$partial" "$NVRTC_WHEEL" || { rm -rf "$partial"; exit 1; }
+        # Whole or not at all (another clone may be installing it at the same time).
+        mv -T "$partial" "$NVRTC_CACHE" 2>/dev/null || rm -rf "$partial"
+        NVRTC_DIR="$(nvrtc_lib_in "$NVRTC_CACHE")"
+    fi
+    if [ -z "$NVRTC_DIR" ]; then
+        echo "test.sh: $NVRTC_WHEEL installed no libnvrtc.so.13 under $NVRTC_CACHE" >&2
+        exit 1
+    fi
+    export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # Provided, so required: a kernel compile test that can't find it fails.
+    export STOKEHOLD_REQUIRE_NVRTC=1
+    ;;
+*)
+    echo "test.sh: STOKEHOLD_NVRTC=$STOKEHOLD_NVRTC: the only value it takes is 'skip'" >&2
+    exit 2
+    ;;
+esac
 
 # One venv, .dev/venv, for every test that needs Python packages (from PyPI, once): maturin,
 # numpy and pytest for the Python package; webdataset for the shard interplay tests in
 # tests/shards.rs (shards written by its ShardWriter, ours read by its WebDataset), which
-# skip visibly without it and fail on CI.
+# skip visibly without it.
 VENV=.dev/venv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
 
-export STOKEHOLD_REQUIRE_NVRTC=1
 # The emulated device (the kernels built for the host by build.rs) must be built in: without
 # it the GPU stage's tests could only skip.
 export STOKEHOLD_REQUIRE_EMU=1

@@ -1,25 +1,9 @@
 //! Helpers shared by unit tests (compiled for tests only).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+pub mod skip;
 
-/// `../shared/data` beside the checkout (or `$STOKEHOLD_SHARED/data`), if present.
-/// Tests that need it print a notice and return early when it is absent.
-pub fn shared_data() -> Option<PathBuf> {
-    let base = std::env::var_os("STOKEHOLD_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
-    let data = base.join("data");
-    if data.is_dir() {
-        Some(data)
-    } else {
-        eprintln!(
-            "skipped: {} not found (set STOKEHOLD_SHARED)",
-            data.display()
-        );
-        None
-    }
-}
+pub use skip::{shared_data, shared_data_part};
 
 /// A smooth, deterministic RGB test pattern (h × w × 3, row-major HWC).
 pub fn pattern_rgb(h: usize, w: usize) -> Vec<u8> {

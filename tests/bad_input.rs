@@ -81,7 +81,7 @@ fn corpus() -> Corpus {
             good.insert(e.unwrap().path());
         }
     }
-    if let Some(data) = shared_data() {
+    if let Some(data) = shared_data_part() {
         let inet = root.join("imagenet");
         std::fs::create_dir(&inet).unwrap();
         for e in std::fs::read_dir(data.join("imagenet-400")).unwrap() {
@@ -420,7 +420,7 @@ fn fifo_named_like_an_image_does_not_hang() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("skipped: mkfifo unavailable");
+        common::skip::skip(common::skip::Need::Tool("mkfifo"), "mkfifo unavailable");
         return;
     }
     let (tx, rx) = mpsc::channel();

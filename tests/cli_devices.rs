@@ -7,6 +7,8 @@ use std::process::Command;
 
 mod common;
 
+use common::skip::{skip, Need};
+
 fn stokehold() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -32,7 +34,7 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
             std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() != Ok("1"),
             "{why}"
         );
-        eprintln!("skipped: {why}");
+        skip(Need::Emu, why);
         return;
     }
     let samples = tempfile::tempdir().unwrap();
@@ -80,7 +82,7 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
 #[test]
 fn a_simulated_device_failure_from_the_environment_is_an_error_not_a_hang() {
     if stokehold::cuda::emu::kernels::unavailable().is_some() {
-        eprintln!("skipped: no emulated device in this build");
+        skip(Need::Emu, "no emulated device in this build");
         return;
     }
     let samples = tempfile::tempdir().unwrap();
@@ -105,8 +107,9 @@ fn a_simulated_device_failure_from_the_environment_is_an_error_not_a_hang() {
 #[test]
 fn check_on_a_gpu_pipeline_says_what_run_will_do() {
     if stokehold::cuda::probe(0).is_ok() {
-        eprintln!(
-            "skipped: this machine has a GPU (the test checks the reasons given without one)"
+        skip(
+            Need::NoGpu,
+            "this machine has a GPU (the test checks the reasons given without one)",
         );
         return;
     }

@@ -3,6 +3,10 @@
 
 use std::process::Command;
 
+mod common;
+
+use common::skip::{skip, Need};
+
 fn stokehold() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -88,7 +92,7 @@ fn a_device_that_cannot_run_is_an_error_not_a_verdict() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.success() {
-        eprintln!("skipped: the GPU path runs here");
+        skip(Need::NoGpu, "the GPU path runs here");
         return;
     }
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -118,7 +122,7 @@ fn cpu_against_the_emulated_device_is_within_tolerance_on_both_shipped_pipelines
                 std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() != Ok("1"),
                 "STOKEHOLD_REQUIRE_EMU=1 but {stderr}"
             );
-            eprintln!("skipped: no emulated device in this build");
+            skip(Need::Emu, "no emulated device in this build");
             return;
         }
         assert!(out.status.success(), "{name}: {stdout}{stderr}");

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+mod common;
+
 /// Runs the script with `args`; `None` (after saying so) when there is no python3 here,
 /// which fails the test when `CI` is set.
 fn import_graph(args: &[&str]) -> Option<std::process::Output> {
@@ -19,7 +21,10 @@ fn import_graph(args: &[&str]) -> Option<std::process::Output> {
                 std::env::var_os("CI").is_none(),
                 "python3 is needed on CI to check the import graph: {e}"
             );
-            eprintln!("skipped: python3 not found ({e}); the import graph is not checked");
+            common::skip::skip(
+                common::skip::Need::Tool("python3"),
+                format!("python3 not found ({e}); the import graph is not checked"),
+            );
             None
         }
     }

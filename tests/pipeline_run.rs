@@ -413,9 +413,10 @@ fn epoch_summaries_account_for_every_sample() {
 fn fused_plan_gives_the_same_batches_as_each_operator_alone() {
     use stokehold::pipeline::graph::Graph;
     let (_d, data) = samples();
+    let shared = shared_data_part();
     let dirs: Vec<std::path::PathBuf> = std::iter::once(data)
-        .chain(shared_data().map(|d| d.join("jpeg-edge")))
-        .chain(shared_data().map(|d| d.join("imagenet-400")))
+        .chain(shared.iter().map(|d| d.join("jpeg-edge")))
+        .chain(shared.iter().map(|d| d.join("imagenet-400")))
         .collect();
     for dir in &dirs {
         for name in ["resnet50-train.toml", "resnet50-eval.toml"] {

@@ -213,9 +213,12 @@ fn webdataset_python() -> Option<PathBuf> {
         "{} with webdataset is needed on CI (scripts/test.sh makes it)",
         py.display()
     );
-    eprintln!(
-        "skipped: no webdataset venv at {} (scripts/test.sh makes it)",
-        py.display()
+    common::skip::skip(
+        common::skip::Need::Python("webdataset"),
+        format!(
+            "no webdataset venv at {} (scripts/test.sh makes it)",
+            py.display()
+        ),
     );
     None
 }
@@ -404,7 +407,10 @@ for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarf
                 std::env::var_os("CI").is_none(),
                 "python3 is needed on CI: {e}"
             );
-            eprintln!("skipped: python3 not found ({e})");
+            common::skip::skip(
+                common::skip::Need::Tool("python3"),
+                format!("python3 not found ({e})"),
+            );
             return;
         }
     };

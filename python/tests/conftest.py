@@ -1,5 +1,10 @@
-"""Shared fixtures: the repository's pipelines, the built-in demo images, small folders."""
+"""Shared fixtures: the repository's pipelines, the built-in demo images, small folders; and
+the skip log (docs/testing.md): every skip's reason starts with its kind in brackets, e.g.
+`[extra:torch] torch is not installed`, and is appended to $STOKEHOLD_SKIP_LOG as the Rust
+tests append theirs (src/testutil/skip.rs)."""
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +37,33 @@ def flat_jpegs(builtin, tmp_path) -> Path:
         if p.suffix.lower() == ".jpg":
             shutil.copy(p, out / f"{p.parent.name}_{p.name}")
     return out
+
+
+SKIP_KIND = re.compile(r"^\[([a-z0-9][a-z0-9:._-]*)\]\s*")
+
+
+def skip_entry(report):
+    """(kind, test, reason) of a skipped test or module; kind `untyped` without a tag."""
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    m = SKIP_KIND.match(reason)
+    kind, reason = (m.group(1), reason[m.end():]) if m else ("untyped", reason)
+    return kind, report.nodeid, reason
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Appends every skip (of a test, or of a whole module at collection) to the skip log."""
+    log = os.environ.get("STOKEHOLD_SKIP_LOG")
+    if not log:
+        return
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for report in terminalreporter.stats.get("skipped", []):
+            fields = (" ".join(f.split()) for f in skip_entry(report))
+            # One write per line: other processes may append to the same file.
+            os.write(fd, ("\t".join(fields) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def batch_count(pipeline) -> int:

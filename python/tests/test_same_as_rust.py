@@ -15,7 +15,7 @@ def rust_batches(builtin, out, batch, seed, epochs):
     """Runs examples/dump_batches.rs (the Rust API) and reads what it wrote."""
     cargo = shutil.which("cargo")
     if cargo is None:
-        pytest.skip("cargo not found: the Rust side of the comparison can't be built")
+        pytest.skip("[tool:cargo] cargo not found: the Rust side of the comparison can't be built")
     cmd = [cargo, "run", "--quiet", "--example", "dump_batches", "--",
            str(TRAIN), str(builtin), str(out), str(batch), str(seed), str(epochs)]
     subprocess.run(cmd, cwd=REPO, check=True)

@@ -11,7 +11,7 @@ import pytest
 import stokehold
 from conftest import REPO, TRAIN
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the PyTorch checks did not run")
+torch = pytest.importorskip("torch", reason="[extra:torch] torch is not installed: the PyTorch checks did not run")
 
 
 def test_torch_from_dlpack_is_zero_copy(builtin):
@@ -45,7 +45,7 @@ def test_a_torch_tensor_keeps_its_buffer_out_of_the_pool(builtin):
 
 @pytest.mark.parametrize("script", ["train_resnet50.py", "train_resnet50_dataloader.py"])
 def test_the_resnet50_example_trains(script):
-    pytest.importorskip("torchvision", reason="torchvision is not installed: the example did not run")
+    pytest.importorskip("torchvision", reason="[extra:torchvision] torchvision is not installed: the example did not run")
     path = REPO / "examples" / "python" / script
     run = subprocess.run([sys.executable, str(path), "--steps", "2", "--batch", "4", "--workers", "1"],
                          capture_output=True, text=True, timeout=600)

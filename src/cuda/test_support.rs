@@ -2,7 +2,7 @@
 //! operator folders (compiled for tests only): device 0 or a visible skip, test images,
 //! batch comparison, and the kernels built for the host (`kernels/host/emu.cpp`).
 //!
-//! Parity tests open device 0 and print "skipped: no CUDA driver" and return when that
+//! Parity tests open device 0 and skip (`testutil::skip`: "skipped: no CUDA driver") when that
 //! fails (set `STOKEHOLD_REQUIRE_GPU=1` to make that a failure instead, on a GPU machine);
 //! they need no files, so a prebuilt test binary runs them anywhere (their names start with
 //! `gpu_`: `stokehold-<hash> gpu_ --test-threads=1`). u8 outputs must match the
@@ -26,6 +26,7 @@ use super::desc::{FusedDesc, JitterDesc};
 use super::{Device, DeviceBatch, DeviceImage};
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::rng::SampleRng;
+use crate::testutil::skip::{skip, Need};
 
 /// Device 0, or `None` after saying why the test is skipped.
 pub(crate) fn device() -> Option<Device> {
@@ -38,7 +39,7 @@ pub(crate) fn device() -> Option<Device> {
             if std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() == Ok("1") {
                 panic!("STOKEHOLD_REQUIRE_GPU=1 but no GPU: {e}");
             }
-            eprintln!("skipped: no CUDA driver ({e})");
+            skip(Need::Gpu, format!("no CUDA driver ({e})"));
             None
         }
     }
@@ -139,7 +140,10 @@ impl Emu {
                 if std::env::var("STOKEHOLD_REQUIRE_EMU").as_deref() == Ok("1") {
                     panic!("STOKEHOLD_REQUIRE_EMU=1 but {why}");
                 }
-                eprintln!("skipped: no kernel emulation in this build ({why})");
+                skip(
+                    Need::Emu,
+                    format!("no kernel emulation in this build ({why})"),
+                );
                 None
             }
         }

@@ -19,8 +19,9 @@ fn nvrtc_or_skip() -> bool {
              (scripts/test.sh does this)"
         );
     }
-    eprintln!(
-        "skipped: NVRTC not found (set LD_LIBRARY_PATH to the nvidia-cuda-nvrtc wheel's lib)"
+    crate::testutil::skip::skip(
+        crate::testutil::skip::Need::Nvrtc,
+        "NVRTC not found (set LD_LIBRARY_PATH to the nvidia-cuda-nvrtc wheel's lib)",
     );
     false
 }

@@ -4,25 +4,15 @@
 use std::path::{Path, PathBuf};
 
 pub mod shards;
+/// Skipping visibly, the same file as the unit tests' `testutil::skip`.
+#[path = "../../src/testutil/skip.rs"]
+pub mod skip;
+
+// Not every test target uses both.
+#[allow(unused_imports)]
+pub use skip::{shared_data, shared_data_part};
 
 use stokehold::pipeline::{file, PipelineSpec};
-
-/// `../shared/data` beside the checkout (or `$STOKEHOLD_SHARED/data`); prints a notice when absent.
-pub fn shared_data() -> Option<PathBuf> {
-    let base = std::env::var_os("STOKEHOLD_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
-    let data = base.join("data");
-    if data.is_dir() {
-        Some(data)
-    } else {
-        eprintln!(
-            "skipped: {} not found (set STOKEHOLD_SHARED)",
-            data.display()
-        );
-        None
-    }
-}
 
 /// A shipped pipeline file.
 pub fn shipped(name: &str) -> PathBuf {

@@ -9,7 +9,10 @@ fn gpu_setup(max_batch: usize) -> Option<(Cuda, GpuJpegDecoder)> {
         if std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() == Ok("1") {
             panic!("STOKEHOLD_REQUIRE_GPU=1 but {why}");
         }
-        eprintln!("skipped: no nvJPEG / no GPU ({why})");
+        crate::testutil::skip::skip(
+            crate::testutil::skip::Need::Gpu,
+            format!("no nvJPEG / no GPU ({why})"),
+        );
         None
     };
     let Some(cuda) = Cuda::open() else {
@@ -109,7 +112,7 @@ fn gpu_decode(
 }
 
 fn imagenet_files() -> Option<Vec<PathBuf>> {
-    let dir = shared_data()?.join("imagenet-400");
+    let dir = crate::testutil::skip::shared_folder(&shared_data()?, "imagenet-400")?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .ok()?
         .flatten()

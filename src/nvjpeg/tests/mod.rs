@@ -1,7 +1,7 @@
 //! nvJPEG layer tests. Host-only ones (loader errors, status names, the fallback
 //! classifier, the ROI/orientation mapping) run everywhere; library tests run when
-//! `STOKEHOLD_NVJPEG` points at a libnvjpeg; GPU tests print "skipped: no nvJPEG / no GPU"
-//! and return when there is no driver, GPU or library.
+//! `STOKEHOLD_NVJPEG` points at a libnvjpeg; GPU tests skip (`testutil::skip`: "skipped: no
+//! nvJPEG / no GPU") when there is no driver, GPU or library.
 //!
 //! By subject: the library loader and status codes (here), the CPU/GPU routing
 //! (`routing`), orientation and ROI mapping with the output checks (`roi`), and decoding on
@@ -25,6 +25,7 @@ use super::safe::{
 use super::testcuda::Cuda;
 use super::*;
 use crate::decode::{self, exif, DecodeError, DecodeOptions, Limits};
+use crate::testutil::skip::{skip, Need};
 use crate::testutil::{
     encode_jpeg, encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, shared_data, JpegOpts, Sub,
 };
@@ -99,7 +100,7 @@ fn default_candidates_start_with_the_sonames() {
 #[test]
 fn probe_without_a_library_is_an_error_not_a_panic() {
     if Nvjpeg::load().is_ok() {
-        eprintln!("skipped: an nvJPEG library is loadable here");
+        skip(Need::NoGpu, "an nvJPEG library is loadable here");
         return;
     }
     // The library is looked for before the context is touched.
@@ -137,7 +138,7 @@ fn status_codes_are_named() {
 /// The library named by `STOKEHOLD_NVJPEG`, or `None` (skip).
 fn env_library() -> Option<Nvjpeg> {
     let Some(p) = std::env::var_os("STOKEHOLD_NVJPEG").filter(|v| !v.is_empty()) else {
-        eprintln!("skipped: STOKEHOLD_NVJPEG not set");
+        skip(Need::Gpu, "STOKEHOLD_NVJPEG not set");
         return None;
     };
     Some(Nvjpeg::load_from(&[PathBuf::from(p)]).expect("STOKEHOLD_NVJPEG must load"))
@@ -157,7 +158,10 @@ fn library_from_env_loads_with_every_symbol() {
 fn handle_without_a_gpu_is_a_named_error() {
     let Some(lib) = env_library() else { return };
     if Cuda::open().is_some() {
-        eprintln!("skipped: a GPU is present (this checks the no-GPU error)");
+        skip(
+            Need::NoGpu,
+            "a GPU is present (this checks the no-GPU error)",
+        );
         return;
     }
     let lib = Arc::new(lib);
@@ -200,7 +204,10 @@ fn the_library_is_opened_once_and_never_closed() {
         if let (Err(a), Err(b)) = (&a, &b) {
             assert_eq!(a, b);
         }
-        eprintln!("skipped: STOKEHOLD_NVJPEG not set (the once-per-process half)");
+        skip(
+            Need::Gpu,
+            "STOKEHOLD_NVJPEG not set (the once-per-process half)",
+        );
         return;
     };
     let a = Nvjpeg::shared().expect("STOKEHOLD_NVJPEG must load");

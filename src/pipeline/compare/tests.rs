@@ -261,11 +261,9 @@ fn cpu_against_emu_is_within_tolerance_on_the_shared_data() {
         return;
     }
     for (folder, batches) in [("imagenet-400", Some(2)), ("jpeg-edge", None)] {
-        let data = shared.join(folder);
-        if !data.is_dir() {
-            eprintln!("skipped: {} not found", data.display());
+        let Some(data) = crate::testutil::skip::shared_folder(&shared, folder) else {
             continue;
-        }
+        };
         for name in [
             "pipelines/resnet50-train.toml",
             "pipelines/resnet50-eval.toml",

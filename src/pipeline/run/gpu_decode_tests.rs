@@ -109,7 +109,8 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     let described = dev.describe();
     eprintln!("GPU stage decoder: {}", described.decoder);
     if described.decoder.starts_with("no nvJPEG") {
-        eprintln!("skipped: no nvJPEG ({})", described.decoder);
+        use crate::testutil::skip::{skip, Need};
+        skip(Need::Gpu, format!("no nvJPEG ({})", described.decoder));
         return;
     }
     let mut files = Vec::new();
