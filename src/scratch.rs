@@ -315,10 +315,11 @@ mod tests {
         let c = take(&pool, 1000);
         assert_eq!((c.len(), c.as_ptr()), (1000, ptr));
         give(&pool, c);
-        // …and is a new buffer when it does not (the pooled one, too small, is freed).
+        // …and is a new buffer when it does not (the pooled one, too small, is freed). Its
+        // address is no evidence either way: the allocator may grow a block in place.
         let d = take(&pool, 1 << 20);
         assert_eq!(d.len(), 1 << 20);
-        assert_ne!(d.as_ptr(), ptr);
+        assert!(d.capacity() >= 1 << 20);
         assert_eq!(pool.free.lock().unwrap().buffers.len(), 0);
     }
 

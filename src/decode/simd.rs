@@ -144,12 +144,18 @@ mod tests {
         }
         let nasm = std::process::Command::new("nasm").arg("-v").output();
         let Ok(out) = nasm else {
-            eprintln!("skipped: no nasm on PATH (the JPEG decoder may lack SIMD)");
+            crate::testutil::skip::skip(
+                crate::testutil::skip::Need::Tool("nasm"),
+                "no nasm on PATH (the JPEG decoder may lack SIMD)",
+            );
             return;
         };
         let version = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() || version.contains("NASM version 0.") {
-            eprintln!("skipped: nasm on PATH does not work or is too old: {version}");
+            crate::testutil::skip::skip(
+                crate::testutil::skip::Need::Tool("nasm"),
+                format!("nasm on PATH does not work or is too old: {version}"),
+            );
             return;
         }
         assert!(
