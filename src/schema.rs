@@ -291,8 +291,36 @@ pub struct OpSchema {
     pub outputs: &'static [PortSpec],
     /// Arguments.
     pub args: &'static [ArgSpec],
+    /// Other names accepted for some arguments (none for most operators).
+    pub aliases: &'static [ArgAlias],
     /// Where it can run.
     pub backends: Backends,
+}
+
+impl OpSchema {
+    /// The argument `name` stands for: itself, or the argument it is an alias of.
+    ///
+    /// ```
+    /// use stokehold::reader::SCHEMA;
+    /// assert_eq!(SCHEMA.canonical_arg("shard_id"), "rank");
+    /// assert_eq!(SCHEMA.canonical_arg("rank"), "rank");
+    /// ```
+    pub fn canonical_arg<'a>(&self, name: &'a str) -> &'a str {
+        match self.aliases.iter().find(|a| a.alias == name) {
+            Some(a) => a.name,
+            None => name,
+        }
+    }
+}
+
+/// Another name accepted for an argument, e.g. a name users know from another library.
+/// The pipeline-file docs list it under the operator's arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgAlias {
+    /// The other name.
+    pub alias: &'static str,
+    /// The argument it stands for.
+    pub name: &'static str,
 }
 
 /// The kind of the one graph node that is not an operator: the file reader, which runs on
@@ -325,6 +353,25 @@ impl ArgError {
         self.help = Some(help.into());
         self
     }
+
+    /// Names the argument as `given` wrote it: by its alias where the user wrote that, so
+    /// that the error points at what is in the file.
+    pub fn named_as_given(
+        mut self,
+        schema: &OpSchema,
+        given: &BTreeMap<String, ArgValue>,
+    ) -> ArgError {
+        if let Some(arg) = self.arg.as_deref().filter(|a| !given.contains_key(*a)) {
+            let written = schema
+                .aliases
+                .iter()
+                .find(|a| a.name == arg && given.contains_key(a.alias));
+            if let Some(a) = written {
+                self.arg = Some(a.alias.to_string());
+            }
+        }
+        self
+    }
 }
 
 /// Validated arguments of one operator, defaults included.
@@ -341,8 +388,22 @@ impl Args {
         schema: &OpSchema,
         given: &BTreeMap<String, ArgValue>,
     ) -> Result<Args, ArgError> {
-        for name in given.keys() {
-            if !schema.args.iter().any(|a| a.name == name) {
+        let mut named: BTreeMap<&str, (&str, &ArgValue)> = BTreeMap::new();
+        for (name, value) in given {
+            let canonical = schema.canonical_arg(name);
+            if let Some((other, _)) = named.insert(canonical, (name.as_str(), value)) {
+                let (first, second) = if other == canonical {
+                    (other, name.as_str())
+                } else {
+                    (name.as_str(), other)
+                };
+                return Err(ArgError::arg(
+                    second,
+                    format!("'{second}' is another name for '{first}', which is given too"),
+                )
+                .with_help(format!("keep one of '{first}' and '{second}'")));
+            }
+            if !schema.args.iter().any(|a| a.name == canonical) {
                 let known: Vec<&str> = schema.args.iter().map(|a| a.name).collect();
                 let mut e = ArgError::arg(
                     name,
@@ -358,8 +419,8 @@ impl Args {
         }
         let mut values = BTreeMap::new();
         for spec in schema.args {
-            let v = match given.get(spec.name) {
-                Some(v) => v.clone(),
+            let v = match named.get(spec.name) {
+                Some((_, v)) => (*v).clone(),
                 None if spec.default == OPTIONAL => continue,
                 None => match spec.default {
                     Some(d) => parse_default(d),
@@ -375,7 +436,7 @@ impl Args {
                     }
                 },
             };
-            let v = check_type(spec, v)?;
+            let v = check_type(spec, v).map_err(|e| e.named_as_given(schema, given))?;
             values.insert(spec.name.to_string(), v);
         }
         Ok(Args { values })
