@@ -493,7 +493,7 @@ fn fused_plan_gives_the_same_batches_as_each_operator_alone() {
 
 #[test]
 fn batches_written_in_place_equal_batches_copied_together() {
-    // Workers write each final image straight into the slot of a batch buffer where they
+    // Workers write each final image straight into the place of a batch buffer where they
     // expect it to go; a bad file moves later samples of its epoch up a place, so those written
     // before the skip was known are moved by the assembler. The unfused plan ends in a layout
     // operator that hands its images over to be copied, so it is the reference.
