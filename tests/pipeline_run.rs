@@ -302,8 +302,14 @@ fn dali_names_shard_id_and_num_shards_split_over_ranks_as_rank_and_world_size_do
     assert_eq!((p.samples_per_epoch(), p.batches_per_epoch()), (3, 2));
     // A name and its alias both given: refused, naming the alias.
     let both = train_file_with_reader_lines(d.path(), "rank = 1\nshard_id = 1\nworld_size = 3");
-    let err = Pipeline::new(both).unwrap_err().to_string();
-    assert!(err.contains("'shard_id' is another name for 'rank'"), "{err}");
+    let Err(err) = Pipeline::new(both) else {
+        panic!("a name and its alias both given must be refused")
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("'shard_id' is another name for 'rank'"),
+        "{err}"
+    );
 }
 
 #[test]

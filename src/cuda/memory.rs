@@ -57,7 +57,9 @@ pub struct OneStreamPool {
 impl std::fmt::Debug for OneStreamPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let idle = self.idle.lock().map(|v| v.len()).unwrap_or(0);
-        f.debug_struct("OneStreamPool").field("idle", &idle).finish()
+        f.debug_struct("OneStreamPool")
+            .field("idle", &idle)
+            .finish()
     }
 }
 

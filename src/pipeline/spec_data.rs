@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use crate::reader::{is_reader_kind, RANK_ALIASES};
 use crate::reader::shards::list::{is_url, looks_like_shards};
 use crate::reader::shards::KIND as SHARD_READER;
+use crate::reader::{is_reader_kind, RANK_ALIASES};
 use crate::schema::{ArgValue, READER_KIND};
 
 use super::spec::PipelineSpec;
@@ -90,7 +90,8 @@ impl PipelineSpec {
                 op.args.remove(a.alias);
             }
             op.args.insert("rank".into(), ArgValue::Int(rank as i64));
-            op.args.insert("world_size".into(), ArgValue::Int(world_size as i64));
+            op.args
+                .insert("world_size".into(), ArgValue::Int(world_size as i64));
         }
     }
 

@@ -180,7 +180,7 @@ fn operator_section(out: &mut String, schema: &OpSchema) {
             .iter()
             .map(|a| format!("`{}` for `{}`", a.alias, a.name))
             .collect();
-        let _ = writeln!(out, "\nAlso accepted: {}.", names.join(", "));
+        let _ = writeln!(out, "\nOther names accepted: {}.", names.join(", "));
     }
 }
 

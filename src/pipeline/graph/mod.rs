@@ -141,8 +141,7 @@ impl Graph {
                         ),
                     ));
                 }
-                let config =
-                    ReaderConfig::from_node(schema.kind, &args).map_err(op_arg_error)?;
+                let config = ReaderConfig::from_node(schema.kind, &args).map_err(op_arg_error)?;
                 if config.shards.is_some() && spec.settings.on_error == OnError::Replace {
                     return Err(SpecError::new(
                         SpecPointer::Setting("on_error".into()),
