@@ -1,13 +1,8 @@
 //! `stokehold compare`, run as a user would: two CPU runs agree; bad device lists and a
 //! device that can't run are clear errors.
 
-use std::process::Command;
-
-fn stokehold() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c
-}
+mod common;
+use common::stokehold;
 
 #[test]
 fn cpu_against_cpu_is_within_tolerance() {

@@ -264,11 +264,9 @@ fn rank_padding_and_last_batch_padding_add_up() {
 /// The shipped training pipeline with `split` written into its file reader, pointed at `d`
 /// in batches of 3, as `spec_for` sets it up.
 fn train_file_with_reader_lines(d: &std::path::Path, split: &str) -> PipelineSpec {
-    let path = shipped("resnet50-train.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
     let reader = "kind = \"file_reader\"\n";
-    assert!(text.contains(reader));
-    let text = text.replacen(reader, &format!("{reader}{split}\n"), 1);
+    let text = edited_train_text(&[(reader, &format!("{reader}{split}\n"))]);
+    let path = shipped("resnet50-train.toml");
     let mut s = stokehold::pipeline::file::parse(&text, &path).unwrap().spec;
     s.set_data(d);
     s.settings.batch = 3;
