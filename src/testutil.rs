@@ -179,6 +179,16 @@ pub fn to_f32s(im: &crate::image::Image) -> Vec<f32> {
     }
 }
 
+/// A pipeline file shipped in `pipelines/`, read (not yet validated).
+pub fn shipped_pipeline(name: &str) -> crate::pipeline::PipelineSpec {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("pipelines")
+        .join(name);
+    crate::pipeline::file::load(&path)
+        .expect("a shipped pipeline loads")
+        .spec
+}
+
 /// PSNR in dB of two 8-bit images of the same size (infinite when they are equal), by the
 /// formula of the library's comparisons ([`crate::pipeline::compare::psnr`]).
 pub fn psnr_u8(a: &[u8], b: &[u8]) -> f64 {
