@@ -163,6 +163,28 @@ pub fn to_f32s(im: &crate::image::Image) -> Vec<f32> {
     }
 }
 
+/// A pipeline file shipped in `pipelines/`, read (not yet validated).
+pub fn shipped_pipeline(name: &str) -> crate::pipeline::PipelineSpec {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("pipelines")
+        .join(name);
+    crate::pipeline::file::load(&path)
+        .expect("a shipped pipeline loads")
+        .spec
+}
+
+/// PSNR in dB of two 8-bit images of the same size (infinite when they are equal), by the
+/// formula of the library's comparisons ([`crate::pipeline::compare::psnr`]).
+pub fn psnr_u8(a: &[u8], b: &[u8]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let sum_sq: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+        .sum();
+    crate::pipeline::compare::psnr(sum_sq, a.len() as u64, 255.0)
+}
+
 /// `im`'s values as `dtype` elements in `layout`: exact from u8 and between floats except
 /// f32 → f16 (round to nearest even); float → u8 is not needed by the tests and panics.
 pub fn widen(

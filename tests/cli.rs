@@ -1,14 +1,9 @@
 //! The command line, run as a user would.
 
 mod common;
+use common::{edited_train, stokehold};
 
 use std::process::Command;
-
-fn stokehold() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c
-}
 
 #[test]
 fn run_with_no_data_uses_the_builtin_samples() {
@@ -159,22 +154,10 @@ fn asking_for_the_gpu_path_without_one_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("GPU"));
 }
 
-/// A copy of the shipped training pipeline with `edits` (from, to) applied, in `dir`.
-fn edited(dir: &std::path::Path, edits: &[(&str, &str)]) -> std::path::PathBuf {
-    let mut text = std::fs::read_to_string(common::shipped("resnet50-train.toml")).unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from}");
-        text = text.replace(from, to);
-    }
-    let path = dir.join("edited.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[test]
 fn check_reports_every_problem_with_its_place_and_help() {
     let d = tempfile::tempdir().unwrap();
-    let bad = edited(
+    let bad = edited_train(
         d.path(),
         &[
             ("batch = 64", "batch = 0"),

@@ -3,29 +3,10 @@
 //! the CPU's batches, `check` says where they run, and simulated device failures from the
 //! environment are errors, not hangs. And what the device line says of the JPEG decoder.
 
-use std::process::Command;
-
 mod common;
 
 use common::skip::{skip, Need};
-
-fn stokehold() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c
-}
-
-/// The shipped train pipeline with `edits` applied, written into `dir`.
-fn edited(dir: &std::path::Path, edits: &[(&str, &str)]) -> std::path::PathBuf {
-    let mut text = std::fs::read_to_string(common::shipped("resnet50-train.toml")).unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{from}");
-        text = text.replace(from, to);
-    }
-    let path = dir.join("edited.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use common::{edited_train, stokehold};
 
 #[test]
 fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
@@ -70,7 +51,7 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
     }
     // `check` says the truth about the test device too.
     let d = tempfile::tempdir().unwrap();
-    let emu = edited(d.path(), &[("device = \"auto\"", "device = \"emu\"")]);
+    let emu = edited_train(d.path(), &[("device = \"auto\"", "device = \"emu\"")]);
     let out = stokehold().arg("check").arg(&emu).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -114,7 +95,7 @@ fn check_on_a_gpu_pipeline_says_what_run_will_do() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let gpu = edited(d.path(), &[("device = \"auto\"", "device = \"gpu\"")]);
+    let gpu = edited_train(d.path(), &[("device = \"auto\"", "device = \"gpu\"")]);
     let out = stokehold().arg("check").arg(&gpu).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

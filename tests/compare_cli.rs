@@ -1,17 +1,10 @@
 //! `stokehold compare`, run as a user would: two CPU runs agree; bad device lists and a
 //! device that can't run are clear errors.
 
-use std::process::Command;
-
 mod common;
 
 use common::skip::{skip, Need};
-
-fn stokehold() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stokehold"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c
-}
+use common::stokehold;
 
 #[test]
 fn cpu_against_cpu_is_within_tolerance() {

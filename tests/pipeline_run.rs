@@ -187,11 +187,11 @@ fn all_bad_gives_no_batch_and_no_hang() {
     assert!(batches.is_empty());
 }
 
-/// Each shard's real samples and its batch count, over one epoch.
-fn shard_run(d: &std::path::Path, shards: i64, shard: i64, batch: usize) -> (Vec<usize>, usize) {
+/// Each rank's real samples and its batch count, over one epoch.
+fn rank_run(d: &std::path::Path, world_size: i64, rank: i64, batch: usize) -> (Vec<usize>, usize) {
     let mut s = spec_for("resnet50-train.toml", d, batch, 2, 1);
-    set_reader(&mut s, "num_shards", shards);
-    set_reader(&mut s, "shard_id", shard);
+    set_reader(&mut s, "world_size", world_size);
+    set_reader(&mut s, "rank", rank);
     let batches = collect(s);
     let real = batches
         .iter()
@@ -201,10 +201,10 @@ fn shard_run(d: &std::path::Path, shards: i64, shard: i64, batch: usize) -> (Vec
 }
 
 #[test]
-fn shards_are_disjoint_and_equal() {
-    // 11 samples, 2 shards, batches of 3: parts of 6 and 5 samples, 2 batches each.
+fn rank_parts_are_disjoint_and_equal() {
+    // 11 samples, 2 ranks, batches of 3: parts of 6 and 5 samples, 2 batches each.
     let d = small_folder(11, &[]);
-    let ((a, na), (b, nb)) = (shard_run(d.path(), 2, 0, 3), shard_run(d.path(), 2, 1, 3));
+    let ((a, na), (b, nb)) = (rank_run(d.path(), 2, 0, 3), rank_run(d.path(), 2, 1, 3));
     assert_eq!((a.len(), b.len()), (6, 5));
     assert_eq!((na, nb), (2, 2));
     let all: BTreeSet<usize> = a.iter().chain(&b).copied().collect();
@@ -212,13 +212,13 @@ fn shards_are_disjoint_and_equal() {
 }
 
 #[test]
-fn a_shard_a_batch_short_reads_one_flagged_repeat() {
-    // 10 samples, 3 shards, batches of 3: parts 4 | 3 | 3; the shards of 3 would have one
+fn a_rank_a_batch_short_reads_one_flagged_repeat() {
+    // 10 samples, 3 ranks, batches of 3: parts 4 | 3 | 3; the ranks with 3 would have one
     // batch where the first has two, so each reads a repeat, flagged as padding.
     let d = small_folder(10, &[]);
     let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
-    set_reader(&mut s, "num_shards", 3i64);
-    set_reader(&mut s, "shard_id", 1i64);
+    set_reader(&mut s, "world_size", 3i64);
+    set_reader(&mut s, "rank", 1i64);
     let p = Pipeline::new(s).unwrap();
     assert_eq!((p.samples_per_epoch(), p.batches_per_epoch()), (3, 2));
     let batches: Vec<Batch> = p.map(|b| b.unwrap()).collect();
@@ -231,9 +231,9 @@ fn a_shard_a_batch_short_reads_one_flagged_repeat() {
     );
     assert_eq!(
         last.samples[0], batches[0].samples[0],
-        "a repeat of the shard's first"
+        "a repeat of the rank's first"
     );
-    let runs: Vec<(Vec<usize>, usize)> = (0..3).map(|k| shard_run(d.path(), 3, k, 3)).collect();
+    let runs: Vec<(Vec<usize>, usize)> = (0..3).map(|k| rank_run(d.path(), 3, k, 3)).collect();
     assert!(runs.iter().all(|(_, n)| *n == 2), "equal batch counts");
     let real: Vec<usize> = runs.iter().flat_map(|(r, _)| r.clone()).collect();
     assert_eq!(real.len(), 10, "real samples are disjoint");
@@ -245,13 +245,13 @@ fn a_shard_a_batch_short_reads_one_flagged_repeat() {
 }
 
 #[test]
-fn shard_padding_and_last_batch_padding_add_up() {
-    // As above under last_batch = "pad": shard 1 reads 3 samples and the repeat, and its
+fn rank_padding_and_last_batch_padding_add_up() {
+    // As above under last_batch = "pad": rank 1 reads 3 samples and the repeat, and its
     // second batch is that repeat plus two more: three padding samples, all last.
     let d = small_folder(10, &[]);
     let mut s = spec_for("resnet50-train.toml", d.path(), 3, 2, 1);
-    set_reader(&mut s, "num_shards", 3i64);
-    set_reader(&mut s, "shard_id", 1i64);
+    set_reader(&mut s, "world_size", 3i64);
+    set_reader(&mut s, "rank", 1i64);
     set_reader(&mut s, "last_batch", "pad");
     let mut p = Pipeline::new(s).unwrap();
     let batches: Vec<Batch> = (&mut p).map(|b| b.unwrap()).collect();
@@ -259,6 +259,55 @@ fn shard_padding_and_last_batch_padding_add_up() {
     assert_eq!(shape, vec![(3, 0), (3, 3)]);
     let st = p.stats();
     assert_eq!((st.images, st.padded), (3, 3));
+}
+
+/// The shipped training pipeline with `split` written into its file reader, pointed at `d`
+/// in batches of 3, as `spec_for` sets it up.
+fn train_file_with_reader_lines(d: &std::path::Path, split: &str) -> PipelineSpec {
+    let reader = "kind = \"file_reader\"\n";
+    let text = edited_train_text(&[(reader, &format!("{reader}{split}\n"))]);
+    let path = shipped("resnet50-train.toml");
+    let mut s = stokehold::pipeline::file::parse(&text, &path).unwrap().spec;
+    s.set_data(d);
+    s.settings.batch = 3;
+    s.settings.threads = Some(2);
+    s.settings.epochs = Some(1);
+    s.settings.device = stokehold::pipeline::DeviceChoice::Cpu;
+    s
+}
+
+#[test]
+fn dali_names_shard_id_and_num_shards_split_over_ranks_as_rank_and_world_size_do() {
+    // A pipeline file from before `rank`/`world_size` (or written by a DALI user) reads the
+    // same rank's part, padding included.
+    let d = small_folder(10, &[]);
+    let run = |split: &str| {
+        let p = Pipeline::new(train_file_with_reader_lines(d.path(), split)).unwrap();
+        let per_epoch = (p.samples_per_epoch(), p.batches_per_epoch());
+        let batches: Vec<(Vec<usize>, usize)> = p
+            .map(|b| b.unwrap())
+            .map(|b| (b.samples.iter().map(|s| s.index).collect(), b.padded))
+            .collect();
+        (per_epoch, batches)
+    };
+    let old = run("shard_id = 1\nnum_shards = 3");
+    assert_eq!(old.0, (3, 2), "rank 1 of 3: 3 samples, 2 batches");
+    assert_eq!(old, run("rank = 1\nworld_size = 3"));
+    // `--rank`/`--world-size` replace the old names too.
+    let mut s = train_file_with_reader_lines(d.path(), "shard_id = 0\nnum_shards = 2");
+    s.set_rank(1, 3);
+    let p = Pipeline::new(s).unwrap();
+    assert_eq!((p.samples_per_epoch(), p.batches_per_epoch()), (3, 2));
+    // A name and its alias both given: refused, naming the alias.
+    let both = train_file_with_reader_lines(d.path(), "rank = 1\nshard_id = 1\nworld_size = 3");
+    let Err(err) = Pipeline::new(both) else {
+        panic!("a name and its alias both given must be refused")
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("'shard_id' is another name for 'rank'"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -449,7 +498,7 @@ fn fused_plan_gives_the_same_batches_as_each_operator_alone() {
 
 #[test]
 fn batches_written_in_place_equal_batches_copied_together() {
-    // Workers write each final image straight into the slot of a batch buffer where they
+    // Workers write each final image straight into the place of a batch buffer where they
     // expect it to go; a bad file moves later samples of its epoch up a place, so those written
     // before the skip was known are moved by the assembler. The unfused plan ends in a layout
     // operator that hands its images over to be copied, so it is the reference.

@@ -441,10 +441,8 @@ for fmt, tag in [(tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax"), (tarf
 #[test]
 fn the_command_line_packs_a_folder_and_runs_its_shards_by_rank() {
     let stokehold = || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stokehold"));
-        c.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env_remove("RANK")
-            .env_remove("WORLD_SIZE");
+        let mut c = common::stokehold();
+        c.env_remove("RANK").env_remove("WORLD_SIZE");
         c
     };
     let d = tempfile::tempdir().unwrap();

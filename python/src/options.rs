@@ -34,8 +34,8 @@ pub struct Overrides {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rank {
     /// (rank, world size) when given or set by torchrun; `None` leaves the pipeline file's
-    /// (the file reader's `shard_id`/`num_shards`, the shard reader's `rank`/`world_size`).
-    pub shard: Option<(usize, usize)>,
+    /// (its reader's `rank`/`world_size`).
+    pub given: Option<(usize, usize)>,
     /// The GPU of this rank (`LOCAL_RANK`, else 0).
     pub local_rank: usize,
 }
@@ -143,7 +143,7 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
     let (rank, world_size) = match (rank, world_size) {
         (None, None) => {
             return Ok(Rank {
-                shard: None,
+                given: None,
                 local_rank,
             })
         }
@@ -172,7 +172,7 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
         ));
     }
     Ok(Rank {
-        shard: Some((rank, world_size)),
+        given: Some((rank, world_size)),
         local_rank,
     })
 }
@@ -271,7 +271,7 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
         ));
     }
     // After the data: it may have turned the file reader into a shard reader.
-    if let Some((rank, world_size)) = rank.shard {
+    if let Some((rank, world_size)) = rank.given {
         spec.set_rank(rank, world_size);
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
-use super::memory::{device_address, PooledBuffer};
+use super::memory::{device_address, OneStreamBuffer};
 use super::{cuda_err, Device};
 use crate::error::Error;
 use crate::image::{DType, Image, Layout, Pixels};
@@ -13,7 +13,7 @@ use crate::image::{DType, Image, Layout, Pixels};
 #[derive(Debug)]
 pub enum DeviceStorage {
     /// A buffer from the device's pool (returned to it when the last user drops).
-    Pooled(PooledBuffer),
+    Pooled(OneStreamBuffer),
     /// A buffer allocated elsewhere (e.g. by the nvJPEG decoder).
     Owned(CudaSlice<u8>),
 }
@@ -227,7 +227,7 @@ impl DeviceBatch {
         dev: &Device,
         shapes: &[(usize, usize, usize)],
         dtype: DType,
-    ) -> Result<(PooledBuffer, Vec<SampleShape>), Error> {
+    ) -> Result<(OneStreamBuffer, Vec<SampleShape>), Error> {
         let mut offset = 0usize;
         let mut samples = Vec::with_capacity(shapes.len());
         for &(height, width, channels) in shapes {
@@ -253,7 +253,7 @@ impl DeviceBatch {
     /// Wraps a buffer written by work just queued on `dev`'s stream, recording its event.
     pub(crate) fn finish(
         dev: &Device,
-        buf: PooledBuffer,
+        buf: OneStreamBuffer,
         samples: Vec<SampleShape>,
         dtype: DType,
         layout: Layout,

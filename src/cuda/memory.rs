@@ -1,5 +1,12 @@
-//! Device memory allocated once and reused: a pool of device buffers (returned on drop) and a
-//! ring of pinned host staging buffers for uploads.
+//! Device memory of the one-stream [`Device`](super::Device), allocated once and reused: a
+//! pool of device buffers (returned on drop) and a ring of pinned host staging buffers for
+//! uploads.
+//!
+//! Why beside [`super::pool`]: `Device` (cudarc direct, one stream) runs the operators' own
+//! launches ([`GpuOperator::launch`](crate::ops::GpuOperator::launch)) and the kernel tests,
+//! where stream order alone makes reuse safe; the pipeline's GPU stage works through the
+//! device seam ([`GpuDevice`](super::GpuDevice), real or emulated, several streams), whose
+//! pool guards reuse with release events.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,29 +49,31 @@ pub fn size_class(len: usize) -> Option<usize> {
 /// Reuse is safe without events because every user of a [`Device`](super::Device) queues its
 /// work on the device's one stream: a buffer handed out again is written by work queued after
 /// everything that read it.
-pub struct BufferPool {
+pub struct OneStreamPool {
     stream: Arc<CudaStream>,
     idle: Mutex<Vec<CudaSlice<u8>>>,
 }
 
-impl std::fmt::Debug for BufferPool {
+impl std::fmt::Debug for OneStreamPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let idle = self.idle.lock().map(|v| v.len()).unwrap_or(0);
-        f.debug_struct("BufferPool").field("idle", &idle).finish()
+        f.debug_struct("OneStreamPool")
+            .field("idle", &idle)
+            .finish()
     }
 }
 
-impl BufferPool {
+impl OneStreamPool {
     /// An empty pool allocating on `stream`.
-    pub fn new(stream: Arc<CudaStream>) -> BufferPool {
-        BufferPool {
+    pub fn new(stream: Arc<CudaStream>) -> OneStreamPool {
+        OneStreamPool {
             stream,
             idle: Mutex::new(Vec::new()),
         }
     }
 
     /// A buffer of at least `len` bytes (contents unspecified), reused when one fits.
-    pub fn take(self: &Arc<Self>, len: usize) -> Result<PooledBuffer, Error> {
+    pub fn take(self: &Arc<Self>, len: usize) -> Result<OneStreamBuffer, Error> {
         let cap = size_class(len)
             .ok_or_else(|| Error::Cuda(format!("buffer of {len} bytes is too large")))?;
         let reused = {
@@ -80,7 +89,7 @@ impl BufferPool {
                 .alloc_zeros::<u8>(cap)
                 .map_err(|e| cuda_err(&format!("allocate {cap} device bytes"), e))?,
         };
-        Ok(PooledBuffer {
+        Ok(OneStreamBuffer {
             slice: Some(slice),
             len,
             pool: Arc::downgrade(self),
@@ -100,22 +109,22 @@ impl BufferPool {
     }
 }
 
-/// A device buffer from a [`BufferPool`]; goes back to the pool when dropped.
-pub struct PooledBuffer {
+/// A device buffer from a [`OneStreamPool`]; goes back to the pool when dropped.
+pub struct OneStreamBuffer {
     slice: Option<CudaSlice<u8>>,
     len: usize,
-    pool: std::sync::Weak<BufferPool>,
+    pool: std::sync::Weak<OneStreamPool>,
 }
 
-impl std::fmt::Debug for PooledBuffer {
+impl std::fmt::Debug for OneStreamBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PooledBuffer")
+        f.debug_struct("OneStreamBuffer")
             .field("len", &self.len)
             .finish()
     }
 }
 
-impl PooledBuffer {
+impl OneStreamBuffer {
     /// Bytes requested (the allocation may be larger).
     pub fn len(&self) -> usize {
         self.len
@@ -130,14 +139,14 @@ impl PooledBuffer {
     pub fn slice(&self) -> &CudaSlice<u8> {
         self.slice
             .as_ref()
-            .expect("PooledBuffer holds its slice until dropped")
+            .expect("OneStreamBuffer holds its slice until dropped")
     }
 
     /// The whole allocation, mutably.
     pub fn slice_mut(&mut self) -> &mut CudaSlice<u8> {
         self.slice
             .as_mut()
-            .expect("PooledBuffer holds its slice until dropped")
+            .expect("OneStreamBuffer holds its slice until dropped")
     }
 
     /// The device address of byte `offset` (see [`device_address`]).
@@ -146,7 +155,7 @@ impl PooledBuffer {
     }
 }
 
-impl Drop for PooledBuffer {
+impl Drop for OneStreamBuffer {
     fn drop(&mut self) {
         if let (Some(s), Some(pool)) = (self.slice.take(), self.pool.upgrade()) {
             pool.give_back(s);
@@ -170,19 +179,20 @@ struct Slot {
     done: Option<CudaEvent>,
 }
 
-/// A ring of pinned host buffers for host → device uploads. Each upload takes the next slot,
+/// A ring of pinned host buffers for host → device uploads on the one-stream
+/// [`Device`](super::Device). Each upload takes the next slot,
 /// waits for that slot's previous copy to finish (its event), copies the bytes in and queues
 /// an asynchronous copy; slots grow when a larger upload comes and are reused otherwise.
-pub struct StagingRing {
+pub struct OneStreamStaging {
     ctx: Arc<CudaContext>,
     slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
 }
 
-impl StagingRing {
+impl OneStreamStaging {
     /// A ring of `n` (at least 1) empty slots; memory is allocated on first use.
-    pub fn new(ctx: Arc<CudaContext>, n: usize) -> StagingRing {
-        StagingRing {
+    pub fn new(ctx: Arc<CudaContext>, n: usize) -> OneStreamStaging {
+        OneStreamStaging {
             ctx,
             slots: (0..n.max(1))
                 .map(|_| {

@@ -1,6 +1,7 @@
 //! The CUDA layer of the GPU path: device and streams, the kernel module cache (NVRTC →
-//! cubin, cached on disk), device buffer pool and pinned staging ring, batch descriptors and
-//! the one place kernels are launched.
+//! cubin, cached on disk), device buffer pools and pinned staging rings ([`pool`] for the
+//! device seam the GPU stage uses, [`memory`] for the one-stream [`Device`]), batch
+//! descriptors and the one place kernels are launched.
 //!
 //! All `unsafe` of the GPU path except nvJPEG lives in this folder; every block says why it
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run
@@ -147,8 +148,8 @@ pub struct Device {
     stream: Arc<CudaStream>,
     info: GpuInfo,
     modules: module::ModuleCache,
-    pool: Arc<memory::BufferPool>,
-    staging: memory::StagingRing,
+    pool: Arc<memory::OneStreamPool>,
+    staging: memory::OneStreamStaging,
 }
 
 impl std::fmt::Debug for Device {
@@ -175,8 +176,8 @@ impl Device {
         modules.load_all()?;
         Ok(Device {
             modules,
-            pool: Arc::new(memory::BufferPool::new(stream.clone())),
-            staging: memory::StagingRing::new(ctx.clone(), 4),
+            pool: Arc::new(memory::OneStreamPool::new(stream.clone())),
+            staging: memory::OneStreamStaging::new(ctx.clone(), 4),
             ctx,
             stream,
             info,
@@ -204,12 +205,12 @@ impl Device {
     }
 
     /// The device buffer pool.
-    pub fn pool(&self) -> &Arc<memory::BufferPool> {
+    pub fn pool(&self) -> &Arc<memory::OneStreamPool> {
         &self.pool
     }
 
     /// The pinned host staging ring (descriptor and table uploads).
-    pub fn staging(&self) -> &memory::StagingRing {
+    pub fn staging(&self) -> &memory::OneStreamStaging {
         &self.staging
     }
 
@@ -222,7 +223,7 @@ impl Device {
     }
 
     /// Uploads `bytes` through the pinned staging ring into a pooled device buffer.
-    pub(crate) fn upload(&self, bytes: &[u8]) -> Result<memory::PooledBuffer, Error> {
+    pub(crate) fn upload(&self, bytes: &[u8]) -> Result<memory::OneStreamBuffer, Error> {
         let mut buf = self.pool.take(bytes.len().max(1))?;
         self.staging.upload(&self.stream, bytes, buf.slice_mut())?;
         Ok(buf)
@@ -232,7 +233,7 @@ impl Device {
     pub(crate) fn upload_pod<T: desc::Pod>(
         &self,
         items: &[T],
-    ) -> Result<memory::PooledBuffer, Error> {
+    ) -> Result<memory::OneStreamBuffer, Error> {
         self.upload(desc::as_bytes(items))
     }
 

@@ -108,7 +108,7 @@ pub(crate) fn run_geom(
     let args = [Arg::Buf(descs_dev.slice()), Arg::U32(inputs.len() as u32)];
     // SAFETY: the kernels take (const GeomDesc*, u32). Each descriptor's source is its packed
     // image (sizes checked equal above; the kernel reads only indices inside src_h × src_w ×
-    // channels), its output the packed slot of out_h × out_w × channels elements placed for
+    // channels), its output the packed place of out_h × out_w × channels elements made for
     // it; all buffers stay alive until the kernel is done (pooled, reused only by later work
     // on this stream; `out` moves into the batch).
     unsafe { launch(stream, &func, cfg, &args)? };
@@ -155,7 +155,7 @@ pub(crate) fn run_convert(
     let args = [Arg::Buf(descs_dev.slice()), Arg::U32(inputs.len() as u32)];
     // SAFETY: `convert` takes (const ConvertDesc*, u32); each descriptor reads `count`
     // elements of `src_dtype` from its packed image and writes `count` elements of
-    // `dst_dtype` to the slot placed for it (same element count); buffers outlive the kernel
+    // `dst_dtype` to the place made for it (same element count); buffers outlive the kernel
     // as in `run_geom`.
     unsafe { launch(stream, &func, cfg, &args)? };
     DeviceBatch::finish(dev, out, placed, dst_dtype, layout)
@@ -227,12 +227,12 @@ pub(crate) fn run_jitter(
         ];
         if any_contrast {
             // SAFETY: `jitter_luma_sum` takes (const JitterDesc*, u32, u32, u64*): each
-            // descriptor reads `pixels` RGB pixels of its packed slot in `out`, and `sums`
+            // descriptor reads `pixels` RGB pixels of its packed place in `out`, and `sums`
             // holds one zeroed u64 per sample; block size 256 as the kernel requires.
             unsafe { launch(stream, &reduce, cfg, &args)? };
         }
         // SAFETY: `jitter_step` takes (const JitterDesc*, u32, u32, const u64*) and rewrites
-        // `pixels` RGB pixels of each sample's slot in `out` in place; buffers stay alive
+        // `pixels` RGB pixels of each sample's place in `out`, in place; buffers stay alive
         // until the work is done (pooled, reused only by later work on this stream).
         unsafe { launch(stream, &step, cfg, &args)? };
     }

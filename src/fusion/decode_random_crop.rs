@@ -372,16 +372,6 @@ mod tests {
         );
     }
 
-    fn psnr(a: &[u8], b: &[u8]) -> f64 {
-        let mse = a
-            .iter()
-            .zip(b)
-            .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
-            .sum::<f64>()
-            / a.len() as f64;
-        10.0 * (255.0f64 * 255.0 / mse.max(1e-9)).log10()
-    }
-
     #[test]
     fn scaled_path_is_close_and_exact_for_small_windows() {
         // A smooth 700x900 "photo": large windows take the DCT-scaled path.
@@ -421,7 +411,7 @@ mod tests {
                 assert_eq!((b.height, b.width), (a.height, a.width));
                 let (a, b) = (a.as_u8_hwc().unwrap(), b.as_u8_hwc().unwrap());
                 if wa.2 >= 2 * op.height && wa.3 >= 2 * op.width {
-                    let p = psnr(a, b);
+                    let p = crate::testutil::psnr_u8(a, b);
                     assert!(p > 30.0, "key {key}: window {wa:?}, PSNR {p:.1} dB");
                     worst = worst.min(p);
                     scaled += 1;

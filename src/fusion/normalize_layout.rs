@@ -12,7 +12,7 @@ use crate::ops::flip::{flip_in_place, Flip};
 use crate::ops::layout::to_layout;
 use crate::ops::normalize::{normalize_value, per_channel, Normalize};
 use crate::ops::{
-    single_image, ImageShape, OpParams, Operator, OutputSlot, PixelsMut, SampleContext, SetupInput,
+    single_image, ImageShape, OpParams, Operator, OutputPlace, PixelsMut, SampleContext, SetupInput,
 };
 use crate::value::{Value, ValueType};
 
@@ -283,13 +283,13 @@ impl Operator for NormalizeToLayout {
         &self,
         inputs: Vec<Value>,
         ctx: &mut SampleContext<'_>,
-        slot: &mut dyn OutputSlot,
+        place: &mut dyn OutputPlace,
     ) -> Result<Vec<Value>, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let (horizontal, vertical) = self.choose_mirror(&im, ctx);
         if self.one_pass(&im) && self.normalize.check_channels(im.channels).is_ok() {
             let shape = [im.channels, im.height, im.width];
-            if let Some(room) = slot.room(self.one_pass_dtype(), Layout::Chw, shape) {
+            if let Some(room) = place.room(self.one_pass_dtype(), Layout::Chw, shape) {
                 self.write_one_pass(&im, horizontal, vertical, room);
                 crate::scratch::recycle_image(im);
                 return Ok(Vec::new());

@@ -80,15 +80,15 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Result<Vec<Value>, SampleErrorKind>;
 
     /// As [`Operator::run_cpu`], but an operator with one image output may write that output
-    /// straight into the room `slot` offers (a place of the batch being filled, which saves
+    /// straight into the room `place` offers (a place of the batch being filled, which saves
     /// copying it there); it then returns no values. The default runs [`Operator::run_cpu`].
     fn run_cpu_into(
         &self,
         inputs: Vec<Value>,
         ctx: &mut SampleContext<'_>,
-        slot: &mut dyn OutputSlot,
+        place: &mut dyn OutputPlace,
     ) -> Result<Vec<Value>, SampleErrorKind> {
-        let _ = slot;
+        let _ = place;
         self.run_cpu(inputs, ctx)
     }
 
@@ -148,8 +148,8 @@ pub(crate) fn check_setups(inputs: &[DeviceImage], setups: &[Setup]) -> Result<(
 
 /// Where an operator may write its one image output in place (see
 /// [`Operator::run_cpu_into`]).
-pub trait OutputSlot {
-    /// Room for an image of `dtype` and `layout` with `shape` (in layout order), if this slot
+pub trait OutputPlace {
+    /// Room for an image of `dtype` and `layout` with `shape` (in layout order), if this place
     /// takes one; once given, the operator must write every element and return no values.
     fn room(&mut self, dtype: DType, layout: Layout, shape: [usize; 3]) -> Option<PixelsMut<'_>>;
 }

@@ -460,7 +460,7 @@ pub struct Batch {
     /// The samples, in batch order.
     pub samples: Vec<SampleInfo>,
     /// How many trailing samples are padding: repeats added by `last_batch = "pad"`, and the
-    /// repeat that gives a shard as many batches as the others (see
+    /// repeat that gives a rank as many batches as the others (see
     /// [`EpochOrder`](crate::reader::schedule::EpochOrder)).
     pub padded: usize,
     /// Bad samples met (skipped, or replaced under `on_error = "replace"`) since the

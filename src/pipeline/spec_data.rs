@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use crate::reader::is_reader_kind;
 use crate::reader::shards::list::{is_url, looks_like_shards};
 use crate::reader::shards::KIND as SHARD_READER;
+use crate::reader::{is_reader_kind, RANK_ALIASES};
 use crate::schema::{ArgValue, READER_KIND};
 
 use super::spec::PipelineSpec;
@@ -15,7 +15,7 @@ impl PipelineSpec {
     /// `root`), a list file of `path label` lines (its `list`), or tar shards — a folder of
     /// `.tar` files, a brace pattern, one shard's path or URL, or a list of shard paths or
     /// URLs — for which the reader becomes a `shard_reader` keeping its shuffle, last-batch,
-    /// extension and rank settings. A relative path is taken from the current folder.
+    /// extension and rank settings (both readers take the same names for those). A relative path is taken from the current folder.
     ///
     /// ```
     /// use stokehold::pipeline::{OpSpec, PipelineSpec};
@@ -39,12 +39,6 @@ impl PipelineSpec {
             if shards {
                 if op.kind == READER_KIND {
                     op.kind = SHARD_READER.to_string();
-                    // The file reader's words for a rank's part of the data.
-                    for (from, to) in [("shard_id", "rank"), ("num_shards", "world_size")] {
-                        if let Some(v) = op.args.remove(from) {
-                            op.args.insert(to.into(), v);
-                        }
-                    }
                     for file_only in ["root", "list", "source"] {
                         op.args.remove(file_only);
                     }
@@ -53,11 +47,6 @@ impl PipelineSpec {
             } else {
                 if op.kind == SHARD_READER {
                     op.kind = READER_KIND.to_string();
-                    for (from, to) in [("rank", "shard_id"), ("world_size", "num_shards")] {
-                        if let Some(v) = op.args.remove(from) {
-                            op.args.insert(to.into(), v);
-                        }
-                    }
                     for shard_only in [
                         "shards",
                         "index",
@@ -81,28 +70,28 @@ impl PipelineSpec {
         }
     }
 
-    /// Sets the rank and the number of ranks on the pipeline's reader (`shard_id` and
-    /// `num_shards` for a file reader, `rank` and `world_size` for a shard reader). Call it
-    /// after [`PipelineSpec::set_data`], which may change the reader's kind (it carries the
-    /// rank over).
+    /// Sets the rank and the number of ranks on the pipeline's reader (its `rank` and
+    /// `world_size`, in place of their aliases `shard_id` and `num_shards` where those were
+    /// given).
     ///
     /// ```
     /// use stokehold::pipeline::{OpSpec, PipelineSpec};
     /// use stokehold::schema::ArgValue;
-    /// let mut spec = PipelineSpec::builder().op(OpSpec::new("shard_reader").output("jpegs"));
+    /// let mut spec = PipelineSpec::builder()
+    ///     .op(OpSpec::new("file_reader").output("jpegs").arg("shard_id", 0i64));
     /// spec.set_rank(1, 4);
     /// assert_eq!(spec.ops[0].args["rank"], ArgValue::Int(1));
     /// assert_eq!(spec.ops[0].args["world_size"], ArgValue::Int(4));
+    /// assert!(!spec.ops[0].args.contains_key("shard_id"));
     /// ```
     pub fn set_rank(&mut self, rank: usize, world_size: usize) {
-        for op in self.ops.iter_mut() {
-            let (r, w) = match op.kind.as_str() {
-                READER_KIND => ("shard_id", "num_shards"),
-                SHARD_READER => ("rank", "world_size"),
-                _ => continue,
-            };
-            op.args.insert(r.into(), ArgValue::Int(rank as i64));
-            op.args.insert(w.into(), ArgValue::Int(world_size as i64));
+        for op in self.ops.iter_mut().filter(|o| is_reader_kind(&o.kind)) {
+            for a in RANK_ALIASES {
+                op.args.remove(a.alias);
+            }
+            op.args.insert("rank".into(), ArgValue::Int(rank as i64));
+            op.args
+                .insert("world_size".into(), ArgValue::Int(world_size as i64));
         }
     }
 

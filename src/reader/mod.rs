@@ -1,6 +1,6 @@
 //! The reader owns the dataset: its settings (the `file_reader` schema and [`ReaderConfig`]),
-//! the listing ([`dataset`]), the sample schedule ([`schedule`]: epoch order, shards, where a
-//! run stands, the last batch), reading the files ([`file_io`]), WebDataset tar shards
+//! the listing ([`dataset`]), the sample schedule ([`schedule`]: epoch order, each rank's
+//! part, where a run stands, the last batch), reading the files ([`file_io`]), WebDataset tar shards
 //! ([`shards`], the `shard_reader`), and what the read stage takes its samples from
 //! ([`source`]).
 //!
@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::schema::{ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, PortSpec};
+use crate::schema::{ArgAlias, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, PortSpec};
 use crate::value::ValueType;
 
 // The files below use this one's configuration; this one re-exports nothing of theirs, so
@@ -30,10 +30,10 @@ pub static SCHEMA: OpSchema = OpSchema {
           files are found recursively), a flat folder (label -1), or a list file with one \
           `path label` per line (the label is the last whitespace-separated field; paths may \
           contain spaces; relative paths resolve against `root`, or the list file's folder). \
-          Every epoch is reshuffled from (seed, epoch); with several shards each reads a \
+          Every epoch is reshuffled from (seed, epoch); with several ranks each reads a \
           disjoint, contiguous part of the shuffled order (sizes differ by at most one), and \
-          every shard has as many batches: a shard that would have one batch fewer reads a \
-          repeat of its first sample, counted as padding in its batch. The `labels` output \
+          every rank has as many batches: a rank whose part would give one batch fewer reads \
+          a repeat of its first sample, counted as padding in its batch. The `labels` output \
           is optional.",
     inputs: &[],
     outputs: &[
@@ -78,16 +78,16 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "reshuffle every epoch from (seed, epoch)",
         },
         ArgSpec {
-            name: "shard_id",
+            name: "rank",
             ty: ArgType::Int { min: 0, max: i64::MAX },
             default: Some("0"),
-            doc: "which shard this process reads (0-based)",
+            doc: "which rank this process is (0-based): it reads that rank's part; `--rank` or RANK override it",
         },
         ArgSpec {
-            name: "num_shards",
+            name: "world_size",
             ty: ArgType::Int { min: 1, max: i64::MAX },
             default: Some("1"),
-            doc: "number of shards (e.g. data-parallel ranks)",
+            doc: "number of ranks (data-parallel processes); `--world-size` or WORLD_SIZE override it",
         },
         ArgSpec {
             name: "last_batch",
@@ -96,8 +96,21 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "the last, incomplete batch of an epoch: partial = smaller batch, drop = left out, pad = filled by repeating its last sample",
         },
     ],
+    aliases: RANK_ALIASES,
     backends: Backends::CpuOnly,
 };
+
+/// DALI's names for a reader's rank and number of ranks, accepted by both readers.
+pub const RANK_ALIASES: &[ArgAlias] = &[
+    ArgAlias {
+        alias: "shard_id",
+        name: "rank",
+    },
+    ArgAlias {
+        alias: "num_shards",
+        name: "world_size",
+    },
+];
 
 /// Where the reader finds its samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,10 +138,10 @@ pub struct ReaderConfig {
     pub extensions: Vec<String>,
     /// Reshuffle each epoch.
     pub shuffle: bool,
-    /// This shard.
-    pub shard_id: usize,
-    /// Number of shards.
-    pub num_shards: usize,
+    /// This process's rank (from 0): which part of each epoch it reads.
+    pub rank: usize,
+    /// Number of ranks.
+    pub world_size: usize,
     /// Last-batch policy.
     pub last_batch: LastBatch,
     /// The shard reader's settings (`None` for the file reader).
@@ -156,15 +169,7 @@ impl ReaderConfig {
             _ => SourceKind::Auto,
         };
         let extensions = extensions(args)?;
-        let shard_id = args.int("shard_id") as usize;
-        let num_shards = args.int("num_shards") as usize;
-        if shard_id >= num_shards {
-            return Err(ArgError::arg(
-                "shard_id",
-                format!("shard_id = {shard_id} but there are only {num_shards} shards"),
-            )
-            .with_help("shard_id counts from 0 and must be less than num_shards"));
-        }
+        let (rank, world_size) = rank_and_world_size(args)?;
         let list = args.opt_str("list").map(PathBuf::from);
         if source == SourceKind::List && list.is_none() {
             return Err(ArgError::arg("list", "source = \"list\" needs a list file")
@@ -176,8 +181,8 @@ impl ReaderConfig {
             source,
             extensions,
             shuffle: args.bool("shuffle"),
-            shard_id,
-            num_shards,
+            rank,
+            world_size,
             last_batch: LastBatch::from_name(args.str("last_batch")).unwrap_or_default(),
             shards: None,
         })
@@ -196,8 +201,8 @@ impl ReaderConfig {
             source: SourceKind::Auto,
             extensions,
             shuffle: config.split.shuffle,
-            shard_id: config.split.rank,
-            num_shards: config.split.world_size,
+            rank: config.split.rank,
+            world_size: config.split.world_size,
             last_batch: LastBatch::from_name(args.str("last_batch")).unwrap_or_default(),
             shards: Some(config),
         })
@@ -215,8 +220,8 @@ impl ReaderConfig {
     pub fn epoch_order(&self, batch: usize) -> EpochOrder {
         EpochOrder {
             shuffle: self.shuffle,
-            shard_id: self.shard_id,
-            num_shards: self.num_shards,
+            rank: self.rank,
+            world_size: self.world_size,
             batch,
             last_batch: self.last_batch,
         }
@@ -334,8 +339,23 @@ pub static SHARD_SCHEMA: OpSchema = OpSchema {
             doc: "the last, incomplete batch of an epoch: partial = smaller batch, drop = left out, pad = filled by repeating its last sample",
         },
     ],
+    aliases: RANK_ALIASES,
     backends: Backends::CpuOnly,
 };
+
+/// The `rank` and `world_size` arguments, the rank less than the number of ranks.
+fn rank_and_world_size(args: &Args) -> Result<(usize, usize), ArgError> {
+    let rank = args.int("rank") as usize;
+    let world_size = args.int("world_size") as usize;
+    if rank >= world_size {
+        return Err(ArgError::arg(
+            "rank",
+            format!("rank = {rank} but world_size = {world_size}"),
+        )
+        .with_help("rank counts from 0 and must be less than world_size"));
+    }
+    Ok((rank, world_size))
+}
 
 /// The `extensions` argument: lower-case, without dots, at least one.
 fn extensions(args: &Args) -> Result<Vec<String>, ArgError> {
@@ -354,15 +374,7 @@ fn extensions(args: &Args) -> Result<Vec<String>, ArgError> {
 
 /// Reads the shard settings from validated arguments.
 fn shard_config_from_args(args: &Args) -> Result<shards::set::ShardConfig, ArgError> {
-    let rank = args.int("rank") as usize;
-    let world_size = args.int("world_size") as usize;
-    if rank >= world_size {
-        return Err(ArgError::arg(
-            "rank",
-            format!("rank = {rank} but world_size = {world_size}"),
-        )
-        .with_help("rank counts from 0 and must be less than world_size"));
-    }
+    let (rank, world_size) = rank_and_world_size(args)?;
     let label = match args.str("label").trim().trim_start_matches('.') {
         "" => shards::samples::LabelFrom::None,
         "json" => {

@@ -1,5 +1,5 @@
 //! The sample schedule: which sample comes next, epoch after epoch (each epoch's order
-//! shuffled from the seed and cut to this shard, padded so that every shard has as many
+//! shuffled from the seed and cut to this rank's part, padded so that every rank has as many
 //! batches), where a run stands ([`Position`]), and what
 //! becomes of an epoch's last, incomplete batch ([`LastBatch`]).
 
@@ -81,21 +81,21 @@ impl std::str::FromStr for Position {
     }
 }
 
-/// The part of an epoch's order that shard `shard_id` of `num_shards` reads, for `n` samples:
-/// contiguous, disjoint from the other shards' parts, and near-equal (the first
-/// `n % num_shards` shards have one sample more than the others).
+/// The part of an epoch's order that rank `rank` of `world_size` reads, for `n` samples:
+/// contiguous, disjoint from the other ranks' parts, and near-equal (the first
+/// `n % world_size` ranks have one sample more than the others).
 ///
 /// ```
-/// use stokehold::reader::schedule::shard_range;
-/// let parts: Vec<_> = (0..3).map(|s| shard_range(10, s, 3)).collect();
+/// use stokehold::reader::schedule::rank_range;
+/// let parts: Vec<_> = (0..3).map(|r| rank_range(10, r, 3)).collect();
 /// assert_eq!(parts, vec![0..4, 4..7, 7..10]);
 /// ```
-pub fn shard_range(n: usize, shard_id: usize, num_shards: usize) -> std::ops::Range<usize> {
-    let num_shards = num_shards.max(1);
-    let (per, extra) = (n / num_shards, n % num_shards);
-    let start = shard_id * per + shard_id.min(extra);
-    let len = if shard_id < num_shards {
-        per + usize::from(shard_id < extra)
+pub fn rank_range(n: usize, rank: usize, world_size: usize) -> std::ops::Range<usize> {
+    let world_size = world_size.max(1);
+    let (per, extra) = (n / world_size, n % world_size);
+    let start = rank * per + rank.min(extra);
+    let len = if rank < world_size {
+        per + usize::from(rank < extra)
     } else {
         0
     };
@@ -111,20 +111,20 @@ fn whole_order(n: usize, seed: u64, epoch: u64, shuffle: bool) -> Vec<usize> {
     order
 }
 
-/// The sample indices this shard reads in `epoch`, in order: its [`shard_range`] of the
-/// whole dataset's order, which every shard shuffles the same way (from `seed` and `epoch`).
-/// Shards are disjoint and together hold every sample once; their lengths differ by at most
-/// one. ([`EpochOrder::of`] adds the padding that evens out their batch counts.)
+/// The sample indices this rank reads in `epoch`, in order: its [`rank_range`] of the
+/// whole dataset's order, which every rank shuffles the same way (from `seed` and `epoch`).
+/// The ranks' parts are disjoint and together hold every sample once; their lengths differ
+/// by at most one. ([`EpochOrder::of`] adds the padding that evens out their batch counts.)
 pub fn epoch_order(
     n: usize,
     seed: u64,
     epoch: u64,
     shuffle: bool,
-    shard_id: usize,
-    num_shards: usize,
+    rank: usize,
+    world_size: usize,
 ) -> Vec<usize> {
     let order = whole_order(n, seed, epoch, shuffle);
-    order[shard_range(n, shard_id, num_shards)].to_vec()
+    order[rank_range(n, rank, world_size)].to_vec()
 }
 
 /// Batches an epoch of `samples` samples gives under `last_batch`.
@@ -136,54 +136,54 @@ pub(crate) fn batches(samples: usize, batch: usize, last_batch: LastBatch) -> us
     }
 }
 
-/// How each epoch's order is made: shuffled from (seed, epoch) or not, and which shard of how
-/// many this process reads (see [`epoch_order`]).
+/// How each epoch's order is made: shuffled from (seed, epoch) or not, and which rank of how
+/// many this process is (see [`epoch_order`]).
 ///
-/// Every shard gets as many batches per epoch (data-parallel training deadlocks when one rank
-/// has a batch more than another). Shards' parts differ by at most one sample, and only when
-/// that sample would give the longer parts one more batch does a shorter part read one more:
-/// a repeat of its first sample, at the end of its epoch, which its batch counts as padding
-/// ([`Batch::padded`](crate::pipeline::Batch::padded)). So the real samples of the shards are
-/// disjoint and together are the whole dataset.
+/// Every rank gets as many batches per epoch (data-parallel training deadlocks when one rank
+/// has a batch more than another). The ranks' parts differ by at most one sample, and only
+/// when that sample would give the longer parts one more batch does a shorter part read one
+/// more: a repeat of its first sample, at the end of its epoch, which its batch counts as
+/// padding ([`Batch::padded`](crate::pipeline::Batch::padded)). So the real samples of the
+/// ranks are disjoint and together are the whole dataset.
 ///
 /// ```
 /// use stokehold::reader::schedule::{EpochOrder, LastBatch};
-/// // 10 samples, 3 shards, batches of 2: parts of 4, 3 and 3 samples.
-/// let shard = |shard_id| EpochOrder {
+/// // 10 samples, 3 ranks, batches of 2: parts of 4, 3 and 3 samples.
+/// let rank = |rank| EpochOrder {
 ///     shuffle: true,
-///     shard_id,
-///     num_shards: 3,
+///     rank,
+///     world_size: 3,
 ///     batch: 2,
 ///     last_batch: LastBatch::Partial,
 /// };
-/// assert_eq!(shard(0).batches_per_epoch(10), 2);
-/// // Shard 1's 3 samples make 2 batches already: no padding.
-/// assert_eq!((shard(1).samples_per_epoch(10), shard(1).padding(10)), (3, 0));
+/// assert_eq!(rank(0).batches_per_epoch(10), 2);
+/// // Rank 1's 3 samples make 2 batches already: no padding.
+/// assert_eq!((rank(1).samples_per_epoch(10), rank(1).padding(10)), (3, 0));
 /// // With batches of 3, 4 samples make 2 batches and 3 only 1: a repeat evens them out.
-/// let by_3 = EpochOrder { batch: 3, ..shard(1) };
+/// let by_3 = EpochOrder { batch: 3, ..rank(1) };
 /// assert_eq!((by_3.padding(10), by_3.batches_per_epoch(10)), (1, 2));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochOrder {
     /// Reshuffle each epoch.
     pub shuffle: bool,
-    /// This shard.
-    pub shard_id: usize,
-    /// Number of shards.
-    pub num_shards: usize,
-    /// Samples per batch (with `last_batch`, what decides whether a shard needs padding).
+    /// This process's rank (from 0).
+    pub rank: usize,
+    /// Number of ranks.
+    pub world_size: usize,
+    /// Samples per batch (with `last_batch`, what decides whether a rank needs padding).
     pub batch: usize,
     /// What becomes of an epoch's last, incomplete batch.
     pub last_batch: LastBatch,
 }
 
 impl EpochOrder {
-    /// The sample indices this shard reads in `epoch` of a dataset of `entries` samples: its
+    /// The sample indices this rank reads in `epoch` of a dataset of `entries` samples: its
     /// part of the epoch's order, then the padding sample if it needs one (see
     /// [`EpochOrder::padding`]).
     pub fn of(&self, entries: usize, seed: u64, epoch: u64) -> Vec<usize> {
         let whole = whole_order(entries, seed, epoch, self.shuffle);
-        let part = shard_range(entries, self.shard_id, self.num_shards);
+        let part = rank_range(entries, self.rank, self.world_size);
         let mut order = whole[part.clone()].to_vec();
         if self.padding(entries) > 0 {
             // A repeat of the part's own first sample (of the epoch's, for an empty part).
@@ -194,31 +194,31 @@ impl EpochOrder {
         order
     }
 
-    /// Real samples per epoch for this shard of a dataset of `entries` samples (its part of
+    /// Real samples per epoch for this rank of a dataset of `entries` samples (its part of
     /// the order, padding not counted).
     pub fn samples_per_epoch(&self, entries: usize) -> usize {
-        shard_range(entries, self.shard_id, self.num_shards).len()
+        rank_range(entries, self.rank, self.world_size).len()
     }
 
-    /// Padding samples per epoch (0 or 1): one when this shard's part would give a batch
+    /// Padding samples per epoch (0 or 1): one when this rank's part would give a batch
     /// fewer than the longest part gives.
     pub fn padding(&self, entries: usize) -> usize {
         if entries == 0 {
             return 0;
         }
         let own = self.samples_per_epoch(entries);
-        let longest = entries.div_ceil(self.num_shards.max(1));
+        let longest = entries.div_ceil(self.world_size.max(1));
         let fewer = batches(own, self.batch, self.last_batch)
             < batches(longest, self.batch, self.last_batch);
         usize::from(own < longest && fewer)
     }
 
-    /// Samples this shard reads per epoch, padding included.
+    /// Samples this rank reads per epoch, padding included.
     pub fn scheduled_per_epoch(&self, entries: usize) -> usize {
         self.samples_per_epoch(entries) + self.padding(entries)
     }
 
-    /// Batches per epoch, the same for every shard (before bad samples are skipped).
+    /// Batches per epoch, the same for every rank (before bad samples are skipped).
     pub fn batches_per_epoch(&self, entries: usize) -> usize {
         batches(
             self.scheduled_per_epoch(entries),

@@ -126,7 +126,7 @@ impl Source {
         self.len() == 0
     }
 
-    /// Real samples per epoch for this process's part (its rank or shard of the data set),
+    /// Real samples per epoch for this process's part (its rank's part of the data set),
     /// padding not counted.
     pub fn samples_per_epoch(&self, config: &ReaderConfig) -> usize {
         match self {

@@ -15,8 +15,8 @@ fn config(root: &Path) -> ReaderConfig {
         source: SourceKind::Auto,
         extensions: vec!["jpg".into(), "jpeg".into(), "png".into()],
         shuffle: true,
-        shard_id: 0,
-        num_shards: 1,
+        rank: 0,
+        world_size: 1,
         last_batch: LastBatch::Partial,
         shards: None,
     }
@@ -190,25 +190,25 @@ fn the_schedule_walks_each_epoch_then_its_end_and_resumes_mid_epoch() {
     );
     let rest: Vec<Step> = std::iter::from_fn(|| resumed.next_step()).collect();
     assert_eq!(rest.len(), 3, "{rest:?}");
-    let three_shards = ReaderConfig { num_shards: 3, ..c };
-    assert_eq!(three_shards.epoch_order(1).samples_per_epoch(10), 4);
+    let three_ranks = ReaderConfig { world_size: 3, ..c };
+    assert_eq!(three_ranks.epoch_order(1).samples_per_epoch(10), 4);
 }
 
 #[test]
-fn shard_padding_evens_out_batch_counts_only_when_needed() {
-    let by = |n_shards, shard_id, batch, last_batch| EpochOrder {
+fn rank_padding_evens_out_batch_counts_only_when_needed() {
+    let by = |world_size, rank, batch, last_batch| EpochOrder {
         shuffle: false,
-        shard_id,
-        num_shards: n_shards,
+        rank,
+        world_size,
         batch,
         last_batch,
     };
-    // 11 samples, 2 shards, batches of 3: parts of 6 and 5, 2 batches each, no padding.
+    // 11 samples, 2 ranks, batches of 3: parts of 6 and 5, 2 batches each, no padding.
     assert_eq!(
         by(2, 1, 3, LastBatch::Partial).of(11, 1, 0),
         vec![6, 7, 8, 9, 10]
     );
-    // 10 samples, 3 shards, batches of 3: parts 4 | 3 | 3; the 3s pad to 2 batches.
+    // 10 samples, 3 ranks, batches of 3: parts 4 | 3 | 3; the 3s pad to 2 batches.
     assert_eq!(
         by(3, 0, 3, LastBatch::Partial).of(10, 1, 0),
         vec![0, 1, 2, 3]
@@ -220,43 +220,43 @@ fn shard_padding_evens_out_batch_counts_only_when_needed() {
     assert_eq!(by(3, 2, 3, LastBatch::Partial).batches_per_epoch(10), 2);
     // Under "drop", 3 samples already make the one batch 4 make: no padding.
     assert_eq!(by(3, 1, 3, LastBatch::Drop).padding(10), 0);
-    // 2 samples, 3 shards: the empty shard reads a repeat of the epoch's first sample.
+    // 2 samples, 3 ranks: the rank with an empty part reads a repeat of the epoch's first sample.
     assert_eq!(by(3, 2, 1, LastBatch::Partial).of(2, 1, 0), vec![0]);
     assert_eq!(by(3, 2, 1, LastBatch::Partial).samples_per_epoch(2), 0);
 }
 
 proptest! {
-    /// The sharding policy (issue 18): parts of the shuffled order that are contiguous,
-    /// disjoint, cover the dataset and differ by at most one sample; every shard has as many
-    /// batches; padding (a repeat of the shard's own first sample, flagged by its position past
-    /// the real samples) only where a shard would otherwise have a batch fewer.
+    /// The split over ranks (issue 18): parts of the shuffled order that are contiguous,
+    /// disjoint, cover the dataset and differ by at most one sample; every rank has as many
+    /// batches; padding (a repeat of the rank's own first sample, flagged by its position past
+    /// the real samples) only where a rank would otherwise have a batch fewer.
     #[test]
-    fn shards_are_disjoint_cover_and_have_equal_batch_counts(
+    fn rank_parts_are_disjoint_cover_and_have_equal_batch_counts(
         n in 1usize..300,
-        shards in 1usize..9,
+        ranks in 1usize..9,
         batch in 1usize..40,
         last in 0usize..3,
         seed: u64,
         epoch in 0u64..5,
     ) {
         let last_batch = [LastBatch::Partial, LastBatch::Drop, LastBatch::Pad][last];
-        let by = |shard_id| EpochOrder { shuffle: true, shard_id, num_shards: shards, batch, last_batch };
+        let by = |rank| EpochOrder { shuffle: true, rank, world_size: ranks, batch, last_batch };
         let whole = epoch_order(n, seed, epoch, true, 0, 1);
         let mut real = Vec::new();
         let mut start = 0;
-        for s in 0..shards {
+        for s in 0..ranks {
             let order = by(s).of(n, seed, epoch);
             let own = by(s).samples_per_epoch(n);
-            // Contiguous parts of the one shuffled order, in shard order.
+            // Contiguous parts of the one shuffled order, in rank order.
             prop_assert_eq!(&order[..own], &whole[start..start + own]);
-            prop_assert_eq!(&epoch_order(n, seed, epoch, true, s, shards)[..], &order[..own]);
+            prop_assert_eq!(&epoch_order(n, seed, epoch, true, s, ranks)[..], &order[..own]);
             start += own;
-            prop_assert!(own == n / shards || own == n / shards + 1);
+            prop_assert!(own == n / ranks || own == n / ranks + 1);
             prop_assert_eq!(order.len(), own + by(s).padding(n));
             if let Some(&pad) = order.get(own) {
                 // A repeat of a sample of its own (of the epoch's first, for an empty part).
                 prop_assert_eq!(pad, *order.first().unwrap_or(&whole[0]));
-                prop_assert!(own < n.div_ceil(shards));
+                prop_assert!(own < n.div_ceil(ranks));
             }
             real.extend_from_slice(&order[..own]);
             prop_assert_eq!(by(s).batches_per_epoch(n), by(0).batches_per_epoch(n));
@@ -266,7 +266,7 @@ proptest! {
         prop_assert_eq!(real.len(), n);
         prop_assert_eq!(real.iter().copied().collect::<BTreeSet<usize>>().len(), n);
         // Padding only where it buys the missing batch.
-        for s in 0..shards {
+        for s in 0..ranks {
             if by(s).padding(n) == 1 {
                 let own = by(s).samples_per_epoch(n);
                 let batches = |k: usize| match last_batch {

@@ -21,6 +21,32 @@ pub fn shipped(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The `stokehold` command, run from the checkout's root (where `pipelines/` is).
+pub fn stokehold() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stokehold"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// The text of the shipped training pipeline with `edits` (from, to) applied; each `from`
+/// must be in it.
+pub fn edited_train_text(edits: &[(&str, &str)]) -> String {
+    let mut text = std::fs::read_to_string(shipped("resnet50-train.toml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// The shipped training pipeline with `edits` applied (see [`edited_train_text`]), written
+/// into `dir` as `edited.toml`.
+pub fn edited_train(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let path = dir.join("edited.toml");
+    std::fs::write(&path, edited_train_text(edits)).unwrap();
+    path
+}
+
 /// A shipped pipeline pointed at `data`, with a few settings changed.
 pub fn spec_for(
     name: &str,

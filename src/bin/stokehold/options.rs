@@ -29,9 +29,8 @@ pub struct RunOpts {
 }
 
 /// This process's part of the data among data-parallel ranks: the flags, else `RANK` and
-/// `WORLD_SIZE` (as torchrun sets them), else the reader's arguments in the file. They are
-/// reader arguments rather than settings because each reader names them its own way
-/// (`shard_id`/`num_shards`, `rank`/`world_size`); [`PipelineSpec::set_rank`] sets either.
+/// `WORLD_SIZE` (as torchrun sets them), else the reader's `rank` and `world_size` in the
+/// file (set by [`PipelineSpec::set_rank`]).
 #[derive(Args, Clone, Default)]
 pub struct RankFlags {
     /// This process's rank, from 0 (default: $RANK, else the pipeline file's reader's).

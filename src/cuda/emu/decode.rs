@@ -137,8 +137,8 @@ impl LateErrors {
     /// Records that job `i` failed.
     pub(crate) fn set(&self, i: usize, why: String) {
         let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = v.get_mut(i) {
-            *slot = Some(why);
+        if let Some(failure) = v.get_mut(i) {
+            *failure = Some(why);
         }
     }
 

@@ -123,7 +123,7 @@ fn read_descs<T: crate::cuda::desc::Pod + Default>(
         .checked_mul(std::mem::size_of::<T>())
         .ok_or("descriptor count overflows")?;
     mem.check(ptr, bytes, Kind::Device, "the descriptors")?;
-    if ptr % std::mem::align_of::<T>() as u64 != 0 {
+    if !ptr.is_multiple_of(std::mem::align_of::<T>() as u64) {
         return Err(format!("misaligned descriptors at {ptr:#x}"));
     }
     let mut out = vec![T::default(); n];

@@ -59,7 +59,7 @@ struct Component {
     stride_blocks: usize,
     /// Block rows stored (those the request needs, in whole MCU rows).
     rows_stored: usize,
-    /// AC coefficients, 64 slots per block in zigzag order (slot 0 unused). Only the slots
+    /// AC coefficients, 64 per block in zigzag order (entry 0 unused). Only the entries
     /// `nonzero` marks are ever read, so the buffer is not cleared between images: clearing
     /// tens of megabytes (and sweeping them in each DC scan) cost more than decoding.
     coefs: Vec<i16>,
@@ -125,7 +125,7 @@ thread_local! {
     static SPARE_COEFS: std::cell::RefCell<Vec<Vec<i16>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A buffer of at least `len` AC slots with unspecified (old, never uninitialised)
+/// A buffer of at least `len` AC coefficients with unspecified (old, never uninitialised)
 /// contents, one this thread used before when there is one.
 fn ac_buffer(len: usize) -> Vec<i16> {
     let spare = SPARE_COEFS.with(|s| {

@@ -209,7 +209,7 @@ impl Restarts {
     }
 }
 
-/// Runs `decode` on the AC slots and nonzero mask of every block of a one-component scan
+/// Runs `decode` on the AC coefficients and nonzero mask of every block of a one-component scan
 /// down to the rows stored, in scan order (monomorphised per scan kind, so the per-block
 /// loop has no dispatch).
 #[inline(always)]

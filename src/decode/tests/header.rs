@@ -376,7 +376,7 @@ fn rgb_stored_jpegs_decode_as_libjpeg_reads_them() {
             ours, theirs,
             "{mark:?}: our entropy decoding changed pixels"
         );
-        let p = psnr(ours.as_u8_hwc().unwrap(), &src);
+        let p = psnr_u8(ours.as_u8_hwc().unwrap(), &src);
         println!("{mark:?}: PSNR {p:.1} dB against the stored R G B");
         if rgb {
             assert!(p >= 35.0, "{mark:?}: {p:.1} dB");

@@ -12,23 +12,10 @@ mod window;
 
 use super::*;
 use crate::testutil::{
-    encode_jpeg, encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, shared_data, JpegOpts, Sub,
+    encode_jpeg, encode_jpeg_opts, exif_orientation_tiff, pattern_rgb, psnr_u8, shared_data,
+    JpegOpts, Sub,
 };
 use proptest::prelude::*;
-
-fn psnr(a: &[u8], b: &[u8]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let mse: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
-        .sum::<f64>()
-        / a.len() as f64;
-    if mse == 0.0 {
-        return f64::INFINITY;
-    }
-    10.0 * (255.0f64 * 255.0 / mse).log10()
-}
 
 fn rgb_opts() -> DecodeOptions {
     DecodeOptions::default()

@@ -23,7 +23,7 @@ fn jpeg_round_trip_all_subsamplings() {
                 let im = decode(&jpg, &rgb_opts())
                     .unwrap_or_else(|e| panic!("{sub:?} progressive={progressive} {h}x{w}: {e}"));
                 assert_eq!((im.height, im.width, im.channels), (h, w, 3));
-                let p = psnr(im.as_u8_hwc().unwrap(), &src);
+                let p = psnr_u8(im.as_u8_hwc().unwrap(), &src);
                 println!("jpeg {sub:?} progressive={progressive} {h}x{w}: PSNR {p:.1} dB");
                 assert!(p >= 30.0, "{sub:?} {h}x{w}: PSNR {p:.1}");
                 let info = probe(&jpg, &rgb_opts()).unwrap();
@@ -48,7 +48,7 @@ fn jpeg_gray_round_trip_and_color_modes() {
         )
         .unwrap();
         assert_eq!((g.height, g.width, g.channels), (h, w, 1));
-        let p = psnr(g.as_u8_hwc().unwrap(), &src);
+        let p = psnr_u8(g.as_u8_hwc().unwrap(), &src);
         println!("jpeg gray {h}x{w}: PSNR {p:.1} dB");
         assert!(p >= 30.0);
         // RGB output replicates the gray channel.

@@ -187,7 +187,7 @@ fn gpu_batches_chain_and_return_buffers_to_the_pool() {
 }
 
 fn random_sample(rng: &mut SampleRng, im: &Image, k: usize) -> FusedSample {
-    let window = if k % 3 == 0 {
+    let window = if k.is_multiple_of(3) {
         (0, 0, im.height, im.width)
     } else {
         choose_window(im.height, im.width, (0.08, 1.0), (0.75, 4.0 / 3.0), rng)

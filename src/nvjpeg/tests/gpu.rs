@@ -1,6 +1,7 @@
 //! Decoding on a GPU against the CPU decoder (skipped without a driver, GPU and nvJPEG).
 
 use super::*;
+use crate::pipeline::compare::psnr;
 
 /// A driver with a current context and a decoder bound to it, or `None` (skip), or a
 /// failure when `STOKEHOLD_REQUIRE_GPU=1` (a GPU machine: nothing may skip there).
@@ -163,7 +164,7 @@ fn gpu_decode_matches_cpu_on_imagenet_400() {
                 a += d;
                 s += d * d;
             }
-            let p = psnr(s, px.len() as u64);
+            let p = psnr(s as f64, px.len() as u64, 255.0);
             if p < worst.0 {
                 worst = (p, path.clone());
             }
@@ -174,7 +175,7 @@ fn gpu_decode_matches_cpu_on_imagenet_400() {
         }
     }
     let mad = sum_abs as f64 / n_px.max(1) as f64;
-    let total = psnr(sum_sq, n_px);
+    let total = psnr(sum_sq as f64, n_px, 255.0);
     eprintln!(
         "nvJPEG vs CPU on imagenet-400: {on_gpu} on GPU, {on_cpu} CPU fallback; \
          mean abs diff {mad:.4}, PSNR {total:.2} dB, worst {:.2} dB ({})",
@@ -183,14 +184,6 @@ fn gpu_decode_matches_cpu_on_imagenet_400() {
     );
     assert!(on_gpu > 0);
     assert!(total >= 40.0, "PSNR {total:.2} dB < 40 dB");
-}
-
-fn psnr(sum_sq: u64, n: u64) -> f64 {
-    if sum_sq == 0 {
-        return f64::INFINITY;
-    }
-    let mse = sum_sq as f64 / n as f64;
-    10.0 * (255.0f64 * 255.0 / mse).log10()
 }
 
 #[test]
@@ -232,7 +225,7 @@ fn gpu_bad_image_in_a_batch_fails_alone() {
             .zip(r)
             .map(|(&a, &b)| u64::from(a.abs_diff(b)).pow(2))
             .sum();
-        assert!(psnr(s, px.len() as u64) >= 35.0, "image {i}");
+        assert!(psnr(s as f64, px.len() as u64, 255.0) >= 35.0, "image {i}");
     }
     assert!(got[1]
         .as_ref()
@@ -276,7 +269,7 @@ fn gpu_roi_decode_matches_cpu_crop() {
             .zip(&want)
             .map(|(&a, &b)| u64::from(a.abs_diff(b)).pow(2))
             .sum();
-        let p = psnr(s, px.len() as u64);
+        let p = psnr(s as f64, px.len() as u64, 255.0);
         eprintln!("ROI {roi:?} of {fw}x{fh}: PSNR {p:.2} dB");
         assert!(p >= 35.0, "ROI PSNR {p:.2}");
     }

@@ -49,6 +49,7 @@ pub static SCHEMA: OpSchema = OpSchema {
         default: None,
         doc: "target element type",
     }],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

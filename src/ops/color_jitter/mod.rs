@@ -104,6 +104,7 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "hue shift (in turns) drawn from [-v, v]; 0 = off",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

@@ -62,6 +62,7 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "value for window pixels outside the image (rounded and clamped for u8)",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

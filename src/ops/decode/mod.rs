@@ -80,6 +80,7 @@ pub static SCHEMA: OpSchema = OpSchema {
                   STOKEHOLD_LIBJPEG_PROGRESSIVE=1)",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

@@ -46,6 +46,7 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "probability of a top–bottom mirror",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

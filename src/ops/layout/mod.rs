@@ -36,6 +36,7 @@ pub static SCHEMA: OpSchema = OpSchema {
         default: Some("\"CHW\""),
         doc: "target layout",
     }],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

@@ -84,6 +84,7 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "output element type",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

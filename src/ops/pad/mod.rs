@@ -94,6 +94,7 @@ pub static SCHEMA: OpSchema = OpSchema {
             doc: "pad bottom/right further so height and width are multiples of this",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

@@ -85,6 +85,7 @@ pub static SCHEMA: OpSchema = OpSchema {
                   full size)",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

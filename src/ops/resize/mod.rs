@@ -64,6 +64,7 @@ pub static SCHEMA: OpSchema = OpSchema {
                   false gives plain 2-tap bilinear",
         },
     ],
+    aliases: &[],
     backends: Backends::CpuAndGpu,
 };
 

@@ -375,6 +375,39 @@ horizontal = 0.5
     }
 
     #[test]
+    fn problems_of_an_alias_point_at_the_alias() {
+        // `shard_id` and `num_shards` are the file reader's other names for `rank` and
+        // `world_size`: what is wrong with them is placed where they were written.
+        let with =
+            |lines: &str| GOOD.replace("root = \"data\"", &format!("root = \"data\"\n{lines}"));
+        let p = problems(&with("shard_id = 2\nnum_shards = 2"));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].starts_with("p.toml:9:1: rank = 2 but world_size = 2"),
+            "{}",
+            p[0]
+        );
+        let p = problems(&with("num_shards = 2\nshard_id = -1"));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].starts_with("p.toml:10:1: argument 'rank' = -1 is out of range"),
+            "{}",
+            p[0]
+        );
+        let p = problems(&with("rank = 0\nshard_id = 0"));
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].starts_with("p.toml:10:1: 'shard_id' is another name for 'rank'"),
+            "{}",
+            p[0]
+        );
+        assert_eq!(
+            problems(&with("shard_id = 1\nnum_shards = 2")),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
     fn parse_problems_come_with_the_rest() {
         let text = GOOD
             .replace("root = \"data\"", "root = \"data\"\nwhen = 1979-05-27")

@@ -174,6 +174,14 @@ fn operator_section(out: &mut String, schema: &OpSchema) {
             cell(a.doc)
         );
     }
+    if !schema.aliases.is_empty() {
+        let names: Vec<String> = schema
+            .aliases
+            .iter()
+            .map(|a| format!("`{}` for `{}`", a.alias, a.name))
+            .collect();
+        let _ = writeln!(out, "\nOther names accepted: {}.", names.join(", "));
+    }
 }
 
 fn ports(out: &mut String, title: &str, ports: &[crate::ops::PortSpec]) {
@@ -234,6 +242,10 @@ mod tests {
                     "{}",
                     a.name
                 );
+            }
+            for a in s.aliases {
+                let said = format!("`{}` for `{}`", a.alias, a.name);
+                assert!(md.contains(&said), "{said}");
             }
         }
         assert_eq!(md, markdown(), "output must be deterministic");

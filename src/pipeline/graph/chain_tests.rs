@@ -23,11 +23,7 @@ const EPOCH: u64 = 2;
 
 /// A shipped pipeline, planned without CPU fusion (the operators the GPU stage sets up).
 fn shipped(name: &str) -> Graph {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("pipelines")
-        .join(name);
-    let loaded = crate::pipeline::file::load(&path).expect("a shipped pipeline loads");
-    Graph::build_unfused(&loaded.spec).expect("and plans")
+    Graph::build_unfused(&crate::testutil::shipped_pipeline(name)).expect("and plans")
 }
 
 /// The operators after the decoder.

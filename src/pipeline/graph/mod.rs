@@ -125,9 +125,10 @@ impl Graph {
                 )
                 .help(help)
             })?;
-            let args = Args::validate(schema, &op.args).map_err(|e| arg_error(i, e))?;
+            let op_arg_error = |e: ArgError| arg_error(i, e.named_as_given(schema, &op.args));
+            let args = Args::validate(schema, &op.args).map_err(op_arg_error)?;
             let node = match registry::builder(schema.kind) {
-                Some(build) => Some(build(&args).map_err(|e| arg_error(i, e))?),
+                Some(build) => Some(build(&args).map_err(op_arg_error)?),
                 None => None,
             };
             if registry::is_reader(schema.kind) {
@@ -140,8 +141,7 @@ impl Graph {
                         ),
                     ));
                 }
-                let config =
-                    ReaderConfig::from_node(schema.kind, &args).map_err(|e| arg_error(i, e))?;
+                let config = ReaderConfig::from_node(schema.kind, &args).map_err(op_arg_error)?;
                 if config.shards.is_some() && spec.settings.on_error == OnError::Replace {
                     return Err(SpecError::new(
                         SpecPointer::Setting("on_error".into()),

@@ -50,8 +50,8 @@ pub(super) struct Links {
     pub(super) shutdown: Receiver<()>,
     /// Samples a batch buffer holds (see [`super::memory`]).
     pub(super) capacity: usize,
-    /// This shard's real samples per epoch: a sample at a later position of the epoch's
-    /// order is the padding that evens out the shards' batch counts.
+    /// This rank's real samples per epoch: a sample at a later position of the epoch's
+    /// order is the padding that evens out the ranks' batch counts.
     pub(super) real_per_epoch: usize,
     /// The GPU stage, on the GPU path.
     pub(super) gpu: Option<Arc<GpuStage>>,
@@ -70,8 +70,8 @@ pub(super) struct Assembler {
     batch_in_epoch: usize,
     /// Position in the current epoch's order after the last sample taken.
     next_pos: usize,
-    /// Shard padding samples in the batch being filled (always its last ones).
-    shard_padding: usize,
+    /// Samples in the batch being filled that pad this rank's part (always its last ones).
+    rank_padding: usize,
     summary: EpochSummary,
 }
 
@@ -89,7 +89,7 @@ impl Assembler {
             reported: HashSet::new(),
             batch_in_epoch: start.batch,
             next_pos: start.sample,
-            shard_padding: 0,
+            rank_padding: 0,
             summary: EpochSummary {
                 epoch: start.epoch,
                 ..EpochSummary::default()
@@ -234,7 +234,7 @@ impl Assembler {
                     return self.fail(e);
                 }
                 if pos >= self.links.real_per_epoch {
-                    self.shard_padding += 1;
+                    self.rank_padding += 1;
                 }
                 if self.samples.len() == batch_size {
                     // The GPU path decodes the batch now; a sample whose decode failed leaves
@@ -367,9 +367,9 @@ impl Assembler {
         }
         let on_error = self.links.graph.spec.settings.on_error;
         for (i, kind) in failed.into_iter().rev() {
-            // Shard padding is always the batch's last samples.
-            if i >= self.samples.len() - self.shard_padding {
-                self.shard_padding -= 1;
+            // A rank's padding is always the batch's last samples.
+            if i >= self.samples.len() - self.rank_padding {
+                self.rank_padding -= 1;
             }
             let s = self.samples.remove(i);
             for f in &mut self.filling {
@@ -418,7 +418,7 @@ impl Assembler {
             match self.links.graph.reader.last_batch {
                 LastBatch::Partial => ok = self.emit(epoch, 0, resume),
                 LastBatch::Drop => {
-                    let n = (self.samples.len() - std::mem::take(&mut self.shard_padding)) as u64;
+                    let n = (self.samples.len() - std::mem::take(&mut self.rank_padding)) as u64;
                     self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
                     self.summary.dropped += n;
                     self.samples.clear();
@@ -480,10 +480,10 @@ impl Assembler {
     }
 
     /// Hands the batch being filled to the consumer; its last `padded` samples are repeats
-    /// (`last_batch = "pad"`), after any shard padding.
+    /// (`last_batch = "pad"`), after any padding of this rank's part.
     fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
         let t0 = Instant::now();
-        let padded = padded + std::mem::take(&mut self.shard_padding);
+        let padded = padded + std::mem::take(&mut self.rank_padding);
         let pool = self.links.placing.buffers.pool().clone();
         let capacity = self.links.capacity;
         let mut outputs = Vec::with_capacity(self.filling.len());

@@ -26,7 +26,7 @@
 //!        + 2 × jitter_batch (with color jitter) u8 images between the jitter's launches
 //!        + 2 × (descriptors + tap tables)      < 1 MB for B = 256
 //!        + up to MAX_IDLE idle pool buffers    reused before anything is allocated
-//!        + nvJPEG's own buffers                from its caches, bounded by its slots
+//!        + nvJPEG's own buffers                from its caches, bounded by its ring slots
 //! pinned ≤ 2 × CPU-decoded pixels of a batch   (the staging ring here)
 //!        + 2 × (descriptors + tap tables + samples computed on the CPU)
 //!        + ring_depth × encoded bytes of a batch (nvJPEG's staging ring; 2 by default)

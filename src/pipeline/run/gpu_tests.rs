@@ -21,11 +21,9 @@ pub(super) fn emu() -> Option<Arc<EmuDevice>> {
     Some(EmuDevice::new(EmuOptions::default()).expect("emulated device"))
 }
 
+/// A shipped pipeline file pointed at `data`, with two threads.
 pub(super) fn shipped(name: &str, data: &Path) -> PipelineSpec {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("pipelines")
-        .join(name);
-    let mut spec = crate::pipeline::file::load(&path).unwrap().spec;
+    let mut spec = crate::testutil::shipped_pipeline(name);
     spec.set_data(data);
     spec.settings.threads = Some(2);
     spec

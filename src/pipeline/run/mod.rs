@@ -227,13 +227,13 @@ impl Pipeline {
         self.stats.epoch_summaries()
     }
 
-    /// Samples per epoch for this shard (before skipping and the last-batch policy; the
-    /// padding that evens out shards' batch counts not included).
+    /// Samples per epoch for this rank (before skipping and the last-batch policy; the
+    /// padding that evens out the ranks' batch counts not included).
     pub fn samples_per_epoch(&self) -> usize {
         self.per_epoch
     }
 
-    /// Batches per epoch for this shard (or rank, for tar shards), the same on every one
+    /// Batches per epoch for this rank, the same on every one
     /// (before bad samples are skipped: under `on_error = "skip"` an epoch with bad samples
     /// may have fewer).
     pub fn batches_per_epoch(&self) -> usize {

@@ -36,7 +36,10 @@ unsafe impl<T: Copy + Send + Sync> Sync for PlaceBuffer<T> {}
 impl<T: Copy + Send + Sync> PlaceBuffer<T> {
     /// Shares `data` (whose length is a multiple of `place_len`, at least 1) as places.
     pub(crate) fn new(mut data: Vec<T>, place_len: usize) -> Arc<PlaceBuffer<T>> {
-        assert!(place_len > 0 && data.len() % place_len == 0, "whole places");
+        assert!(
+            place_len > 0 && data.len().is_multiple_of(place_len),
+            "whole places"
+        );
         let places = data.len() / place_len;
         PlaceBuffer {
             base: data.as_mut_ptr(),

@@ -430,7 +430,7 @@ impl BatchBuffers {
     }
 }
 
-/// A place offered to one operator run (see [`crate::ops::OutputSlot`]).
+/// A place offered to one operator run (see [`crate::ops::OutputPlace`]).
 pub(crate) struct PlaceOffer<'a> {
     buffers: &'a BatchBuffers,
     epoch: u64,
@@ -446,7 +446,7 @@ impl PlaceOffer<'_> {
     }
 }
 
-impl crate::ops::OutputSlot for PlaceOffer<'_> {
+impl crate::ops::OutputPlace for PlaceOffer<'_> {
     fn room(&mut self, dtype: DType, layout: Layout, shape: [usize; 3]) -> Option<PixelsMut<'_>> {
         if self.taken.is_some() {
             return None;
@@ -528,7 +528,7 @@ fn placeable_outputs(graph: &Graph) -> Vec<Option<usize>> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::ops::OutputSlot;
+    use crate::ops::OutputPlace;
 
     /// Writes `v` through an offer for sample `pos` of epoch 0, as an operator would.
     pub(in crate::pipeline::run) fn place(

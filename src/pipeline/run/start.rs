@@ -74,7 +74,7 @@ impl Pipeline {
         let last_batch = graph.reader.last_batch;
         if last_batch == LastBatch::Drop && scheduled < settings.batch {
             return Err(Error::Dataset(format!(
-                "this shard has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
+                "this rank has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
                 settings.batch
             )));
         }

@@ -33,10 +33,7 @@ fn builtin() -> (tempfile::TempDir, PathBuf) {
 
 /// A shipped pipeline file pointed at `data`, on the CPU with two threads.
 fn shipped(name: &str, data: &std::path::Path) -> PipelineSpec {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("pipelines")
-        .join(name);
-    let mut spec = crate::pipeline::file::load(&path).unwrap().spec;
+    let mut spec = crate::testutil::shipped_pipeline(name);
     spec.set_data(data);
     spec.settings.threads = Some(2);
     spec.settings.device = crate::pipeline::DeviceChoice::Cpu;

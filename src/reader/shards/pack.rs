@@ -90,8 +90,8 @@ pub fn pack(
         source: SourceKind::Auto,
         extensions: options.extensions.clone(),
         shuffle: false,
-        shard_id: 0,
-        num_shards: 1,
+        rank: 0,
+        world_size: 1,
         last_batch: LastBatch::Partial,
         shards: None,
     };

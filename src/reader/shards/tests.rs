@@ -73,7 +73,7 @@ fn gnu_header(name: &[u8], size: u64, kind: u8) -> [u8; 512] {
 }
 
 fn pad(v: &mut Vec<u8>) {
-    while v.len() % 512 != 0 {
+    while !v.len().is_multiple_of(512) {
         v.push(0);
     }
 }

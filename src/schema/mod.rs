@@ -5,131 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
 
 use crate::value::{ImageType, ValueType};
 
-/// A value given for an argument (from TOML or from the builder). Booleans, numbers,
-/// strings, paths and arrays of those convert into one, so the builder takes them as they
-/// are:
-///
-/// ```
-/// use stokehold::pipeline::OpSpec;
-///
-/// let dir = std::env::temp_dir();
-/// let reader = OpSpec::new("file_reader").arg("root", dir.as_path()).arg("shuffle", true);
-/// let crop = OpSpec::new("random_resized_crop").arg("size", [224, 224]).arg("scale", [0.08, 1.0]);
-/// # let _ = (reader, crop);
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub enum ArgValue {
-    /// `true` / `false`.
-    Bool(bool),
-    /// An integer.
-    Int(i64),
-    /// A float.
-    Float(f64),
-    /// A string.
-    Str(String),
-    /// An array.
-    List(Vec<ArgValue>),
-}
-
-impl ArgValue {
-    /// A short name of the kind of value, for error messages.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            ArgValue::Bool(_) => "a boolean",
-            ArgValue::Int(_) => "an integer",
-            ArgValue::Float(_) => "a float",
-            ArgValue::Str(_) => "a string",
-            ArgValue::List(_) => "an array",
-        }
-    }
-
-    fn as_f64(&self) -> Option<f64> {
-        match *self {
-            ArgValue::Int(i) => Some(i as f64),
-            ArgValue::Float(f) => Some(f),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ArgValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArgValue::Bool(b) => write!(f, "{b}"),
-            ArgValue::Int(i) => write!(f, "{i}"),
-            ArgValue::Float(x) => {
-                if x.fract() == 0.0 && x.abs() < 1e15 {
-                    write!(f, "{x:.1}")
-                } else {
-                    write!(f, "{x}")
-                }
-            }
-            ArgValue::Str(s) => write!(f, "{s:?}"),
-            ArgValue::List(v) => {
-                write!(f, "[")?;
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        write!(f, ", ")?;
-                    }
-                    write!(f, "{x}")?;
-                }
-                write!(f, "]")
-            }
-        }
-    }
-}
-
-macro_rules! impl_from_arg {
-    ($t:ty, $v:ident => $e:expr) => {
-        impl From<$t> for ArgValue {
-            fn from($v: $t) -> Self {
-                $e
-            }
-        }
-    };
-}
-impl_from_arg!(bool, v => ArgValue::Bool(v));
-impl_from_arg!(i64, v => ArgValue::Int(v));
-impl_from_arg!(i32, v => ArgValue::Int(v.into()));
-impl_from_arg!(u32, v => ArgValue::Int(v.into()));
-impl_from_arg!(usize, v => ArgValue::Int(v as i64));
-impl_from_arg!(f64, v => ArgValue::Float(v));
-impl_from_arg!(f32, v => ArgValue::Float(v.into()));
-impl_from_arg!(&str, v => ArgValue::Str(v.to_string()));
-impl_from_arg!(String, v => ArgValue::Str(v));
-impl From<&Path> for ArgValue {
-    /// A path as a string argument (`.arg("root", dir.path())`); a path that is not valid
-    /// UTF-8 is converted lossily.
-    fn from(v: &Path) -> Self {
-        ArgValue::Str(v.to_string_lossy().into_owned())
-    }
-}
-impl From<PathBuf> for ArgValue {
-    /// As for `&Path`.
-    fn from(v: PathBuf) -> Self {
-        ArgValue::from(v.as_path())
-    }
-}
-impl From<&PathBuf> for ArgValue {
-    /// As for `&Path`.
-    fn from(v: &PathBuf) -> Self {
-        ArgValue::from(v.as_path())
-    }
-}
-impl<T: Into<ArgValue>, const N: usize> From<[T; N]> for ArgValue {
-    fn from(v: [T; N]) -> Self {
-        ArgValue::List(v.into_iter().map(Into::into).collect())
-    }
-}
-impl<T: Into<ArgValue>> From<Vec<T>> for ArgValue {
-    fn from(v: Vec<T>) -> Self {
-        ArgValue::List(v.into_iter().map(Into::into).collect())
-    }
-}
+mod arg_value;
+pub use arg_value::{from_toml, ArgValue};
 
 /// The type (and allowed range) of an argument.
 #[derive(Debug, Clone, Copy)]
@@ -291,8 +171,36 @@ pub struct OpSchema {
     pub outputs: &'static [PortSpec],
     /// Arguments.
     pub args: &'static [ArgSpec],
+    /// Other names accepted for some arguments (none for most operators).
+    pub aliases: &'static [ArgAlias],
     /// Where it can run.
     pub backends: Backends,
+}
+
+impl OpSchema {
+    /// The argument `name` stands for: itself, or the argument it is an alias of.
+    ///
+    /// ```
+    /// use stokehold::reader::SCHEMA;
+    /// assert_eq!(SCHEMA.canonical_arg("shard_id"), "rank");
+    /// assert_eq!(SCHEMA.canonical_arg("rank"), "rank");
+    /// ```
+    pub fn canonical_arg<'a>(&self, name: &'a str) -> &'a str {
+        match self.aliases.iter().find(|a| a.alias == name) {
+            Some(a) => a.name,
+            None => name,
+        }
+    }
+}
+
+/// Another name accepted for an argument, e.g. a name users know from another library.
+/// The pipeline-file docs list it under the operator's arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgAlias {
+    /// The other name.
+    pub alias: &'static str,
+    /// The argument it stands for.
+    pub name: &'static str,
 }
 
 /// The kind of the one graph node that is not an operator: the file reader, which runs on
@@ -325,6 +233,25 @@ impl ArgError {
         self.help = Some(help.into());
         self
     }
+
+    /// Names the argument as `given` wrote it: by its alias where the user wrote that, so
+    /// that the error points at what is in the file.
+    pub fn named_as_given(
+        mut self,
+        schema: &OpSchema,
+        given: &BTreeMap<String, ArgValue>,
+    ) -> ArgError {
+        if let Some(arg) = self.arg.as_deref().filter(|a| !given.contains_key(*a)) {
+            let written = schema
+                .aliases
+                .iter()
+                .find(|a| a.name == arg && given.contains_key(a.alias));
+            if let Some(a) = written {
+                self.arg = Some(a.alias.to_string());
+            }
+        }
+        self
+    }
 }
 
 /// Validated arguments of one operator, defaults included.
@@ -341,8 +268,22 @@ impl Args {
         schema: &OpSchema,
         given: &BTreeMap<String, ArgValue>,
     ) -> Result<Args, ArgError> {
-        for name in given.keys() {
-            if !schema.args.iter().any(|a| a.name == name) {
+        let mut named: BTreeMap<&str, (&str, &ArgValue)> = BTreeMap::new();
+        for (name, value) in given {
+            let canonical = schema.canonical_arg(name);
+            if let Some((other, _)) = named.insert(canonical, (name.as_str(), value)) {
+                let (first, second) = if other == canonical {
+                    (other, name.as_str())
+                } else {
+                    (name.as_str(), other)
+                };
+                return Err(ArgError::arg(
+                    second,
+                    format!("'{second}' is another name for '{first}', which is given too"),
+                )
+                .with_help(format!("keep one of '{first}' and '{second}'")));
+            }
+            if !schema.args.iter().any(|a| a.name == canonical) {
                 let known: Vec<&str> = schema.args.iter().map(|a| a.name).collect();
                 let mut e = ArgError::arg(
                     name,
@@ -358,8 +299,8 @@ impl Args {
         }
         let mut values = BTreeMap::new();
         for spec in schema.args {
-            let v = match given.get(spec.name) {
-                Some(v) => v.clone(),
+            let v = match named.get(spec.name) {
+                Some((_, v)) => (*v).clone(),
                 None if spec.default == OPTIONAL => continue,
                 None => match spec.default {
                     Some(d) => parse_default(d),
@@ -375,7 +316,7 @@ impl Args {
                     }
                 },
             };
-            let v = check_type(spec, v)?;
+            let v = check_type(spec, v).map_err(|e| e.named_as_given(schema, given))?;
             values.insert(spec.name.to_string(), v);
         }
         Ok(Args { values })
@@ -457,18 +398,6 @@ fn parse_default(d: &str) -> ArgValue {
         .parse()
         .unwrap_or_else(|e| panic!("schema default `{d}` is not TOML: {e}"));
     from_toml(&table["v"])
-}
-
-/// Converts a plain TOML value into an [`ArgValue`].
-pub fn from_toml(v: &toml::Value) -> ArgValue {
-    match v {
-        toml::Value::Boolean(b) => ArgValue::Bool(*b),
-        toml::Value::Integer(i) => ArgValue::Int(*i),
-        toml::Value::Float(f) => ArgValue::Float(*f),
-        toml::Value::String(s) => ArgValue::Str(s.clone()),
-        toml::Value::Array(a) => ArgValue::List(a.iter().map(from_toml).collect()),
-        other => ArgValue::Str(other.to_string()),
-    }
 }
 
 fn type_error(spec: &ArgSpec, got: &ArgValue) -> ArgError {
@@ -670,17 +599,4 @@ pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, Stri
         ));
     }
     Ok(t)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_string_arguments() {
-        let p = Path::new("/data/train set");
-        assert_eq!(ArgValue::from(p), ArgValue::Str("/data/train set".into()));
-        assert_eq!(ArgValue::from(p.to_path_buf()), ArgValue::from(p));
-        assert_eq!(ArgValue::from(&p.to_path_buf()), ArgValue::from(p));
-    }
 }
