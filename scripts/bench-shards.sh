@@ -6,7 +6,11 @@
 # repeated until they are that big; skip with RSS=0).
 #
 #   scripts/bench-shards.sh [DATA] [PIPELINE]     env: ROUNDS=3 EPOCHS=3 THREADS= RSS=1
-#                                                 SHARD_SIZE=50MB BIG_SHARD_SIZE=1GB
+#                                                 SHARD_SIZE=50MB BIG_SHARD_SIZE=1GB REPEAT=1
+#
+# REPEAT=N benches N copies of DATA (class folders c0…, files copied): with imagenet-400 alone
+# an epoch lasts a fifth of a second, and each epoch's first shard read and shuffle-buffer
+# fill weigh on it more than on a real data set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-../shared/data/imagenet-400}"
@@ -19,6 +23,7 @@ RSS="${RSS:-1}"
 THREADS_FLAG=()
 [ -n "${THREADS:-}" ] && THREADS_FLAG=(--threads "$THREADS")
 
+REPEAT="${REPEAT:-1}"
 cargo build --release --quiet
 BIN=target/release/stokehold
 WORK="$(mktemp -d)"
@@ -28,6 +33,15 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+if [ "$REPEAT" -gt 1 ]; then
+    for c in $(seq 0 $(( REPEAT - 1 ))); do
+        mkdir -p "$WORK/data/c$c"
+        cp -rL "$DATA"/. "$WORK/data/c$c/"
+    done
+    echo "== $REPEAT copies of $DATA in $WORK/data"
+    DATA="$WORK/data"
+fi
 
 echo "== packing $DATA into $SHARD_SIZE shards"
 "$BIN" pack "$DATA" "$WORK/shards" --shard-size "$SHARD_SIZE"

@@ -55,8 +55,17 @@ impl ReadStage {
                 recv(self.credits) -> c => if c.is_err() { return },
                 recv(self.shutdown) -> _ => return,
             }
+            // A shard's sample is read inside `next_step` (the tar stream is sequential), so
+            // its time counts as reading, as a file's does in `read_sample`.
             let step = match self.steps.lock() {
-                Ok(mut s) => s.next_step(),
+                Ok(mut s) => {
+                    let t0 = Instant::now();
+                    let step = s.next_step();
+                    if matches!(step, Some(Next::Ready { .. })) {
+                        add_ns(&self.stats.read_ns, t0.elapsed());
+                    }
+                    step
+                }
                 Err(_) => None,
             };
             let item = match step {

@@ -17,8 +17,10 @@ pub fn open_shard(shard: &Location, retry: Retry) -> Result<Box<dyn ShardRead>, 
             if !meta.is_file() {
                 return Err("not a regular file".into());
             }
-            // Members are small next to the buffer: most reads are one copy from it.
-            Ok(Box::new(BufReader::with_capacity(1 << 20, file)))
+            // A small buffer: headers, labels and paddings come from it, while a member's
+            // data past what it holds is read straight into the sample's bytes (a bigger
+            // buffer would copy every image twice).
+            Ok(Box::new(BufReader::with_capacity(8 << 10, file)))
         }
         Location::Url(u) => HttpShard::open(u, retry)
             .map(|s| Box::new(s) as Box<dyn ShardRead>)

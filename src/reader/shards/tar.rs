@@ -39,6 +39,11 @@ pub fn skip_by_reading<R: Read + ?Sized>(r: &mut R, n: u64) -> io::Result<()> {
 impl ShardRead for std::io::BufReader<std::fs::File> {
     fn skip(&mut self, n: u64) -> io::Result<()> {
         use std::io::Seek;
+        // A member's padding (under a block) is read through the buffer: the fill it may
+        // cost brings the next header too, where a seek would cost two system calls more.
+        if n < BLOCK {
+            return skip_by_reading(self, n);
+        }
         // Seeking past the end of a file succeeds, so the length is checked first.
         let here = self.stream_position()?;
         let len = self.get_ref().metadata()?.len();
@@ -229,9 +234,12 @@ impl<R: ShardRead> TarReader<R> {
             self.skip_data()?;
             return Ok(Err(size));
         }
-        v.resize(size as usize, 0);
-        if let Err(e) = self.inner.read_exact(&mut v) {
-            return Err(self.io_error(e));
+        // Into the reserved capacity: no zeroing first, and a local shard's reader hands the
+        // bulk of it over straight from the file (its buffer is smaller than most members).
+        match (&mut self.inner).take(size).read_to_end(&mut v) {
+            Ok(got) if got as u64 == size => {}
+            Ok(_) => return Err(self.io_error(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) => return Err(self.io_error(e)),
         }
         self.pos += size;
         self.left = 0;
