@@ -55,8 +55,9 @@ impl ReadStage {
                 recv(self.credits) -> c => if c.is_err() { return },
                 recv(self.shutdown) -> _ => return,
             }
-            // A shard's sample is read inside `next_step` (the tar stream is sequential), so
-            // its time counts as reading, as a file's does in `read_sample`.
+            // A shard's sample comes out of `next_step` (its shard's own thread reads the tar
+            // stream): the time a reader waits for it counts as reading, as a file's read
+            // does in `read_sample`.
             let step = match self.steps.lock() {
                 Ok(mut s) => {
                     let t0 = Instant::now();
