@@ -20,9 +20,11 @@ cd "$(dirname "$0")/.."
 mkdir -p target
 export STOKEHOLD_SKIP_LOG="$PWD/target/skipped.txt"
 : >"$STOKEHOLD_SKIP_LOG"
+NVRTC_PARTIAL=""
 finish() {
     local rc=$?
     trap - EXIT
+    [ -z "$NVRTC_PARTIAL" ] || rm -rf "$NVRTC_PARTIAL"
     echo
     [ "$rc" -eq 0 ] || echo "test.sh: a step failed (exit status $rc); the skips before it:"
     python3 scripts/skip-summary.py "$STOKEHOLD_SKIP_LOG" || { [ "$rc" -ne 0 ] || rc=1; }
@@ -30,21 +32,55 @@ finish() {
 }
 trap finish EXIT
 
-scripts/setup.sh
+# nasm and the rustfmt/clippy components. On CI they must be there; elsewhere a missing nasm
+# only costs the check that the JPEG decoder has SIMD, which then skips and says so.
+if [ -n "${CI:-}" ]; then
+    scripts/setup.sh
+else
+    scripts/setup.sh || echo "test.sh: setup.sh could not install everything (above); going on"
+fi
+
+# One venv, .dev/venv, for every test that needs Python packages (from PyPI, once): maturin,
+# numpy and pytest for the Python package; webdataset for the shard interplay tests in
+# tests/shards.rs (shards written by its ShardWriter, ours read by its WebDataset), which
+# skip visibly without it. Its pip also fetches the NVRTC wheel below.
+VENV=.dev/venv
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
 
 NVRTC_VERSION=13.0.88
 NVRTC_WHEEL="nvidia-cuda-nvrtc==$NVRTC_VERSION"
 NVRTC_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/stokehold/nvrtc-$NVRTC_VERSION"
 # The folder of libnvrtc.so.13 under $1, or nothing (a missing folder is not an error).
-nvrtc_lib_in() { find "$1/nvidia" -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -n 1 || true; }
-case "${STOKEHOLD_NVRTC:-}" in
+nvrtc_lib_in() {
+    local lib
+    lib="$(find "$1/nvidia" -name 'libnvrtc.so.13' 2>/dev/null | head -n 1 || true)"
+    [ -z "$lib" ] || dirname "$lib"
+}
+NVRTC="${STOKEHOLD_NVRTC:-}"
+case "$(uname -s)-$(uname -m)" in
+Linux-x86_64 | Linux-aarch64) ;;
+*)
+    # The wheel exists for Linux only.
+    if [ -z "$NVRTC" ]; then
+        echo "test.sh: no NVRTC wheel for $(uname -s) $(uname -m): the kernel compile tests skip"
+        NVRTC=skip
+    fi
+    ;;
+esac
+case "$NVRTC" in
 skip)
-    echo "test.sh: STOKEHOLD_NVRTC=skip: the kernel compile tests (NVRTC) skip, listed at the end"
+    echo "test.sh: NVRTC skipped: the kernel compile tests skip, listed at the end"
     ;;
 "")
     # .dev/pip: where clones installed it before the per-user cache.
     NVRTC_DIR="$(nvrtc_lib_in "$PWD/.dev/pip")"
     [ -n "$NVRTC_DIR" ] || NVRTC_DIR="$(nvrtc_lib_in "$NVRTC_CACHE")"
+    if [ -z "$NVRTC_DIR" ] && [ -e "$NVRTC_CACHE" ]; then
+        echo "test.sh: $NVRTC_CACHE holds no libnvrtc.so.13: delete that folder and run again" >&2
+        exit 1
+    fi
     if [ -z "$NVRTC_DIR" ]; then
         cat <<EOF
 test.sh: downloading $NVRTC_WHEEL (about 218 MB, once per user) into
@@ -54,16 +90,18 @@ test.sh: downloading $NVRTC_WHEEL (about 218 MB, once per user) into
   STOKEHOLD_NVRTC=skip scripts/test.sh (docs/testing.md).
 EOF
         mkdir -p "$(dirname "$NVRTC_CACHE")"
-        partial="$NVRTC_CACHE.partial.$$"
-        rm -rf "$partial"
-        python3 -m pip install --disable-pip-version-check --no-cache-dir --quiet \
-            --target "$partial" "$NVRTC_WHEEL" || { rm -rf "$partial"; exit 1; }
-        # Whole or not at all (another clone may be installing it at the same time).
-        mv -T "$partial" "$NVRTC_CACHE" 2>/dev/null || rm -rf "$partial"
+        NVRTC_PARTIAL="$NVRTC_CACHE.partial.$$"
+        rm -rf "$NVRTC_PARTIAL"
+        "$VENV/bin/python" -m pip install --disable-pip-version-check --no-cache-dir --quiet \
+            --target "$NVRTC_PARTIAL" "$NVRTC_WHEEL"
+        # Whole or not at all (another clone may have put its copy there meanwhile).
+        [ -e "$NVRTC_CACHE" ] || mv "$NVRTC_PARTIAL" "$NVRTC_CACHE" || true
+        rm -rf "$NVRTC_PARTIAL"
+        NVRTC_PARTIAL=""
         NVRTC_DIR="$(nvrtc_lib_in "$NVRTC_CACHE")"
     fi
     if [ -z "$NVRTC_DIR" ]; then
-        echo "test.sh: $NVRTC_WHEEL installed no libnvrtc.so.13 under $NVRTC_CACHE" >&2
+        echo "test.sh: $NVRTC_WHEEL installed no libnvrtc.so.13 under $NVRTC_CACHE (delete it and run again)" >&2
         exit 1
     fi
     export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -76,23 +114,22 @@ EOF
     ;;
 esac
 
-# One venv, .dev/venv, for every test that needs Python packages (from PyPI, once): maturin,
-# numpy and pytest for the Python package; webdataset for the shard interplay tests in
-# tests/shards.rs (shards written by its ShardWriter, ours read by its WebDataset), which
-# skip visibly without it.
-VENV=.dev/venv
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
-
 # The emulated device (the kernels built for the host by build.rs) must be built in: without
 # it the GPU stage's tests could only skip.
 export STOKEHOLD_REQUIRE_EMU=1
-cargo test --all-targets "$@"
-cargo test --doc "$@"
+# Every step runs even when one before it failed (a failing test target must not hide the
+# others, nor their skips); the command fails if any did.
+failed=0
+cargo test --no-fail-fast --all-targets "$@" || failed=1
+cargo test --doc "$@" || failed=1
 
 # The Python package, built and installed into the venv as `pip install .` does (release
 # build, in target/), then its tests from python/tests.
-PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --no-build-isolation --no-deps --force-reinstall .
-"$VENV/bin/python" -m pytest -rs python/tests
+if PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m pip install --quiet \
+    --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .; then
+    "$VENV/bin/python" -m pytest -rs python/tests || failed=1
+else
+    echo "test.sh: the Python package did not build: its tests did not run" >&2
+    failed=1
+fi
+exit "$failed"

@@ -55,9 +55,9 @@
 //!   (YCbCr → RGB with neutral chroma), which is what the CPU path's gray → RGB does
 //!   (replicate). To confirm on a GPU: the parity test covers the 8 gray images of
 //!   imagenet-400.
-//! - **Gray output** (`ColorMode::Gray`): decode RGB here and let a kernel apply
-//!   [`crate::decode::luma`] (Pillow's `L` from RGB). nvJPEG's `NVJPEG_OUTPUT_Y` is the
-//!   JPEG's own Y, which differs from Pillow's `L` by rounding: don't use it.
+//! - **Gray output** (`ColorMode::Gray`): decoded on the CPU (counted as
+//!   `cpu-decoder:gray-output`). nvJPEG's `NVJPEG_OUTPUT_Y` is the JPEG's own Y, which
+//!   differs from Pillow's `L` (from RGB, [`crate::decode::luma`]) by rounding.
 //! - **CMYK/YCCK**, RGB-stored, arithmetic, 12-bit, truncated, ...: CPU (see [`fallback`]).
 //! - **Pixel values**: nvJPEG's IDCT and colour conversion are not bit-exact with the CPU
 //!   decoder (libjpeg-turbo's integer IDCT and colour conversion, after our own entropy

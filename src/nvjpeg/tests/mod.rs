@@ -188,7 +188,7 @@ fn handle_without_a_gpu_is_a_named_error() {
         Err(NvjpegError::Status { call, .. }) => assert_eq!(call, "nvjpegCreateExV2"),
         other => panic!("expected a status error without a GPU, got {other:?}"),
     }
-    // The executor's entry point: the library loads (from $STOKEHOLD_NVJPEG), the GPU is
+    // The GPU stage's entry point: the library loads (from $STOKEHOLD_NVJPEG), the GPU is
     // missing, and that is an error to fall back on.
     match GpuJpegDecoder::probe(ctx) {
         Err(crate::Error::Nvjpeg(m)) => assert!(m.contains("NVJPEG_STATUS_"), "{m}"),
