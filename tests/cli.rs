@@ -5,23 +5,28 @@ use common::{edited_train, stokehold};
 
 use std::process::Command;
 
+/// `stokehold run` of the shipped training pipeline on the CPU, batch 16, 2 threads, on the
+/// built-in sample set made under `samples`.
+fn train_on_builtin(samples: &std::path::Path) -> Command {
+    let mut c = stokehold();
+    c.args([
+        "run",
+        "pipelines/resnet50-train.toml",
+        "--batch",
+        "16",
+        "--threads",
+        "2",
+        "--device",
+        "cpu",
+    ])
+    .env("STOKEHOLD_SAMPLES", samples.join("s"));
+    c
+}
+
 #[test]
 fn run_with_no_data_uses_the_builtin_samples() {
     let samples = tempfile::tempdir().unwrap();
-    let out = stokehold()
-        .args([
-            "run",
-            "pipelines/resnet50-train.toml",
-            "--batch",
-            "16",
-            "--threads",
-            "2",
-            "--device",
-            "cpu",
-        ])
-        .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
-        .output()
-        .unwrap();
+    let out = train_on_builtin(samples.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -107,18 +112,7 @@ fn libjpeg_switches_set_the_decode_arguments() {
     let samples = tempfile::tempdir().unwrap();
     let mut images = Vec::new();
     for on in ["1", "0"] {
-        let out = stokehold()
-            .args([
-                "run",
-                "pipelines/resnet50-train.toml",
-                "--batch",
-                "16",
-                "--threads",
-                "2",
-                "--device",
-                "cpu",
-            ])
-            .env("STOKEHOLD_SAMPLES", samples.path().join("s"))
+        let out = train_on_builtin(samples.path())
             .env("STOKEHOLD_LIBJPEG_SEQUENTIAL", on)
             .env("STOKEHOLD_LIBJPEG_PROGRESSIVE", on)
             .env("STOKEHOLD_LOG", "info")

@@ -266,103 +266,50 @@ impl Nvjpeg {
 
     /// Whether every function the decoders use is present.
     pub fn missing_symbols(&self) -> Vec<&'static str> {
-        let l = &self.lib;
-        let present = [
-            ("nvjpegCreateExV2", l.nvjpegCreateExV2.is_ok()),
-            (
-                "nvjpegSetDeviceMemoryPadding",
-                l.nvjpegSetDeviceMemoryPadding.is_ok(),
-            ),
-            (
-                "nvjpegSetPinnedMemoryPadding",
-                l.nvjpegSetPinnedMemoryPadding.is_ok(),
-            ),
-            (
-                "nvjpegDecodeBatchedPreAllocate",
-                l.nvjpegDecodeBatchedPreAllocate.is_ok(),
-            ),
-            ("nvjpegDestroy", l.nvjpegDestroy.is_ok()),
-            ("nvjpegGetImageInfo", l.nvjpegGetImageInfo.is_ok()),
-            ("nvjpegJpegStateCreate", l.nvjpegJpegStateCreate.is_ok()),
-            ("nvjpegJpegStateDestroy", l.nvjpegJpegStateDestroy.is_ok()),
-            (
-                "nvjpegDecodeBatchedInitialize",
-                l.nvjpegDecodeBatchedInitialize.is_ok(),
-            ),
-            ("nvjpegDecodeBatchedEx", l.nvjpegDecodeBatchedEx.is_ok()),
-            (
-                "nvjpegDecodeBatchedSupportedEx",
-                l.nvjpegDecodeBatchedSupportedEx.is_ok(),
-            ),
-            (
-                "nvjpegDecodeParamsCreate",
-                l.nvjpegDecodeParamsCreate.is_ok(),
-            ),
-            (
-                "nvjpegDecodeParamsDestroy",
-                l.nvjpegDecodeParamsDestroy.is_ok(),
-            ),
-            (
-                "nvjpegDecodeParamsSetOutputFormat",
-                l.nvjpegDecodeParamsSetOutputFormat.is_ok(),
-            ),
-            (
-                "nvjpegDecodeParamsSetROI",
-                l.nvjpegDecodeParamsSetROI.is_ok(),
-            ),
-            ("nvjpegJpegStreamCreate", l.nvjpegJpegStreamCreate.is_ok()),
-            ("nvjpegJpegStreamDestroy", l.nvjpegJpegStreamDestroy.is_ok()),
-            ("nvjpegJpegStreamParse", l.nvjpegJpegStreamParse.is_ok()),
-            (
-                "nvjpegJpegStreamParseHeader",
-                l.nvjpegJpegStreamParseHeader.is_ok(),
-            ),
-            ("nvjpegDecoderCreate", l.nvjpegDecoderCreate.is_ok()),
-            ("nvjpegDecoderDestroy", l.nvjpegDecoderDestroy.is_ok()),
-            (
-                "nvjpegDecoderJpegSupported",
-                l.nvjpegDecoderJpegSupported.is_ok(),
-            ),
-            (
-                "nvjpegDecoderStateCreate",
-                l.nvjpegDecoderStateCreate.is_ok(),
-            ),
-            (
-                "nvjpegBufferPinnedCreateV2",
-                l.nvjpegBufferPinnedCreateV2.is_ok(),
-            ),
-            (
-                "nvjpegBufferPinnedDestroy",
-                l.nvjpegBufferPinnedDestroy.is_ok(),
-            ),
-            (
-                "nvjpegBufferDeviceCreateV2",
-                l.nvjpegBufferDeviceCreateV2.is_ok(),
-            ),
-            (
-                "nvjpegBufferDeviceDestroy",
-                l.nvjpegBufferDeviceDestroy.is_ok(),
-            ),
-            (
-                "nvjpegStateAttachPinnedBuffer",
-                l.nvjpegStateAttachPinnedBuffer.is_ok(),
-            ),
-            (
-                "nvjpegStateAttachDeviceBuffer",
-                l.nvjpegStateAttachDeviceBuffer.is_ok(),
-            ),
-            ("nvjpegDecodeJpegHost", l.nvjpegDecodeJpegHost.is_ok()),
-            (
-                "nvjpegDecodeJpegTransferToDevice",
-                l.nvjpegDecodeJpegTransferToDevice.is_ok(),
-            ),
-            ("nvjpegDecodeJpegDevice", l.nvjpegDecodeJpegDevice.is_ok()),
-        ];
-        present
-            .into_iter()
-            .filter(|(_, ok)| !ok)
-            .map(|(n, _)| n)
-            .collect()
+        // Each name once: `stringify!` spells the symbol the field was loaded from.
+        macro_rules! missing {
+            ($($symbol:ident),* $(,)?) => {
+                [$((stringify!($symbol), self.lib.$symbol.is_ok())),*]
+                    .into_iter()
+                    .filter(|(_, ok)| !ok)
+                    .map(|(name, _)| name)
+                    .collect()
+            };
+        }
+        missing!(
+            nvjpegCreateExV2,
+            nvjpegSetDeviceMemoryPadding,
+            nvjpegSetPinnedMemoryPadding,
+            nvjpegDecodeBatchedPreAllocate,
+            nvjpegDestroy,
+            nvjpegGetImageInfo,
+            nvjpegJpegStateCreate,
+            nvjpegJpegStateDestroy,
+            nvjpegDecodeBatchedInitialize,
+            nvjpegDecodeBatchedEx,
+            nvjpegDecodeBatchedSupportedEx,
+            nvjpegDecodeParamsCreate,
+            nvjpegDecodeParamsDestroy,
+            nvjpegDecodeParamsSetOutputFormat,
+            nvjpegDecodeParamsSetROI,
+            nvjpegJpegStreamCreate,
+            nvjpegJpegStreamDestroy,
+            nvjpegJpegStreamParse,
+            nvjpegJpegStreamParseHeader,
+            nvjpegDecoderCreate,
+            nvjpegDecoderDestroy,
+            nvjpegDecoderJpegSupported,
+            nvjpegDecoderStateCreate,
+            nvjpegBufferPinnedCreateV2,
+            nvjpegBufferPinnedDestroy,
+            nvjpegBufferDeviceCreateV2,
+            nvjpegBufferDeviceDestroy,
+            nvjpegStateAttachPinnedBuffer,
+            nvjpegStateAttachDeviceBuffer,
+            nvjpegDecodeJpegHost,
+            nvjpegDecodeJpegTransferToDevice,
+            nvjpegDecodeJpegDevice,
+        )
     }
 }
 
