@@ -97,3 +97,23 @@ struct JitterDesc {
     u32 reserved;
 };
 static_assert(sizeof(JitterDesc) == 40, "JitterDesc size must match src/cuda/desc.rs");
+
+// One region the JPEG engines decoded with nearest-upsampled chroma, to be rebuilt with
+// libjpeg's fancy upsampling (chroma.cu). `planes` is scratch of 3 bytes per chroma block the
+// region covers (Cb, Cr, state; planar).
+struct ChromaDesc {
+    u64 src;        // u8 RGB as the engines wrote it, `pitch` bytes per row
+    u64 dst;        // u8 RGB rebuilt, same geometry
+    u64 planes;
+    u32 pitch;
+    u32 width;      // the region decoded
+    u32 height;
+    u32 x0;         // its place in the stored image
+    u32 y0;
+    u32 image_w;    // the stored image
+    u32 image_h;
+    u32 sx;         // chroma subsampling: horizontal, vertical (1 or 2)
+    u32 sy;
+    u32 reserved;
+};
+static_assert(sizeof(ChromaDesc) == 64, "ChromaDesc size must match src/cuda/desc.rs");

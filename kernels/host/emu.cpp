@@ -35,6 +35,9 @@
 #define convert stokehold_emu_convert
 #define jitter_luma_sum stokehold_emu_jitter_luma_sum
 #define jitter_step stokehold_emu_jitter_step
+#define chroma_resolve stokehold_emu_chroma_resolve
+#define chroma_guess stokehold_emu_chroma_guess
+#define chroma_upsample stokehold_emu_chroma_upsample
 #define crop_fill_b1 stokehold_emu_crop_fill_b1
 #define crop_fill_b2 stokehold_emu_crop_fill_b2
 #define crop_fill_b4 stokehold_emu_crop_fill_b4
@@ -84,6 +87,7 @@ static ResampleScratch& emu_resample_scratch();
 #include "../convert.cu"
 #include "../color.cu"
 #include "../geometry.cu"
+#include "../chroma.cu"
 
 static ResampleScratch& emu_resample_scratch() {
     static thread_local ResampleScratch own;

@@ -216,7 +216,57 @@ pub struct JitterDesc {
     pub reserved: u32,
 }
 
+/// One region the JPEG engines decoded with nearest-upsampled chroma, rebuilt with libjpeg's
+/// fancy upsampling by the kernels of `kernels/chroma.cu` (`ChromaDesc`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChromaDesc {
+    /// Device address of the engines' u8 RGB, `pitch` bytes per row.
+    pub src: u64,
+    /// Device address of the rebuilt u8 RGB (same geometry, another buffer).
+    pub dst: u64,
+    /// Scratch: [`ChromaDesc::plane_bytes`] bytes.
+    pub planes: u64,
+    /// Bytes per row of `src` and `dst`.
+    pub pitch: u32,
+    /// Width of the region decoded.
+    pub width: u32,
+    /// Height of the region decoded.
+    pub height: u32,
+    /// Left of the region in the stored image.
+    pub x0: u32,
+    /// Top of the region in the stored image.
+    pub y0: u32,
+    /// Width of the stored image.
+    pub image_w: u32,
+    /// Height of the stored image.
+    pub image_h: u32,
+    /// Horizontal chroma subsampling (1 or 2).
+    pub sx: u32,
+    /// Vertical chroma subsampling (1 or 2).
+    pub sy: u32,
+    /// Unused.
+    pub reserved: u32,
+}
+
+impl ChromaDesc {
+    /// Chroma blocks the region covers (columns, rows).
+    pub fn blocks(&self) -> (usize, usize) {
+        let (sx, sy) = (self.sx.max(1), self.sy.max(1));
+        let cols = (self.x0 + self.width.max(1) - 1) / sx - self.x0 / sx + 1;
+        let rows = (self.y0 + self.height.max(1) - 1) / sy - self.y0 / sy + 1;
+        (cols as usize, rows as usize)
+    }
+
+    /// Scratch bytes the kernels use at `planes` (Cb, Cr and a state per block).
+    pub fn plane_bytes(&self) -> usize {
+        let (c, r) = self.blocks();
+        3 * c * r
+    }
+}
+
 const _: () = assert!(std::mem::size_of::<FusedDesc>() == 120);
+const _: () = assert!(std::mem::size_of::<ChromaDesc>() == 64);
 const _: () = assert!(std::mem::size_of::<GeomDesc>() == 64);
 const _: () = assert!(std::mem::size_of::<ConvertDesc>() == 80);
 const _: () = assert!(std::mem::size_of::<JitterDesc>() == 40);
@@ -232,3 +282,5 @@ unsafe impl Pod for GeomDesc {}
 unsafe impl Pod for ConvertDesc {}
 // SAFETY: as above.
 unsafe impl Pod for JitterDesc {}
+// SAFETY: as above.
+unsafe impl Pod for ChromaDesc {}

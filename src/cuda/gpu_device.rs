@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::decode::JpegHeader;
 use crate::error::Error;
+pub use crate::nvjpeg::safe::CountersSnapshot as DeviceCounters;
 use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, RoiPlan, Route};
 
 /// A device address (`CUdeviceptr`; in the emulation, a host address).
@@ -56,6 +57,12 @@ pub enum Kernel {
     JitterLumaSum,
     /// `jitter_step(const JitterDesc*, u32 n, u32 step, const u64* sums)`.
     JitterStep,
+    /// `chroma_resolve(const ChromaDesc*, u32 n)`.
+    ChromaResolve,
+    /// `chroma_guess(const ChromaDesc*, u32 n)`.
+    ChromaGuess,
+    /// `chroma_upsample(const ChromaDesc*, u32 n)`.
+    ChromaUpsample,
 }
 
 impl Kernel {
@@ -65,6 +72,21 @@ impl Kernel {
             Kernel::Chain => "fused_crop_resize_normalize",
             Kernel::JitterLumaSum => "jitter_luma_sum",
             Kernel::JitterStep => "jitter_step",
+            Kernel::ChromaResolve => "chroma_resolve",
+            Kernel::ChromaGuess => "chroma_guess",
+            Kernel::ChromaUpsample => "chroma_upsample",
+        }
+    }
+
+    /// The module (`kernels/<stem>.cu`) that defines it.
+    pub fn module(self) -> super::module::KernelModule {
+        use super::module::KernelModule;
+        match self {
+            Kernel::Chain => KernelModule::Chain,
+            Kernel::JitterLumaSum | Kernel::JitterStep => KernelModule::Color,
+            Kernel::ChromaResolve | Kernel::ChromaGuess | Kernel::ChromaUpsample => {
+                KernelModule::Chroma
+            }
         }
     }
 }
@@ -184,8 +206,8 @@ impl PinnedHost {
 /// One JPEG of a [`GpuDevice::submit_decode`] call.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob<'a> {
-    /// The encoded bytes (host memory: the device copies them before `submit_decode`
-    /// returns).
+    /// The encoded bytes (host memory, left untouched until the decode has run: see
+    /// [`GpuDevice::submit_decode`]).
     pub bytes: &'a [u8],
     /// Its header, read once for the sample (to EOI, with the pipeline's limits).
     pub header: &'a JpegHeader,
@@ -194,18 +216,6 @@ pub struct DecodeJob<'a> {
     /// Where to write interleaved RGB: [`GpuDevice::plan_decode`]'s `height` rows of
     /// `width` pixels.
     pub out: DeviceOutput,
-}
-
-/// A batch of decodes queued by [`GpuDevice::submit_decode`]; [`GpuDevice::finish_decode`]
-/// says how each went. Dropping it unfinished is safe (the device keeps what its queued
-/// work reads until that work has run), but the outputs are then unknown.
-#[must_use = "a submitted decode is done only once `finish_decode` says so"]
-pub struct DecodeTicket(pub(crate) Box<dyn Any + Send>);
-
-impl fmt::Debug for DecodeTicket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("DecodeTicket")
-    }
 }
 
 /// A GPU as the GPU stage uses it. Both implementations are `Send + Sync`: the stage's
@@ -219,6 +229,10 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
 
     /// Memory in use.
     fn memory(&self) -> MemoryUse;
+
+    /// Allocations, frees and event creations so far (all of the device's users counted:
+    /// the stage, its JPEG decoder, consumers' release events).
+    fn counters(&self) -> DeviceCounters;
 
     /// A new stream (for a consumer; [`streams`] always exist).
     fn new_stream(&self) -> Result<StreamId, Error>;
@@ -328,28 +342,22 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError>;
 
     /// Queues decoding each job's JPEG into its output as interleaved RGB, as stored (the
-    /// EXIF orientation is not applied), on `stream`, and returns at once (the encoded
-    /// bytes already copied). Nothing is decoded until [`GpuDevice::finish_decode`] says
-    /// so. `Err`: the device can't go on (a lost context), the pipeline fails.
+    /// EXIF orientation is not applied), chroma repeated over each block as the JPEG
+    /// engines write it (`kernels/chroma.cu` rebuilds libjpeg's interpolation), on
+    /// `stream`, and returns at once, saying per job: queued (what will be written), or
+    /// [`NvjpegError::CpuFallback`] for an image to decode on the CPU instead — the
+    /// decoder refused it, now. Nothing reports on a decode later: a failure of queued work
+    /// is a device fault, which every later call returns. `Err`: the device can't go on (a
+    /// lost context), the pipeline fails.
     ///
     /// # Safety
-    /// Every job's output lies in a live allocation large enough for its
-    /// [`GpuDevice::plan_decode`], unused by others until an event recorded on `stream`
-    /// after this call has completed (or the ticket is finished).
+    /// Every job's bytes stay readable and unchanged, and its output (in a live allocation
+    /// large enough for its [`GpuDevice::plan_decode`]) unused by others, until an event
+    /// recorded on `stream` after this call has completed.
     unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-    ) -> Result<DecodeTicket, Error>;
-
-    /// Waits (sleeping) for a submitted batch and says, per job: decoded (what was
-    /// written), or why not — [`NvjpegError::CpuFallback`] for an image to decode on the CPU
-    /// instead (decided on the host, or the decoder failed on it, at once or only when its
-    /// work ran: [`crate::nvjpeg::FallbackReason::NvjpegFailed`]). `Err`: the device can't
-    /// go on (a lost context, an earlier asynchronous fault), the pipeline fails.
-    fn finish_decode(
-        &self,
-        ticket: DecodeTicket,
     ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error>;
 
     /// A consumer's stream, by its raw handle (a framework's `CUstream` on a real device; a

@@ -26,6 +26,8 @@ pub mod real;
 pub mod run;
 
 #[cfg(test)]
+mod chroma_tests;
+#[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

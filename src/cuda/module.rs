@@ -33,16 +33,20 @@ pub enum KernelModule {
     Convert,
     /// `color.cu`: `jitter_luma_sum`, `jitter_step`.
     Color,
+    /// `chroma.cu`: `chroma_resolve`, `chroma_guess`, `chroma_upsample` (fancy chroma from
+    /// the JPEG engines' output).
+    Chroma,
 }
 
 impl KernelModule {
     /// Every module.
-    pub const ALL: [KernelModule; 5] = [
+    pub const ALL: [KernelModule; 6] = [
         KernelModule::Chain,
         KernelModule::Resize,
         KernelModule::Geometry,
         KernelModule::Convert,
         KernelModule::Color,
+        KernelModule::Chroma,
     ];
 
     /// The file stem in `kernels/`.
@@ -53,6 +57,7 @@ impl KernelModule {
             KernelModule::Geometry => "geometry",
             KernelModule::Convert => "convert",
             KernelModule::Color => "color",
+            KernelModule::Chroma => "chroma",
         }
     }
 
@@ -74,6 +79,7 @@ impl KernelModule {
             ],
             KernelModule::Convert => &["convert"],
             KernelModule::Color => &["jitter_luma_sum", "jitter_step"],
+            KernelModule::Chroma => &["chroma_resolve", "chroma_guess", "chroma_upsample"],
         }
     }
 

@@ -9,10 +9,11 @@
 //!
 //! JPEGs are decoded by nvJPEG's [`crate::nvjpeg::BatchDecoder`] (bound to this device's
 //! context) on the stage's decode stream: `submit_decode` routes each image from the header
-//! the stage read, copies the bytes into the decoder's pinned ring and queues the work;
-//! `finish_decode` waits at the batch's fence, where images nvJPEG failed on come back as
-//! CPU fallbacks and a lost context as the pipeline's error. ROIs are planned by the decoder
-//! (padded by an MCU before nvJPEG 13.3): the stage reads the window the plan names.
+//! the stage read, copies the bytes into the decoder's pinned ring, queues the work and says
+//! at once what nvJPEG refused (a fault of the queued work is sticky: every later call
+//! reports it). ROIs are planned by the decoder (an MCU wider for subsampled chroma, whose
+//! interpolation the stage rebuilds): the stage reads the window the plan names. Events
+//! come from the context's pool and allocations are counted ([`GpuDevice::counters`]).
 //!
 //! Nothing here runs without a GPU: `docs/gpu.md` lists what `scripts/gpu-check.sh` runs.
 
@@ -22,11 +23,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cudarc::driver::sys::{CUevent_flags, CUstream};
-use cudarc::driver::{result as cu, CudaEvent, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{result as cu, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::gpu_device::{
-    DecodeJob, DecodeTicket, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
+    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
     KernelArg, MemoryUse, PinnedHost, StreamId,
 };
 use super::launch::BLOCK;
@@ -34,14 +35,18 @@ use super::module::KernelModule;
 use super::{cuda_err, Device};
 use crate::decode::JpegHeader;
 use crate::error::Error;
+use crate::nvjpeg::safe::PooledEvent;
 use crate::nvjpeg::{
-    plan_roi, route_header, CudaGpuContext, DecodedInfo, DecoderConfig, EncodedImage,
-    FallbackReason, GpuJpegDecoder, NvjpegError, Roi, RoiPlan, Route, Submitted,
+    needs_margin, plan_roi, route_header, CudaGpuContext, DecodedInfo, DecoderConfig, EncodedImage,
+    FallbackReason, GpuJpegDecoder, NvjpegError, Roi, RoiPlan, Route,
 };
 
 /// The real device.
 pub struct RealDevice {
     dev: Device,
+    /// The context as the decoder sees it: the event pool and the allocation counters every
+    /// user of the device shares.
+    ctx: Arc<CudaGpuContext>,
     /// By [`StreamId`]: decode, kernels (the [`Device`]'s own stream), then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
     decoder: Option<Mutex<GpuJpegDecoder>>,
@@ -70,8 +75,12 @@ impl RealDevice {
     /// description says why).
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
         let dev = Device::new(device_id)?;
-        for m in [KernelModule::Chain, KernelModule::Color] {
-            dev.modules().function(m, module_entry(m))?;
+        for m in [
+            KernelModule::Chain,
+            KernelModule::Color,
+            KernelModule::Chroma,
+        ] {
+            dev.modules().function(m, m.entry_points()[0])?;
         }
         let decode_stream = dev
             .context()
@@ -80,13 +89,17 @@ impl RealDevice {
         dev.context()
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))?;
-        let ctx = Arc::new(CudaGpuContext::from_context(dev.context().clone()));
+        let ctx = Arc::new(CudaGpuContext::from_context(
+            dev.context().clone(),
+            Arc::default(),
+        ));
         let config = DecoderConfig {
             max_batch: decode_batch.clamp(1, i32::MAX as usize),
+            ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(2),
             ..DecoderConfig::default()
         };
         let (decoder, decoder_text, hardware, pads_roi) =
-            match GpuJpegDecoder::probe_with(ctx, config) {
+            match GpuJpegDecoder::probe_with(ctx.clone(), config) {
                 Ok(mut d) => {
                     let text = d.describe();
                     let hw = d.has_hardware();
@@ -112,6 +125,7 @@ impl RealDevice {
         Ok(Arc::new(RealDevice {
             streams: Mutex::new(vec![decode_stream, dev.stream().clone()]),
             dev,
+            ctx,
             decoder,
             pads_roi,
             description,
@@ -130,8 +144,8 @@ impl RealDevice {
             .ok_or_else(|| Error::Cuda(format!("no stream {}", s.0)))
     }
 
-    fn event(e: &Event) -> Result<&CudaEvent, Error> {
-        e.0.downcast_ref::<CudaEvent>()
+    fn event(e: &Event) -> Result<&PooledEvent, Error> {
+        e.0.downcast_ref::<PooledEvent>()
             .ok_or_else(|| Error::Cuda("an event of another device".into()))
     }
 
@@ -140,13 +154,6 @@ impl RealDevice {
             .context()
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))
-    }
-}
-
-fn module_entry(m: KernelModule) -> &'static str {
-    match m {
-        KernelModule::Color => Kernel::JitterStep.entry(),
-        _ => Kernel::Chain.entry(),
     }
 }
 
@@ -159,12 +166,12 @@ impl Drop for RealDevice {
     }
 }
 
-/// A batch submitted to nvJPEG, in parts of at most its `max_batch` images.
-struct RealTicket {
-    /// Per job; those of submitted parts are filled in by `finish_decode`.
-    results: Vec<Result<DecodedInfo, NvjpegError>>,
-    /// (first job, the part as nvJPEG took it).
-    parts: Vec<(usize, Submitted)>,
+/// A count from the environment (a tuning knob for runs on a GPU machine).
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
 }
 
 /// Pinned memory of the real device, freed when dropped.
@@ -183,6 +190,10 @@ impl Drop for PinnedOwner {
 impl GpuDevice for RealDevice {
     fn describe(&self) -> DeviceDescription {
         self.description.clone()
+    }
+
+    fn counters(&self) -> DeviceCounters {
+        self.ctx.counters().read()
     }
 
     fn memory(&self) -> MemoryUse {
@@ -207,6 +218,10 @@ impl GpuDevice for RealDevice {
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
         self.bind()?;
+        self.ctx
+            .counters()
+            .device_allocs
+            .fetch_add(1, Ordering::Relaxed);
         // SAFETY: allocates device memory in the bound context; the contents are unspecified,
         // as this method promises.
         let ptr = unsafe { cu::malloc_sync(bytes.max(1)) }.map_err(|e| {
@@ -240,6 +255,10 @@ impl GpuDevice for RealDevice {
         if let Err(e) = self.bind() {
             tracing::warn!("free: {e}");
         }
+        self.ctx
+            .counters()
+            .device_frees
+            .fetch_add(1, Ordering::Relaxed);
         // SAFETY: forwarded contract (allocated here, freed once, no queued work uses it).
         if let Err(e) = unsafe { cu::free_sync(ptr) } {
             tracing::warn!("cuMemFree: {e}");
@@ -247,6 +266,10 @@ impl GpuDevice for RealDevice {
     }
 
     fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHost, Error> {
+        self.ctx
+            .counters()
+            .pinned_allocs
+            .fetch_add(1, Ordering::Relaxed);
         // SAFETY: the memory is uninitialised; `PinnedHost` hands it out only as bytes, which
         // the stage writes before any copy reads them.
         let mut slice = unsafe {
@@ -333,11 +356,10 @@ impl GpuDevice for RealDevice {
         args: &[KernelArg],
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        let module = match kernel {
-            Kernel::Chain => KernelModule::Chain,
-            Kernel::JitterLumaSum | Kernel::JitterStep => KernelModule::Color,
-        };
-        let func = self.dev.modules().function(module, kernel.entry())?;
+        let func = self
+            .dev
+            .modules()
+            .function(kernel.module(), kernel.entry())?;
         let cfg = LaunchConfig {
             grid_dim: (grid.blocks.max(1), grid.samples, 1),
             block_dim: (BLOCK, 1, 1),
@@ -367,21 +389,31 @@ impl GpuDevice for RealDevice {
             .map_err(|e| cuda_err(&format!("launch {}", kernel.entry()), e))
     }
 
-    fn record(&self, stream: StreamId, timing: bool) -> Result<Event, Error> {
+    fn record(&self, stream: StreamId, _timing: bool) -> Result<Event, Error> {
         let s = self.stream(stream)?;
-        // Blocking sync for all (the flags are one enum value here, so timing stays on): a
-        // host waiting on any of them sleeps.
-        let _ = timing;
-        let ev = s
-            .record_event(Some(CUevent_flags::CU_EVENT_BLOCKING_SYNC))
+        self.bind()?;
+        // Pooled (recording creates no event in steady state), blocking sync (a host
+        // waiting on one sleeps), timing kept for all.
+        // SAFETY: `s` is a live stream of this context (held by `self.streams`).
+        let ev = unsafe { self.ctx.events().record(s.cu_stream()) }
             .map_err(|e| cuda_err("record an event", e))?;
         Ok(Event(Arc::new(ev)))
     }
 
     fn wait(&self, stream: StreamId, event: &Event) -> Result<(), Error> {
-        self.stream(stream)?
-            .wait(Self::event(event)?)
-            .map_err(|e| cuda_err("stream wait", e))
+        let s = self.stream(stream)?;
+        let ev = Self::event(event)?;
+        self.bind()?;
+        // SAFETY: both are live objects of this context; the wait captures the event's
+        // recording at this point, so the event may be recorded again later.
+        unsafe {
+            cu::stream::wait_event(
+                s.cu_stream(),
+                ev.raw(),
+                cudarc::driver::sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(|e| cuda_err("stream wait", e))
     }
 
     fn synchronize(&self, event: &Event) -> Result<(), Error> {
@@ -392,13 +424,13 @@ impl GpuDevice for RealDevice {
 
     fn is_complete(&self, event: &Event) -> Result<bool, Error> {
         Self::event(event)?
-            .try_is_complete()
+            .is_complete()
             .map_err(|e| cuda_err("event query", e))
     }
 
     fn elapsed(&self, start: &Event, end: &Event) -> Result<Duration, Error> {
-        let ms = Self::event(start)?
-            .elapsed_ms(Self::event(end)?)
+        let ms = Self::event(end)?
+            .elapsed_ms_since(Self::event(start)?)
             .map_err(|e| cuda_err("event elapsed time", e))?;
         Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
     }
@@ -422,28 +454,24 @@ impl GpuDevice for RealDevice {
     fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
         // The decoder's own rule (`BatchDecoder::plan`), without taking its lock: the prep
         // workers plan every sample while the stage's thread submits.
-        plan_roi(header, roi, self.pads_roi)
+        plan_roi(header, roi, self.pads_roi || needs_margin(header))
     }
 
     unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-    ) -> Result<DecodeTicket, Error> {
-        let mut ticket = RealTicket {
-            results: Vec::with_capacity(jobs.len()),
-            parts: Vec::new(),
-        };
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
         let Some(decoder) = &self.decoder else {
             let why = FallbackReason::NvjpegUnsupported("nvJPEG is not available".into());
-            ticket.results = jobs
+            return Ok(jobs
                 .iter()
                 .map(|_| Err(NvjpegError::CpuFallback(why.clone())))
-                .collect();
-            return Ok(DecodeTicket(Box::new(ticket)));
+                .collect());
         };
         let s = self.stream(stream)?;
         self.bind()?;
+        let mut results = Vec::with_capacity(jobs.len());
         let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
         let max = dec.batch_decoder().max_batch().max(1);
         for (k, chunk) in jobs.chunks(max).enumerate() {
@@ -458,51 +486,22 @@ impl GpuDevice for RealDevice {
                 .collect();
             // SAFETY: `s` is a stream of the decoder's context (the device's); every output
             // is device memory of it, large enough for its plan and untouched by others
-            // until the batch is finished or an event after this call has completed (the
-            // caller's contract); the bytes are copied before `submit` returns.
+            // until an event after this call has completed (the caller's contract); the
+            // bytes are copied into the decoder's staging ring before `submit` returns.
             match unsafe { dec.submit(s.cu_stream() as *mut c_void, &images) } {
-                Ok(submitted) => {
-                    let first = ticket.results.len();
-                    ticket.results.extend(
-                        chunk
-                            .iter()
-                            .map(|_| Err(NvjpegError::InvalidArgument("not finished".into()))),
-                    );
-                    ticket.parts.push((first, submitted));
-                }
+                // What nvJPEG refused is known now; its queued work is the stream's.
+                Ok(submitted) => results.extend(submitted.into_results()),
                 // A lost context: the pipeline fails (the submitted parts stay safe: the
                 // decoder reuses their memory only after their fences).
                 Err(e) if e.is_fatal() => return Err(e.into()),
                 Err(e) => {
                     tracing::debug!("nvJPEG refused part {k} of a batch ({e}); CPU decodes");
                     let why = FallbackReason::NvjpegFailed(e.to_string());
-                    ticket.results.extend(
+                    results.extend(
                         chunk
                             .iter()
                             .map(|_| Err(NvjpegError::CpuFallback(why.clone()))),
                     );
-                }
-            }
-        }
-        Ok(DecodeTicket(Box::new(ticket)))
-    }
-
-    fn finish_decode(
-        &self,
-        ticket: DecodeTicket,
-    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
-        let t = ticket
-            .0
-            .downcast::<RealTicket>()
-            .map_err(|_| Error::Cuda("a decode ticket of another device".into()))?;
-        let RealTicket { mut results, parts } = *t;
-        if let Some(decoder) = &self.decoder {
-            let dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
-            for (first, submitted) in parts {
-                // Waits at the part's fence; `Err` only when the context is lost.
-                let done = dec.finish(submitted)?;
-                for (k, r) in done.into_iter().enumerate() {
-                    results[first + k] = r;
                 }
             }
         }
@@ -528,6 +527,6 @@ impl GpuDevice for RealDevice {
     }
 
     fn raw_event(&self, event: &Event) -> u64 {
-        Self::event(event).map_or(0, |e| e.cu_event() as usize as u64)
+        Self::event(event).map_or(0, |e| e.raw() as usize as u64)
     }
 }

@@ -108,7 +108,10 @@ pub(crate) fn assert_same(got: &Image, want: &Image, what: &str) {
                 crate::testutil::to_f32s(want),
             );
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-3 * y.abs().max(1.0);
+                // Equal values first: equal infinities differ by NaN.
+                let ok = x == y
+                    || (x.is_nan() && y.is_nan())
+                    || (x - y).abs() <= 1e-3 * y.abs().max(1.0);
                 assert!(ok, "{what}: element {i}: gpu {x} cpu {y}");
             }
         }

@@ -135,6 +135,7 @@ fn descriptor_layouts_match_the_c_header() {
         ("GeomDesc", size_of::<GeomDesc>()),
         ("ConvertDesc", size_of::<ConvertDesc>()),
         ("JitterDesc", size_of::<JitterDesc>()),
+        ("ChromaDesc", size_of::<ChromaDesc>()),
     ] {
         let assert = format!("static_assert(sizeof({name}) == {size},");
         assert!(header.contains(&assert), "desc.cuh lacks `{assert}`");
@@ -200,11 +201,27 @@ fn descriptor_layouts_match_the_c_header() {
         (offset_of!(JitterDesc, hue_shift), 32),
         (offset_of!(JitterDesc, reserved), 36),
     ];
+    let chroma = [
+        (offset_of!(ChromaDesc, src), 0),
+        (offset_of!(ChromaDesc, dst), 8),
+        (offset_of!(ChromaDesc, planes), 16),
+        (offset_of!(ChromaDesc, pitch), 24),
+        (offset_of!(ChromaDesc, width), 28),
+        (offset_of!(ChromaDesc, height), 32),
+        (offset_of!(ChromaDesc, x0), 36),
+        (offset_of!(ChromaDesc, y0), 40),
+        (offset_of!(ChromaDesc, image_w), 44),
+        (offset_of!(ChromaDesc, image_h), 48),
+        (offset_of!(ChromaDesc, sx), 52),
+        (offset_of!(ChromaDesc, sy), 56),
+        (offset_of!(ChromaDesc, reserved), 60),
+    ];
     for (i, (got, want)) in fused
         .iter()
         .chain(&geom)
         .chain(&conv)
         .chain(&jit)
+        .chain(&chroma)
         .enumerate()
     {
         assert_eq!(got, want, "field #{i}");

@@ -4,7 +4,7 @@
 //! Pillow decodes.
 
 use super::header::JpegHeader;
-use super::{DecodeError, DecodeOptions, EntropyDecoder};
+use super::{DecodeError, DecodeOptions, EntropyDecoder, Upsampling};
 
 /// Decodes the JPEG `bytes`, whose header `h` was read by [`JpegHeader::read`], with
 /// libjpeg-turbo ([`super::turbo`]) and, where `opts` asks for it and the file fits, our own
@@ -27,7 +27,8 @@ pub(crate) fn decode_pixels(
     if progressive && scale_denom == 1 && opts.progressive_decoder == EntropyDecoder::Stokehold {
         if let Some(coefficients) = super::progressive::coefficients(bytes, h, region) {
             // Should libjpeg ever refuse our coefficients, the original still decodes (below).
-            if let Ok(decoded) = coefficients.decode(h.components()) {
+            let fancy = opts.upsampling == Upsampling::Fancy;
+            if let Ok(decoded) = coefficients.decode(h.components(), fancy) {
                 #[cfg(test)]
                 ENTROPY_DECODED_BY.set("stokehold progressive");
                 return Ok(decoded);
@@ -46,6 +47,7 @@ pub(crate) fn decode_pixels(
         region,
         scale_denom,
         block_smoothing: fewer_scans.is_none(),
+        fancy_upsampling: opts.upsampling == Upsampling::Fancy,
     };
     if huffman && !h.progressive() && opts.sequential_decoder == EntropyDecoder::Stokehold {
         if let Some(mut scan) = super::baseline::scan(bytes, h) {

@@ -131,6 +131,17 @@ impl EntropyDecoder {
     }
 }
 
+/// How chroma stored at a lower resolution (4:2:0, 4:2:2, 4:4:0) is brought to full size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Upsampling {
+    /// libjpeg's interpolation ("fancy upsampling"), as Pillow decodes: the reference.
+    #[default]
+    Fancy,
+    /// Each chroma sample repeated over its block, as the JPEG engines of A100/H100/H200
+    /// write it (the GPU path rebuilds the fancy result from that: `kernels/chroma.cu`).
+    Nearest,
+}
+
 /// How to decode. Each pipeline (each `decode` operator) has its own: two pipelines in one
 /// process may decode differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +157,8 @@ pub struct DecodeOptions {
     /// Who entropy-decodes progressive Huffman-coded JPEGs (at full scale; DCT-scaled
     /// decodes are libjpeg-turbo's).
     pub progressive_decoder: EntropyDecoder,
+    /// Chroma upsampling of subsampled JPEGs.
+    pub upsampling: Upsampling,
 }
 
 impl Default for DecodeOptions {
@@ -156,6 +169,7 @@ impl Default for DecodeOptions {
             limits: Limits::default(),
             sequential_decoder: EntropyDecoder::Stokehold,
             progressive_decoder: EntropyDecoder::Stokehold,
+            upsampling: Upsampling::Fancy,
         }
     }
 }

@@ -62,6 +62,9 @@ pub(crate) struct Request {
     /// libjpeg's block smoothing of progressive JPEGs whose coefficients are incomplete
     /// (its default); off for a stream whose unused AC scans were dropped on purpose.
     pub block_smoothing: bool,
+    /// libjpeg's fancy (interpolating) chroma upsampling, its default; off: chroma repeated
+    /// over each block, as the JPEG engines write it.
+    pub fancy_upsampling: bool,
 }
 
 /// The error payload carried by the unwind out of [`error_exit`].
@@ -374,6 +377,9 @@ fn decode_inner<S: McuSource>(
     cinfo.out_color_space = out_cs;
     if !req.block_smoothing {
         cinfo.do_block_smoothing = 0 as boolean;
+    }
+    if !req.fancy_upsampling {
+        cinfo.do_fancy_upsampling = 0 as boolean;
     }
     if req.scale_denom > 1 {
         cinfo.scale_num = 1;

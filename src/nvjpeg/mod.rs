@@ -83,8 +83,8 @@ pub use fallback::{
 };
 pub use result::{cuda_error_is_fatal, status_name, Nvjpeg, NvjpegError};
 pub use safe::{
-    plan_roi, BackendPreference, BatchDecoder, CudaGpuContext, DecodedInfo, DecoderConfig,
-    DeviceOutput, EncodedImage, GpuContext, Roi, RoiPlan, Submitted,
+    needs_margin, plan_roi, BackendPreference, BatchDecoder, CudaGpuContext, DecodedInfo,
+    DecoderConfig, DeviceOutput, EncodedImage, GpuContext, Roi, RoiPlan, Submitted,
 };
 
 use crate::decode::{exif, Limits};

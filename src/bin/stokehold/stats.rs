@@ -70,6 +70,27 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         for (source, n) in &g.sources {
             outln!("  {n:>8} decoded by {source}")?;
         }
+        outln!("  batches in flight: max {}", g.batches_in_flight)?;
+        let c = &g.counters;
+        match &g.after_warm_up {
+            Some(w) => outln!(
+                "  allocations after warm-up: {} ({} device, {} device frees, {} pinned, {} events created; since the start: {} device, {} pinned, {} events)",
+                w.total(),
+                w.device_allocs,
+                w.device_frees,
+                w.pinned_allocs + w.pinned_frees,
+                w.events_created,
+                c.device_allocs,
+                c.pinned_allocs,
+                c.events_created
+            )?,
+            None => outln!(
+                "  allocations after warm-up: not known before the first epoch ends ({} device, {} pinned, {} events so far)",
+                c.device_allocs,
+                c.pinned_allocs,
+                c.events_created
+            )?,
+        }
     }
     let simd = stokehold::decode::jpeg_simd();
     match stokehold::decode::jpeg_simd_warning() {

@@ -2,7 +2,7 @@
 //! `build.rs` and linked into stokehold), and their launch on an emulated stream: every
 //! address a launch will touch is checked against the emulated memory first.
 
-use crate::cuda::desc::{FusedDesc, JitterDesc};
+use crate::cuda::desc::{ChromaDesc, FusedDesc, JitterDesc};
 use crate::cuda::gpu_device::{Kernel, KernelArg};
 use crate::image::DType;
 
@@ -23,7 +23,7 @@ pub fn unavailable() -> Option<&'static str> {
 
 #[cfg(stokehold_emu)]
 mod ffi {
-    use crate::cuda::desc::{ConvertDesc, FusedDesc, GeomDesc, JitterDesc};
+    use crate::cuda::desc::{ChromaDesc, ConvertDesc, FusedDesc, GeomDesc, JitterDesc};
 
     extern "C" {
         pub fn stokehold_emu_set_block(sample: u32, samples: u32);
@@ -44,6 +44,9 @@ mod ffi {
         pub fn stokehold_emu_jitter_luma_sum(d: *const JitterDesc, n: u32, step: u32, s: *mut u64);
         pub fn stokehold_emu_jitter_step(d: *const JitterDesc, n: u32, step: u32, s: *const u64);
         pub fn stokehold_emu_convert(d: *const ConvertDesc, n: u32);
+        pub fn stokehold_emu_chroma_resolve(d: *const ChromaDesc, n: u32);
+        pub fn stokehold_emu_chroma_guess(d: *const ChromaDesc, n: u32);
+        pub fn stokehold_emu_chroma_upsample(d: *const ChromaDesc, n: u32);
         pub fn stokehold_emu_crop_fill_b1(d: *const GeomDesc, n: u32);
         pub fn stokehold_emu_crop_fill_b2(d: *const GeomDesc, n: u32);
         pub fn stokehold_emu_crop_fill_b4(d: *const GeomDesc, n: u32);
@@ -72,6 +75,9 @@ pub fn symbol(entry: &str) -> Option<usize> {
             "jitter_luma_sum" => stokehold_emu_jitter_luma_sum as *const () as usize,
             "jitter_step" => stokehold_emu_jitter_step as *const () as usize,
             "convert" => stokehold_emu_convert as *const () as usize,
+            "chroma_resolve" => stokehold_emu_chroma_resolve as *const () as usize,
+            "chroma_guess" => stokehold_emu_chroma_guess as *const () as usize,
+            "chroma_upsample" => stokehold_emu_chroma_upsample as *const () as usize,
             "crop_fill_b1" => stokehold_emu_crop_fill_b1 as *const () as usize,
             "crop_fill_b2" => stokehold_emu_crop_fill_b2 as *const () as usize,
             "crop_fill_b4" => stokehold_emu_crop_fill_b4 as *const () as usize,
@@ -183,6 +189,25 @@ fn check_fused(
     Ok(())
 }
 
+/// Checks a chroma descriptor's source, output and scratch.
+fn check_chroma(mem: &Access<'_>, d: &ChromaDesc) -> Result<(), String> {
+    let ok_sampling = matches!((d.sx, d.sy), (1 | 2, 1 | 2));
+    if d.width == 0
+        || d.height == 0
+        || !ok_sampling
+        || d.pitch < 3 * d.width
+        || d.x0 + d.width > d.image_w
+        || d.y0 + d.height > d.image_h
+    {
+        return Err(format!("bad chroma descriptor {d:?}"));
+    }
+    let len = d.pitch as usize * (d.height as usize - 1) + 3 * d.width as usize;
+    mem.check(d.src, len, Kind::Device, "a chroma source")?;
+    mem.check(d.dst, len, Kind::Device, "a chroma output")?;
+    mem.check(d.planes, d.plane_bytes(), Kind::Device, "chroma planes")?;
+    Ok(())
+}
+
 /// Checks `kernel`'s arguments and every address its descriptors hold, under `mem`.
 pub(crate) fn check(
     mem: &Access<'_>,
@@ -218,6 +243,17 @@ pub(crate) fn check(
             mem.check(sums, 8 * n as usize, Kind::Device, "the luma sums")?;
             for d in read_descs::<JitterDesc>(mem, descs, n as usize)? {
                 mem.check(d.data, 3 * d.pixels as usize, Kind::Device, "jitter pixels")?;
+            }
+        }
+        Kernel::ChromaResolve | Kernel::ChromaGuess | Kernel::ChromaUpsample => {
+            let (descs, n) = (ptr_at(args, 0)?, u32_at(args, 1)?);
+            if n != samples || args.len() != 2 {
+                return Err(format!(
+                    "chroma launch of {samples} samples with arguments {args:?}"
+                ));
+            }
+            for d in read_descs::<ChromaDesc>(mem, descs, n as usize)? {
+                check_chroma(mem, &d)?;
             }
         }
     }
@@ -268,6 +304,15 @@ impl Checked {
                         u(2),
                         p(3) as *const u64,
                     ),
+                    Kernel::ChromaResolve => {
+                        ffi::stokehold_emu_chroma_resolve(p(0) as *const ChromaDesc, u(1))
+                    }
+                    Kernel::ChromaGuess => {
+                        ffi::stokehold_emu_chroma_guess(p(0) as *const ChromaDesc, u(1))
+                    }
+                    Kernel::ChromaUpsample => {
+                        ffi::stokehold_emu_chroma_upsample(p(0) as *const ChromaDesc, u(1))
+                    }
                 }
             }
         };

@@ -30,13 +30,15 @@ use std::time::Duration;
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::{
-    plan_roi, route_header, DecodedInfo, FallbackReason, NvjpegError, Roi, RoiPlan, Route,
+    needs_margin, plan_roi, route_header, DecodedInfo, FallbackReason, NvjpegError, Roi, RoiPlan,
+    Route,
 };
 
 use super::gpu_device::{
-    DecodeJob, DecodeTicket, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
+    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
     KernelArg, MemoryUse, PinnedHost, StreamId,
 };
+use crate::nvjpeg::safe::Counters;
 use memory::{Kind, Memory};
 use stream::{EmuEvent, EmuStream, Health};
 
@@ -96,6 +98,9 @@ impl EmuOptions {
 /// synchronised before it is torn down), then stops its streams.
 pub struct EmuDevice {
     health: Arc<Health>,
+    counters: Arc<Counters>,
+    /// Events recorded before, free once only the pool holds them.
+    events: Mutex<Vec<Arc<EmuEvent>>>,
     memory: Arc<Memory>,
     streams: Mutex<Vec<Arc<EmuStream>>>,
     launches: AtomicU64,
@@ -131,6 +136,8 @@ impl EmuDevice {
         memory.set_cap(options.memory);
         let dev = EmuDevice {
             health,
+            counters: Arc::default(),
+            events: Mutex::new(Vec::new()),
             memory,
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
@@ -149,9 +156,8 @@ impl EmuDevice {
         self.health.fail("the device was lost (simulated)".into());
     }
 
-    /// Makes the next `n` images the device decodes fail when their work runs, reported at
-    /// the batch's fence, as nvJPEG reports some failures (a test hook: the stage decodes
-    /// them again on the CPU).
+    /// Makes the decoder refuse the next `n` images it is given, as nvJPEG refuses one it
+    /// can't take (a test hook: the stage decodes them on the CPU).
     pub fn fail_decodes(&self, n: u64) {
         self.failing_decodes.store(n, Ordering::Relaxed);
     }
@@ -216,10 +222,12 @@ impl Drop for EmuDevice {
 struct PinnedOwner {
     memory: Arc<Memory>,
     ptr: u64,
+    counters: Arc<Counters>,
 }
 
 impl Drop for PinnedOwner {
     fn drop(&mut self) {
+        self.counters.pinned_frees.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.memory.free(self.ptr) {
             tracing::warn!("emulated pinned memory: {e}");
         }
@@ -246,6 +254,10 @@ impl GpuDevice for EmuDevice {
         }
     }
 
+    fn counters(&self) -> DeviceCounters {
+        self.counters.read()
+    }
+
     fn memory(&self) -> MemoryUse {
         let (device, device_peak, pinned, pinned_peak) = self.memory.usage();
         MemoryUse {
@@ -268,6 +280,7 @@ impl GpuDevice for EmuDevice {
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
         self.check()?;
+        self.counters.device_allocs.fetch_add(1, Ordering::Relaxed);
         // Its only failure is running out (the cap, or the host refusing).
         self.memory
             .alloc(bytes, Kind::Device)
@@ -279,6 +292,7 @@ impl GpuDevice for EmuDevice {
     }
 
     unsafe fn free(&self, ptr: DevicePtr) {
+        self.counters.device_frees.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.memory.free(ptr) {
             self.health.fail(e);
         }
@@ -286,6 +300,7 @@ impl GpuDevice for EmuDevice {
 
     fn alloc_pinned(&self, bytes: usize) -> Result<PinnedHost, Error> {
         self.check()?;
+        self.counters.pinned_allocs.fetch_add(1, Ordering::Relaxed);
         let ptr = self
             .memory
             .alloc(bytes, Kind::Pinned)
@@ -293,6 +308,7 @@ impl GpuDevice for EmuDevice {
         let owner = PinnedOwner {
             memory: self.memory.clone(),
             ptr,
+            counters: self.counters.clone(),
         };
         // SAFETY: `ptr` is a fresh allocation of at least `bytes` bytes that only `owner`
         // releases (poisoned and quarantined, so queued work never sees it unmapped).
@@ -387,7 +403,26 @@ impl GpuDevice for EmuDevice {
     }
 
     fn record(&self, stream: StreamId, _timing: bool) -> Result<Event, Error> {
-        Ok(Event(self.stream(stream)?.record()))
+        let s = self.stream(stream)?;
+        let reused = {
+            let mut pool = self.events.lock().unwrap_or_else(|p| p.into_inner());
+            // Free: no handle but the pool's, and its stream got there (the stream's own
+            // handle is gone once it has).
+            let free = pool.iter().position(|e| Arc::strong_count(e) == 1);
+            match free {
+                Some(k) => Some(pool[k].clone()),
+                None => {
+                    let e = Arc::new(EmuEvent::default());
+                    self.counters.events_created.fetch_add(1, Ordering::Relaxed);
+                    pool.push(e.clone());
+                    Some(e)
+                }
+            }
+        };
+        let ev = reused.expect("an event");
+        ev.reset();
+        s.record_into(ev.clone());
+        Ok(Event(ev))
     }
 
     fn wait(&self, stream: StreamId, event: &Event) -> Result<(), Error> {
@@ -440,74 +475,53 @@ impl GpuDevice for EmuDevice {
     }
 
     fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        plan_roi(header, roi, !self.options.exact_roi)
+        plan_roi(header, roi, !self.options.exact_roi || needs_margin(header))
     }
 
     unsafe fn submit_decode(
         &self,
         stream: StreamId,
         jobs: &[DecodeJob<'_>],
-    ) -> Result<DecodeTicket, Error> {
-        let s = self.stream(stream)?;
+    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
+        self.stream(stream)?;
         let mut results = Vec::with_capacity(jobs.len());
         let mut queued = Vec::new();
-        for (i, j) in jobs.iter().enumerate() {
-            match decode::prepare(i, j, !self.options.exact_roi) {
-                Ok((info, mut q)) => {
-                    q.fail = self
-                        .failing_decodes
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
-                        .is_ok();
+        for j in jobs {
+            let refuse = self
+                .failing_decodes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
+                .is_ok();
+            if refuse {
+                let why = FallbackReason::NvjpegFailed("simulated decoder failure".into());
+                results.push(Err(NvjpegError::CpuFallback(why)));
+                continue;
+            }
+            let pad = !self.options.exact_roi || needs_margin(j.header);
+            match decode::prepare(j, pad) {
+                Ok((info, q)) => {
                     results.push(Ok(info));
                     queued.push(q);
                 }
                 Err(e) => results.push(Err(e)),
             }
         }
-        let late = Arc::new(decode::LateErrors::new(jobs.len()));
-        let unqueued = |results, late| {
-            Ok(DecodeTicket(Box::new(decode::Ticket {
-                fence: None,
-                results,
-                late,
-            })))
-        };
         if queued.is_empty() {
-            return unqueued(results, late);
+            return Ok(results);
         }
-        // The encoded bytes into pinned memory before returning, as nvJPEG's staging ring;
-        // freed once the decodes have run.
-        let total: usize = queued.iter().map(|q| q.len.next_multiple_of(64)).sum();
-        let mut staging = match self.alloc_pinned(total) {
-            Ok(p) => p,
-            Err(e) => {
-                let why = FallbackReason::NvjpegFailed(format!("staging: {e}"));
-                for q in &queued {
-                    results[q.index] = Err(NvjpegError::CpuFallback(why.clone()));
-                }
-                return unqueued(results, late);
-            }
-        };
-        let mut at = 0;
-        for q in &mut queued {
-            staging.as_mut_slice()[at..at + q.len].copy_from_slice(jobs[q.index].bytes);
-            q.bytes = staging.as_ptr() as u64 + at as u64;
-            at += q.len.next_multiple_of(64);
-        }
-        let (late2, threads) = (late.clone(), self.threads);
+        let threads = self.threads;
         self.queue_with_memory(stream, move |mem| {
             let chunk = queued.len().div_ceil(threads.max(1)).max(1);
             let faults: Vec<String> = std::thread::scope(|scope| {
                 let parts: Vec<_> = queued
                     .chunks(chunk)
                     .map(|part| {
-                        let late = &late2;
                         scope.spawn(move || {
                             for q in part {
-                                match decode::run(mem, q) {
-                                    Ok(None) => {}
-                                    Ok(Some(e)) => late.set(q.index, e),
-                                    Err(fault) => return Some(fault),
+                                // SAFETY: the caller keeps each job's bytes readable and
+                                // unchanged until an event after this decode completes
+                                // (`submit_decode`'s contract): the decode runs before it.
+                                if let Err(fault) = unsafe { decode::run(mem, q) } {
+                                    return Some(fault);
                                 }
                             }
                             None
@@ -524,41 +538,7 @@ impl GpuDevice for EmuDevice {
                 None => Ok(()),
             }
         })?;
-        // Freed after the decodes (not inside them: freeing takes the memory map that
-        // queued work holds).
-        s.push(Box::new(move || {
-            drop(staging);
-            Ok(())
-        }));
-        let fence = self.record(stream, false)?;
-        Ok(DecodeTicket(Box::new(decode::Ticket {
-            fence: Some(fence),
-            results,
-            late,
-        })))
-    }
-
-    fn finish_decode(
-        &self,
-        ticket: DecodeTicket,
-    ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
-        let t = ticket
-            .0
-            .downcast::<decode::Ticket>()
-            .map_err(|_| Error::Cuda("a decode ticket of another device".into()))?;
-        if let Some(f) = &t.fence {
-            self.synchronize(f)?;
-        }
-        Ok(t.results
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| match (r, t.late.get(i)) {
-                (Ok(_), Some(why)) => {
-                    Err(NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(why)))
-                }
-                (r, _) => r,
-            })
-            .collect())
+        Ok(results)
     }
 
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {

@@ -50,6 +50,11 @@ pub(crate) struct EmuEvent {
 }
 
 impl EmuEvent {
+    /// Not complete (before it is recorded again; nobody else holds it).
+    pub(crate) fn reset(&self) {
+        *self.reached.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     fn set(&self) {
         *self.reached.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         self.cv.notify_all();
@@ -124,12 +129,16 @@ impl EmuStream {
     /// An event recorded now.
     pub(crate) fn record(&self) -> Arc<EmuEvent> {
         let ev = Arc::new(EmuEvent::default());
-        let e = ev.clone();
+        self.record_into(ev.clone());
+        ev
+    }
+
+    /// Records `ev` (not complete: reset by the caller) now.
+    pub(crate) fn record_into(&self, ev: Arc<EmuEvent>) {
         self.push(Box::new(move || {
-            e.set();
+            ev.set();
             Ok(())
         }));
-        ev
     }
 
     /// Stops the thread once its queue is empty (or at once when the device failed).

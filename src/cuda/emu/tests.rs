@@ -187,12 +187,12 @@ fn options_are_read_from_the_environment_variables() {
 }
 
 /// The emulated decoder has nvJPEG's shape: routing and the ROI plan at submission (the
-/// header passed in, not read again), the bytes copied before `submit_decode` returns,
-/// failures that show only when the work ran reported at the fence as CPU fallbacks, a lost
-/// device an error for the whole call.
+/// header passed in, not read again), what it refuses said when the call returns, chroma
+/// repeated over each block as the JPEG engines write it, a lost device an error for the
+/// whole call.
 #[test]
-fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
-    use crate::decode::{decode_window, ColorMode, DecodeOptions, JpegHeader, Limits};
+fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
+    use crate::decode::{decode_window, ColorMode, DecodeOptions, JpegHeader, Limits, Upsampling};
     use crate::nvjpeg::{DeviceOutput, FallbackReason, NvjpegError, Roi};
     use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
 
@@ -216,14 +216,14 @@ fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
         pitch: plan.width * 3,
         len,
     };
-    let mut bytes = good.clone();
+    let bytes = good.clone();
     let later = DecodeJob {
         bytes: &good,
         header: &hg,
         roi,
         out: output(3, room),
     };
-    let ticket = {
+    let r = {
         let jobs = [
             DecodeJob {
                 bytes: &bytes,
@@ -245,12 +245,12 @@ fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
             },
             later,
         ];
-        // SAFETY: every output is a live allocation of `room` bytes, unused until finished.
+        // SAFETY: every output is a live allocation of `room` bytes, and every job's bytes
+        // stay as they are, until the event waited for below.
         unsafe { d.submit_decode(streams::DECODE, &jobs).unwrap() }
     };
-    // The bytes were copied: the caller's may change at once.
-    bytes.iter_mut().for_each(|b| *b = 0);
-    let r = d.finish_decode(ticket).unwrap();
+    d.synchronize(&d.record(streams::DECODE, false).unwrap())
+        .unwrap();
     let info = r[0].as_ref().unwrap();
     assert_eq!(
         (info.width, info.height, info.window),
@@ -270,10 +270,12 @@ fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
         r[2]
     );
     assert!(r[3].is_ok());
-    // The region asked for, inside the padded output, is the CPU decoder's.
+    // The region asked for, inside the padded output, is the CPU decoder's with chroma
+    // repeated (the engines' way).
     let opts = DecodeOptions {
         color: ColorMode::Rgb,
         apply_exif: false,
+        upsampling: Upsampling::Nearest,
         ..DecodeOptions::default()
     };
     let (wy, wx) = (plan.window.y, plan.window.x);
@@ -285,11 +287,10 @@ fn decodes_are_submitted_then_finished_as_nvjpeg_does() {
         assert_eq!(&px[at..at + 60], &want[y * 60..(y + 1) * 60], "row {y}");
     }
 
-    // A failure found only when the work ran: reported at the fence, for the CPU to redo.
+    // A refusal: said at once, for the CPU to decode.
     d.fail_decodes(1);
     // SAFETY: as above.
-    let ticket = unsafe { d.submit_decode(streams::DECODE, &[later]).unwrap() };
-    let r = d.finish_decode(ticket).unwrap();
+    let r = unsafe { d.submit_decode(streams::DECODE, &[later]).unwrap() };
     assert!(
         matches!(
             &r[0],

@@ -31,8 +31,12 @@ pub(crate) struct Coefficients {
 
 impl Coefficients {
     /// The pixels of the request: interleaved, `components` channels as the frame has (1
-    /// or 3), and the channel count.
-    pub(crate) fn decode(mut self, components: usize) -> Result<(Vec<u8>, usize), DecodeError> {
+    /// or 3), and the channel count; chroma upsampled the fancy way or by repetition.
+    pub(crate) fn decode(
+        mut self,
+        components: usize,
+        fancy_upsampling: bool,
+    ) -> Result<(Vec<u8>, usize), DecodeError> {
         let req = turbo::Request {
             width: self.width,
             height: self.height,
@@ -40,6 +44,7 @@ impl Coefficients {
             region: self.region,
             scale_denom: 1,
             block_smoothing: true,
+            fancy_upsampling,
         };
         let header = std::mem::take(&mut self.header);
         let out = turbo::decode_from_source(&header, &req, &mut self);

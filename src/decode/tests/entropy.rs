@@ -83,6 +83,7 @@ fn libjpeg_decode(jpg: &[u8], region: Option<turbo::Rect>) -> (Vec<u8>, usize) {
         region,
         scale_denom: 1,
         block_smoothing: true,
+        fancy_upsampling: true,
     };
     let (px, _, _, c) = turbo::decode(&jpg[hd.soi..], &req).unwrap();
     (px, c)
@@ -114,14 +115,14 @@ fn progressive_coefficients_match_libjpeg() {
             (hd.width(), hd.height(), None)
         );
         let (want, c) = libjpeg_decode(jpg, None);
-        let (got, _) = t.decode(hd.components()).unwrap();
+        let (got, _) = t.decode(hd.components(), true).unwrap();
         assert!(got == want, "{name}: whole image differs");
         let (h, w) = (hd.height(), hd.width());
         for win in windows_sampled(h, w, 37) {
             let (top, left, wh, ww) = win;
             let t = progressive::coefficients(jpg, &hd, Some(win))
                 .unwrap_or_else(|| panic!("{name}: window {win:?} not decoded by us"));
-            let (got, _) = t.decode(hd.components()).unwrap();
+            let (got, _) = t.decode(hd.components(), true).unwrap();
             for y in 0..wh {
                 let s = ((top + y) * w + left) * c;
                 let a = &got[y * ww * c..(y + 1) * ww * c];
@@ -161,7 +162,7 @@ fn progressive_coefficients_without_pdep_match_libjpeg() {
             continue;
         };
         let (want, _) = libjpeg_decode(jpg, None);
-        let (got, _) = t.decode(hd.components()).unwrap();
+        let (got, _) = t.decode(hd.components(), true).unwrap();
         assert!(got == want, "{name}: whole image differs");
         checked += 1;
     }
@@ -286,8 +287,9 @@ fn progressive_coefficients_refuse_what_they_cannot_match() {
             region: None,
             scale_denom: 1,
             block_smoothing: true,
+            fancy_upsampling: true,
         };
-        let (Ok(want), Ok(got)) = (turbo::decode(&b, &req), t.decode(hd.components())) else {
+        let (Ok(want), Ok(got)) = (turbo::decode(&b, &req), t.decode(hd.components(), true)) else {
             continue;
         };
         assert!(
@@ -393,6 +395,7 @@ fn scaled_request(hd: &JpegHeader, region: Option<turbo::Rect>, scale: u8) -> tu
         region,
         scale_denom: scale,
         block_smoothing: true,
+        fancy_upsampling: true,
     }
 }
 

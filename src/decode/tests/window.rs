@@ -30,6 +30,11 @@ fn window_decode_is_bit_exact_all_subsamplings() {
                     color: ColorMode::Gray,
                     ..rgb_opts()
                 },
+                // Chroma repeated, as the emulated JPEG engines decode.
+                DecodeOptions {
+                    upsampling: crate::decode::Upsampling::Nearest,
+                    ..rgb_opts()
+                },
             ] {
                 let full = decode(&jpg, &opts).unwrap();
                 for win in windows_for(h, w) {
@@ -212,6 +217,7 @@ fn decode_eighth_every_scan(jpg: &[u8]) -> (Vec<u8>, usize) {
         region: None,
         scale_denom: 8,
         block_smoothing: true,
+        fancy_upsampling: true,
     };
     let (px, _, _, c) = turbo::decode(&jpg[hd.soi..], &req).unwrap();
     (px, c)

@@ -101,11 +101,13 @@ fn gpu_fused_chain_matches_cpu() {
                         (0.75, 4.0 / 3.0),
                         &mut rng,
                     );
+                    // A gray image is normalized by one mean and std (the first channel's).
                     let (m, inv) = (per_channel(&norm.mean, c), per_channel(&norm.inv_std, c));
+                    let (m, inv) = (&m[..c], &inv[..c]);
                     let mut mm = [0f32; 4];
                     let mut ii = [0f32; 4];
-                    mm[..c].copy_from_slice(&m);
-                    ii[..c].copy_from_slice(&inv);
+                    mm[..c].copy_from_slice(m);
+                    ii[..c].copy_from_slice(inv);
                     FusedSample {
                         orientation: 1,
                         window,

@@ -40,7 +40,7 @@ use super::context::{Fence, GpuContext};
 use super::decoupled::Decoupled;
 use super::hardware::{Hardware, HwImage, HwSlot};
 use super::ring::StagingRing;
-use super::roi::{plan_roi, RoiPlan};
+use super::roi::{needs_margin, plan_roi, RoiPlan};
 use super::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
 use crate::decode::{JpegHeader, Limits};
 
@@ -119,6 +119,14 @@ impl Submitted {
     /// The fence of the batch's GPU work, for ordering other work after it.
     pub fn fence(&self) -> Option<&Arc<dyn Fence>> {
         self.fence.as_ref()
+    }
+
+    /// Per image, what was queued or why not, without waiting for the work: for a caller
+    /// that orders its own work after the batch on the stream (the decoder keeps what the
+    /// work reads until its fence). A failure of the queued work is then a fault of the
+    /// context, which later calls report.
+    pub fn into_results(self) -> Vec<Result<DecodedInfo, NvjpegError>> {
+        self.results
     }
 }
 
@@ -271,7 +279,7 @@ impl BatchDecoder {
     /// (`width` × `height` interleaved RGB) and the window of it that is the region asked
     /// for (see [`plan_roi`]).
     pub fn plan(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        plan_roi(header, roi, self.pad_roi)
+        plan_roi(header, roi, self.pad_roi || needs_margin(header))
     }
 
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`), for per-image checks.

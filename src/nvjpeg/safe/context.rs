@@ -9,7 +9,8 @@
 //! `Send`), so it binds its context itself, at creation and before every call.
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as drv, sys as cu, CudaContext, DriverError};
 
@@ -51,24 +52,222 @@ pub trait GpuContext: Send + Sync + std::fmt::Debug {
     unsafe fn free(&self, kind: MemoryKind, addr: u64, len: usize);
 }
 
+/// What a device allocated and created, counted where it happens: the figures behind
+/// `allocations after warm-up` (`--stats`), which a steady state keeps at zero.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Device allocations (`cuMemAlloc`).
+    pub device_allocs: AtomicU64,
+    /// Device frees (`cuMemFree`).
+    pub device_frees: AtomicU64,
+    /// Pinned host allocations (`cuMemHostAlloc`).
+    pub pinned_allocs: AtomicU64,
+    /// Pinned host frees.
+    pub pinned_frees: AtomicU64,
+    /// Events created (`cuEventCreate`); recording a pooled one creates none.
+    pub events_created: AtomicU64,
+}
+
+impl Counters {
+    /// The counts now: (device allocations, device frees, pinned allocations, events
+    /// created).
+    pub fn read(&self) -> CountersSnapshot {
+        CountersSnapshot {
+            device_allocs: self.device_allocs.load(Ordering::Relaxed),
+            device_frees: self.device_frees.load(Ordering::Relaxed),
+            pinned_allocs: self.pinned_allocs.load(Ordering::Relaxed),
+            pinned_frees: self.pinned_frees.load(Ordering::Relaxed),
+            events_created: self.events_created.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A copy of [`Counters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CountersSnapshot {
+    /// Device allocations.
+    pub device_allocs: u64,
+    /// Device frees.
+    pub device_frees: u64,
+    /// Pinned host allocations.
+    pub pinned_allocs: u64,
+    /// Pinned host frees.
+    pub pinned_frees: u64,
+    /// Events created.
+    pub events_created: u64,
+}
+
+impl CountersSnapshot {
+    /// Allocations, frees and event creations of every kind, summed.
+    pub fn total(&self) -> u64 {
+        self.device_allocs
+            + self.device_frees
+            + self.pinned_allocs
+            + self.pinned_frees
+            + self.events_created
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &CountersSnapshot) -> CountersSnapshot {
+        CountersSnapshot {
+            device_allocs: self.device_allocs - earlier.device_allocs,
+            device_frees: self.device_frees - earlier.device_frees,
+            pinned_allocs: self.pinned_allocs - earlier.pinned_allocs,
+            pinned_frees: self.pinned_frees - earlier.pinned_frees,
+            events_created: self.events_created - earlier.events_created,
+        }
+    }
+}
+
+/// Events created once and recorded again and again: an event goes back to the pool when
+/// its last [`PooledEvent`] handle drops, so recording one in steady state creates nothing
+/// (`cuEventCreate` takes a lock the training loop's launches wait for). Every event has
+/// `CU_EVENT_BLOCKING_SYNC` (a host waiting on one sleeps instead of spinning on a core the
+/// workers need) and keeps timing.
+#[derive(Debug)]
+pub struct EventPool {
+    ctx: Arc<CudaContext>,
+    free: Mutex<Vec<usize>>,
+    counters: Arc<Counters>,
+}
+
+impl EventPool {
+    /// An empty pool of `ctx`'s events, counting creations in `counters`.
+    pub fn new(ctx: Arc<CudaContext>, counters: Arc<Counters>) -> Arc<EventPool> {
+        Arc::new(EventPool {
+            ctx,
+            free: Mutex::new(Vec::new()),
+            counters,
+        })
+    }
+
+    /// An event recorded on `stream` (after the work queued there so far); the context is
+    /// current.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the pool's context, or null.
+    pub unsafe fn record(
+        self: &Arc<Self>,
+        stream: cu::CUstream,
+    ) -> Result<PooledEvent, DriverError> {
+        let reused = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let raw = match reused {
+            Some(raw) => raw as cu::CUevent,
+            None => {
+                self.ctx.bind_to_thread()?;
+                self.counters.events_created.fetch_add(1, Ordering::Relaxed);
+                drv::event::create(cu::CUevent_flags::CU_EVENT_BLOCKING_SYNC)?
+            }
+        };
+        let event = PooledEvent {
+            raw: raw as usize,
+            pool: self.clone(),
+        };
+        // SAFETY: `raw` is an event of this context that no other handle holds (it was free
+        // or new); `stream` per the contract. Recording again is allowed whatever waited on
+        // its earlier recording: a wait captures the state at the time it is queued.
+        unsafe { drv::event::record(raw, stream) }?;
+        Ok(event)
+    }
+}
+
+impl Drop for EventPool {
+    fn drop(&mut self) {
+        for raw in self
+            .free
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            // SAFETY: a free event is held by no handle and waited on by nothing queued
+            // after the pool is dropped (its owner synchronised the context first).
+            unsafe {
+                let _ = drv::event::destroy(raw as cu::CUevent);
+            }
+        }
+    }
+}
+
+/// An event of an [`EventPool`], back to the pool when dropped.
+#[derive(Debug)]
+pub struct PooledEvent {
+    raw: usize,
+    pool: Arc<EventPool>,
+}
+
+impl PooledEvent {
+    /// The raw `CUevent`.
+    pub fn raw(&self) -> cu::CUevent {
+        self.raw as cu::CUevent
+    }
+
+    /// Blocks (sleeping) until the event's work has run.
+    pub fn synchronize(&self) -> Result<(), DriverError> {
+        // SAFETY: the event is live while this handle is.
+        unsafe { drv::event::synchronize(self.raw()) }
+    }
+
+    /// Whether the event's work has run, without waiting.
+    pub fn is_complete(&self) -> Result<bool, DriverError> {
+        // SAFETY: as above.
+        match unsafe { drv::event::query(self.raw()) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == cu::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Milliseconds of device time from `start` to this event (both complete).
+    pub fn elapsed_ms_since(&self, start: &PooledEvent) -> Result<f32, DriverError> {
+        // SAFETY: both events are live while their handles are.
+        unsafe { drv::event::elapsed(start.raw(), self.raw()) }
+    }
+}
+
+impl Drop for PooledEvent {
+    fn drop(&mut self) {
+        self.pool
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.raw);
+    }
+}
+
 /// The real context: a cudarc `CudaContext` (the device's primary context, shared with
-/// `crate::cuda::Device` and with frameworks in the same process).
+/// frameworks in the same process), with its event pool and allocation counters.
 #[derive(Debug, Clone)]
 pub struct CudaGpuContext {
     ctx: Arc<CudaContext>,
+    events: Arc<EventPool>,
+    counters: Arc<Counters>,
 }
 
 impl CudaGpuContext {
     /// The primary context of device `ordinal`.
     pub fn new(ordinal: usize) -> Result<CudaGpuContext, NvjpegError> {
         CudaContext::new(ordinal)
-            .map(Self::from_context)
+            .map(|c| Self::from_context(c, Arc::default()))
             .map_err(|e| driver_error(&format!("context of device {ordinal}"), e))
     }
 
-    /// An existing context (e.g. `crate::cuda::Device::context`).
-    pub fn from_context(ctx: Arc<CudaContext>) -> CudaGpuContext {
-        CudaGpuContext { ctx }
+    /// Wraps an existing context, counting in `counters`.
+    pub fn from_context(ctx: Arc<CudaContext>, counters: Arc<Counters>) -> CudaGpuContext {
+        CudaGpuContext {
+            events: EventPool::new(ctx.clone(), counters.clone()),
+            ctx,
+            counters,
+        }
+    }
+
+    /// The context's event pool.
+    pub fn events(&self) -> &Arc<EventPool> {
+        &self.events
+    }
+
+    /// The allocation and event counters.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
     }
 }
 
@@ -76,11 +275,9 @@ fn driver_error(what: &str, e: DriverError) -> NvjpegError {
     NvjpegError::cuda(what, e.0 as u32)
 }
 
-/// A CUDA event recorded on a stream, created with `CU_EVENT_BLOCKING_SYNC` so that a
-/// waiting thread sleeps.
 #[derive(Debug)]
 struct CudaFence {
-    event: cudarc::driver::CudaEvent,
+    event: PooledEvent,
 }
 
 impl Fence for CudaFence {
@@ -92,7 +289,7 @@ impl Fence for CudaFence {
 
     fn is_done(&self) -> Result<bool, NvjpegError> {
         self.event
-            .try_is_complete()
+            .is_complete()
             .map_err(|e| driver_error("querying nvJPEG work", e))
     }
 }
@@ -105,14 +302,9 @@ impl GpuContext for CudaGpuContext {
     }
 
     fn record(&self, stream: *mut c_void) -> Result<Arc<dyn Fence>, NvjpegError> {
-        let event = self
-            .ctx
-            .new_event(Some(cu::CUevent_flags::CU_EVENT_BLOCKING_SYNC))
-            .map_err(|e| driver_error("creating an event", e))?;
-        // SAFETY: the event was just created in this context; `stream` is a stream of this
-        // context or null (the caller's contract with the decoder), on which recording an
-        // event only marks a point in its queue.
-        unsafe { drv::event::record(event.cu_event(), stream as cu::CUstream) }
+        // SAFETY: `stream` is a stream of this context or null (the caller's contract with
+        // the decoder); the context is current (this trait's contract).
+        let event = unsafe { self.events.record(stream as cu::CUstream) }
             .map_err(|e| driver_error("recording an event", e))?;
         Ok(Arc::new(CudaFence { event }))
     }
@@ -121,14 +313,20 @@ impl GpuContext for CudaGpuContext {
         // nvJPEG may call its allocators from a thread of its own: make ours current there.
         self.bind()?;
         match kind {
-            // SAFETY: the context is current (the trait's contract); the memory is
-            // uninitialised, which is what nvJPEG and the staging ring expect.
-            MemoryKind::Device => unsafe { drv::malloc_sync(len) }
-                .map_err(|e| driver_error(&format!("allocating {len} device bytes"), e)),
-            // SAFETY: as above; flags 0 = page-locked, usable by this context's copies.
-            MemoryKind::Pinned => unsafe { drv::malloc_host(len, 0) }
-                .map(|p| p as u64)
-                .map_err(|e| driver_error(&format!("allocating {len} pinned bytes"), e)),
+            MemoryKind::Device => {
+                self.counters.device_allocs.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: the context is current (the trait's contract); the memory is
+                // uninitialised, which is what nvJPEG expects.
+                unsafe { drv::malloc_sync(len) }
+                    .map_err(|e| driver_error(&format!("allocating {len} device bytes"), e))
+            }
+            MemoryKind::Pinned => {
+                self.counters.pinned_allocs.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: as above; flags 0 = page-locked, usable by this context's copies.
+                unsafe { drv::malloc_host(len, 0) }
+                    .map(|p| p as u64)
+                    .map_err(|e| driver_error(&format!("allocating {len} pinned bytes"), e))
+            }
         }
     }
 
@@ -137,6 +335,11 @@ impl GpuContext for CudaGpuContext {
             tracing::warn!("freeing {kind:?} memory for nvJPEG: {e}; leaked");
             return;
         }
+        let counter = match kind {
+            MemoryKind::Device => &self.counters.device_frees,
+            MemoryKind::Pinned => &self.counters.pinned_frees,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         // SAFETY: per the trait's contract the address came from `alloc` of this kind and
         // nothing uses it any more.
         let r = unsafe {

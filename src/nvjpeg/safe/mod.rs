@@ -24,8 +24,11 @@ pub use batch::{
     output_size, BackendPreference, BatchDecoder, DecoderConfig, EncodedImage, Submitted,
     GPU_HYBRID_MIN_PIXELS,
 };
-pub use context::{CudaGpuContext, Fence, GpuContext, MemoryKind};
-pub use roi::{plan_roi, RoiPlan};
+pub use context::{
+    Counters, CountersSnapshot, CudaGpuContext, EventPool, Fence, GpuContext, MemoryKind,
+    PooledEvent,
+};
+pub use roi::{needs_margin, plan_roi, RoiPlan};
 
 use std::sync::Arc;
 
@@ -72,19 +75,19 @@ pub const DEVICE_PADDING: usize = 1 << 20;
 
 impl Handle {
     /// Creates a handle for `backend` (`sys::NVJPEG_BACKEND_*`) allocating from `memory` (the
-    /// context current: the caller binds it), with the paddings above. Asks for chroma
-    /// upsampling by interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, what
-    /// libjpeg's and the CPU path's "fancy" upsampling do) and retries without it if the
-    /// backend refuses.
+    /// context current: the caller binds it), with the paddings above. Chroma is upsampled
+    /// by repetition, nvJPEG's default: asking it to interpolate
+    /// (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`) triples its host time per image on the
+    /// JPEG engines (53 → 177 µs on an H100, `docs/performance.md`), so the GPU stage
+    /// rebuilds libjpeg's interpolation itself (`kernels/chroma.cu`).
     pub fn new(
         lib: Arc<Nvjpeg>,
         backend: sys::nvjpegBackend_t,
         memory: Arc<Allocators>,
     ) -> Result<Arc<Self>, NvjpegError> {
-        let interp = sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
         let mut allocators = Box::new((memory.device_v2(), memory.pinned_v2()));
         let mut last = None;
-        for flags in [interp, sys::NVJPEG_FLAGS_DEFAULT] {
+        for flags in [sys::NVJPEG_FLAGS_DEFAULT] {
             let (dev, pinned) = &mut *allocators;
             // SAFETY: the allocators point at `memory`, which the handle keeps alive until
             // after `nvjpegDestroy`; they are thread safe. The caller made the context current.

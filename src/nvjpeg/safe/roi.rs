@@ -1,6 +1,11 @@
 //! Which region nvJPEG decodes for a region of interest, and where the region asked for lies
 //! in what it writes.
 //!
+//! A JPEG whose chroma is subsampled is decoded an MCU wider on every side too
+//! ([`needs_margin`]): the GPU stage rebuilds libjpeg's interpolated chroma from the
+//! decoded pixels (`kernels/chroma.cu`), and a pixel's interpolated chroma reads the
+//! neighbouring chroma blocks.
+//!
 //! nvJPEG before 13.3 decodes the border of a region of interest wrongly when chroma is
 //! upsampled by interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, which we ask
 //! for to match the CPU path; fixed in 13.3, and the GPU machines' CUDA 13.0 has 13.0). With
@@ -23,6 +28,14 @@ pub struct RoiPlan {
     pub height: usize,
     /// The region asked for, inside what is written.
     pub window: Roi,
+}
+
+/// Whether a region of `header`'s image must be decoded with a margin: its chroma is
+/// subsampled, and the interpolation the GPU stage rebuilds reads the neighbouring chroma
+/// blocks.
+pub fn needs_margin(header: &JpegHeader) -> bool {
+    let c = &header.frame.components;
+    c.len() > 1 && c.iter().any(|k| (k.h, k.v) != (c[0].h, c[0].v))
 }
 
 /// The plan for decoding `roi` (stored-image coordinates; `None`: the whole image) of the

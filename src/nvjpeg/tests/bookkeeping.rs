@@ -450,7 +450,7 @@ fn the_caller_s_header_decides_the_route() {
 }
 
 #[test]
-fn rois_are_padded_by_an_mcu_before_13_3() {
+fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     // A 4:2:0 image: 16x16 MCUs.
     let bytes = jpeg(100, 120, false);
     let h = header(&bytes);
@@ -561,12 +561,14 @@ fn rois_are_padded_by_an_mcu_before_13_3() {
     )
     .is_err());
 
-    // The decoder pads on 13.0 (the fake's version) and not on 13.3, and nvJPEG gets the
-    // padded region.
+    // Without interpolated upsampling the ROI boundary bug of 13.0 (the fake's version)
+    // does not apply; a subsampled image's region still gets the margin the chroma
+    // rebuild needs, and nvJPEG gets the padded region.
     let log = Arc::new(Log::default());
     let gpu = FakeGpu::new(1, &log);
     let mut dec = decoder(&log, &gpu, true, small_config());
-    assert!(dec.pads_roi());
+    assert!(!dec.pads_roi());
+    assert_eq!(dec.plan(&h, Some(roi)).unwrap(), padded);
     let headers = vec![h.clone()];
     let bytes = vec![bytes];
     let mut outs = outputs(&dec, &headers, &[Some(roi)]);
@@ -588,6 +590,7 @@ fn rois_are_padded_by_an_mcu_before_13_3() {
     )
     .unwrap();
     assert!(!fixed.pads_roi());
+    assert_eq!(fixed.plan(&h, Some(roi)).unwrap(), padded);
 }
 
 #[test]

@@ -116,6 +116,7 @@ impl Decode {
                 },
                 sequential_decoder: entropy("sequential_decoder"),
                 progressive_decoder: entropy("progressive_decoder"),
+                upsampling: crate::decode::Upsampling::Fancy,
             },
         }
     }

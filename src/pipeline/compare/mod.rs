@@ -4,14 +4,18 @@
 //!
 //! # Tolerance
 //!
-//! Two devices that decode alike (the CPU path, and the emulated GPU device, which decodes
-//! on the CPU) must agree to rounding: decoded images within ±1 per u8 value, u8 outputs
-//! within ±1, float outputs within 1e-3 (after normalize), labels equal. When exactly one of
-//! them decodes with nvJPEG (a real GPU: its IDCT and colour conversion are not the CPU's),
-//! each sample's decoded image must be within 40 dB PSNR of the other's, and so must each
-//! sample's image outputs (the peak being 255 for u8 and the first device's range of values
-//! for floats); labels still equal. Always: the same samples in the same order, the same
-//! samples skipped, and the same random parameters for every sample.
+//! Two devices that decode alike must agree to rounding: decoded images within ±1 per u8
+//! value, u8 outputs within ±1, float outputs within 1e-3 (after normalize), labels equal.
+//! The CPU path and the emulated GPU device do not quite decode alike: the emulation decodes
+//! as the JPEG engines do (chroma repeated over each block) and the GPU stage rebuilds
+//! libjpeg's interpolated chroma, exactly except in blocks where every pixel has a channel
+//! clamped to 0 or 255; there each sample's decoded image and image outputs must be within
+//! 48 dB PSNR of the other's (the worst seen: 61 dB on imagenet-400, 50 dB on the built-in
+//! sample set's saturated synthetic images). When exactly one of them
+//! decodes with nvJPEG (a real GPU: its IDCT is not the CPU's), 40 dB (the peak being 255
+//! for u8 and the first device's range of values for floats); labels still equal. Always:
+//! the same samples in the same order, the same samples skipped, and the same random
+//! parameters for every sample.
 //!
 //! ```
 //! use stokehold::pipeline::compare::{compare, CompareOptions};
@@ -54,6 +58,9 @@ pub struct Tolerance {
     pub float_max_abs: f64,
     /// Smallest per-sample PSNR (dB) when one device decodes with nvJPEG.
     pub min_psnr: f64,
+    /// Smallest per-sample PSNR (dB) between the CPU path and the emulated device (chroma
+    /// rebuilt from repeated samples).
+    pub rebuilt_min_psnr: f64,
 }
 
 impl Default for Tolerance {
@@ -62,8 +69,21 @@ impl Default for Tolerance {
             u8_max_abs: 1.0,
             float_max_abs: 1e-3,
             min_psnr: 40.0,
+            rebuilt_min_psnr: 48.0,
         }
     }
+}
+
+/// How a device decodes JPEGs, for the tolerance (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoder {
+    /// libjpeg-turbo on the CPU (the reference).
+    Cpu,
+    /// libjpeg-turbo as the JPEG engines decode (chroma repeated), the interpolation
+    /// rebuilt by the GPU stage: the emulated device.
+    Rebuilt,
+    /// nvJPEG on a real GPU.
+    Nvjpeg,
 }
 
 /// What to compare.
@@ -112,8 +132,8 @@ pub struct Comparison {
     pub skipped: [BTreeSet<PathBuf>; 2],
     /// One device delivered more batches than the other.
     pub batch_count_differs: bool,
-    /// Whether the two devices decode alike (neither, or both, use nvJPEG).
-    pub same_decoder: bool,
+    /// How each device decodes.
+    pub decoders: [Decoder; 2],
     /// The tolerance applied.
     pub tolerance: Tolerance,
 }
@@ -121,9 +141,13 @@ pub struct Comparison {
 impl Comparison {
     /// An empty comparison of `devices` for outputs `names`.
     pub fn new(devices: [DeviceReport; 2], names: &[String], tolerance: Tolerance) -> Comparison {
-        let nvjpeg = |d: &DeviceReport| d.device == "gpu";
+        let decoder = |d: &DeviceReport| match d.device {
+            "gpu" => Decoder::Nvjpeg,
+            "emu" => Decoder::Rebuilt,
+            _ => Decoder::Cpu,
+        };
         Comparison {
-            same_decoder: nvjpeg(&devices[0]) == nvjpeg(&devices[1]),
+            decoders: [decoder(&devices[0]), decoder(&devices[1])],
             devices,
             batches: 0,
             samples: 0,
@@ -177,9 +201,18 @@ impl Comparison {
         let shapes = d.shape_mismatches == 0;
         match d.dtype {
             None => ("equal".into(), shapes && d.max_abs == 0.0),
-            Some(_) if !self.same_decoder => (
-                format!("PSNR >= {} dB", t.min_psnr),
-                shapes && d.min_psnr() >= t.min_psnr,
+            Some(_)
+                if self.decoders.contains(&Decoder::Nvjpeg)
+                    && self.decoders[0] != self.decoders[1] =>
+            {
+                (
+                    format!("PSNR >= {} dB", t.min_psnr),
+                    shapes && d.min_psnr() >= t.min_psnr,
+                )
+            }
+            Some(_) if self.decoders[0] != self.decoders[1] => (
+                format!("PSNR >= {} dB", t.rebuilt_min_psnr),
+                shapes && d.min_psnr() >= t.rebuilt_min_psnr,
             ),
             Some(DType::U8) => (
                 format!("max abs <= {}", t.u8_max_abs),

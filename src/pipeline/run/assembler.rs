@@ -236,14 +236,16 @@ impl Assembler {
                 if pos >= self.links.real_per_epoch {
                     self.rank_padding += 1;
                 }
-                if self.samples.len() == batch_size {
-                    // The GPU path decodes the batch now; a sample whose decode failed leaves
-                    // room for the next ones.
-                    match self.resolve_device() {
-                        Err(e) => return self.fail(e),
-                        Ok(false) => return false,
-                        Ok(true) if self.samples.len() < batch_size => return true,
-                        Ok(true) => {}
+                // The GPU path submits the device's samples as they come, the rest once the
+                // batch is complete; a sample that can't be decoded leaves room for the
+                // next ones.
+                let complete = self.samples.len() == batch_size;
+                if let Err(e) = self.settle_device(complete) {
+                    return self.fail(e);
+                }
+                if complete {
+                    if self.samples.len() < batch_size {
+                        return true;
                     }
                     let resume = Position {
                         seed,
@@ -351,18 +353,19 @@ impl Assembler {
         Ok(())
     }
 
-    /// On the GPU path, decodes the samples of the batch being filled that are not decoded
-    /// yet. A sample whose decode failed (on the device, then on the CPU) is taken out of
-    /// the batch and reported like any bad sample. False when the run must stop (the error
-    /// is sent).
-    fn resolve_device(&mut self) -> Result<bool, Error> {
+    /// On the GPU path, submits the device's samples of the batch being filled: those
+    /// pending when `all` (the batch is complete, or its epoch ended), else once enough
+    /// have come. A sample that can't be decoded (the device refused it, then the CPU failed
+    /// on it) is taken out of the batch and reported like any bad sample; `Err` stops the
+    /// run.
+    fn settle_device(&mut self, all: bool) -> Result<(), Error> {
         let Some(gpu) = self.links.gpu.clone() else {
-            return Ok(true);
+            return Ok(());
         };
         let mut failed = Vec::new();
         for f in &mut self.filling {
             if let Filling::Device(d) = f {
-                failed = gpu.resolve(d)?;
+                failed = if all { gpu.resolve(d)? } else { gpu.offer(d)? };
             }
         }
         let on_error = self.links.graph.spec.settings.on_error;
@@ -394,7 +397,7 @@ impl Assembler {
         if self.samples.is_empty() {
             self.filling.clear();
         }
-        Ok(true)
+        Ok(())
     }
 
     fn end_epoch(&mut self, epoch: u64) -> bool {
@@ -409,10 +412,12 @@ impl Assembler {
             batch: 0,
         };
         let mut ok = true;
-        match self.resolve_device() {
-            Err(e) => return self.fail(e),
-            Ok(false) => return false,
-            Ok(true) => {}
+        if let Err(e) = self.settle_device(true) {
+            return self.fail(e);
+        }
+        if let Some(gpu) = &self.links.gpu {
+            // Whatever the first epoch needed is allocated now.
+            gpu.warmed_up();
         }
         if !self.samples.is_empty() {
             match self.links.graph.reader.last_batch {

@@ -1,13 +1,17 @@
-//! The GPU stage's first half, the decode: the samples of a batch being filled
-//! ([`DeviceFill`]) decoded by the device's JPEG decoder in one submission on the decode
-//! stream (nvJPEG's submit, then finish at the batch's fence), and those decoded on the CPU
-//! uploaded behind them; images the device failed on, at once or only at the fence, are
-//! decoded again on the CPU from the header read for the sample. `gpu_stage` then launches
-//! the kernels over the batch.
+//! The GPU stage's first half, the decode: the samples of the batch being filled
+//! ([`DeviceFill`]) that the device's JPEG decoder takes are submitted in sub-batches as they
+//! arrive ([`GpuStage::offer`]: every `engine_chunk` samples, then the rest when the batch
+//! is complete, [`GpuStage::resolve`]), each into a decode area of its own, and the host
+//! goes on at once: the kernels wait for the decodes on the device (`gpu_stage`). A refusal
+//! is known when the call returns, so an image the decoder refuses is decoded on the CPU
+//! then and there (from the header read for the sample), and one that fails there too is
+//! taken out of the batch before the batch is complete, as on the CPU path.
 //!
-//! The device decodes the region its plan names (`GpuDevice::plan_decode`: nvJPEG before
-//! 13.3 pads ROIs by an MCU); the sample's descriptor window, set when it was prepared, is
-//! the crop's place inside that.
+//! The device decodes the region its plan names (`GpuDevice::plan_decode`: an MCU wider on
+//! every side for subsampled chroma, whose interpolation `gpu_stage` rebuilds); the sample's
+//! descriptor window, set when it was prepared, is the crop's place inside that.
+
+use std::sync::Arc;
 
 use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{streams, DecodeJob};
@@ -16,210 +20,185 @@ use crate::error::{Error, SampleErrorKind};
 use crate::nvjpeg::DeviceOutput;
 
 use super::gpu_plan::{Prepared, Source};
-use super::gpu_stage::{Decoded, DeviceFill, Entry, GpuStage, ALIGN};
+use super::gpu_stage::{Decoded, DeviceFill, Entry, GpuStage, Rebuild, ALIGN};
 
 impl GpuStage {
-    /// Decodes the samples of `fill` not decoded yet: one decode call for those the device
-    /// decodes, uploads for those decoded on the CPU, then (host) waits for it. Images the
-    /// device failed on are decoded again on the CPU; those that fail there too are
-    /// returned, by their place in the fill, with the CPU's error (the caller removes them).
+    /// Takes note of the fill's newest sample and submits the device's pending samples once
+    /// there are `engine_chunk` of them. Returns the samples that can't be decoded at all
+    /// (refused by the device, then failed on the CPU), by their place in the fill, with the
+    /// CPU's error: the caller removes them.
+    pub(crate) fn offer(
+        &self,
+        fill: &mut DeviceFill,
+    ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
+        note_newest(fill);
+        if fill.pending.len() < self.engine_chunk {
+            return Ok(Vec::new());
+        }
+        self.submit_pending(fill)
+    }
+
+    /// Takes note of the fill's newest sample and submits every pending one (the batch is
+    /// complete, or its epoch ended). Returns the samples that can't be decoded, as
+    /// [`GpuStage::offer`] does.
     pub(crate) fn resolve(
         &self,
         fill: &mut DeviceFill,
     ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
-        let mut failed = Vec::new();
-        // Two rounds at most: the second uploads what the device failed to decode.
-        for _ in 0..2 {
-            let redo = self.resolve_round(fill, &mut failed)?;
-            if !redo {
-                break;
-            }
-        }
-        failed.sort_by_key(|f| f.0);
-        Ok(failed)
+        note_newest(fill);
+        self.submit_pending(fill)
     }
 
-    /// One decode round; true when images the device failed on now wait for an upload.
-    ///
-    /// The device's decodes are submitted first (the device copies their bytes), then the
-    /// images decoded on the CPU are staged and uploaded behind them on the decode stream,
-    /// and the host waits at the decodes' fence (`finish_decode`) for their outcome; the
-    /// kernels wait for the uploads on the device.
-    fn resolve_round(
+    /// One decode submission of the pending samples into a decode area of their own;
+    /// refusals decoded on the CPU at once.
+    fn submit_pending(
         &self,
         fill: &mut DeviceFill,
-        failed: &mut Vec<(usize, SampleErrorKind)>,
-    ) -> Result<bool, Error> {
-        // Lay out the area: each pending image at an aligned offset; the staging of the
-        // images decoded on the CPU.
-        let mut area_len = 0usize;
-        let mut staged_len = 0usize;
-        let mut pending = Vec::new();
-        for (i, e) in fill.entries.iter().enumerate() {
-            let Entry::Sample {
-                prepared: Prepared::Chain { source, .. },
-                decoded: None,
-            } = e
-            else {
-                continue;
-            };
-            let (h, w, c, staged) = match source {
-                Source::Device { stored, .. } => (stored.0, stored.1, 3, 0),
-                Source::Host { image, .. } => {
-                    let n = image.pixels.len();
-                    (image.height, image.width, image.channels, n)
-                }
-            };
-            pending.push((i, area_len, staged_len, (h, w, c)));
-            area_len = (area_len + h * w * c).next_multiple_of(ALIGN);
-            staged_len = (staged_len + staged).next_multiple_of(ALIGN);
-        }
+    ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
+        let pending = std::mem::take(&mut fill.pending);
         if pending.is_empty() {
-            return Ok(false);
+            return Ok(Vec::new());
+        }
+        // Lay out the area: each image at an aligned offset.
+        let mut area_len = 0usize;
+        let mut at = Vec::with_capacity(pending.len());
+        for &i in &pending {
+            let Entry::Sample {
+                prepared:
+                    Prepared::Chain {
+                        source: Source::Device { stored, .. },
+                        ..
+                    },
+                ..
+            } = &fill.entries[i]
+            else {
+                return Err(Error::Cuda("a pending sample is not the device's".into()));
+            };
+            at.push(area_len);
+            area_len = (area_len + stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
         let (batch, n) = (self.batch, pending.len());
         let mut area = self.pool.take(area_len, streams::DECODE, &|| {
             format!("the decoded images of a batch of {batch} samples ({n} decoded at once)")
         })?;
         let start = self.dev.record(streams::DECODE, true)?;
-        // The device's decodes.
-        let mut jobs = Vec::new();
-        let mut job_of = Vec::new();
-        for &(i, at, _, (h, w, _)) in &pending {
+        let mut jobs = Vec::with_capacity(n);
+        for (&i, &offset) in pending.iter().zip(&at) {
             if let Entry::Sample {
                 prepared:
                     Prepared::Chain {
                         bytes,
-                        source: Source::Device { header, roi, .. },
+                        source:
+                            Source::Device {
+                                header,
+                                roi,
+                                stored,
+                                ..
+                            },
                         ..
                     },
                 ..
             } = &fill.entries[i]
             {
-                job_of.push(i);
                 jobs.push(DecodeJob {
                     bytes: bytes.as_slice(),
                     header,
                     roi: *roi,
                     out: DeviceOutput {
-                        ptr: area.ptr() + at as u64,
-                        pitch: w * 3,
-                        len: h * w * 3,
+                        ptr: area.ptr() + offset as u64,
+                        pitch: stored.1 * 3,
+                        len: stored.0 * stored.1 * 3,
                     },
                 });
             }
         }
-        let ticket = if jobs.is_empty() {
-            None
-        } else {
-            // SAFETY: each output lies in `area`, laid out for its plan (the device's own
-            // `plan_decode`, in `prepare`), which no other work uses until the kernels'
-            // release event; the ticket is finished below before anything reads them.
-            let t = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
-            // Whatever happens next, the area goes back to the pool only after the decodes
-            // writing into it.
-            area.used_until(self.dev.record(streams::DECODE, false)?);
-            Some(t)
-        };
+        // SAFETY: each output lies in `area`, laid out for its plan (the device's own
+        // `plan_decode`, in `prepare`), which nothing else uses until the kernels' release
+        // event (the area goes back to the pool with it); each job's bytes are kept by the
+        // fill's entries and then by `keep_until` below until the decodes' event.
+        let outcome = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
         drop(jobs);
-        // The images decoded on the CPU, behind the decodes on the same stream.
-        let end = if staged_len == 0 {
-            self.dev.record(streams::DECODE, true)?
-        } else {
-            let mut staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-            let mut lease = staging.lease(staged_len, streams::DECODE)?;
-            for &(i, at, st, (h, w, c)) in &pending {
-                if let Entry::Sample {
-                    prepared:
-                        Prepared::Chain {
-                            source: Source::Host { image, .. },
-                            ..
-                        },
-                    ..
-                } = &fill.entries[i]
-                {
-                    let px = image.pixels.as_bytes();
-                    lease.bytes()[st..st + px.len()].copy_from_slice(px);
-                    // SAFETY: the staged bytes stay in the lease until the event it is given
-                    // below; the destination is inside `area` (laid out for h × w × c
-                    // bytes), used by nothing else until the kernels' release event.
-                    unsafe {
-                        self.dev.copy_to_device(
-                            streams::DECODE,
-                            area.ptr() + at as u64,
-                            lease.ptr(st),
-                            h * w * c,
-                        )?
-                    };
-                }
-            }
-            let end = self.dev.record(streams::DECODE, true)?;
-            lease.done_at(end.clone());
-            end
-        };
-        // The host waits here, once per batch, for the decodes' outcome: some nvJPEG errors
-        // show only at the fence.
-        let outcome = match ticket {
-            Some(t) => self.dev.finish_decode(t)?,
-            None => Vec::new(),
-        };
-        self.timings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back((false, start, end.clone()));
-        let mut redo = false;
-        let mut device_ok = vec![true; fill.entries.len()];
-        for (&i, r) in job_of.iter().zip(outcome) {
-            let why = match r {
-                Ok(info) => match &fill.entries[i] {
-                    Entry::Sample {
-                        prepared:
-                            Prepared::Chain {
-                                source: Source::Device { stored, .. },
-                                ..
-                            },
-                        ..
-                    } if (info.height, info.width) != *stored => format!(
-                        "the device wrote {}x{}, its plan said {}x{}",
-                        info.width, info.height, stored.1, stored.0
-                    ),
-                    _ => continue,
-                },
-                Err(e) => e.to_string(),
-            };
-            device_ok[i] = false;
-            self.stats.count_gpu_source("device-decoder-failed");
-            tracing::debug!("device decode failed ({why}); decoding on the CPU");
-            match self.decode_on_cpu(&mut fill.entries[i]) {
-                Ok(()) => redo = true,
-                Err(kind) => failed.push((i, kind)),
-            }
-        }
-        for &(i, at, _, (h, w, c)) in &pending {
-            if !device_ok[i] {
-                continue;
-            }
-            if let Entry::Sample { decoded, .. } = &mut fill.entries[i] {
-                *decoded = Some(Decoded {
-                    ptr: area.ptr() + at as u64,
-                    dims: SourceDims {
-                        height: h,
-                        width: w,
-                        channels: c,
-                        pitch: w * c,
-                    },
-                });
-            }
-        }
+        let end = self.dev.record(streams::DECODE, true)?;
         area.used_until(end.clone());
+        self.keep_until(
+            &end,
+            pending.iter().filter_map(|&i| match &fill.entries[i] {
+                Entry::Sample {
+                    prepared: Prepared::Chain { bytes, .. },
+                    ..
+                } => Some(bytes.clone()),
+                _ => None,
+            }),
+        );
+        self.push_timing(false, start, end.clone());
+        let mut failed = Vec::new();
+        for ((&i, &offset), r) in pending.iter().zip(&at).zip(outcome) {
+            let Entry::Sample {
+                prepared: Prepared::Chain { source, .. },
+                decoded,
+            } = &mut fill.entries[i]
+            else {
+                continue;
+            };
+            let Source::Device { header, stored, .. } = &*source else {
+                continue;
+            };
+            let info = match r {
+                Ok(info) if (info.height, info.width) == *stored => info,
+                Ok(info) => {
+                    self.refused(&format!(
+                        "the device would write {}x{}, its plan said {}x{}",
+                        info.width, info.height, stored.1, stored.0
+                    ));
+                    if let Err(kind) = self.decode_on_cpu(&mut fill.entries[i]) {
+                        failed.push((i, kind));
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.refused(&e.to_string());
+                    if let Err(kind) = self.decode_on_cpu(&mut fill.entries[i]) {
+                        failed.push((i, kind));
+                    }
+                    continue;
+                }
+            };
+            let rebuild = Rebuild::of(header, info.roi, info.width, info.height);
+            *decoded = Some(Decoded {
+                ptr: area.ptr() + offset as u64,
+                dims: SourceDims {
+                    height: stored.0,
+                    width: stored.1,
+                    channels: 3,
+                    pitch: stored.1 * 3,
+                },
+                rebuild,
+            });
+        }
         fill.areas.push(area);
         fill.decoded_at.push(end);
-        Ok(redo)
+        Ok(failed)
     }
 
-    /// Turns a sample the device failed to decode into one decoded on the CPU (the crop
-    /// window, as displayed, from the header read for the sample), or returns the CPU
-    /// decoder's error.
+    /// Counts and logs a refusal of the device's decoder.
+    fn refused(&self, why: &str) {
+        self.stats.count_gpu_source("device-decoder-refused");
+        tracing::debug!("the device's decoder refused an image ({why}); decoding on the CPU");
+    }
+
+    /// Keeps `bytes` alive until `event` (the device reads them until then).
+    fn keep_until(
+        &self,
+        event: &crate::cuda::gpu_device::Event,
+        bytes: impl Iterator<Item = Arc<Vec<u8>>>,
+    ) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|(e, _)| !self.dev.is_complete(e).unwrap_or(false));
+        kept.push((event.clone(), bytes.collect()));
+    }
+
+    /// Turns a sample the device refused into one decoded on the CPU (the crop window, as
+    /// displayed, from the header read for the sample), or returns the CPU decoder's error.
     fn decode_on_cpu(&self, entry: &mut Entry) -> Result<(), SampleErrorKind> {
         let Entry::Sample {
             prepared:
@@ -245,8 +224,26 @@ impl GpuStage {
         fused.orientation = 1;
         *source = Source::Host {
             image,
-            cause: "device-decoder-failed",
+            cause: "device-decoder-refused",
         };
         Ok(())
+    }
+}
+
+/// Adds the fill's newest sample to the pending ones when the device's decoder takes it.
+fn note_newest(fill: &mut DeviceFill) {
+    let last = fill.entries.len().wrapping_sub(1);
+    if let Some(Entry::Sample {
+        prepared:
+            Prepared::Chain {
+                source: Source::Device { .. },
+                ..
+            },
+        decoded: None,
+    }) = fill.entries.get(last)
+    {
+        if fill.pending.last() != Some(&last) {
+            fill.pending.push(last);
+        }
     }
 }

@@ -20,8 +20,9 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
         ..EmuOptions::default()
     })
     .unwrap();
-    // The plans differ: a ROI inside the image is decoded with an MCU around it by default,
-    // and the region is read from inside that.
+    // A ROI of subsampled chroma is decoded with an MCU around it either way (the chroma
+    // rebuild reads the neighbouring blocks); of full chroma, only where the decoder pads
+    // ROIs, and the region is read from inside that.
     let jpeg = crate::testutil::encode_jpeg_opts(
         &crate::testutil::pattern_rgb(64, 96),
         64,
@@ -45,6 +46,19 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
     assert_eq!((p.width, p.height), (20 + 2 * 16, 10 + 2 * 16), "{p:?}");
     assert_eq!((p.window.x, p.window.y), (16, 16), "{p:?}");
     let e = exact.plan_decode(&header, roi).unwrap();
+    assert_eq!(e, p, "subsampled chroma: the margin either way");
+    let full = crate::testutil::encode_jpeg(
+        &crate::testutil::pattern_rgb(64, 96),
+        64,
+        96,
+        3,
+        90,
+        crate::testutil::Sub::S444,
+    );
+    let full = JpegHeader::read(&full, &Limits::default()).unwrap();
+    let p = padded.plan_decode(&full, roi).unwrap();
+    assert_eq!((p.width, p.height), (20 + 2 * 8, 10 + 2 * 8), "{p:?}");
+    let e = exact.plan_decode(&full, roi).unwrap();
     assert_eq!((e.width, e.height, e.window.x, e.window.y), (20, 10, 0, 0));
     // Every orientation, random crops: the same batches as the CPU either way.
     let d = corpus();
@@ -60,12 +74,12 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
             gpu.sources.get("device-decoder:hardware") > Some(&0),
             "{what}"
         );
-        assert_eq!(gpu.sources.get("device-decoder-failed"), None, "{what}");
+        assert_eq!(gpu.sources.get("device-decoder-refused"), None, "{what}");
     }
 }
 
 #[test]
-fn images_the_decoder_fails_on_at_the_fence_are_decoded_again_on_the_cpu() {
+fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
     let (_d, data) = builtin();
     let Some(dev) = emu() else { return };
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
@@ -75,12 +89,12 @@ fn images_the_decoder_fails_on_at_the_fence_are_decoded_again_on_the_cpu() {
         let cpu = run(&on(&spec, DeviceChoice::Cpu));
         dev.fail_decodes(5);
         let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
-        // Nothing failed yet: the hook takes the first five images the device decodes.
+        // Nothing refused yet: the hook takes the first five images the device is given.
         let got: Vec<_> = p.by_ref().collect();
         assert_same_runs(&cpu, &got, name);
         let gpu = p.stats().gpu.expect("GPU figures");
         assert_eq!(
-            gpu.sources.get("device-decoder-failed").copied(),
+            gpu.sources.get("device-decoder-refused").copied(),
             Some(5),
             "{name}: {:?}",
             gpu.sources
@@ -163,13 +177,16 @@ fn gpu_the_real_device_decodes_through_the_seam() {
             },
         })
         .collect();
-    // SAFETY: each output is a live allocation sized by its plan, used by nothing else
-    // until the ticket is finished below.
-    let ticket = unsafe { dev.submit_decode(streams::DECODE, &jobs).unwrap() };
-    let results = dev.finish_decode(ticket).unwrap();
+    // SAFETY: each output is a live allocation sized by its plan, and each job's bytes
+    // stay as they are, until the event waited for below.
+    let results = unsafe { dev.submit_decode(streams::DECODE, &jobs).unwrap() };
+    dev.synchronize(&dev.record(streams::DECODE, false).unwrap())
+        .unwrap();
+    // The engines repeat chroma over each block (the stage rebuilds the interpolation).
     let opts = DecodeOptions {
         color: ColorMode::Rgb,
         apply_exif: false,
+        upsampling: crate::decode::Upsampling::Nearest,
         ..DecodeOptions::default()
     };
     for (k, r) in results.iter().enumerate().take(4) {

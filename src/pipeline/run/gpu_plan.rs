@@ -14,9 +14,11 @@
 //!   sample, so the device's decoder reads no header again;
 //! - **on the CPU** ([`Source::Host`]), decoded on the worker threads and uploaded:
 //!   what the device's decoder routes to the CPU (not a JPEG, CMYK/YCCK, arithmetic coding,
-//!   12-bit, unusual sampling, anything the CPU decoder rejects), progressive JPEGs (our
-//!   progressive decoder on several threads beats nvJPEG's single-threaded Huffman stage),
-//!   RGB-stored JPEGs (nvJPEG documents YCbCr only), gray output;
+//!   12-bit, unusual sampling, anything the CPU decoder rejects), what the JPEG engines
+//!   don't take (nvJPEG's CUDA decoders would decode it with as much host time as ours
+//!   and SM time besides), progressive JPEGs (our progressive decoder on several threads
+//!   beats nvJPEG's single-threaded Huffman stage), RGB-stored JPEGs (nvJPEG documents
+//!   YCbCr only), gray output;
 //! - **all of it on the CPU** ([`Prepared::Finished`]): a sample the chain can't take (a
 //!   crop reaching outside its image needs a filled border) runs the CPU operators and its
 //!   result is copied into its place in the batch.
@@ -350,6 +352,10 @@ impl GpuPlan {
                 FallbackReason::NvjpegFailed(_) => "nvjpeg-failed",
             }),
             Route::Gpu(_, f) if f.progressive => Err("progressive"),
+            // nvJPEG's CUDA decoders do their Huffman decoding on the host as slowly as our
+            // decoder does all of it (1.5 ms per photo on an H100's host) and put their
+            // IDCT on the SMs the training needs: ours decodes what the engines don't take.
+            Route::Gpu(GpuRoute::Hybrid, _) => Err("not-for-jpeg-engines"),
             Route::Gpu(r, f) => Ok((r, f)),
         }
     }

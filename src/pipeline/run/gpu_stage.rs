@@ -1,54 +1,57 @@
 //! The GPU stage: the device side of the GPU path, driven by the assembler's thread. A batch's
-//! prepared samples ([`DeviceFill`]) are decoded in one submission on the decode stream
-//! (`gpu_decode`), then the fused chain runs once over the batch on the kernel stream
-//! (here), into a pooled output buffer handed to the consumer as a [`DeviceTensor`].
+//! prepared samples ([`DeviceFill`]) are decoded in sub-batches on the decode stream as they
+//! arrive (`gpu_decode`), then, once the batch is complete, the kernels run over it on the
+//! kernel stream (here): the fancy chroma rebuilt from the JPEG engines' output
+//! (`kernels/chroma.cu`), then the fused chain, into a pooled output buffer handed to the
+//! consumer as a [`DeviceTensor`].
 //!
-//! # Streams, events, overlap
+//! # Streams, events, batches in flight
 //!
 //! ```text
-//! host (assembler)  ─ fill N ─ submit N, upload, finish N ─ launch N ─ fill N+1 ─ submit N+1 …
-//! decode stream              [decode N][uploads N]                             [decode N+1]…
-//! kernel stream                           wait(decoded N) [chain N]──────────────── wait [chain N+1]
-//! consumer                        uses N−1 ……………………………………………… uses N ……………
+//! host (assembler)  fill N: submit, submit, …  launch N  fill N+1: submit, …  launch N+1
+//! decode stream            [dec N.0][dec N.1]…             [dec N+1.0]…
+//! kernel stream                          wait(dec N) [chroma N][chain N] … wait [… N+1]
+//! consumer          uses N−2 …………………………… N−1 …………………………………… N ……
 //! ```
-//! The host waits once per batch, at its decodes' fence (nvJPEG reports some errors only
-//! then, and a failed image is decoded again on the CPU before the batch is launched); the
-//! kernels of batch N run while batch N+1 is decoded, and the consumer uses batch N−1
-//! meanwhile. No host synchronisation per image, none on the uploads or the kernels. Every
-//! buffer returns to the pool with its release events (see [`crate::cuda::pool`]).
+//! The host never waits for work it has just queued: decodes are submitted as samples
+//! arrive, the kernels wait for them on the device, and a batch goes to the consumer with its
+//! ready event before its kernels have run. Several batches are in flight at once — decoding,
+//! in the kernels, queued for the consumer — bounded by the batch queue (`prefetch`) and by
+//! the pinned upload ring, whose next slot the host waits for only when every slot's batch is
+//! still on the device. Buffers come from pools that keep them (with release events, waited
+//! for on the device), so after the first batches nothing is allocated; `--stats` counts
+//! it (`allocations after warm-up`).
 //!
 //! # Memory bound
 //!
-//! With `B` = batch size, `prefetch` = the batch queue's length:
+//! With `B` = batch size, `prefetch` = the batch queue's length, `K` = the upload ring's
+//! slots (batches whose kernels may be queued at once):
 //! ```text
-//! device ≤ (prefetch + 2) × out_batch          queued, held by the consumer, being written
-//!        + 2 × decoded_batch                   decoded for the kernels of N, and for N+1
-//!        + 2 × jitter_batch (with color jitter) u8 images between the jitter's launches
-//!        + 2 × (descriptors + tap tables)      < 1 MB for B = 256
-//!        + up to MAX_IDLE idle pool buffers    reused before anything is allocated
-//!        + nvJPEG's own buffers                from its caches, bounded by its ring slots
-//! pinned ≤ 2 × CPU-decoded pixels of a batch   (the staging ring here)
-//!        + 2 × (descriptors + tap tables + samples computed on the CPU)
-//!        + ring_depth × encoded bytes of a batch (nvJPEG's staging ring; 2 by default)
+//! device ≤ (prefetch + K + 1) × out_batch        queued, held by the consumer, being written
+//!        + (K + 1) × 2 × decoded_batch           engines' output and its rebuilt chroma
+//!        + (K + 1) × jitter_batch (with jitter)  u8 images between the jitter's launches
+//!        + (K + 1) × (descriptors + tap tables)  < 1 MB for B = 256
+//!        + idle pool buffers                     reused before anything is allocated
+//!        + nvJPEG's own buffers                  from its caches, bounded by its ring slots
+//! pinned ≤ K × (descriptors + tap tables + pixels decoded or computed on the CPU)
+//!        + ring_depth × encoded bytes of a sub-batch (nvJPEG's staging ring)
 //! ```
 //! where `out_batch` = B × output sample bytes, `decoded_batch` = Σ over the batch of
 //! 3 × (the region the decoder writes, in pixels: the crop window's region of interest, an
-//! MCU wider on each side where the decoder pads ROIs, or the whole image without a crop),
-//! and `jitter_batch` = B × output height × width × 3. A consumer that keeps batches keeps
+//! MCU wider on each side for subsampled chroma, or the whole image without a crop), and
+//! `jitter_batch` = B × output height × width × 3. A consumer that keeps batches keeps
 //! their memory too.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use crate::cuda::chain::launcher::JitterStages;
-use crate::cuda::chain::{build_desc, FusedSample, SourceDims};
-use crate::cuda::desc::{as_bytes, FusedDesc, JitterDesc};
-use crate::cuda::gpu_device::{streams, DevicePtr, Event, GpuDevice, Grid, Kernel, KernelArg};
-use crate::cuda::pool::{DeviceBuffer, DevicePool, PinnedLease, PinnedRing};
-use crate::error::Error;
-use crate::image::{Image, Layout};
-use crate::pipeline::device_tensor::{ConsumerStreams, DeviceTensor};
+use crate::cuda::chain::SourceDims;
+use crate::cuda::gpu_device::{DevicePtr, Event, GpuDevice};
+use crate::cuda::pool::{DevicePool, PinnedRing};
+use crate::decode::JpegHeader;
+use crate::nvjpeg::Roi;
+use crate::pipeline::device_tensor::ConsumerStreams;
 
 use super::gpu_plan::{GpuPlan, Prepared};
 use super::stats::Stats;
@@ -56,21 +59,28 @@ use super::stats::Stats;
 /// Byte alignment of each image in a decode area and each sample in an output.
 pub(super) const ALIGN: usize = 256;
 
+/// Slots of the pinned upload ring: batches whose kernels may be queued at once before the
+/// host waits for the oldest (see the module docs).
+pub(super) const UPLOAD_SLOTS: usize = 4;
+
 /// The device side of the GPU path (one per pipeline).
 pub(crate) struct GpuStage {
     pub(super) dev: Arc<dyn GpuDevice>,
     pub(super) pool: Arc<DevicePool>,
-    /// Pixels decoded on the CPU, for the decode stream (the device's decoder stages the
-    /// encoded bytes itself).
-    pub(super) staging: Mutex<PinnedRing>,
-    /// Descriptors, tap tables and samples computed on the CPU, for the kernel stream.
-    uploads: Mutex<PinnedRing>,
-    streams: Arc<ConsumerStreams>,
+    /// Descriptors, tap tables and pixels computed on the CPU, for the kernel stream.
+    pub(super) uploads: Mutex<PinnedRing>,
+    pub(super) streams: Arc<ConsumerStreams>,
     pub(super) plan: Arc<GpuPlan>,
     pub(super) stats: Arc<Stats>,
     pub(super) batch: usize,
+    /// Samples the decoder gets per submission (the last of a batch may be fewer).
+    pub(super) engine_chunk: usize,
     /// Timing events not read yet: (kernels?, start, end).
-    pub(super) timings: Mutex<VecDeque<(bool, Event, Event)>>,
+    timings: Mutex<VecDeque<(bool, Event, Event)>>,
+    /// Encoded bytes the decoder still reads, until each event.
+    pub(super) kept: Mutex<Vec<(Event, Vec<Arc<Vec<u8>>>)>>,
+    /// Ready events of the batches launched and not known done.
+    in_flight: Mutex<VecDeque<Event>>,
 }
 
 impl std::fmt::Debug for GpuStage {
@@ -79,11 +89,63 @@ impl std::fmt::Debug for GpuStage {
     }
 }
 
-/// Where a resolved sample's source is: `dims` at `ptr` in one of the fill's areas.
+/// How the fancy chroma of a sample the JPEG engines decoded is rebuilt
+/// (`kernels/chroma.cu`): the decoded region's place in the stored image and the chroma
+/// subsampling. `None` (see [`Rebuild::of`]) when there is nothing to rebuild.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Rebuild {
+    pub(super) x0: usize,
+    pub(super) y0: usize,
+    pub(super) image_w: usize,
+    pub(super) image_h: usize,
+    pub(super) sx: usize,
+    pub(super) sy: usize,
+}
+
+impl Rebuild {
+    /// The rebuild of region `roi` (`None`: the whole image), `width` × `height` as decoded,
+    /// of a JPEG with `header`: `None` for gray or unsubsampled chroma (repetition and
+    /// interpolation agree), and for samplings the kernels don't take (the router sends
+    /// those to the CPU).
+    pub(super) fn of(
+        header: &JpegHeader,
+        roi: Option<Roi>,
+        width: usize,
+        height: usize,
+    ) -> Option<Rebuild> {
+        let c = &header.frame.components;
+        if c.len() != 3 || (c[1].h, c[1].v) != (c[2].h, c[2].v) {
+            return None;
+        }
+        let (lh, lv) = (usize::from(c[0].h), usize::from(c[0].v));
+        let (ch, cv) = (usize::from(c[1].h).max(1), usize::from(c[1].v).max(1));
+        if lh % ch != 0 || lv % cv != 0 {
+            return None;
+        }
+        let (sx, sy) = (lh / ch, lv / cv);
+        if (sx, sy) == (1, 1) || sx > 2 || sy > 2 {
+            return None;
+        }
+        let (x0, y0) = roi.map_or((0, 0), |r| (r.x, r.y));
+        debug_assert!(roi.is_none_or(|r| (r.width, r.height) == (width, height)));
+        Some(Rebuild {
+            x0,
+            y0,
+            image_w: header.width(),
+            image_h: header.height(),
+            sx,
+            sy,
+        })
+    }
+}
+
+/// Where a sample's decoded source is: `dims` at `ptr` (in one of the fill's areas), and
+/// the chroma rebuild it needs first.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Decoded {
     pub(super) ptr: DevicePtr,
     pub(super) dims: SourceDims,
+    pub(super) rebuild: Option<Rebuild>,
 }
 
 // Repeats are rare and a batch's entries few: no point boxing the samples.
@@ -99,11 +161,14 @@ pub(super) enum Entry {
 }
 
 /// The image output of the batch being filled, on the GPU path: the samples in batch order,
-/// decoded (resolved) a batch at a time.
+/// those the device decodes submitted as they come (`gpu_decode`).
 #[derive(Debug, Default)]
 pub(crate) struct DeviceFill {
     pub(super) entries: Vec<Entry>,
-    pub(super) areas: Vec<DeviceBuffer>,
+    /// Samples for the device's decoder not submitted yet, by place.
+    pub(super) pending: Vec<usize>,
+    /// The decode areas of the submissions so far.
+    pub(super) areas: Vec<crate::cuda::pool::DeviceBuffer>,
     /// Events the kernels wait for (the decodes).
     pub(super) decoded_at: Vec<Event>,
 }
@@ -122,9 +187,15 @@ impl DeviceFill {
         self.entries.push(Entry::Repeat);
     }
 
-    /// Removes sample `i` (a sample whose decode failed late).
+    /// Removes sample `i` (one that can't be decoded), renumbering the pending ones.
     pub(crate) fn remove(&mut self, i: usize) {
         self.entries.remove(i);
+        self.pending.retain(|&k| k != i);
+        for k in &mut self.pending {
+            if *k > i {
+                *k -= 1;
+            }
+        }
     }
 }
 
@@ -137,14 +208,16 @@ impl GpuStage {
     ) -> GpuStage {
         GpuStage {
             pool: DevicePool::new(dev.clone()),
-            staging: Mutex::new(PinnedRing::new(dev.clone(), 2)),
-            uploads: Mutex::new(PinnedRing::new(dev.clone(), 2)),
+            uploads: Mutex::new(PinnedRing::new(dev.clone(), UPLOAD_SLOTS)),
             streams: ConsumerStreams::new(dev.clone()),
             dev,
             plan,
             stats,
             batch,
+            engine_chunk: engine_chunk(batch),
             timings: Mutex::new(VecDeque::new()),
+            kept: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -156,6 +229,42 @@ impl GpuStage {
     /// Idle buffers in the device pool.
     pub(crate) fn idle_buffers(&self) -> usize {
         self.pool.idle_count()
+    }
+
+    /// Queues a pair of timing events for the statistics (`kernels`: the kernel stream's).
+    pub(super) fn push_timing(&self, kernels: bool, start: Event, end: Event) {
+        self.timings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back((kernels, start, end));
+    }
+
+    /// Counts a launched batch as in flight until `ready`; records the most at once. Checks,
+    /// without waiting, that the device has not failed (a fault of queued work shows here,
+    /// before the batch reaches the consumer).
+    pub(super) fn launched(&self, ready: &Event) -> Result<(), crate::error::Error> {
+        let mut q = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(e) = q.front() {
+            if self.dev.is_complete(e)? {
+                q.pop_front();
+            } else {
+                break;
+            }
+        }
+        q.push_back(ready.clone());
+        self.stats
+            .gpu_in_flight_max
+            .fetch_max(q.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Marks the end of the warm-up (the first epoch): allocations after this are counted.
+    pub(crate) fn warmed_up(&self) {
+        if let Ok(mut w) = self.stats.gpu_counters_warm.lock() {
+            if w.is_none() {
+                *w = Some(self.dev.counters());
+            }
+        }
     }
 
     /// Adds the device time of finished work to the statistics (all of it with `wait`).
@@ -178,318 +287,21 @@ impl GpuStage {
         if let Ok(mut m) = self.stats.gpu_memory.lock() {
             *m = Some(self.dev.memory());
         }
+        if let Ok(mut c) = self.stats.gpu_counters.lock() {
+            *c = Some(self.dev.counters());
+        }
     }
+}
 
-    /// Launches the chain over the batch of `fill` (resolved) into a pooled output buffer.
-    pub(crate) fn launch(&self, fill: DeviceFill) -> Result<DeviceTensor, Error> {
-        let (dtype, layout) = (self.plan.dtype, self.plan.layout);
-        let DeviceFill {
-            entries,
-            mut areas,
-            decoded_at,
-        } = fill;
-        // Output placement, and what each place gets.
-        let mut shapes = Vec::with_capacity(entries.len());
-        let mut offsets = Vec::with_capacity(entries.len());
-        let mut chain: Vec<(usize, Decoded, FusedSample)> = Vec::new();
-        let mut finished: Vec<(usize, &Image)> = Vec::new();
-        let mut repeats = Vec::new();
-        let mut out_len = 0usize;
-        for (k, e) in entries.iter().enumerate() {
-            let (h, w, c) = match e {
-                Entry::Sample {
-                    prepared: Prepared::Chain { fused, .. },
-                    decoded: Some(d),
-                } => {
-                    let (h, w) = fused.output_size();
-                    chain.push((k, *d, *fused));
-                    (h, w, d.dims.channels)
-                }
-                Entry::Sample {
-                    prepared: Prepared::Finished { image, .. },
-                    ..
-                } => {
-                    if image.dtype() != dtype || image.layout != layout {
-                        return Err(Error::Cuda(format!(
-                            "a sample computed on the CPU is {} {}, the batch {} {}",
-                            image.dtype().name(),
-                            image.layout.name(),
-                            dtype.name(),
-                            layout.name()
-                        )));
-                    }
-                    finished.push((k, image));
-                    (image.height, image.width, image.channels)
-                }
-                Entry::Repeat => {
-                    repeats.push(k);
-                    let prev: [usize; 3] = *shapes
-                        .last()
-                        .ok_or_else(|| Error::Cuda("a repeat with no sample before it".into()))?;
-                    shapes.push(prev);
-                    offsets.push(out_len);
-                    out_len += prev.iter().product::<usize>() * dtype.size();
-                    continue;
-                }
-                Entry::Sample { decoded: None, .. } => {
-                    return Err(Error::Cuda(
-                        "a sample was launched before its decode".into(),
-                    ))
-                }
-            };
-            shapes.push(match layout {
-                Layout::Hwc => [h, w, c],
-                Layout::Chw => [c, h, w],
-            });
-            offsets.push(out_len);
-            out_len += h * w * c * dtype.size();
-        }
-        let n = entries.len();
-        let batch = self.batch;
-        let mut out = self.pool.take(out_len, streams::KERNELS, &|| {
-            format!("the output of a batch of {n} samples (batch = {batch})")
-        })?;
-        for e in &decoded_at {
-            self.dev.wait(streams::KERNELS, e)?;
-        }
-        let start = self.dev.record(streams::KERNELS, true)?;
-        let mut keep: Vec<DeviceBuffer> = Vec::new();
-        let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
-        let upload_len = chain.len() * 2 * std::mem::size_of::<FusedDesc>()
-            + chain.len() * std::mem::size_of::<JitterDesc>()
-            + finished
-                .iter()
-                .map(|(_, im)| im.pixels.as_bytes().len())
-                .sum::<usize>()
-            + 64 * ALIGN;
-        // Tap tables vary in size: staged after the fixed parts, the lease grown for them.
-        let fused: Vec<FusedSample> = chain.iter().map(|c| c.2).collect();
-        let stages = JitterStages::of(&fused);
-        let geometry_samples = stages.as_ref().map_or(&fused, |s| &s.geometry);
-        let mut table = Vec::new();
-        let mut descs = Vec::with_capacity(chain.len());
-        for (c, s) in chain.iter().zip(geometry_samples) {
-            descs.push(build_desc(c.1.dims, s, &mut table)?);
-            descs.last_mut().expect("pushed").src = c.1.ptr;
-        }
-        let mut rest_descs = Vec::new();
-        let mut rest_table = Vec::new();
-        let mut jitter_descs = Vec::new();
-        let mut mid: Option<DeviceBuffer> = None;
-        if let Some(st) = &stages {
-            // Geometry into u8 HWC images, jitter in place, then the rest into the output.
-            let mut mid_len = 0;
-            let mut mid_at = Vec::new();
-            for s in &st.geometry {
-                let (h, w) = s.output_size();
-                mid_at.push((mid_len, h, w));
-                mid_len = (mid_len + h * w * 3).next_multiple_of(ALIGN);
-            }
-            let m = self.pool.take(mid_len, streams::KERNELS, &|| {
-                format!("the color-jittered images of a batch of {n} samples")
-            })?;
-            for ((d, &(at, h, w)), (j, r)) in descs
-                .iter_mut()
-                .zip(&mid_at)
-                .zip(st.jitter.iter().zip(&st.rest))
-            {
-                d.dst = m.ptr() + at as u64;
-                let mut jd = j.desc(h * w)?;
-                jd.data = d.dst;
-                jitter_descs.push(jd);
-                let dims = SourceDims {
-                    height: h,
-                    width: w,
-                    channels: 3,
-                    pitch: w * 3,
-                };
-                let mut rd = build_desc(dims, r, &mut rest_table)?;
-                rd.src = d.dst;
-                rest_descs.push(rd);
-            }
-            mid = Some(m);
-        }
-        // Outputs of the last chain launch.
-        {
-            let last = if stages.is_some() {
-                &mut rest_descs
-            } else {
-                &mut descs
-            };
-            for (d, c) in last.iter_mut().zip(&chain) {
-                d.dst = out.ptr() + offsets[c.0] as u64;
-            }
-        }
-        if table.is_empty() {
-            table.push(0);
-        }
-        if rest_table.is_empty() {
-            rest_table.push(0);
-        }
-        let total = upload_len + 4 * (table.len() + rest_table.len()) + 4 * ALIGN;
-        let mut lease = uploads.lease(total, streams::KERNELS)?;
-        let mut at = 0usize;
-        let device_copy = |lease: &mut PinnedLease<'_>,
-                           keep: &mut Vec<DeviceBuffer>,
-                           from: usize,
-                           to_len: usize|
-         -> Result<DevicePtr, Error> {
-            let b = self.pool.take(to_len, streams::KERNELS, &|| {
-                format!("the descriptors of a batch of {n} samples")
-            })?;
-            let ptr = b.ptr();
-            // SAFETY: `from..from + to_len` of the lease was just written and stays untouched
-            // until the lease's done event; `b` holds `to_len` bytes, kept until that event.
-            unsafe {
-                self.dev
-                    .copy_to_device(streams::KERNELS, ptr, lease.ptr(from), to_len)?
-            };
-            keep.push(b);
-            Ok(ptr)
-        };
-        let mut upload = |lease: &mut PinnedLease<'_>,
-                          keep: &mut Vec<DeviceBuffer>,
-                          bytes: &[u8]|
-         -> Result<DevicePtr, Error> {
-            lease.bytes()[at..at + bytes.len()].copy_from_slice(bytes);
-            let ptr = device_copy(lease, keep, at, bytes.len().max(1))?;
-            at = (at + bytes.len()).next_multiple_of(ALIGN);
-            Ok(ptr)
-        };
-        let grid = |samples: &[FusedSample]| Grid {
-            blocks: samples
-                .iter()
-                .map(|s| {
-                    let (h, w) = s.output_size();
-                    (h * w) as u64
-                })
-                .max()
-                .unwrap_or(1)
-                .div_ceil(256)
-                .clamp(1, 1 << 16) as u32,
-            samples: samples.len() as u32,
-        };
-        if !chain.is_empty() {
-            let d = upload(&mut lease, &mut keep, as_bytes(&descs))?;
-            let t = upload(&mut lease, &mut keep, as_bytes(&table))?;
-            let args = [
-                KernelArg::Ptr(d),
-                KernelArg::Ptr(t),
-                KernelArg::U32(descs.len() as u32),
-            ];
-            // SAFETY: each descriptor's source is its decoded image in an area of this fill
-            // (kept until the release event below), its window checked inside by
-            // `build_desc`; its output is its place in `out` (or in `mid`), laid out for
-            // its size; the tables hold its taps; all stay allocated until `ready`.
-            unsafe {
-                self.dev.launch(
-                    streams::KERNELS,
-                    Kernel::Chain,
-                    grid(geometry_samples),
-                    &args,
-                )?
-            };
-            if let Some(st) = &stages {
-                let jd = upload(&mut lease, &mut keep, as_bytes(&jitter_descs))?;
-                let sums = self.pool.take(8 * chain.len(), streams::KERNELS, &|| {
-                    "the luma sums of a batch".into()
-                })?;
-                // SAFETY: `sums` holds 8 bytes per sample, kept until `ready`.
-                unsafe {
-                    self.dev
-                        .zero(streams::KERNELS, sums.ptr(), 8 * chain.len())?
-                };
-                let g = grid(&st.rest);
-                for step in 0..4u32 {
-                    let args = [
-                        KernelArg::Ptr(jd),
-                        KernelArg::U32(chain.len() as u32),
-                        KernelArg::U32(step),
-                        KernelArg::Ptr(sums.ptr()),
-                    ];
-                    let contrast = jitter_descs
-                        .iter()
-                        .any(|d| d.enabled & 2 != 0 && (d.order >> (8 * step)) & 255 == 1);
-                    if contrast {
-                        // SAFETY: each jitter descriptor covers its u8 RGB image in `mid`;
-                        // `sums` one u64 per sample; kept until `ready`.
-                        unsafe {
-                            self.dev
-                                .launch(streams::KERNELS, Kernel::JitterLumaSum, g, &args)?
-                        };
-                    }
-                    // SAFETY: as above.
-                    unsafe {
-                        self.dev
-                            .launch(streams::KERNELS, Kernel::JitterStep, g, &args)?
-                    };
-                }
-                keep.push(sums);
-                let d = upload(&mut lease, &mut keep, as_bytes(&rest_descs))?;
-                let t = upload(&mut lease, &mut keep, as_bytes(&rest_table))?;
-                let args = [
-                    KernelArg::Ptr(d),
-                    KernelArg::Ptr(t),
-                    KernelArg::U32(rest_descs.len() as u32),
-                ];
-                // SAFETY: sources are the jittered images in `mid`, outputs the places in
-                // `out`; all kept until `ready`.
-                unsafe {
-                    self.dev
-                        .launch(streams::KERNELS, Kernel::Chain, grid(&st.rest), &args)?
-                };
-            }
-        }
-        for (k, im) in &finished {
-            let px = im.pixels.as_bytes();
-            lease.bytes()[at..at + px.len()].copy_from_slice(px);
-            // SAFETY: the staged pixels stay in the lease until its done event; the place in
-            // `out` is laid out for exactly these bytes.
-            unsafe {
-                self.dev.copy_to_device(
-                    streams::KERNELS,
-                    out.ptr() + offsets[*k] as u64,
-                    lease.ptr(at),
-                    px.len(),
-                )?
-            };
-            at = (at + px.len()).next_multiple_of(ALIGN);
-        }
-        for &k in &repeats {
-            let len = shapes[k].iter().product::<usize>() * dtype.size();
-            // SAFETY: both places lie in `out` (laid out above) and don't overlap.
-            unsafe {
-                self.dev.copy_on_device(
-                    streams::KERNELS,
-                    out.ptr() + offsets[k] as u64,
-                    out.ptr() + offsets[k - 1] as u64,
-                    len,
-                )?
-            };
-        }
-        let ready = self.dev.record(streams::KERNELS, true)?;
-        lease.done_at(ready.clone());
-        drop(uploads);
-        for b in keep
-            .iter_mut()
-            .chain(areas.iter_mut())
-            .chain(mid.iter_mut())
-        {
-            b.used_until(ready.clone());
-        }
-        out.used_until(ready.clone());
-        self.timings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back((true, start, ready.clone()));
-        self.read_timings(false);
-        Ok(DeviceTensor::new(
-            out,
-            dtype,
-            layout,
-            shapes,
-            ready,
-            self.streams.clone(),
-        ))
-    }
+/// Samples per decoder submission for batches of `batch`: the engines take a whole batch
+/// best (one submission of 256 ran at the rate of four of 64 on an H100, and each call has
+/// a fixed cost), but a batch much larger than that is submitted in parts so that decoding
+/// starts while it fills. `STOKEHOLD_ENGINE_CHUNK` overrides it (for tuning on a GPU).
+fn engine_chunk(batch: usize) -> usize {
+    std::env::var("STOKEHOLD_ENGINE_CHUNK")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(batch.min(256))
+        .max(1)
 }

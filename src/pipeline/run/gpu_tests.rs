@@ -102,24 +102,21 @@ pub(super) fn assert_same_runs(
         let (ci, ei) = (images_of(c), images_of(e));
         assert_eq!(ci.shapes, ei.shapes, "{what}: batch {k}: shapes");
         assert_eq!((ci.dtype, ci.layout), (ei.dtype, ei.layout), "{what}");
-        match (&ci.data, &ei.data) {
-            (Pixels::U8(a), Pixels::U8(b)) => {
-                let worst = a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max();
-                assert!(
-                    worst.unwrap_or(0) <= 1,
-                    "{what}: batch {k}: u8 off by {worst:?}"
-                );
-            }
-            _ => {
-                let (a, b) = (to_f32(&ci.data), to_f32(&ei.data));
-                let worst = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0f32, f32::max);
-                assert!(worst <= 1e-3, "{what}: batch {k}: off by {worst}");
+        // The emulated device's chroma is rebuilt from repeated samples: exact but where a
+        // block's every pixel is clamped (`crate::pipeline::compare`'s tolerance).
+        let mut d = crate::pipeline::compare::OutputDiff::new("images");
+        for (co, eo) in c.outputs.iter().zip(&e.outputs) {
+            if !matches!(co, BatchOutput::Labels(_)) {
+                d.add(co, eo);
             }
         }
+        let floor = crate::pipeline::compare::Tolerance::default().rebuilt_min_psnr;
+        assert!(
+            d.min_psnr() >= floor,
+            "{what}: batch {k}: a sample at {:.1} dB (max abs {})",
+            d.min_psnr(),
+            d.max_abs
+        );
     }
 }
 
@@ -279,7 +276,7 @@ fn rotated_progressive_gray_png_and_bad_files_under_every_policy() {
     // Five baseline sizes (4:1:1 aside), eight orientations, gray.
     assert_eq!(n("device-decoder:hardware"), 14, "{:?}", gpu.sources);
     assert_eq!(
-        n("device-decoder:hybrid"),
+        n("cpu-decoder:not-for-jpeg-engines"),
         1,
         "4:1:1 is not on the engines: {:?}",
         gpu.sources
@@ -524,50 +521,59 @@ fn a_lost_device_is_an_error_not_a_hang_and_dropping_mid_flight_frees_everything
     assert_eq!(dev.memory().device, 0, "every device buffer freed");
 }
 
+/// A buffer a consumer's stream still reads is handed out again only behind that read: the
+/// pool's next user waits for the consumer's release event on the device. Driven through
+/// the pool with one buffer in it, so the reuse is certain whatever the timing.
 #[test]
 fn a_batch_held_on_a_consumer_stream_is_not_overwritten_by_later_batches() {
-    let (_d, data) = builtin();
     let Some(dev) = emu() else { return };
-    let mut spec = shipped("resnet50-eval.toml", &data);
-    spec.settings.batch = 4;
-    spec.settings.prefetch = 1;
-    spec.settings.epochs = Some(4);
-    let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
-    let b0 = p.next().unwrap().unwrap();
-    let t0 = b0.device_images("images").unwrap().clone();
-    let want = t0.to_host().unwrap();
-    let (ptr0, n) = (t0.device_ptr(), t0.nbytes());
+    let pool = crate::cuda::pool::DevicePool::new(dev.clone());
+    let n = 64 << 10;
+    let mut pinned = dev.alloc_pinned(2 * n).unwrap();
+    pinned.as_mut_slice()[..n].fill(1);
+    pinned.as_mut_slice()[n..].fill(2);
+    let what = || "a batch".to_string();
+    let mut batch = pool.take(n, streams::KERNELS, &what).unwrap();
+    let ptr = batch.ptr();
+    // SAFETY: `ptr` holds `n` bytes; the pinned bytes stay until the synchronisation below.
+    unsafe {
+        dev.copy_to_device(streams::KERNELS, ptr, pinned.as_ptr(), n)
+            .unwrap()
+    };
+    let ready = dev.record(streams::KERNELS, false).unwrap();
     // A slow consumer: its stream waits for the batch, pauses, then reads it.
     let s = dev.new_stream().unwrap();
-    // SAFETY: `s` is a stream of this emulated device.
-    unsafe { t0.use_on_stream(dev.raw_stream(s)).unwrap() };
-    dev.delay(s, Duration::from_millis(400)).unwrap();
+    dev.wait(s, &ready).unwrap();
+    dev.delay(s, Duration::from_millis(200)).unwrap();
     let copy = dev.alloc(n).unwrap();
     // SAFETY: both ranges are live allocations of `n` bytes: the batch's (kept from reuse
     // until `s` has run this copy) and `copy`.
-    unsafe { dev.copy_on_device(s, copy, ptr0, n).unwrap() };
-    drop((t0, b0));
-    // Later batches take pooled buffers meanwhile; one of them is the batch above's.
-    let mut reused = false;
-    for b in p.by_ref().take(6) {
-        let b = b.unwrap();
-        let t = b.device_images("images").unwrap();
-        reused |= t.device_ptr() == ptr0;
-        t.wait().unwrap();
-    }
-    assert!(
-        reused,
-        "the test needs the output buffer to be handed out again"
-    );
-    let done = dev.record(s, false).unwrap();
-    dev.synchronize(&done).unwrap();
+    unsafe { dev.copy_on_device(s, copy, ptr, n).unwrap() };
+    batch.used_until(dev.record(s, false).unwrap());
+    drop(batch);
+    // The next batch gets the same buffer at once and writes it on the kernel stream.
+    let next = pool.take(n, streams::KERNELS, &what).unwrap();
+    assert_eq!(next.ptr(), ptr, "the pool's one buffer");
+    // SAFETY: as above, the second half of the pinned bytes.
+    unsafe {
+        dev.copy_to_device(streams::KERNELS, ptr, pinned.as_ptr().wrapping_add(n), n)
+            .unwrap()
+    };
+    dev.synchronize_all().unwrap();
     let mut got = vec![0u8; n];
-    // SAFETY: `copy` holds `n` bytes.
+    // SAFETY: `copy` holds `n` bytes; everything has run.
     unsafe { dev.copy_to_host(streams::KERNELS, &mut got, copy).unwrap() };
     assert!(
-        got == want.as_bytes(),
+        got.iter().all(|&v| v == 1),
         "the consumer read the batch it was given"
     );
+    // SAFETY: `ptr` holds `n` bytes.
+    unsafe { dev.copy_to_host(streams::KERNELS, &mut got, ptr).unwrap() };
+    assert!(
+        got.iter().all(|&v| v == 2),
+        "the next batch was written after"
+    );
+    drop(next);
     // SAFETY: allocated above, no work uses it any more.
     unsafe { dev.free(copy) };
 }

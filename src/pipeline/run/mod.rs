@@ -30,6 +30,7 @@ pub mod device;
 mod fill;
 mod gather;
 mod gpu_decode;
+mod gpu_launch;
 mod gpu_plan;
 mod gpu_prep;
 mod gpu_stage;

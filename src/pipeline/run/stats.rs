@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::cuda::gpu_device::MemoryUse;
+use crate::cuda::gpu_device::{DeviceCounters, MemoryUse};
 use crate::error::SampleError;
 
 /// Counters and stage times, shared by all threads.
@@ -40,6 +40,12 @@ pub struct Stats {
     pub(super) gpu_memory: Mutex<Option<MemoryUse>>,
     /// GPU path: what the device is (`None` on the CPU path).
     pub(super) gpu_device: Mutex<Option<String>>,
+    /// GPU path: the most batches launched and not yet done on the device at once.
+    pub(super) gpu_in_flight_max: AtomicU64,
+    /// GPU path: the device's allocation counters at the end of the first epoch, and last
+    /// read.
+    pub(super) gpu_counters_warm: Mutex<Option<DeviceCounters>>,
+    pub(super) gpu_counters: Mutex<Option<DeviceCounters>>,
 }
 
 /// What happened in one epoch.
@@ -119,6 +125,14 @@ pub struct GpuStats {
     pub sources: BTreeMap<String, u64>,
     /// Device and pinned memory in use and at their peak.
     pub memory: MemoryUse,
+    /// The most batches in flight at once: launched (decodes and kernels queued) and not
+    /// yet done on the device.
+    pub batches_in_flight: u64,
+    /// The device's allocations, frees and event creations so far.
+    pub counters: DeviceCounters,
+    /// Of those, the ones after the first epoch (`None` before it ends): zero in a steady
+    /// state.
+    pub after_warm_up: Option<DeviceCounters>,
 }
 
 impl Stats {
@@ -182,7 +196,23 @@ impl Stats {
                 .ok()
                 .and_then(|m| *m)
                 .unwrap_or_default(),
+            batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
+            counters: self.gpu_counters_now(),
+            after_warm_up: self
+                .gpu_counters_warm
+                .lock()
+                .ok()
+                .and_then(|w| *w)
+                .map(|w| self.gpu_counters_now().since(&w)),
         })
+    }
+
+    fn gpu_counters_now(&self) -> DeviceCounters {
+        self.gpu_counters
+            .lock()
+            .ok()
+            .and_then(|c| *c)
+            .unwrap_or_default()
     }
 
     /// Counts a sample's pixel source on the GPU path.

@@ -1,0 +1,276 @@
+// Fancy chroma upsampling rebuilt from the JPEG engines' output.
+//
+// The engines are fast only when they upsample chroma by repetition ("nearest": every pixel of
+// a chroma block gets the block's Cb/Cr); libjpeg, Pillow and the CPU path interpolate
+// ("fancy" upsampling, jdsample.c). Asking nvJPEG to interpolate costs 3x its host time, so
+// the engines write nearest RGB and these kernels turn it into libjpeg's fancy RGB:
+//
+// 1. chroma_resolve: a block's Cb/Cr from one of its pixels. With libjpeg's integer
+//    YCbCr->RGB (jdcolor.c, which the engines use too), (R-B, R-G) of a pixel depends on the
+//    chroma alone and (Cb, Cr) -> (R-B, R-G) is one-to-one over all 65536 pairs, so any pixel
+//    none of whose channels was clamped to 0 or 255 gives the block's chroma exactly.
+// 2. chroma_guess: blocks where every pixel has a clamped channel (highlights, deep shadows)
+//    take the chroma nearest to their resolved neighbours' among those that reproduce every
+//    pixel of the block (a clamped channel allows a range of luma); rarely exact.
+// 3. chroma_upsample: each pixel's luma from its RGB and its block's chroma, the chroma
+//    upsampled as libjpeg does (h2v2, h2v1, h1v2, edges replicated at the image's borders),
+//    converted back with libjpeg's tables.
+//
+// A sample is a region the engines decoded (x0, y0 inside the stored image); the caller pads
+// it so that the window it reads has its neighbouring chroma blocks inside the region.
+#include "common/desc.cuh"
+
+// libjpeg's YCbCr -> RGB terms (jdcolor.c, SCALEBITS 16, ONE_HALF 1 << 15).
+__device__ __forceinline__ i32 cr_to_r(i32 cr) { return (91881 * (cr - 128) + 32768) >> 16; }
+__device__ __forceinline__ i32 cb_to_b(i32 cb) { return (116130 * (cb - 128) + 32768) >> 16; }
+__device__ __forceinline__ i32 cbcr_to_g(i32 cb, i32 cr) {
+    return (-22554 * (cb - 128) + 32768 - 46802 * (cr - 128)) >> 16;
+}
+__device__ __forceinline__ u8 clamp_u8(i32 v) { return (u8)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+// Chroma blocks the region covers, and the first one's place in the image's chroma grid.
+struct ChromaGrid {
+    u32 bx0, by0, cols, rows;
+};
+__device__ __forceinline__ ChromaGrid grid_of(const ChromaDesc& d) {
+    ChromaGrid g;
+    g.bx0 = d.x0 / d.sx;
+    g.by0 = d.y0 / d.sy;
+    g.cols = (d.x0 + d.width - 1) / d.sx - g.bx0 + 1;
+    g.rows = (d.y0 + d.height - 1) / d.sy - g.by0 + 1;
+    return g;
+}
+
+// The exact (Cb, Cr) of an unclamped pixel, or false when its channels don't come from any
+// (not the engines' nearest output).
+__device__ __forceinline__ bool invert_pixel(i32 r, i32 g, i32 b, u8* cb_out, u8* cr_out) {
+    const i32 d1 = r - b;  // 1.402 c - 1.772 a   (a = Cb - 128, c = Cr - 128)
+    const i32 d2 = r - g;  // 2.11614 c + 0.34414 a
+    // The linear system's solution, then the integer neighbours that reproduce it exactly.
+    const float det = -4.2322768f;
+    const float a = (2.11614f * (float)d1 - 1.402f * (float)d2) / det;
+    const float c = (-1.772f * (float)d2 - 0.34414f * (float)d1) / det;
+    const i32 a0 = (i32)floorf(a + 0.5f) + 128;
+    const i32 c0 = (i32)floorf(c + 0.5f) + 128;
+    for (i32 da = -1; da <= 1; ++da) {
+        for (i32 dc = -1; dc <= 1; ++dc) {
+            const i32 cb = a0 + da, cr = c0 + dc;
+            if (cb < 0 || cb > 255 || cr < 0 || cr > 255) continue;
+            const i32 rr = cr_to_r(cr);
+            if (rr - cb_to_b(cb) == d1 && rr - cbcr_to_g(cb, cr) == d2) {
+                *cb_out = (u8)cb;
+                *cr_out = (u8)cr;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+__device__ __forceinline__ bool unclamped(u8 v) { return v != 0 && v != 255; }
+
+// Pass 1: every block with an unclamped pixel gets its exact chroma (state 1); the others
+// are marked for pass 2 (state 0).
+extern "C" __global__ void chroma_resolve(const ChromaDesc* descs, u32 n) {
+    const u32 s = blockIdx.y;
+    if (s >= n) return;
+    const ChromaDesc d = descs[s];
+    const ChromaGrid g = grid_of(d);
+    const u32 blocks = g.cols * g.rows;
+    u8* cb_plane = (u8*)d.planes;
+    u8* cr_plane = cb_plane + blocks;
+    u8* state = cr_plane + blocks;
+    const u8* src = (const u8*)d.src;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < blocks; k += gridDim.x * blockDim.x) {
+        const u32 bx = g.bx0 + k % g.cols, by = g.by0 + k / g.cols;
+        // The block's pixels inside the region (stored coordinates, then region-relative).
+        const u32 xa = bx * d.sx > d.x0 ? bx * d.sx : d.x0;
+        const u32 xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
+        const u32 ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
+        const u32 yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+        u8 found = 0, cb = 128, cr = 128;
+        for (u32 y = ya; y < yb && !found; ++y) {
+            for (u32 x = xa; x < xb && !found; ++x) {
+                const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
+                if (unclamped(p[0]) && unclamped(p[1]) && unclamped(p[2]) &&
+                    invert_pixel(p[0], p[1], p[2], &cb, &cr))
+                    found = 1;
+            }
+        }
+        cb_plane[k] = cb;
+        cr_plane[k] = cr;
+        state[k] = found;
+    }
+}
+
+// The luma range [*lo, *hi] that reproduces pixel (r, g, b) with chroma (cb, cr) through
+// libjpeg's conversion and the clamp to 0..255; empty (*lo > *hi) when none does.
+__device__ __forceinline__ void luma_range(i32 r, i32 g, i32 b, i32 cb, i32 cr, i32* lo, i32* hi) {
+    const i32 t[3] = {cr_to_r(cr), cbcr_to_g(cb, cr), cb_to_b(cb)};
+    const i32 v[3] = {r, g, b};
+    i32 l = 0, h = 255;
+    for (u32 c = 0; c < 3; ++c) {
+        if (v[c] == 0) {
+            h = h < -t[c] ? h : -t[c];
+        } else if (v[c] == 255) {
+            l = l > 255 - t[c] ? l : 255 - t[c];
+        } else {
+            l = l > v[c] - t[c] ? l : v[c] - t[c];
+            h = h < v[c] - t[c] ? h : v[c] - t[c];
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+// How far from the neighbours' chroma pass 2 looks for one that fits a clamped block: all of
+// the 256 x 256 pairs (the true one fits, so one is always found).
+#define CHROMA_GUESS_RADIUS 255
+
+// Pass 2: each unresolved block takes, among the chroma pairs that reproduce all its pixels,
+// the one nearest (Euclidean, first found in scan order on ties) to the mean of its resolved
+// neighbours (3x3 around it; 128 when none), searched in square rings of growing radius;
+// with none within CHROMA_GUESS_RADIUS, that mean itself. Reads only pass 1's exact blocks,
+// so blocks can be guessed in any order.
+extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
+    const u32 s = blockIdx.y;
+    if (s >= n) return;
+    const ChromaDesc d = descs[s];
+    const ChromaGrid g = grid_of(d);
+    const u32 blocks = g.cols * g.rows;
+    u8* cb_plane = (u8*)d.planes;
+    u8* cr_plane = cb_plane + blocks;
+    u8* state = cr_plane + blocks;
+    const u8* src = (const u8*)d.src;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < blocks; k += gridDim.x * blockDim.x) {
+        if (state[k] != 0) continue;
+        const u32 i = k % g.cols, j = k / g.cols;
+        i32 sum_cb = 0, sum_cr = 0, count = 0;
+        for (i32 dj = -1; dj <= 1; ++dj) {
+            for (i32 di = -1; di <= 1; ++di) {
+                const i32 ni = (i32)i + di, nj = (i32)j + dj;
+                if (ni < 0 || nj < 0 || ni >= (i32)g.cols || nj >= (i32)g.rows) continue;
+                const u32 m = (u32)nj * g.cols + (u32)ni;
+                if (state[m] != 1) continue;
+                sum_cb += cb_plane[m];
+                sum_cr += cr_plane[m];
+                ++count;
+            }
+        }
+        const i32 tcb = count ? (sum_cb + count / 2) / count : 128;
+        const i32 tcr = count ? (sum_cr + count / 2) / count : 128;
+        const u32 bx = g.bx0 + i, by = g.by0 + j;
+        const u32 xa = bx * d.sx > d.x0 ? bx * d.sx : d.x0;
+        const u32 xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
+        const u32 ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
+        const u32 yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+        i32 best_cb = tcb, best_cr = tcr, best_dist = -1;
+        for (i32 radius = 0; radius <= CHROMA_GUESS_RADIUS && best_dist < 0; ++radius) {
+            for (i32 ocb = -radius; ocb <= radius; ++ocb) {
+                for (i32 ocr = -radius; ocr <= radius; ++ocr) {
+                    if (ocb != -radius && ocb != radius && ocr != -radius && ocr != radius)
+                        continue;  // inside the ring: seen at a smaller radius
+                    const i32 cb = tcb + ocb, cr = tcr + ocr;
+                    if (cb < 0 || cb > 255 || cr < 0 || cr > 255) continue;
+                    const i32 dist = ocb * ocb + ocr * ocr;
+                    if (best_dist >= 0 && dist >= best_dist) continue;
+                    bool fits = true;
+                    for (u32 y = ya; y < yb && fits; ++y) {
+                        for (u32 x = xa; x < xb && fits; ++x) {
+                            const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
+                            i32 lo, hi;
+                            luma_range(p[0], p[1], p[2], cb, cr, &lo, &hi);
+                            fits = lo <= hi;
+                        }
+                    }
+                    if (fits) {
+                        best_cb = cb;
+                        best_cr = cr;
+                        best_dist = dist;
+                    }
+                }
+            }
+        }
+        cb_plane[k] = (u8)best_cb;
+        cr_plane[k] = (u8)best_cr;
+        state[k] = 2;
+    }
+}
+
+// Chroma of block column i, row j of the region, clamped to the region (whose border blocks
+// are the image's where the region reaches the image's border, and otherwise in the margin
+// the caller does not read).
+__device__ __forceinline__ i32 chroma_at(const u8* plane, const ChromaGrid& g, i32 i, i32 j) {
+    i = i < 0 ? 0 : (i >= (i32)g.cols ? (i32)g.cols - 1 : i);
+    j = j < 0 ? 0 : (j >= (i32)g.rows ? (i32)g.rows - 1 : j);
+    return plane[(u32)j * g.cols + (u32)i];
+}
+
+// libjpeg's fancy upsampling of one plane at stored pixel (x, y) (jdsample.c:
+// h2v2_fancy_upsample, h2v1_fancy_upsample, h1v2_fancy_upsample; edges replicated).
+__device__ __forceinline__ i32 fancy_at(const ChromaDesc& d, const ChromaGrid& g, const u8* plane,
+                                        u32 x, u32 y) {
+    const i32 i = (i32)(x / d.sx) - (i32)g.bx0;
+    const i32 j = (i32)(y / d.sy) - (i32)g.by0;
+    const u32 last_col = (d.image_w + d.sx - 1) / d.sx - 1;
+    if (d.sy == 2) {
+        const i32 nj = (y & 1) ? j + 1 : j - 1;  // the nearer chroma row above or below
+        if (d.sx == 1) {
+            const i32 sum = 3 * chroma_at(plane, g, i, j) + chroma_at(plane, g, i, nj);
+            return (sum + ((y & 1) ? 2 : 1)) >> 2;
+        }
+        const i32 here = 3 * chroma_at(plane, g, i, j) + chroma_at(plane, g, i, nj);
+        if (!(x & 1)) {
+            if (x / 2 == 0) return (here * 4 + 8) >> 4;
+            const i32 left = 3 * chroma_at(plane, g, i - 1, j) + chroma_at(plane, g, i - 1, nj);
+            return (here * 3 + left + 8) >> 4;
+        }
+        if (x / 2 == last_col) return (here * 4 + 7) >> 4;
+        const i32 right = 3 * chroma_at(plane, g, i + 1, j) + chroma_at(plane, g, i + 1, nj);
+        return (here * 3 + right + 7) >> 4;
+    }
+    if (d.sx == 2) {
+        const i32 here = chroma_at(plane, g, i, j);
+        if (!(x & 1)) {
+            if (x / 2 == 0) return here;
+            return (3 * here + chroma_at(plane, g, i - 1, j) + 1) >> 2;
+        }
+        if (x / 2 == last_col) return here;
+        return (3 * here + chroma_at(plane, g, i + 1, j) + 2) >> 2;
+    }
+    return chroma_at(plane, g, i, j);
+}
+
+// Pass 3: every pixel of the region, luma from its RGB and its block's chroma, chroma
+// upsampled the fancy way, back to RGB into dst.
+extern "C" __global__ void chroma_upsample(const ChromaDesc* descs, u32 n) {
+    const u32 s = blockIdx.y;
+    if (s >= n) return;
+    const ChromaDesc d = descs[s];
+    const ChromaGrid g = grid_of(d);
+    const u32 blocks = g.cols * g.rows;
+    const u8* cb_plane = (const u8*)d.planes;
+    const u8* cr_plane = cb_plane + blocks;
+    const u8* src = (const u8*)d.src;
+    u8* dst = (u8*)d.dst;
+    const u32 pixels = d.width * d.height;
+    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < pixels; k += gridDim.x * blockDim.x) {
+        const u32 ry = k / d.width, rx = k - ry * d.width;
+        const u32 x = d.x0 + rx, y = d.y0 + ry;
+        const u8* p = src + (u64)ry * d.pitch + (u64)rx * 3;
+        const i32 own_cb = chroma_at(cb_plane, g, (i32)(x / d.sx - g.bx0), (i32)(y / d.sy - g.by0));
+        const i32 own_cr = chroma_at(cr_plane, g, (i32)(x / d.sx - g.bx0), (i32)(y / d.sy - g.by0));
+        i32 lo, hi;
+        luma_range(p[0], p[1], p[2], own_cb, own_cr, &lo, &hi);
+        i32 luma = lo;
+        if (p[0] == 255 && p[1] == 255 && p[2] == 255) luma = lo > 255 ? lo : (hi < 255 ? hi : 255);
+        if (p[0] == 0 && p[1] == 0 && p[2] == 0) luma = hi < 0 ? hi : (lo > 0 ? lo : 0);
+        luma = luma < 0 ? 0 : (luma > 255 ? 255 : luma);
+        const i32 cb = fancy_at(d, g, cb_plane, x, y);
+        const i32 cr = fancy_at(d, g, cr_plane, x, y);
+        u8* o = dst + (u64)ry * d.pitch + (u64)rx * 3;
+        o[0] = clamp_u8(luma + cr_to_r(cr));
+        o[1] = clamp_u8(luma + cbcr_to_g(cb, cr));
+        o[2] = clamp_u8(luma + cb_to_b(cb));
+    }
+}
