@@ -12,20 +12,27 @@
 //! ([`GpuDevice::wait`]: on the device, the host does not block). The pool prefers buffers
 //! whose release events are complete, so a new batch's work rarely waits at all.
 //!
-//! Sizes are rounded up to [`GRANULE`] (not to powers of two: a 154 MB batch takes 154 MB,
-//! not 256), and a buffer serves a request of at least half its size. At most
-//! [`MAX_IDLE`] idle buffers are kept; more are freed (after their release events).
+//! Sizes are rounded up to a size class ([`super::memory::size_class`]: at most 1/8 more than
+//! asked), a new buffer is at least as large as the largest the pool made (a quarter more
+//! than asked), and any idle buffer large enough serves a request: use one pool per role
+//! (buffers of similar sizes), and after the first batches every buffer of a role fits
+//! every request of it. A buffer that comes back only goes
+//! to the idle list — whoever drops it (a consumer's thread, in a DLPack deleter) never
+//! waits, frees or synchronises; idle buffers beyond [`MAX_IDLE`] are freed by the pipeline's
+//! own thread ([`DevicePool::trim_done`]), and only once their work is done (`cuMemFree`
+//! would wait for the whole device, the training loop's work included).
 
 use std::sync::{Arc, Mutex};
 
 use super::gpu_device::{DevicePtr, Event, GpuDevice, PinnedHost, StreamId};
+use super::memory::size_class;
 use crate::error::Error;
 
 /// Allocation granularity, in bytes.
 pub const GRANULE: usize = 64 << 10;
 
-/// Idle buffers kept at most.
-pub const MAX_IDLE: usize = 12;
+/// Idle buffers kept before [`DevicePool::trim_done`] frees some.
+pub const MAX_IDLE: usize = 48;
 
 struct Idle {
     ptr: DevicePtr,
@@ -37,6 +44,8 @@ struct Idle {
 pub struct DevicePool {
     dev: Arc<dyn GpuDevice>,
     idle: Mutex<Vec<Idle>>,
+    /// The largest buffer allocated so far.
+    high_water: Mutex<usize>,
 }
 
 impl std::fmt::Debug for DevicePool {
@@ -53,6 +62,7 @@ impl DevicePool {
         Arc::new(DevicePool {
             dev,
             idle: Mutex::new(Vec::new()),
+            high_water: Mutex::new(0),
         })
     }
 
@@ -81,18 +91,23 @@ impl DevicePool {
         stream: StreamId,
         what: &dyn Fn() -> String,
     ) -> Result<DeviceBuffer, Error> {
-        let cap = len
-            .max(1)
-            .checked_next_multiple_of(GRANULE)
+        let cap = size_class(len.max(1))
+            .and_then(|c| c.checked_next_multiple_of(256))
             .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let fits = |b: &Idle| b.cap >= cap && b.cap / 2 <= cap;
-            let done = idle
-                .iter()
-                .position(|b| fits(b) && self.is_done(&b.release));
-            done.or_else(|| idle.iter().position(fits))
-                .map(|i| idle.remove(i))
+            let fits = |b: &Idle| b.cap >= cap;
+            // Among those that fit, the smallest whose work is done; else the smallest.
+            let smallest = |done: bool| {
+                idle.iter()
+                    .enumerate()
+                    .filter(|(_, b)| fits(b) && (!done || self.is_done(&b.release)))
+                    .min_by_key(|(_, b)| b.cap)
+                    .map(|(i, _)| i)
+            };
+            smallest(true)
+                .or_else(|| smallest(false))
+                .map(|i| idle.swap_remove(i))
         };
         if let Some(b) = reused {
             for e in &b.release {
@@ -106,6 +121,15 @@ impl DevicePool {
                 pool: self.clone(),
             });
         }
+        // A new buffer is as large as the largest this pool made, and a quarter more than
+        // asked: the areas of a role (a pool each) vary in size with the batches' random
+        // crops, and once every buffer has the high-water size any later request fits.
+        let cap = {
+            let mut high = self.high_water.lock().unwrap_or_else(|p| p.into_inner());
+            let c = size_class((cap + cap / 4).max(*high)).unwrap_or(cap);
+            *high = (*high).max(c);
+            c
+        };
         let ptr = match self.dev.alloc(cap) {
             Ok(p) => p,
             Err(Error::DeviceOutOfMemory { .. }) => {
@@ -156,14 +180,36 @@ impl DevicePool {
         result
     }
 
-    fn give_back(&self, ptr: DevicePtr, cap: usize, release: Vec<Event>) {
-        {
+    /// Frees idle buffers beyond [`MAX_IDLE`] whose work is done, largest first, without
+    /// waiting for any (for the pipeline's thread; a consumer's never frees).
+    pub fn trim_done(&self) {
+        let freed: Vec<Idle> = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            idle.push(Idle { ptr, cap, release });
+            if idle.len() <= MAX_IDLE {
+                return;
+            }
+            idle.sort_by_key(|b| std::cmp::Reverse(b.cap));
+            let mut out = Vec::new();
+            let mut k = 0;
+            while idle.len() > MAX_IDLE && k < idle.len() {
+                if self.is_done(&idle[k].release) {
+                    out.push(idle.remove(k));
+                } else {
+                    k += 1;
+                }
+            }
+            out
+        };
+        for b in freed {
+            // SAFETY: allocated by this pool on this device, freed once (it left the idle
+            // list above); its release events are complete.
+            unsafe { self.dev.free(b.ptr) };
         }
-        if let Err(e) = self.trim(MAX_IDLE) {
-            tracing::warn!("device pool: {e}");
-        }
+    }
+
+    fn give_back(&self, ptr: DevicePtr, cap: usize, release: Vec<Event>) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.push(Idle { ptr, cap, release });
     }
 }
 
@@ -241,6 +287,8 @@ pub struct PinnedRing {
     dev: Arc<dyn GpuDevice>,
     slots: Vec<Slot>,
     next: usize,
+    /// The largest slot allocated: a slot that grows takes at least this much.
+    largest: usize,
 }
 
 impl std::fmt::Debug for PinnedRing {
@@ -263,6 +311,7 @@ impl PinnedRing {
                 })
                 .collect(),
             next: 0,
+            largest: 0,
         }
     }
 
@@ -277,8 +326,15 @@ impl PinnedRing {
             self.dev.synchronize(&e)?;
         }
         if slot.host.as_ref().is_none_or(|h| h.len() < len) {
-            slot.host = None;
-            let cap = len.max(1).next_multiple_of(GRANULE);
+            // A quarter more than asked, and at least twice what it had: the batches'
+            // uploads vary in size, and each growth is a free and an allocation (so they
+            // end within the first batches).
+            let had = slot.host.take().map_or(0, |h| h.len());
+            let cap = (len.max(1) + len / 4)
+                .max(2 * had)
+                .max(self.largest)
+                .next_multiple_of(GRANULE);
+            self.largest = self.largest.max(cap);
             slot.host = Some(self.dev.alloc_pinned(cap)?);
         }
         Ok(PinnedLease {

@@ -78,7 +78,7 @@ impl GpuStage {
             area_len = (area_len + stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
         let (batch, n) = (self.batch, pending.len());
-        let mut area = self.pool.take(area_len, streams::DECODE, &|| {
+        let mut area = self.pools.decoded.take(area_len, streams::DECODE, &|| {
             format!("the decoded images of a batch of {batch} samples ({n} decoded at once)")
         })?;
         let start = self.dev.record(streams::DECODE, true)?;

@@ -82,9 +82,12 @@ impl GpuStage {
         let out_layout = self.layout_outputs(&entries)?;
         let n = entries.len();
         let batch = self.batch;
-        let mut out = self.pool.take(out_layout.len, streams::KERNELS, &|| {
-            format!("the output of a batch of {n} samples (batch = {batch})")
-        })?;
+        let mut out = self
+            .pools
+            .outputs
+            .take(out_layout.len, streams::KERNELS, &|| {
+                format!("the output of a batch of {n} samples (batch = {batch})")
+            })?;
         for e in &decoded_at {
             self.dev.wait(streams::KERNELS, e)?;
         }
@@ -102,7 +105,7 @@ impl GpuStage {
         // Host-decoded pixels into an area of their own.
         let mut host_area = None;
         if host_len > 0 {
-            host_area = Some(self.pool.take(host_len, streams::KERNELS, &|| {
+            host_area = Some(self.pools.host.take(host_len, streams::KERNELS, &|| {
                 format!("the images decoded on the CPU of a batch of {n} samples (batch = {batch})")
             })?);
         }
@@ -222,7 +225,7 @@ impl GpuStage {
             keep.extend(rebuilt);
         }
         // 3. The chain (and the jitter), into the output.
-        let mut dev_descs = self.pool.take(desc_len, streams::KERNELS, &|| {
+        let mut dev_descs = self.pools.descs.take(desc_len, streams::KERNELS, &|| {
             format!("the descriptors of a batch of {n} samples")
         })?;
         let put_desc =
@@ -257,7 +260,7 @@ impl GpuStage {
                     mid_at.push(mid_len);
                     mid_len = (mid_len + h * w * 3).next_multiple_of(ALIGN);
                 }
-                let m = self.pool.take(mid_len, streams::KERNELS, &|| {
+                let m = self.pools.jitter.take(mid_len, streams::KERNELS, &|| {
                     format!("the color-jittered images of a batch of {n} samples")
                 })?;
                 for (((d, j), r), at) in descs
@@ -489,11 +492,11 @@ impl GpuStage {
             plane_len += d.plane_bytes().next_multiple_of(ALIGN);
         }
         let batch = self.batch;
-        let images = self.pool.take(image_len, streams::KERNELS, &|| {
+        let images = self.pools.rebuilt.take(image_len, streams::KERNELS, &|| {
             format!("the rebuilt chroma of {n} images of a batch of {batch}")
         })?;
         let planes_len = plane_len + n * std::mem::size_of::<ChromaDesc>();
-        let planes = self.pool.take(planes_len, streams::KERNELS, &|| {
+        let planes = self.pools.planes.take(planes_len, streams::KERNELS, &|| {
             format!("the chroma planes of {n} images of a batch of {batch}")
         })?;
         let mut descs = Vec::with_capacity(n);

@@ -63,10 +63,13 @@ pub(super) const ALIGN: usize = 256;
 /// host waits for the oldest (see the module docs).
 pub(super) const UPLOAD_SLOTS: usize = 4;
 
+/// Events created when the stage starts (see [`GpuStage::new`]).
+const EVENTS_AHEAD: usize = 64;
+
 /// The device side of the GPU path (one per pipeline).
 pub(crate) struct GpuStage {
     pub(super) dev: Arc<dyn GpuDevice>,
-    pub(super) pool: Arc<DevicePool>,
+    pub(super) pools: Pools,
     /// Descriptors, tap tables and pixels computed on the CPU, for the kernel stream.
     pub(super) uploads: Mutex<PinnedRing>,
     pub(super) streams: Arc<ConsumerStreams>,
@@ -86,6 +89,50 @@ pub(crate) struct GpuStage {
 impl std::fmt::Debug for GpuStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuStage").field("dev", &self.dev).finish()
+    }
+}
+
+/// The stage's device memory, one pool per role (a role's buffers settle on one size: see
+/// [`DevicePool`]).
+pub(super) struct Pools {
+    /// The batches handed to the consumer.
+    pub(super) outputs: Arc<DevicePool>,
+    /// What the JPEG engines write.
+    pub(super) decoded: Arc<DevicePool>,
+    /// Pixels decoded on the CPU, uploaded.
+    pub(super) host: Arc<DevicePool>,
+    /// The rebuilt chroma's images, and its scratch planes.
+    pub(super) rebuilt: Arc<DevicePool>,
+    pub(super) planes: Arc<DevicePool>,
+    /// Descriptors and tap tables.
+    pub(super) descs: Arc<DevicePool>,
+    /// The u8 images between the color jitter's launches.
+    pub(super) jitter: Arc<DevicePool>,
+}
+
+impl Pools {
+    fn new(dev: &Arc<dyn GpuDevice>) -> Pools {
+        Pools {
+            outputs: DevicePool::new(dev.clone()),
+            decoded: DevicePool::new(dev.clone()),
+            host: DevicePool::new(dev.clone()),
+            rebuilt: DevicePool::new(dev.clone()),
+            planes: DevicePool::new(dev.clone()),
+            descs: DevicePool::new(dev.clone()),
+            jitter: DevicePool::new(dev.clone()),
+        }
+    }
+
+    fn all(&self) -> [&Arc<DevicePool>; 7] {
+        [
+            &self.outputs,
+            &self.decoded,
+            &self.host,
+            &self.rebuilt,
+            &self.planes,
+            &self.descs,
+            &self.jitter,
+        ]
     }
 }
 
@@ -206,8 +253,18 @@ impl GpuStage {
         stats: Arc<Stats>,
         batch: usize,
     ) -> GpuStage {
+        // The events a steady state keeps alive at once (per batch in flight: a sub-batch's
+        // two, the kernels' two, a consumer's release), created now: later batches record
+        // them again rather than create more.
+        let warm: Vec<_> = (0..EVENTS_AHEAD)
+            .filter_map(|_| {
+                dev.record(crate::cuda::gpu_device::streams::KERNELS, false)
+                    .ok()
+            })
+            .collect();
+        drop(warm);
         GpuStage {
-            pool: DevicePool::new(dev.clone()),
+            pools: Pools::new(&dev),
             uploads: Mutex::new(PinnedRing::new(dev.clone(), UPLOAD_SLOTS)),
             streams: ConsumerStreams::new(dev.clone()),
             dev,
@@ -226,9 +283,9 @@ impl GpuStage {
         &self.dev
     }
 
-    /// Idle buffers in the device pool.
+    /// Idle buffers in the device pools.
     pub(crate) fn idle_buffers(&self) -> usize {
-        self.pool.idle_count()
+        self.pools.all().iter().map(|p| p.idle_count()).sum()
     }
 
     /// Queues a pair of timing events for the statistics (`kernels`: the kernel stream's).
@@ -255,6 +312,11 @@ impl GpuStage {
         self.stats
             .gpu_in_flight_max
             .fetch_max(q.len() as u64, Ordering::Relaxed);
+        drop(q);
+        // Here, not where a consumer drops a batch: freeing waits for the whole device.
+        for p in self.pools.all() {
+            p.trim_done();
+        }
         Ok(())
     }
 

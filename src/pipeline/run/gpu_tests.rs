@@ -672,3 +672,99 @@ fn gpu_the_real_device_keeps_the_seam_contract() {
         dev.free(b);
     }
 }
+
+/// After the first epoch nothing is allocated or freed and no event is created, on the
+/// device or in pinned memory: every buffer, slot and event of the later epochs is reused.
+#[test]
+fn nothing_is_allocated_after_the_first_epoch() {
+    let (d, data) = builtin();
+    let Some(dev) = emu() else { return };
+    // An epoch of 16 batches of 16 (the built-in photos four times, by a list file): a
+    // first epoch long enough to meet the sizes the later ones ask for.
+    let mut files: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .flat_map(|e| {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                std::fs::read_dir(p)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect()
+            } else {
+                vec![p]
+            }
+        })
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "jpg" || x == "JPEG" || x == "jpeg")
+        })
+        .collect();
+    files.sort();
+    let list = d.path().join("list.txt");
+    let lines: Vec<String> = (0..4)
+        .flat_map(|_| files.iter().map(|p| format!("{} 0", p.display())))
+        .collect();
+    std::fs::write(&list, lines.join("\n")).unwrap();
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let mut spec = shipped(name, &list);
+        spec.settings.batch = 16;
+        spec.settings.epochs = Some(4);
+        let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
+        for b in p.by_ref() {
+            // A consumer that reads each batch on its own stream and drops it.
+            let b = b.unwrap();
+            b.device_images("images").unwrap().wait().unwrap();
+        }
+        let gpu = p.stats().gpu.expect("GPU figures");
+        let after = gpu.after_warm_up.expect("the first epoch ended");
+        assert_eq!(
+            after.total(),
+            0,
+            "{name}: {after:?} (since the start: {:?})",
+            gpu.counters
+        );
+        assert!(
+            gpu.counters.device_allocs > 0,
+            "{name}: the first epoch allocated"
+        );
+        assert!(gpu.batches_in_flight >= 1, "{name}");
+    }
+}
+
+/// Dropping a batch whose consumer stream is still busy returns at once: the drop records a
+/// (pooled) release event on that stream and puts the buffer on the idle list — no wait, no
+/// free, no event created on the consumer's thread. (The fastest of five drops, so that one
+/// preempted thread does not fail the test.)
+#[test]
+fn dropping_a_batch_on_a_busy_consumer_stream_returns_at_once() {
+    let (_d, data) = builtin();
+    let Some(_) = emu() else { return };
+    let dev = EmuDevice::new(EmuOptions {
+        launch_delay: Some(Duration::from_millis(20)),
+        ..EmuOptions::default()
+    })
+    .unwrap();
+    let mut spec = shipped("resnet50-eval.toml", &data);
+    spec.settings.batch = 8;
+    spec.settings.epochs = Some(1);
+    let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
+    let s = dev.new_stream().unwrap();
+    let mut fastest = Duration::MAX;
+    for b in p.by_ref().take(5) {
+        let b = b.unwrap();
+        let t = b.device_images("images").unwrap().clone();
+        // SAFETY: `s` is a stream of this emulated device.
+        unsafe { t.use_on_stream(dev.raw_stream(s)).unwrap() };
+        // The consumer's stream is busy long after the drop.
+        dev.delay(s, Duration::from_millis(200)).unwrap();
+        let created = dev.counters().events_created;
+        let t0 = Instant::now();
+        drop((t, b));
+        fastest = fastest.min(t0.elapsed());
+        assert_eq!(dev.counters().events_created, created, "no event created");
+    }
+    assert!(
+        fastest < Duration::from_millis(1),
+        "the fastest drop took {fastest:?}"
+    );
+}
