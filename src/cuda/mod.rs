@@ -1,7 +1,9 @@
 //! The CUDA layer of the GPU path: device and streams, the kernel module cache (NVRTC →
 //! cubin, cached on disk), device buffer pools and pinned staging rings ([`pool`] for the
-//! device seam the GPU stage uses, [`memory`] for the one-stream [`Device`]), batch
-//! descriptors and the one place kernels are launched.
+//! device seam the GPU stage uses, [`memory`] for the one-stream [`Device`]) and batch
+//! descriptors. Kernels are launched in two places: `launch.rs` for the one-stream
+//! [`Device`] (the operators' own launchers and the kernel tests), and the device seam's
+//! [`RealDevice`] for the pipeline's GPU stage.
 //!
 //! All `unsafe` of the GPU path except nvJPEG lives in this folder; every block says why it
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run

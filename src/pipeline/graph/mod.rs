@@ -10,11 +10,11 @@ use crate::fusion::{self, Part};
 use crate::ops::Operator;
 use crate::reader::ReaderConfig;
 use crate::rng::hash_str;
-use crate::schema::{closest, ArgError, Args, Backends, OpSchema};
+use crate::schema::{closest, ArgError, Args, OpSchema};
 use crate::value::ValueType;
 
 use super::registry;
-use super::spec::{OnError, PipelineSpec, Placement, SpecError, SpecPointer};
+use super::spec::{OnError, PipelineSpec, SpecError, SpecPointer};
 
 mod limits;
 
@@ -37,8 +37,6 @@ pub struct Node {
     pub outputs: Vec<usize>,
     /// For each input, whether this node is the edge's last reader (the value can be moved).
     pub last_use: Vec<bool>,
-    /// Where it runs.
-    pub placement: Placement,
     /// The validated arguments the operator was built from (defaults filled in); for a
     /// fused node, the first fused operator's.
     pub args: Args,
@@ -152,15 +150,6 @@ impl Graph {
                 reader = Some((i, config));
             }
             check_ports(spec, i, schema)?;
-            if let Some(p) = op.placement {
-                if p == Placement::Gpu && schema.backends == Backends::CpuOnly {
-                    return Err(SpecError::new(
-                        SpecPointer::OpPlacement(i),
-                        format!("'{}' runs on the CPU only", schema.kind),
-                    )
-                    .help("remove `device = \"gpu\"` from this operator"));
-                }
-            }
             schemas.push(schema);
             built.push(node);
             arg_sets.push(args);
@@ -354,46 +343,6 @@ impl Graph {
             }
         }
 
-        // Placement: data placed on the GPU can't come back to a CPU operator.
-        let mut on_gpu = vec![false; edge_names.len()];
-        let mut placements = vec![Placement::Cpu; n];
-        for &i in &order {
-            let op = &spec.ops[i];
-            let gpu_input = op.inputs.iter().position(|e| on_gpu[edge_of[e.as_str()]]);
-            let placement = match (op.placement, gpu_input) {
-                (Some(Placement::Cpu), Some(j)) => {
-                    let e = &op.inputs[j];
-                    let p = producer[edge_of[e.as_str()]];
-                    return Err(SpecError::new(
-                        SpecPointer::OpPlacement(i),
-                        format!(
-                            "'{}' is placed on the CPU but its input '{e}' is on the GPU (produced by '{}')",
-                            op.effective_name(i),
-                            spec.ops[p].effective_name(p)
-                        ),
-                    )
-                    .help("move this operator before the GPU ones, or set device = \"gpu\" on it"));
-                }
-                (Some(p), _) => p,
-                (None, Some(_)) => Placement::Gpu,
-                (None, None) => Placement::Cpu,
-            };
-            placements[i] = placement;
-            if placement == Placement::Gpu {
-                for e in &op.outputs {
-                    on_gpu[edge_of[e.as_str()]] = true;
-                }
-            }
-        }
-        for (k, &s) in outputs.iter().enumerate() {
-            if edge_types[s] == ValueType::Label && on_gpu[s] {
-                return Err(SpecError::new(
-                    SpecPointer::Output(k),
-                    "labels can't be on the GPU",
-                ));
-            }
-        }
-
         // Plan: nodes in order, last uses for moves.
         let reader_op = &spec.ops[reader_index];
         let reader_encoded = edge_of[reader_op.outputs[0].as_str()];
@@ -431,7 +380,6 @@ impl Graph {
                 inputs,
                 outputs: op.outputs.iter().map(|e| edge_of[e.as_str()]).collect(),
                 last_use,
-                placement: placements[i],
                 args: std::mem::take(&mut arg_sets[i]),
                 fused: Vec::new(),
                 fusion_note: None,
@@ -472,14 +420,9 @@ impl Graph {
                 .collect();
             let _ = writeln!(
                 s,
-                "  {} [{}{}] {} -> {}",
+                "  {} [{}] {} -> {}",
                 n.name,
                 n.kind,
-                if n.placement == Placement::Gpu {
-                    ", gpu"
-                } else {
-                    ""
-                },
                 ins.join(", "),
                 outs.join(", ")
             );
@@ -567,7 +510,6 @@ fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
                 inputs: first.inputs.clone(),
                 outputs: last.outputs.clone(),
                 last_use: first.last_use.clone(),
-                placement: first.placement,
                 args: first.args.clone(),
                 fusion_note: f.differs,
                 fused: group,
@@ -578,14 +520,13 @@ fn fuse_adjacent(nodes: &mut Vec<Node>, outputs: &[usize]) {
     }
 }
 
-/// Whether `b` is the only reader of `a`'s single output, which isn't a pipeline output,
-/// and both run on the same device (so the edge between them can disappear).
+/// Whether `b` is the only reader of `a`'s single output, which isn't a pipeline output (so
+/// the edge between them can disappear).
 fn feeds_alone(a: &Node, b: &Node, outputs: &[usize]) -> bool {
     a.outputs.len() == 1
         && b.inputs == a.outputs
         && b.last_use == [true]
         && !outputs.contains(&a.outputs[0])
-        && a.placement == b.placement
 }
 
 fn arg_error(i: usize, e: ArgError) -> SpecError {
