@@ -1,8 +1,9 @@
-//! Tests of validation and planning: errors in words, edge types, order, placement, fusion.
+//! Tests of building a graph whole: errors in words, edge types, order, fusion (each pass
+//! alone: `pass_tests.rs`).
 
 use super::*;
 use crate::image::{DType, Layout};
-use crate::pipeline::spec::OpSpec;
+use crate::pipeline::spec::{OpSpec, SpecPointer};
 use crate::value::ImageType;
 
 fn base() -> PipelineSpec {
