@@ -12,7 +12,7 @@
 //! Kernel sources are in `kernels/` (see `build.rs`); operator launchers are the `gpu.rs`
 //! files of the operator folders (each implementing `crate::ops::GpuOperator`), and
 //! [`chain::run_fused_batch`] runs the fused crop → resize → flip → color jitter → normalize
-//! → cast → layout chain over a batch, as composed by [`chain::ChainPlan`]. This folder knows
+//! → cast → layout chain over a batch, as composed by [`chain::ChainSteps`]. This folder knows
 //! no operator: operators use it, never the reverse.
 
 pub mod batch;

@@ -135,7 +135,7 @@ impl CpuStage {
         seq: u64,
         epoch: u64,
         pos: usize,
-        planned: (usize, PathBuf, i64),
+        scheduled: (usize, PathBuf, i64),
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
         let g = &*self.graph;
@@ -162,7 +162,7 @@ impl CpuStage {
             &self.stats,
             self.max_bytes,
             at,
-            planned,
+            scheduled,
             bytes,
             run,
         )
@@ -177,8 +177,8 @@ pub(super) struct Sample {
     pub(super) pos: usize,
 }
 
-/// Runs `run(index, path, label, bytes)` on the planned sample (`planned`: its index, path
-/// and label), catching panics; under `on_error = "replace"` substitutes other samples
+/// Runs `run(index, path, label, bytes)` on the scheduled sample (`scheduled`: its index,
+/// path and label), catching panics; under `on_error = "replace"` substitutes other samples
 /// (chosen from the seed, epoch, position and attempt) until one succeeds. Replacements need
 /// random access: a data set of files (the graph refuses `replace` with a shard reader). A
 /// failure caused by the settings is never replaced: every sample would fail alike. Shared
@@ -190,7 +190,7 @@ pub(super) fn process_with_replacements(
     stats: &Stats,
     max_bytes: u64,
     at: Sample,
-    planned: (usize, PathBuf, i64),
+    scheduled: (usize, PathBuf, i64),
     bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     run: impl Fn(usize, &Path, i64, Arc<Vec<u8>>) -> Result<SampleOutput, Failure>,
 ) -> ProcessedSample {
@@ -203,7 +203,7 @@ pub(super) fn process_with_replacements(
         catch_unwind(AssertUnwindSafe(|| run(index, path, label, bytes)))
             .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
     };
-    let (mut index, mut path, mut label) = planned;
+    let (mut index, mut path, mut label) = scheduled;
     let mut result = attempt(index, &path, label, bytes);
     let mut replaced = Vec::new();
     if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, source.dataset()) {
