@@ -45,8 +45,8 @@ mod goldens;
 #[cfg(test)]
 pub(crate) mod testing;
 
-/// The argument and port declarations, at their old path (they live in [`crate::schema`]).
-pub use crate::schema;
+/// The argument and port declarations ([`crate::schema`], shared with the readers and the
+/// settings), here too so that an operator's folder takes all it is made of from `super`.
 pub use crate::schema::{
     ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL, READER_KIND,
 };

@@ -4,11 +4,10 @@
 //! # Why
 //!
 //! libjpeg-turbo decodes progressive scans (above all the successive-approximation
-//! refinement scans) with generic bit-at-a-time code, about 10× slower than its sequential
-//! decoder (`perf` on large progressive photographs: 60% of all CPU time in
-//! `decode_mcu_AC_refine`, `decode_mcu_AC_first` and `decode_mcu_DC_*`). And it decodes every
-//! block of every scan, into a whole-image buffer it allocates and clears afresh, before it
-//! outputs a row, even when only a window is wanted.
+//! refinement scans) with generic bit-at-a-time code, many times slower than its sequential
+//! decoder (`docs/performance.md` has the figures on large progressive photographs). And it
+//! decodes every block of every scan, into a whole-image buffer it allocates and clears
+//! afresh, before it outputs a row, even when only a window is wanted.
 //!
 //! # How, and why the pixels are the same
 //!
@@ -32,7 +31,7 @@
 //! more than three components, are left to libjpeg). Anything else it does not handle
 //! exactly as libjpeg does — corrupt or truncated data in the part we decode, out-of-range
 //! values, restart markers out of place — makes [`coefficients`] return `None` as well, and
-//! the caller decodes the original with libjpeg as before. So this only ever changes speed.
+//! the caller decodes the original with libjpeg alone. So this only ever changes speed.
 //! The hand-over to libjpeg is in [`handover`].
 
 mod frame;
