@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::Receiver;
 
 use crate::error::{SampleError, SampleErrorKind};
 use crate::ops::{OpParams, SampleContext};
@@ -22,6 +22,7 @@ use super::gather::{Gather, SenderGuard};
 use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
 use super::read_stage::{read_sample, Loaded};
+use super::stage_loop::run_stage;
 use super::stats::{add_ns, Stats};
 
 /// How many replacements `on_error = "replace"` tries before giving up on a position.
@@ -103,38 +104,19 @@ impl CpuStage {
     /// Processes samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
-        let _leaving = SenderGuard(&*self.out);
-        loop {
-            let item = select! {
-                recv(self.input) -> i => match i { Ok(i) => i, Err(_) => return },
-                recv(self.shutdown) -> _ => return,
-            };
-            let processed = match item {
-                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
-                Loaded::Sample {
-                    seq,
-                    epoch,
-                    pos,
-                    index,
-                    path,
-                    label,
-                    bytes,
-                } => Processed::Sample(self.process(seq, epoch, pos, (index, path, label), bytes)),
-            };
-            let urgent = processed.urgent();
-            if !self.out.push(processed, urgent) {
-                return;
-            }
-        }
+        run_worker(
+            &self.input,
+            &self.shutdown,
+            &self.out,
+            |at, scheduled, bytes| self.process(at, scheduled, bytes),
+        );
     }
 
     /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
     /// samples (see [`process_with_replacements`]).
     fn process(
         &self,
-        seq: u64,
-        epoch: u64,
-        pos: usize,
+        at: Sample,
         scheduled: (usize, PathBuf, i64),
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
@@ -148,14 +130,13 @@ impl CpuStage {
                 g,
                 &self.stats,
                 &self.placing,
-                (epoch, pos),
+                (at.epoch, at.pos),
                 index,
                 path,
                 label,
                 bytes,
             )
         };
-        let at = Sample { seq, epoch, pos };
         process_with_replacements(
             g,
             &self.source,
@@ -167,6 +148,49 @@ impl CpuStage {
             run,
         )
     }
+}
+
+/// Runs one worker thread of a stage between the readers and the assembler (the CPU stage,
+/// or the GPU path's preparation): each loaded sample goes through `process` (given where it
+/// stands, its index, path and label, and its bytes), each epoch end is passed on as it is,
+/// and everything goes to the assembler's gather, what it needs at once marked urgent. The
+/// gather hears when the thread ends, however it ends.
+pub(super) fn run_worker(
+    input: &Receiver<Loaded>,
+    shutdown: &Receiver<()>,
+    out: &Gather<Processed>,
+    mut process: impl FnMut(
+        Sample,
+        (usize, PathBuf, i64),
+        Result<Arc<Vec<u8>>, SampleErrorKind>,
+    ) -> ProcessedSample,
+) {
+    let _leaving = SenderGuard(out);
+    run_stage(
+        input,
+        shutdown,
+        |item| {
+            Some(match item {
+                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
+                Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    path,
+                    label,
+                    bytes,
+                } => {
+                    let at = Sample { seq, epoch, pos };
+                    Processed::Sample(process(at, (index, path, label), bytes))
+                }
+            })
+        },
+        |processed| {
+            let urgent = processed.urgent();
+            out.push(processed, urgent)
+        },
+    );
 }
 
 /// Which place of the walk a worker is processing.
