@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The file-level import graph of the library (src/, the binary left out), and its loops.
+"""The file-level import graph of the library (every file under src/ that lib.rs reaches; the
+binary, src/bin/, is left out), and its loops.
 
 Reads the `mod` and `use` declarations of every library file, and the `crate::`/`super::`/
 `self::` paths written inline, resolves each to the file that defines what it names
@@ -8,11 +9,12 @@ prints one line per file with the files it imports. Test code (`#[cfg(test)]` mo
 items) is left out: tests may reach across the crate.
 
 Then it reports
-  (a) import loops among the files of the watched folders (pipeline/, reader/, ops/ unless
-      --scope says otherwise): groups of files that import each other, directly or through
-      other files, and one cycle through each group;
+  (a) import loops: groups of files that import each other, directly or through other
+      files, and one cycle through each group; over the whole library, or only the loops
+      with two files or more in the folders --scope names;
   (b) operator modules (the folders under src/ops/) that import another operator module.
-It exits 1 when it finds either, unless --report is given.
+It exits 1 when it finds either, unless --report is given. `tests/import_graph.rs` runs it
+over the whole library.
 
     python3 scripts/import-graph.py [--report] [--scope pipeline,reader,ops] [--quiet] [--root DIR]
 """
@@ -434,15 +436,21 @@ def operator(f):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--report", action="store_true", help="print the findings, exit 0")
-    ap.add_argument("--scope", default="pipeline,reader,ops",
-                    help="folders of src/ whose files must not import each other in a loop")
+    ap.add_argument("--scope",
+                    help="only loops with two files or more in these folders of src/ "
+                         "(comma-separated; default: every loop of the library)")
     ap.add_argument("--quiet", action="store_true", help="leave the graph out, print findings only")
     ap.add_argument("--root", help="the checkout to read (default: the one holding this script)")
     args = ap.parse_args()
     if args.root:
         global ROOT
         ROOT = os.path.abspath(args.root)
-    scope = {s.strip().strip("/") for s in args.scope.split(",") if s.strip()}
+    scope = None
+    if args.scope:
+        scope = {s.strip().strip("/") for s in args.scope.split(",") if s.strip()}
+
+    def watched(f):
+        return scope is None or folder(f) in scope
 
     crate = Crate()
     crate.load("src/lib.rs", ())
@@ -453,18 +461,20 @@ def main():
         for f in sorted(set(crate.files)):
             print(f"  {f} -> {', '.join(sorted(edges.get(f, ()))) or '-'}")
 
+    needed = 1 if scope is None else 2
     loops = [c for c in sccs(set(crate.files), edges)
-             if len(c) > 1 and sum(folder(f) in scope for f in c) >= 2]
+             if len(c) > 1 and sum(watched(f) for f in c) >= needed]
     inside = sum(1 for c in loops for f in c for t in edges.get(f, ()) if t in c)
-    print(f"\nimport loops among the files of {', '.join(s + '/' for s in sorted(scope))}: {len(loops)}"
+    where = "src/" if scope is None else ", ".join(s + "/" for s in sorted(scope))
+    print(f"\nimport loops among the files of {where}: {len(loops)}"
           f" ({sum(len(c) for c in loops)} files, {inside} imports inside them)")
     for c in loops:
         print(f"  {len(c)} files: {', '.join(c)}")
-        start = next(f for f in c if folder(f) in scope)
+        start = next(f for f in c if watched(f))
         print(f"    e.g. {' -> '.join(cycle_in(c, edges, start))}")
 
     cross = []
-    if "ops" in scope:
+    if scope is None or "ops" in scope:
         for f in sorted(edges):
             a = operator(f)
             for t in sorted(edges[f]):

@@ -106,6 +106,7 @@ pub mod resample;
 pub mod rng;
 pub mod schema;
 pub mod scratch;
+pub mod size_class;
 pub mod value;
 
 #[cfg(test)]

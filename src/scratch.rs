@@ -2,11 +2,10 @@
 //! block per sample.
 //!
 //! Every sample makes a few buffers of tens to hundreds of kilobytes (decoded window,
-//! resize intermediate, resized image, normalized output). Allocating and freeing them per
-//! sample costs page faults and, above the allocator's mmap threshold, an `munmap` with a
-//! TLB shootdown on every core — measurable at two threads (`perf stat`: 116k page faults
-//! for 1,600 images before this module, 30k after). Buffers given back here are handed out
-//! again by [`buffer`].
+//! resize intermediate, resized image, normalized output). Allocated and freed per sample,
+//! each costs page faults and, above the allocator's mmap threshold, an `munmap` with a TLB
+//! shootdown on every core, which the other workers pay too. So buffers given back here are
+//! handed out again by [`buffer`] (`docs/performance.md` has what this saves).
 //!
 //! The pools belong to their owner: each running pipeline has its own [`ScratchPools`],
 //! bound to each of its threads ([`ScratchPools::bind`]), so two pipelines in one process

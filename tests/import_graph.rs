@@ -1,6 +1,5 @@
-//! The import graph of `src/` (`scripts/import-graph.py`): no import loops among the files of
-//! the runtime and the reader, and (once the operator restructuring lands) none in `ops/`
-//! and no operator importing another.
+//! The import graph of the library (`scripts/import-graph.py`): no import loops anywhere in
+//! `src/`, and no operator module importing another.
 
 use std::process::Command;
 
@@ -30,28 +29,47 @@ fn import_graph(args: &[&str]) -> Option<std::process::Output> {
     }
 }
 
-fn check(scope: &str) {
-    let Some(out) = import_graph(&["--quiet", "--scope", scope]) else {
+/// The one loop the library still has, inside files the GPU-executor rewrite (issue 24) owns:
+/// `nvjpeg/safe/mod.rs` defines the handle, stream, state and output types its own
+/// submodules use, and re-exports them. It must stay exactly this loop until that rewrite
+/// moves those types into a file of their own; then this test fails until the entry goes.
+const KNOWN_LOOPS: &[&str] = &[
+    "5 files: src/nvjpeg/safe/batch.rs, src/nvjpeg/safe/decoupled.rs, \
+     src/nvjpeg/safe/hardware.rs, src/nvjpeg/safe/mod.rs, src/nvjpeg/safe/roi.rs",
+];
+
+#[test]
+fn the_library_has_no_import_loops_and_operators_import_no_operator() {
+    let Some(out) = import_graph(&["--quiet", "--report"]) else {
         return;
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(
-        stdout.contains(": 0 (0 files"),
-        "the script ran but reported no count: {stdout}"
+    let count = format!(
+        "import loops among the files of src/: {} (",
+        KNOWN_LOOPS.len()
     );
-}
-
-#[test]
-fn the_runtime_and_the_reader_have_no_import_loops() {
-    check("pipeline,reader");
-}
-
-#[test]
-fn ops_pipeline_and_reader_have_no_import_loops_and_operators_import_no_operator() {
-    check("pipeline,reader,ops");
+    assert!(
+        stdout.contains(&count),
+        "loops beyond the known ones: {stdout}"
+    );
+    let loops: Vec<&str> = stdout
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .map(str::trim)
+        .collect();
+    assert_eq!(loops, KNOWN_LOOPS, "{stdout}");
+    assert!(
+        stdout.contains("operator modules importing other operator modules: 0"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -10,9 +10,9 @@ mod common;
 use std::path::Path;
 
 use proptest::prelude::*;
-use stokehold::ops::schema::ArgType;
 use stokehold::pipeline::file;
 use stokehold::pipeline::graph::Graph;
+use stokehold::schema::ArgType;
 use stokehold::Error;
 
 const FILES: [&str; 2] = ["resnet50-train.toml", "resnet50-eval.toml"];

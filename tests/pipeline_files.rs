@@ -151,22 +151,15 @@ fn unknown_output() {
 }
 
 #[test]
-fn cpu_after_gpu_placement() {
-    let text = with_ops(
-        &DECODE_FLIP
-            .replace(
-                "output = \"decoded\"",
-                "output = \"decoded\"\ndevice = \"gpu\"",
-            )
-            .replace(
-                "output = \"images\"",
-                "output = \"images\"\ndevice = \"cpu\"",
-            ),
-    );
+fn an_operators_device_is_refused_and_says_where_the_device_goes() {
+    let text = with_ops(&DECODE_FLIP.replace(
+        "output = \"decoded\"",
+        "output = \"decoded\"\ndevice = \"gpu\"",
+    ));
     let (line, col, msg, help) = error_of(&text);
-    assert_eq!((line, col), (20, 10), "{msg}");
-    assert!(msg.contains("on the GPU"), "{msg}");
-    assert!(help.unwrap().contains("device = \"gpu\""));
+    assert_eq!((line, col), (14, 1), "{msg}");
+    assert!(msg.contains("operator #2 has a `device` key"), "{msg}");
+    assert!(help.unwrap().contains("`device = \"gpu\"`"));
 }
 
 #[test]

@@ -8,8 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use stokehold::pipeline::file::{self, SpecLocations};
 use stokehold::pipeline::graph::Graph;
-use stokehold::pipeline::{DeviceChoice, OnError, PipelineSpec};
+use stokehold::pipeline::settings::{self, Setting, SettingError};
+use stokehold::pipeline::{DeviceChoice, PipelineSpec, Settings};
 use stokehold::reader::shards::list::data_exists;
+use stokehold::schema::{ArgType, ArgValue};
 use stokehold::Error;
 
 use crate::dict_spec::{self, DictText};
@@ -180,7 +182,8 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
 /// The device choice and GPU ordinal for `device`: "auto" (the GPU of this rank,
 /// `cuda:LOCAL_RANK`, when the GPU path can run, else the CPU), "cpu", "cuda"/"gpu" (this
 /// rank's GPU), "cuda:N", or "emu" (the emulated device: the GPU path without a GPU, a test
-/// device).
+/// device). The names are Python's (PyTorch's device strings); the settings are then set
+/// through the settings schema like the others.
 fn device(py: Python<'_>, device: &str, rank: &Rank) -> PyResult<(DeviceChoice, usize)> {
     let d = device.trim().to_ascii_lowercase();
     Ok(match d.as_str() {
@@ -206,51 +209,58 @@ fn bad_device(py: Python<'_>, device: &str) -> PyErr {
     )
 }
 
-fn at_least_one(py: Python<'_>, name: &str, v: i64) -> PyResult<usize> {
-    match usize::try_from(v) {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(pipeline_err(
-            py,
-            format!("{name} = {v} must be at least 1"),
-            None,
-        )),
-    }
+/// Sets the setting `name` to `value` through the settings schema, which checks it as it
+/// checks a pipeline file's value or a command-line flag.
+fn set(py: Python<'_>, s: &mut Settings, name: &str, value: ArgValue) -> PyResult<()> {
+    let setting = settings::find(name).expect("a declared setting");
+    setting
+        .apply(s, &value)
+        .map_err(|e| keyword_error(py, setting, &value, e))
 }
 
-/// Lays the keyword settings over `spec`.
+/// The schema's verdict on a keyword argument, in Python's words: a choice that is none of
+/// its choices is "not a" what the setting holds (its flag's value name: a policy, a
+/// device); otherwise the schema's message, both without the file's code quotes.
+fn keyword_error(py: Python<'_>, setting: &Setting, value: &ArgValue, e: SettingError) -> PyErr {
+    let message = match (setting.spec.ty, value) {
+        (ArgType::Choice(_), ArgValue::Str(given)) => format!(
+            "{}={given:?} is not a {}",
+            setting.name(),
+            setting.flag.value_name.to_ascii_lowercase()
+        ),
+        _ => e.message.replace('`', ""),
+    };
+    pipeline_err(py, message, Some(&e.help.replace('`', "")))
+}
+
+/// Lays the keyword settings over `spec`, each through the settings schema.
 ///
 /// `epochs=None` means as many epochs as are iterated (each `for` loop is one epoch), not the
-/// pipeline file's `epochs`, which is for the command line.
+/// pipeline file's `epochs`, which is for the command line; `threads=0` is one per core, as
+/// in a file.
 pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank) -> PyResult<()> {
     let s = &mut spec.settings;
     let (choice, device_id) = device(py, &o.device, rank)?;
-    s.device = choice;
-    s.device_id = device_id;
-    if let Some(b) = o.batch {
-        s.batch = at_least_one(py, "batch", b)?;
+    set(py, s, "device", ArgValue::Str(choice.name().to_string()))?;
+    let id = i64::try_from(device_id).unwrap_or(i64::MAX);
+    set(py, s, "device_id", ArgValue::Int(id))?;
+    let counts = [
+        ("batch", o.batch),
+        ("threads", o.threads),
+        ("seed", o.seed),
+        ("epochs", o.epochs),
+        ("prefetch", o.prefetch),
+    ];
+    for (name, value) in counts {
+        if let Some(v) = value {
+            set(py, s, name, ArgValue::Int(v))?;
+        }
     }
-    if let Some(t) = o.threads {
-        s.threads = Some(at_least_one(py, "threads", t)?);
-    }
-    if let Some(seed) = o.seed {
-        s.seed = u64::try_from(seed)
-            .map_err(|_| pipeline_err(py, format!("seed = {seed} is negative"), None))?;
-    }
-    s.epochs = match o.epochs {
-        Some(e) => Some(at_least_one(py, "epochs", e)? as u64),
-        None => None,
-    };
-    if let Some(p) = o.prefetch {
-        s.prefetch = at_least_one(py, "prefetch", p)?;
+    if o.epochs.is_none() {
+        s.epochs = None;
     }
     if let Some(name) = &o.on_error {
-        s.on_error = OnError::from_name(name).ok_or_else(|| {
-            pipeline_err(
-                py,
-                format!("on_error={name:?} is not a policy"),
-                Some("use \"skip\", \"fail\" or \"replace\""),
-            )
-        })?;
+        set(py, s, "on_error", ArgValue::Str(name.clone()))?;
     }
     if let Some(data) = &o.data {
         if !data_exists(data) {

@@ -74,6 +74,18 @@ def test_bad_keyword_settings(builtin):
         stokehold.Pipeline(EVAL)
 
 
+def test_keyword_settings_are_checked_as_a_pipeline_file_is(builtin):
+    # The settings schema decides, with the file's ranges and words: threads=0 is one per
+    # core there too, and each range is the file's.
+    with stokehold.Pipeline(EVAL, builtin, threads=0, epochs=1) as p:
+        assert p.threads >= 1
+    for kw, match in [({"epochs": 0}, "epochs = 0 is out of range: it must be at least 1"),
+                      ({"prefetch": -2}, "prefetch = -2 is out of range"),
+                      ({"on_error": "skipp"}, 'did you mean "skip"')]:
+        with pytest.raises(stokehold.PipelineError, match=match):
+            stokehold.Pipeline(EVAL, builtin, **kw)
+
+
 def test_a_missing_folder_says_so(tmp_path):
     missing = tmp_path / "not-there"
     with pytest.raises(stokehold.DataError, match=f"data={missing}: no such folder"):

@@ -1,4 +1,8 @@
-//! The single place kernels are launched.
+//! Kernel launches on the one-stream [`Device`](super::Device): the operators' own launchers,
+//! [`run_fused_batch`](super::chain::run_fused_batch) and the kernel tests. The pipeline's GPU
+//! stage launches through the device seam instead ([`RealDevice`](super::RealDevice) on a
+//! GPU, [`EmuDevice`](super::EmuDevice) on the host): two launch sites until that seam is the
+//! only way to the GPU.
 
 use std::sync::Arc;
 

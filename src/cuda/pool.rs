@@ -12,7 +12,7 @@
 //! ([`GpuDevice::wait`]: on the device, the host does not block). The pool prefers buffers
 //! whose release events are complete, so a new batch's work rarely waits at all.
 //!
-//! Sizes are rounded up to a size class ([`super::memory::size_class`]: at most 1/8 more than
+//! Sizes are rounded up to a size class ([`crate::size_class::size_class`]: at most 1/8 more than
 //! asked), a new buffer is at least as large as the largest the pool made (a quarter more
 //! than asked), and any idle buffer large enough serves a request: use one pool per role
 //! (buffers of similar sizes), and after the first batches every buffer of a role fits
@@ -25,7 +25,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::gpu_device::{DevicePtr, Event, GpuDevice, PinnedHost, StreamId};
-use super::memory::size_class;
+use crate::size_class::size_class;
 use crate::error::Error;
 
 /// Allocation granularity, in bytes.

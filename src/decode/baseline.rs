@@ -3,12 +3,12 @@
 //!
 //! # Why
 //!
-//! Huffman decoding is most of a JPEG decode: `perf` on the ResNet-50 pipeline over ImageNet
-//! photos put libjpeg-turbo's `decode_mcu` at about 57% of all CPU time, against 9% for its
-//! IDCT and colour conversion. Its fast path looks up a code in 8 bits, then reads the
-//! coefficient's magnitude bits and sign-extends it as separate steps, refilling its bit
-//! buffer a byte at a time. Each code's lookup needs the bits where the last step ended, so
-//! the lookups form one chain of dependent loads: their number is what decides the time.
+//! Huffman decoding is most of a JPEG decode, far more than the IDCT and colour conversion
+//! (`docs/performance.md`, "Where the time goes"). libjpeg-turbo's fast path looks up a code
+//! in 8 bits, then reads the coefficient's magnitude bits and sign-extends it as separate
+//! steps, refilling its bit buffer a byte at a time. Each code's lookup needs the bits where
+//! the last step ended, so the lookups form one sequence of dependent loads: their number is
+//! what decides the time.
 //!
 //! # How, and why the pixels are the same
 //!

@@ -4,7 +4,8 @@
 //! Pillow decodes.
 
 use super::header::JpegHeader;
-use super::{DecodeError, DecodeOptions, EntropyDecoder, Upsampling};
+use super::options::{DecodeOptions, EntropyDecoder, Upsampling};
+use crate::error::DecodeError;
 
 /// Decodes the JPEG `bytes`, whose header `h` was read by [`JpegHeader::read`], with
 /// libjpeg-turbo ([`super::turbo`]) and, where `opts` asks for it and the file fits, our own

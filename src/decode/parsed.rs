@@ -1,12 +1,19 @@
 //! An encoded image whose header was read once ([`ParsedImage`]), and the decodes that start
 //! from it: whole, a window, or DCT-scaled.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::color::convert_channels;
+use super::format::{image_info, sniff, Format, ImageInfo};
 use super::header::JpegHeader;
-use super::{
-    check_file_size, check_scale, check_window, convert_channels, exif, guarded, image_info, jpeg,
-    png, sniff, DecodeError, DecodeOptions, Format, ImageInfo, Window,
-};
+use super::limits::check_file_size;
+use super::options::DecodeOptions;
+use super::{exif, jpeg, png};
+use crate::error::DecodeError;
 use crate::image::Image;
+
+/// A window of an image: (top, left, height, width).
+pub type Window = (usize, usize, usize, usize);
 
 /// An encoded JPEG or PNG whose header has been read, with the options to decode it with:
 /// what every decode starts from, so that a sample's header is read once however many steps
@@ -216,6 +223,42 @@ impl<'a> ParsedImage<'a> {
                 }
                 Ok(Image::from_u8_hwc(h, w, c, out))
             }
+        }
+    }
+}
+
+/// Fails with [`DecodeError::Unsupported`] unless `scale_denom` is 1, 2, 4 or 8.
+pub(super) fn check_scale(scale_denom: u8) -> Result<(), DecodeError> {
+    if matches!(scale_denom, 1 | 2 | 4 | 8) {
+        Ok(())
+    } else {
+        Err(DecodeError::Unsupported(format!(
+            "DCT-domain scale 1/{scale_denom} (only 1/1, 1/2, 1/4, 1/8)"
+        )))
+    }
+}
+
+fn check_window(window: Window, h: usize, w: usize) -> Result<(), DecodeError> {
+    let (top, left, wh, ww) = window;
+    if wh == 0 || ww == 0 || top.saturating_add(wh) > h || left.saturating_add(ww) > w {
+        return Err(DecodeError::Window(format!(
+            "window {wh}x{ww} at ({top}, {left}) is empty or outside the {w}x{h} image"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs a decoder, turning a panic into [`DecodeError::Corrupt`].
+fn guarded<T>(f: impl FnOnce() -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(DecodeError::Corrupt(format!("decoder panicked: {msg}")))
         }
     }
 }

@@ -16,7 +16,8 @@ use std::io::Cursor;
 use png::{BitDepth, ColorType, Transformations};
 
 use super::exif::orientation_from_tiff;
-use super::{check_pixels, DecodeError, Limits};
+use super::limits::{check_pixels, Limits};
+use crate::error::DecodeError;
 
 /// The 8-byte PNG signature.
 pub(crate) const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];

@@ -24,7 +24,7 @@ use mozjpeg_sys::{
     JSAMPROW_MUT, J_COLOR_SPACE,
 };
 
-use super::DecodeError;
+use crate::error::DecodeError;
 
 // libjpeg-turbo's SIMD dispatch, not in mozjpeg-sys's bindings: `simd/<arch>/jsimd.c` in a
 // build with SIMD, `jsimd_none.c` (every function returns 0) in one without (on x86, when

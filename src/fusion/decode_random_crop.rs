@@ -128,8 +128,8 @@ fn decode_and_crop_scaled_with_info(
     Ok((resize_whole(crop, rrc)?, window, info))
 }
 
-/// `decode` followed by `random_resized_crop` as one operator (what the planner substitutes
-/// for that pair): the window is drawn from the crop operator's own random stream and recorded
+/// `decode` followed by `random_resized_crop` as one operator (what the graph builder
+/// substitutes for that pair): the window is drawn from the crop operator's own random stream and recorded
 /// under its name, so batches are identical to the unfused pair.
 #[derive(Debug, Clone)]
 pub struct DecodeRandomCrop {

@@ -1,15 +1,15 @@
-//! Fusion: the table of rules by which the planner replaces a run of adjacent operators by
-//! one fused CPU operator, those fused operators, and the composition of the operators after
-//! the decoder into the GPU's fused chain ([`chain`]). Operators don't know each other; the
+//! Fusion: the table of rules by which the graph builder replaces a run of adjacent operators
+//! by one fused CPU operator, those fused operators, and the composition of the operators
+//! after the decoder into the GPU's fused chain ([`chain`]). Operators don't know each other; the
 //! fused operators here import the pieces they combine, and each rule rebuilds the concrete
 //! operators from the nodes' validated arguments (no downcasts).
 //!
 //! Every fusion gives the same values and records the same parameters (under the same
 //! operator names, drawn from the same random streams) as running the operators one by one,
 //! except where a rule says its result differs on purpose (an opt-in approximation, which
-//! `stokehold check` prints). The planner (`crate::pipeline::graph`) offers a run of nodes
-//! only when each feeds the next alone, none of the intermediate edges is a pipeline output,
-//! and all run on the same device.
+//! `stokehold check` prints). The graph builder (`crate::pipeline::graph`) offers a run of
+//! nodes only when each feeds the next alone and none of the intermediate edges is a pipeline
+//! output.
 //!
 //! | kinds                                 | fused operator                          |
 //! |---------------------------------------|-----------------------------------------|
@@ -162,8 +162,8 @@ fn normalize_layout(p: &[Part<'_>]) -> Option<NormalizeToLayout> {
 }
 
 /// The first rule (longest first) that matches a prefix of `run` and whose conditions hold,
-/// applied: what replaces `run[..len]`. `run` is a chain of operators each feeding the next
-/// alone (the planner checks that).
+/// applied: what replaces `run[..len]`. `run` is a run of operators each feeding the next
+/// alone (the graph builder checks that).
 pub fn fuse(run: &[Part<'_>]) -> Option<Fused> {
     RULES.iter().find_map(|rule| {
         let n = rule.kinds.len();

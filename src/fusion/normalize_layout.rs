@@ -21,8 +21,8 @@ use super::normalize_layout_simd as simd;
 
 /// `normalize` followed by `layout`, in one pass: u8 HWC in, normalized values written
 /// straight in the target layout. Bit-identical to the two operators (same arithmetic per
-/// element); the planner substitutes it for the pair. A `flip` just before it is folded in
-/// too ([`NormalizeToLayout::mirror`]): the pass reads the source mirrored instead of
+/// element); the graph builder substitutes it for the pair. A `flip` just before it is folded
+/// in too ([`NormalizeToLayout::mirror`]): the pass reads the source mirrored instead of
 /// moving pixels first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NormalizeToLayout {

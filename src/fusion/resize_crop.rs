@@ -37,8 +37,9 @@ fn inner_window(crop: &Crop, oh: usize, ow: usize) -> Option<(usize, usize, usiz
     ))
 }
 
-/// The resampling plan for the kept outputs of a resize of a `h`×`w` image to `oh`×`ow`.
-enum Plan {
+/// A resize of a `h`×`w` image to `oh`×`ow` of which only the kept outputs (the crop's) are
+/// computed: which taps, or source indices, they read.
+enum CroppedResize {
     /// Same size: the crop is a copy.
     Copy,
     /// Bilinear taps per axis (`None`: that pass is skipped, as in Pillow) and pass order.
@@ -51,34 +52,34 @@ enum Plan {
     Nearest { xs: Vec<u32>, ys: Vec<u32> },
 }
 
-fn plan(
+fn cropped_resize(
     r: &Resize,
     h: usize,
     w: usize,
     oh: usize,
     ow: usize,
     win: (usize, usize, usize, usize),
-) -> Plan {
+) -> CroppedResize {
     let (ct, cl, ch, cw) = win;
     if (oh, ow) == (h, w) {
-        return Plan::Copy;
+        return CroppedResize::Copy;
     }
     match r.interp {
-        Interp::Bilinear => Plan::Bilinear {
+        Interp::Bilinear => CroppedResize::Bilinear {
             h: (ow != w)
                 .then(|| bilinear_taps(w, 0.0, w as f32, ow, r.antialias).subset(cl..cl + cw)),
             v: (oh != h)
                 .then(|| bilinear_taps(h, 0.0, h as f32, oh, r.antialias).subset(ct..ct + ch)),
             vertical_first: vertical_first(h, w, oh, ow),
         },
-        Interp::Nearest => Plan::Nearest {
+        Interp::Nearest => CroppedResize::Nearest {
             xs: nearest_indices(w, 0.0, w as f32, ow)[cl..cl + cw].to_vec(),
             ys: nearest_indices(h, 0.0, h as f32, oh)[ct..ct + ch].to_vec(),
         },
     }
 }
 
-impl Plan {
+impl CroppedResize {
     /// The source rectangle `(top, left, height, width)` the kept outputs read.
     fn source(&self, win: (usize, usize, usize, usize)) -> (usize, usize, usize, usize) {
         let (ct, cl, ch, cw) = win;
@@ -88,12 +89,12 @@ impl Plan {
             lo..hi
         };
         let (rows, cols) = match self {
-            Plan::Copy => (ct..ct + ch, cl..cl + cw),
-            Plan::Bilinear { h, v, .. } => (
+            CroppedResize::Copy => (ct..ct + ch, cl..cl + cw),
+            CroppedResize::Bilinear { h, v, .. } => (
                 v.as_ref().map_or(ct..ct + ch, Taps::source_range),
                 h.as_ref().map_or(cl..cl + cw, Taps::source_range),
             ),
-            Plan::Nearest { xs, ys } => (span(ys), span(xs)),
+            CroppedResize::Nearest { xs, ys } => (span(ys), span(xs)),
         };
         (rows.start, cols.start, rows.len(), cols.len())
     }
@@ -121,10 +122,10 @@ impl Plan {
             ..t
         };
         let out = match self {
-            Plan::Copy => {
+            CroppedResize::Copy => {
                 resample_bilinear_u8(source, (ct - r0, cl - c0, ch, cw), None, None, false)
             }
-            Plan::Bilinear {
+            CroppedResize::Bilinear {
                 h,
                 v,
                 vertical_first,
@@ -139,7 +140,7 @@ impl Plan {
                 let v = v.map(|t| shift(t, r0));
                 resample_bilinear_u8(source, window, h.as_ref(), v.as_ref(), vertical_first)
             }
-            Plan::Nearest { xs, ys } => {
+            CroppedResize::Nearest { xs, ys } => {
                 let xs: Vec<u32> = xs.iter().map(|&x| x - c0 as u32).collect();
                 let ys: Vec<u32> = ys.iter().map(|&y| y - r0 as u32).collect();
                 resample_nearest_u8(source, &xs, &ys)
@@ -195,7 +196,7 @@ impl ResizeCrop {
         let (oh, ow) = self.resize.target.output_size(im.height, im.width);
         match inner_window(&self.crop, oh, ow) {
             Some(win) => {
-                let p = plan(&self.resize, im.height, im.width, oh, ow, win);
+                let p = cropped_resize(&self.resize, im.height, im.width, oh, ow, win);
                 let out = p.run(&im, (0, 0), win)?;
                 crate::scratch::recycle_image(im);
                 Ok((out, (win.0 as i64, win.1 as i64)))
@@ -273,7 +274,7 @@ impl DecodeResizeCrop {
                 .map(|(out, offsets)| (out, offsets, (h, w)))
                 .map_err(op_err);
         };
-        let p = plan(&self.rest.resize, h, w, oh, ow, win);
+        let p = cropped_resize(&self.rest.resize, h, w, oh, ow, win);
         let (r0, c0, rh, rw) = p.source(win);
         let part = image.decode_window((r0, c0, rh, rw))?;
         let out = p.run(&part, (r0, c0), win).map_err(op_err)?;

@@ -45,8 +45,8 @@ mod goldens;
 #[cfg(test)]
 pub(crate) mod testing;
 
-/// The argument and port declarations, at their old path (they live in [`crate::schema`]).
-pub use crate::schema;
+/// The argument and port declarations ([`crate::schema`], shared with the readers and the
+/// settings), here too so that an operator's folder takes all it is made of from `super`.
 pub use crate::schema::{
     ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL, READER_KIND,
 };
@@ -125,11 +125,11 @@ pub trait GpuOperator: Send + Sync {
     ) -> Result<DeviceBatch, Error>;
 
     /// What this operator is in the fused chain, known before any sample (checked once at
-    /// pipeline start by [`crate::cuda::chain::ChainPlan::new`]); an `Err` says why the chain
+    /// pipeline start by [`crate::cuda::chain::ChainSteps::new`]); an `Err` says why the chain
     /// can't do it.
     fn chain_step(&self) -> Result<ChainStep, String>;
 
-    /// This operator's piece of one sample's chain plan, from the setup drawn for it.
+    /// This operator's piece of one sample's fused work, from the setup drawn for it.
     fn chain_piece(&self, setup: &Setup) -> Result<ChainPiece, String>;
 }
 

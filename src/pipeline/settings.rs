@@ -336,13 +336,13 @@ impl Setting {
                 Ok(v.clone())
             }
             (ArgType::Int { min, max }, ArgValue::Int(n)) => {
-                let bound = if max == i64::MAX {
-                    format!("at least {min}")
-                } else {
-                    format!("in [{min}, {max}]")
+                let bound = match (min, max) {
+                    (0, i64::MAX) => "not be negative".to_string(),
+                    (_, i64::MAX) => format!("be at least {min}"),
+                    _ => format!("be in [{min}, {max}]"),
                 };
                 Err(SettingError {
-                    message: format!("`{name}` = {n} is out of range: it must be {bound}"),
+                    message: format!("`{name}` = {n} is out of range: it must {bound}"),
                     help: format!(
                         "use an integer {}, e.g. `{name} = {example}`{or_unset}",
                         self.spec.ty.to_string().trim_start_matches("integer ")
@@ -493,6 +493,10 @@ mod tests {
     fn flags_parse_like_file_values() {
         let batch = find("batch").unwrap();
         assert_eq!(batch.parse_flag("16").unwrap(), ArgValue::Int(16));
+        assert_eq!(
+            find("seed").unwrap().parse_flag("-1").unwrap_err().message,
+            "`seed` = -1 is out of range: it must not be negative"
+        );
         let e = batch.parse_flag("sixteen").unwrap_err();
         assert_eq!(e.message, "`batch` must be an integer ≥ 1, got a string");
         assert!(e.help.contains("batch = 32"), "{}", e.help);

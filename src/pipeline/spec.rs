@@ -128,15 +128,6 @@ impl Default for Settings {
     }
 }
 
-/// Where an operator was asked to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// On CPU worker threads.
-    Cpu,
-    /// On the GPU (the decoder: "mixed", CPU in, GPU out).
-    Gpu,
-}
-
 /// One operator node in a pipeline definition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpSpec {
@@ -148,8 +139,6 @@ pub struct OpSpec {
     pub inputs: Vec<String>,
     /// Output edge names, in port order.
     pub outputs: Vec<String>,
-    /// Requested placement (`None`: decided by the device choice).
-    pub placement: Option<Placement>,
     /// Arguments as given (validated against the schema later).
     pub args: BTreeMap<String, ArgValue>,
 }
@@ -162,7 +151,6 @@ impl OpSpec {
             name: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
-            placement: None,
             args: BTreeMap::new(),
         }
     }
@@ -188,12 +176,6 @@ impl OpSpec {
     /// Names the operator.
     pub fn named(mut self, name: &str) -> OpSpec {
         self.name = Some(name.to_string());
-        self
-    }
-
-    /// Asks for a placement.
-    pub fn on(mut self, placement: Placement) -> OpSpec {
-        self.placement = Some(placement);
         self
     }
 
@@ -225,8 +207,6 @@ pub enum SpecPointer {
     OpInput(usize, usize),
     /// The `j`-th output edge of operator `i`.
     OpOutput(usize, usize),
-    /// The placement of an operator.
-    OpPlacement(usize),
     /// The whole pipeline.
     Whole,
 }
@@ -370,7 +350,6 @@ impl PipelineSpec {
             SpecPointer::OpArg(i, a) => format!("{}, argument '{a}'", op(*i)),
             SpecPointer::OpInput(i, j) => format!("{}, input #{}", op(*i), j + 1),
             SpecPointer::OpOutput(i, j) => format!("{}, output #{}", op(*i), j + 1),
-            SpecPointer::OpPlacement(i) => format!("{}, device", op(*i)),
             SpecPointer::Whole => "pipeline".to_string(),
         }
     }

@@ -399,7 +399,7 @@ fn shard_config_from_args(args: &Args) -> Result<shards::set::ShardConfig, ArgEr
             backoff: std::time::Duration::from_millis(200),
             ..shards::http::Retry::default()
         },
-        split: shards::plan::RankSplit {
+        split: shards::schedule::RankSplit {
             shuffle: args.bool("shuffle"),
             rank,
             world_size,

@@ -138,7 +138,7 @@ impl Source {
     /// Samples the walk takes per epoch, padding included, in batches of `batch`: for files,
     /// the schedule's one flagged repeat where a shorter part needs it to have as many
     /// batches as the others ([`EpochOrder`](super::schedule::EpochOrder)); shards give
-    /// every rank as many samples already (see [`RankSplit`](super::shards::plan::RankSplit)).
+    /// every rank as many samples already (see [`RankSplit`](super::shards::schedule::RankSplit)).
     pub fn scheduled_per_epoch(&self, config: &ReaderConfig, batch: usize) -> usize {
         match self {
             Source::Shards(_) => self.samples_per_epoch(config),

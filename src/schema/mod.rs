@@ -148,12 +148,13 @@ pub struct PortSpec {
     pub doc: &'static str,
 }
 
-/// Where an operator can run.
+/// Where an operator can run: what the pipeline-file docs say ("Runs on") and what the GPU
+/// path must honour (a test holds every operator's declaration against the GPU path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backends {
-    /// CPU only (the reader).
+    /// CPU only: the reader, and operators the GPU path can't run.
     CpuOnly,
-    /// CPU, and GPU kernels (or a mixed decoder) on the GPU path.
+    /// CPU, and on the GPU path: the decoder (nvJPEG), or a step of the fused chain after it.
     CpuAndGpu,
 }
 

@@ -36,7 +36,7 @@ pub struct BenchArgs {
 
 /// How long to time: exactly `epochs` epochs, or at least `min_epochs` and `min_seconds`.
 #[derive(Clone, Copy)]
-pub struct Plan {
+pub struct Timing {
     /// Exactly this many timed epochs (`--epochs`).
     pub epochs: Option<u64>,
     /// Otherwise at least this many...
@@ -45,11 +45,11 @@ pub struct Plan {
     pub min_seconds: f64,
 }
 
-impl Plan {
-    /// The plan `--epochs` and `--min-seconds` ask for, timing at least `min_epochs`
+impl Timing {
+    /// What `--epochs` and `--min-seconds` ask for, timing at least `min_epochs`
     /// epochs when `--epochs` is not given.
-    pub fn from(opts: &RunOpts, min_seconds: f64, min_epochs: u64) -> Plan {
-        Plan {
+    pub fn from(opts: &RunOpts, min_seconds: f64, min_epochs: u64) -> Timing {
+        Timing {
             epochs: opts
                 .settings
                 .int("epochs")
@@ -104,16 +104,16 @@ impl Measurement {
     }
 }
 
-/// Runs `spec` for one warm-up epoch and then the timed epochs `plan` asks for;
+/// Runs `spec` for one warm-up epoch and then the timed epochs `timing` asks for;
 /// `consumer_ms` simulates a training step per batch.
 pub fn measure(
     mut spec: PipelineSpec,
-    plan: Plan,
+    timing: Timing,
     consumer_ms: Option<f64>,
     verbose: bool,
 ) -> Result<Measurement> {
     // Repeating epochs until long enough: run unbounded and stop at an epoch's end.
-    spec.settings.epochs = plan.epochs.map(|n| n + 1);
+    spec.settings.epochs = timing.epochs.map(|n| n + 1);
     let batch = spec.settings.batch;
     let mut p = Pipeline::new(spec)?;
     if verbose {
@@ -121,8 +121,8 @@ pub fn measure(
     }
     let per_epoch = p.samples_per_epoch() as u64;
     let mut progress = Progress::new(
-        plan.epochs.map(|n| (n + 1) * per_epoch),
-        plan.epochs.map(|n| n + 1),
+        timing.epochs.map(|n| (n + 1) * per_epoch),
+        timing.epochs.map(|n| n + 1),
         verbose,
     );
     let step = consumer_ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
@@ -157,7 +157,7 @@ pub fn measure(
             (epoch, epoch_images) = (b.epoch, 0);
             let timed = warm.map_or(0.0, |w| (last_arrival - w).as_secs_f64());
             let long_enough =
-                epoch > plan.min_epochs && timed >= plan.min_seconds && plan.epochs.is_none();
+                epoch > timing.min_epochs && timed >= timing.min_seconds && timing.epochs.is_none();
             if long_enough {
                 break;
             }
@@ -200,8 +200,8 @@ const MEANINGFUL_BATCHES: u64 = 10;
 /// Benchmarks the pipeline; the last line has the fields the peer scripts print.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
-    let plan = Plan::from(&args.opts, args.min_seconds, 3);
-    let m = measure(checked.loaded.spec, plan, args.consumer_ms, true)?;
+    let timing = Timing::from(&args.opts, args.min_seconds, 3);
+    let m = measure(checked.loaded.spec, timing, args.consumer_ms, true)?;
     if args.stats {
         stats::print(&m.stats, m.run_seconds)?;
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::bench::{measure, Plan};
+use crate::bench::{measure, Timing};
 use crate::options::{self, RunOpts};
 use crate::output::outln;
 
@@ -59,7 +59,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
     );
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
     // Epochs long enough on their own are timed once (as many as small ones take).
-    let plan = Plan::from(&args.opts, args.min_seconds, 1);
+    let timing = Timing::from(&args.opts, args.min_seconds, 1);
     outln!(
         "{:>8} {:>9} {:>12} {:>21}",
         "threads",
@@ -73,7 +73,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             let mut spec = checked.loaded.spec.clone();
             spec.settings.threads = Some(t);
             spec.settings.prefetch = d;
-            let m = measure(spec, plan, None, false)?;
+            let m = measure(spec, timing, None, false)?;
             let trial = match m.spread() {
                 Some((median, low, high)) => Trial {
                     threads: t,

@@ -20,8 +20,8 @@ fn geometry(resample: Option<Resample>) -> ChainStep {
 
 #[test]
 fn order_and_rounding_rules_are_checked_before_any_sample() {
-    let ok = |l: &[(&str, ChainStep)]| ChainPlan::new(steps(l)).is_ok();
-    let refused_at = |l: &[(&str, ChainStep)]| ChainPlan::new(steps(l)).unwrap_err().op;
+    let ok = |l: &[(&str, ChainStep)]| ChainSteps::new(steps(l)).is_ok();
+    let refused_at = |l: &[(&str, ChainStep)]| ChainSteps::new(steps(l)).unwrap_err().op;
     // The shipped recipes.
     assert!(ok(&[
         ("rrc", geometry(Some(BILINEAR))),
@@ -108,7 +108,7 @@ fn order_and_rounding_rules_are_checked_before_any_sample() {
         ]),
         "n2"
     );
-    let e = ChainPlan::new(steps(&[
+    let e = ChainSteps::new(steps(&[
         ("r1", geometry(Some(BILINEAR))),
         ("r2", geometry(Some(BILINEAR))),
     ]))
@@ -121,7 +121,7 @@ fn order_and_rounding_rules_are_checked_before_any_sample() {
 
 #[test]
 fn pieces_fold_into_one_sample() {
-    let plan = ChainPlan::new(steps(&[
+    let chain = ChainSteps::new(steps(&[
         ("c1", geometry(None)),
         ("r", geometry(Some(BILINEAR))),
         ("c2", geometry(None)),
@@ -163,7 +163,7 @@ fn pieces_fold_into_one_sample() {
         },
         ChainPiece::Fixed,
     ];
-    let s = plan.sample((200, 300, 3), &pieces).unwrap();
+    let s = chain.sample((200, 300, 3), &pieces).unwrap();
     assert_eq!(s.window, (10, 20, 100, 80));
     assert_eq!((s.out_h, s.out_w, s.keep), (50, 40, Some((5, 6, 30, 20))));
     assert_eq!(s.output_size(), (30, 20));
@@ -180,7 +180,7 @@ fn pieces_fold_into_one_sample() {
         window: Some((-1, 0, 100, 80)),
         out: (100, 80),
     };
-    let e = plan.sample((200, 300, 3), &outside).unwrap_err();
+    let e = chain.sample((200, 300, 3), &outside).unwrap_err();
     assert_eq!(e.op, "c1");
     // A resize to the same size is no resampling.
     let mut same = pieces;
@@ -188,25 +188,25 @@ fn pieces_fold_into_one_sample() {
         window: None,
         out: (100, 80),
     };
-    let s = plan.sample((200, 300, 3), &same).unwrap();
+    let s = chain.sample((200, 300, 3), &same).unwrap();
     assert_eq!((s.window, s.keep), ((15, 26, 30, 20), None));
     // Wrong counts and kinds of pieces, and channels the kernel does not take.
-    assert!(plan.sample((200, 300, 3), &pieces[..2]).is_err());
-    assert!(plan.sample((200, 300, 5), &pieces).is_err());
+    assert!(chain.sample((200, 300, 3), &pieces[..2]).is_err());
+    assert!(chain.sample((200, 300, 5), &pieces).is_err());
     let mut wrong = pieces;
     wrong[3] = ChainPiece::Fixed;
-    assert_eq!(plan.sample((200, 300, 3), &wrong).unwrap_err().op, "f1");
+    assert_eq!(chain.sample((200, 300, 3), &wrong).unwrap_err().op, "f1");
 }
 
 #[test]
 fn jitter_takes_three_channels_and_splits_the_launch() {
-    let plan = ChainPlan::new(steps(&[("j", ChainStep::ColorJitter)])).unwrap();
+    let chain = ChainSteps::new(steps(&[("j", ChainStep::ColorJitter)])).unwrap();
     let j = ChainPiece::ColorJitter(JitterSample {
         brightness: Some(1.5),
         ..JitterSample::NONE
     });
-    assert!(plan.sample((4, 4, 1), &[j]).is_err());
-    let s = plan.sample((4, 4, 3), &[j]).unwrap();
+    assert!(chain.sample((4, 4, 1), &[j]).is_err());
+    let s = chain.sample((4, 4, 3), &[j]).unwrap();
     assert!(s.jitter.is_some());
     let stages = launcher::JitterStages::of(&[s, FusedSample { jitter: None, ..s }]).unwrap();
     assert_eq!(stages.jitter[1], JitterSample::NONE);

@@ -1,7 +1,7 @@
 //! What a read header says about the image and its decoding: the chroma subsampling, the
 //! colour space libjpeg reads, and which of our entropy decoders takes the file.
 
-use super::{slot, JpegHeader, Scan};
+use super::fields::{slot, JpegHeader, Scan};
 
 /// Chroma subsampling, named as nvJPEG names it (`nvjpegChromaSubsampling_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -4,11 +4,35 @@
 use std::ops::Range;
 
 use super::super::exif::orientation_from_app1;
-use super::super::{check_pixels, DecodeError, Limits};
-use super::{
-    find_soi, Frame, FrameComponent, HuffmanTable, JpegHeader, QuantTable, Scan, ScanComponent,
+use super::super::limits::{check_pixels, Limits};
+use super::fields::{
+    Frame, FrameComponent, HuffmanTable, JpegHeader, QuantTable, Scan, ScanComponent,
     TablesInEffect,
 };
+use crate::error::DecodeError;
+
+/// Where the JPEG starts: `FF D8 FF` at offset 0, or within the first 64 KiB (junk before
+/// SOI, e.g. a leftover container header).
+pub(crate) fn find_soi(bytes: &[u8]) -> Option<usize> {
+    let window = &bytes[..bytes.len().min(64 * 1024 + 3)];
+    window.windows(3).position(|w| w == [0xFF, 0xD8, 0xFF])
+}
+
+impl JpegHeader {
+    /// Reads every marker up to EOI, following each scan's entropy-coded data to its end
+    /// (without decoding it): what decoding needs. Fails as the module docs say (truncated,
+    /// unsupported, over `limits.max_pixels`); never panics.
+    pub fn read(bytes: &[u8], limits: &Limits) -> Result<JpegHeader, DecodeError> {
+        walk(bytes, true, limits)
+    }
+
+    /// Reads the markers up to the first scan's header only: enough for the size, the
+    /// components and the orientation ([`probe`](crate::decode::probe)), and cheap (no
+    /// entropy-coded data is touched). Truncation after that point goes unnoticed.
+    pub fn read_to_first_scan(bytes: &[u8], limits: &Limits) -> Result<JpegHeader, DecodeError> {
+        walk(bytes, false, limits)
+    }
+}
 
 fn corrupt(msg: impl Into<String>) -> DecodeError {
     DecodeError::Corrupt(msg.into())

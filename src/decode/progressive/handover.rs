@@ -3,8 +3,8 @@
 
 use super::super::huffman::{Unsupported, NATURAL_ORDER, R};
 use super::super::turbo::{self, Rect};
-use super::super::DecodeError;
-use super::{keep_buffers, mcu_size, Frame, McuRegion};
+use super::frame::{keep_buffers, mcu_size, Frame, McuRegion};
+use crate::error::DecodeError;
 
 /// The decoded coefficients of the part of a progressive JPEG a request needs (its MCUs and
 /// one more on every side where the image goes on), with the header of a sequential JPEG of

@@ -4,11 +4,10 @@
 //! # Why
 //!
 //! libjpeg-turbo decodes progressive scans (above all the successive-approximation
-//! refinement scans) with generic bit-at-a-time code, about 10× slower than its sequential
-//! decoder (`perf` on large progressive photographs: 60% of all CPU time in
-//! `decode_mcu_AC_refine`, `decode_mcu_AC_first` and `decode_mcu_DC_*`). And it decodes every
-//! block of every scan, into a whole-image buffer it allocates and clears afresh, before it
-//! outputs a row, even when only a window is wanted.
+//! refinement scans) with generic bit-at-a-time code, many times slower than its sequential
+//! decoder (`docs/performance.md` has the figures on large progressive photographs). And it
+//! decodes every block of every scan, into a whole-image buffer it allocates and clears
+//! afresh, before it outputs a row, even when only a window is wanted.
 //!
 //! # How, and why the pixels are the same
 //!
@@ -32,75 +31,21 @@
 //! more than three components, are left to libjpeg). Anything else it does not handle
 //! exactly as libjpeg does — corrupt or truncated data in the part we decode, out-of-range
 //! values, restart markers out of place — makes [`coefficients`] return `None` as well, and
-//! the caller decodes the original with libjpeg as before. So this only ever changes speed.
+//! the caller decodes the original with libjpeg alone. So this only ever changes speed.
 //! The hand-over to libjpeg is in [`handover`].
 
+mod frame;
 mod handover;
 mod scans;
 
 use super::header::{slot, JpegHeader};
 use super::huffman::{BitReader, HuffTable, Unsupported, R};
 use super::turbo::Rect;
+use frame::{mcu_size, Component, Frame, McuRegion, Scan};
 
 pub(crate) use handover::Coefficients;
 #[cfg(test)]
 pub(super) use scans::NO_PDEP;
-
-struct Component {
-    id: u8,
-    h: usize,
-    v: usize,
-    /// Quantisation table slot in the frame header.
-    tq: u8,
-    /// Blocks across and down that hold image data.
-    width_blocks: usize,
-    height_blocks: usize,
-    /// Blocks across in storage (whole MCUs).
-    stride_blocks: usize,
-    /// Block rows stored (those the request needs, in whole MCU rows).
-    rows_stored: usize,
-    /// AC coefficients, 64 per block in zigzag order (entry 0 unused). Only the entries
-    /// `nonzero` marks are ever read, so the buffer is not cleared between images: clearing
-    /// tens of megabytes (and sweeping them in each DC scan) cost more than decoding.
-    coefs: Vec<i16>,
-    /// DC coefficients, one per block, apart from the AC ones so that DC scans touch a
-    /// dense array instead of a cache line per block.
-    dc: Vec<i16>,
-    /// For each block, bit k set when AC coefficient k (zigzag) is nonzero: refinement
-    /// scans and the hand-over to libjpeg visit only those.
-    nonzero: Vec<u64>,
-    /// The quantisation table latched at the component's first scan (precision, 64 values
-    /// in zigzag order as stored).
-    quant: Option<(u8, [u16; 64])>,
-}
-
-struct Frame {
-    width: usize,
-    height: usize,
-    max_h: usize,
-    max_v: usize,
-    mcus_x: usize,
-    mcus_y: usize,
-    comps: Vec<Component>,
-}
-
-/// Scan header fields.
-struct Scan {
-    comps: Vec<(usize, usize, usize)>, // (component index, dc table slot, ac table slot)
-    ss: usize,
-    se: usize,
-    ah: u8,
-    al: u8,
-}
-
-/// The needed part of the image, in MCUs: rows r0..r1, columns c0..c1.
-#[derive(Clone, Copy)]
-struct McuRegion {
-    r0: usize,
-    r1: usize,
-    c0: usize,
-    c1: usize,
-}
 
 /// Decodes the coefficients of the Huffman-coded progressive JPEG `bytes` (its header `h`
 /// read to EOI) that `region` needs (stored coordinates; None: the whole image). None when
@@ -114,50 +59,6 @@ pub(crate) fn coefficients(
         return None;
     }
     read_coefficients(bytes, h, region).ok()
-}
-
-/// Coefficient storage kept by each thread between images, up to this many coefficients
-/// (96 MiB): a large photograph's coefficients are tens of megabytes, and fresh pages cost
-/// more to fault in than the whole DC scan takes to decode.
-const KEPT_COEFFICIENTS: usize = 48 << 20;
-
-thread_local! {
-    static SPARE_COEFS: std::cell::RefCell<Vec<Vec<i16>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A buffer of at least `len` AC coefficients with unspecified (old, never uninitialised)
-/// contents, one this thread used before when there is one.
-fn ac_buffer(len: usize) -> Vec<i16> {
-    let spare = SPARE_COEFS.with(|s| {
-        let mut s = s.borrow_mut();
-        let best = (0..s.len())
-            .filter(|&i| s[i].capacity() >= len)
-            .min_by_key(|&i| s[i].capacity())
-            .or_else(|| (0..s.len()).max_by_key(|&i| s[i].capacity()));
-        best.map(|i| s.swap_remove(i))
-    });
-    let mut v = spare.unwrap_or_default();
-    if v.len() < len {
-        v.resize(len, 0);
-    }
-    v
-}
-
-/// Keeps `frame`'s coefficient buffers for this thread's next image (within the limit).
-fn keep_buffers(frame: Frame) {
-    SPARE_COEFS.with(|s| {
-        let mut s = s.borrow_mut();
-        for c in frame.comps {
-            s.push(c.coefs);
-        }
-        s.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
-        let mut total = 0;
-        s.retain(|v| {
-            let keep = total + v.capacity() <= KEPT_COEFFICIENTS;
-            total += if keep { v.capacity() } else { 0 };
-            keep
-        });
-    });
 }
 
 /// Decodes every scan of `h` (which [`JpegHeader::own_progressive_fit`] accepted) down to
@@ -269,15 +170,6 @@ fn scan_of(h: &JpegHeader, s: &super::header::Scan) -> R<Scan> {
         ah: s.ah,
         al: s.al,
     })
-}
-
-/// Pixels per MCU across and down in the sequential output (for one component, a block).
-fn mcu_size(f: &Frame) -> (usize, usize) {
-    if f.comps.len() == 1 {
-        (8, 8)
-    } else {
-        (8 * f.max_h, 8 * f.max_v)
-    }
 }
 
 /// The MCUs to keep: the region's, plus one on every side that has more image (the

@@ -3,7 +3,7 @@
 //! where the CPU has a fast one.
 
 use super::super::huffman::{extend, table, BitReader, HuffTable, Unsupported, R};
-use super::{ac_buffer, Component, Frame, Scan};
+use super::frame::{ac_buffer, Component, Frame, Scan};
 
 /// What decoding one scan needs besides the frame and the reader.
 #[derive(Clone, Copy)]

@@ -1,5 +1,6 @@
-//! The operators after the decoder, composed for the GPU's fused chain: checked once when the
-//! pipeline starts ([`SampleChain::new`] refuses, with the operator and the reason, a chain
+//! The fused chain on the GPU, the operators' side (the kernel's is [`crate::cuda::chain`]):
+//! the operators after the decoder, composed for the chain, checked once when the pipeline
+//! starts ([`SampleChain::new`] refuses, with the operator and the reason, a chain
 //! the fused kernel can't run), then set up per sample on the host ([`SampleChain::sample`]):
 //! each operator's [`Operator::setup`] draws exactly what its `run_cpu` would, and its
 //! [`GpuOperator::chain_piece`](crate::ops::GpuOperator::chain_piece) turns that into its piece of
@@ -7,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::cuda::chain::{ChainError, ChainPiece, ChainPlan};
+use crate::cuda::chain::{ChainError, ChainPiece, ChainSteps};
 use crate::cuda::FusedSample;
 use crate::image::{DType, Layout};
 
@@ -27,10 +28,11 @@ pub struct ChainOp<'a> {
     pub op: &'a dyn Operator,
 }
 
-/// One sample's plan: what the fused kernel does to it, and the parameters recorded for it
-/// (by operator name, in order: what the CPU path records for the same sample).
+/// One sample's setup through the chain: what the fused kernel does to it, and the parameters
+/// recorded for it (by operator name, in order: what the CPU path records for the same
+/// sample).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SamplePlan {
+pub struct ChainSetup {
     /// The fused chain's work for this sample.
     pub fused: FusedSample,
     /// The parameters drawn, by operator name.
@@ -40,7 +42,7 @@ pub struct SamplePlan {
 /// The operators after the decoder, checked to compose into the fused chain.
 pub struct SampleChain<'a> {
     ops: Vec<ChainOp<'a>>,
-    plan: ChainPlan,
+    steps: ChainSteps,
 }
 
 impl<'a> SampleChain<'a> {
@@ -61,13 +63,13 @@ impl<'a> SampleChain<'a> {
         }
         Ok(SampleChain {
             ops,
-            plan: ChainPlan::new(steps)?,
+            steps: ChainSteps::new(steps)?,
         })
     }
 
-    /// The checked plan.
-    pub fn plan(&self) -> &ChainPlan {
-        &self.plan
+    /// The checked steps.
+    pub fn steps(&self) -> &ChainSteps {
+        &self.steps
     }
 
     /// Sets up sample `index` of `epoch` under `seed`, whose decoded image has shape
@@ -81,7 +83,7 @@ impl<'a> SampleChain<'a> {
         seed: u64,
         epoch: u64,
         index: usize,
-    ) -> Result<SamplePlan, ChainError> {
+    ) -> Result<ChainSetup, ChainError> {
         if (decoded.dtype, decoded.layout) != (DType::U8, Layout::Hwc) {
             return Err(ChainError {
                 op: self
@@ -116,8 +118,8 @@ impl<'a> SampleChain<'a> {
             shape = setup.output;
         }
         let fused = self
-            .plan
+            .steps
             .sample((decoded.height, decoded.width, decoded.channels), &pieces)?;
-        Ok(SamplePlan { fused, params })
+        Ok(ChainSetup { fused, params })
     }
 }

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::LIBRARY_NAMES;
+/// Library file names tried, in order, after `$STOKEHOLD_NVJPEG`.
+pub const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
 
 /// The candidates [`super::Nvjpeg::load`] tries, in order: `$STOKEHOLD_NVJPEG` (a path) when set;
 /// the file names in [`LIBRARY_NAMES`] (searched by the dynamic loader: `LD_LIBRARY_PATH`,

@@ -17,9 +17,6 @@ use std::sync::{Arc, Mutex};
 use super::fallback::FallbackReason;
 use super::sys;
 
-/// Library file names tried, in order, after `$STOKEHOLD_NVJPEG`.
-pub const LIBRARY_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
-
 /// Everything that can go wrong in the nvJPEG layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -315,7 +312,7 @@ impl Nvjpeg {
 
 mod library_search;
 
-pub use library_search::candidates;
+pub use library_search::{candidates, LIBRARY_NAMES};
 
 // One file per topic, as cudarc groups its `result` functions.
 pub mod batched;

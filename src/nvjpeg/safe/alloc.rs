@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use super::super::result::NvjpegError;
 use super::super::sys;
 use super::context::{Fence, GpuContext, MemoryKind};
-use crate::cuda::memory::size_class;
+use crate::size_class::size_class;
 
 /// Idle blocks kept per cache; beyond that a finished idle block is freed.
 pub const MAX_IDLE: usize = 32;

@@ -87,7 +87,7 @@ pub struct Crop {
     pub height: usize,
     /// Window columns.
     pub width: usize,
-    /// Placement.
+    /// Where the window sits in the image.
     pub anchor: Anchor,
     /// Value outside the image.
     pub fill: f64,

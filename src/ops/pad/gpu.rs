@@ -1,6 +1,7 @@
 //! GPU form of `pad`: a window that starts `top`/`left` outside the image, one launch of the
 //! `crop_fill` kernels (the window code `crop` shares, in [`crate::ops::window`]). Not part
-//! of the fused chain, which reads inside the image only.
+//! of the fused chain, which reads inside the image only, so the pipeline's GPU path does not
+//! run it (`pad` is declared for the CPU only); the kernel tests do.
 
 use super::Pad;
 use crate::cuda::chain::{ChainPiece, ChainStep};
@@ -10,7 +11,7 @@ use crate::ops::window::window_fill_batch;
 use crate::ops::{check_setups, GpuOperator, Setup};
 
 const NOT_IN_CHAIN: &str =
-    "pad fills borders, and the fused chain reads inside the image only: run it as its own launch";
+    "pad fills borders, and the fused chain reads inside the image only: pad runs on the CPU";
 
 impl GpuOperator for Pad {
     /// Pads every image of a batch (same output as `run_cpu`).

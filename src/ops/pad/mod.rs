@@ -95,7 +95,8 @@ pub static SCHEMA: OpSchema = OpSchema {
         },
     ],
     aliases: &[],
-    backends: Backends::CpuAndGpu,
+    // The fused GPU chain reads inside the image only, so the GPU path can't pad.
+    backends: Backends::CpuOnly,
 };
 
 /// The built operator.

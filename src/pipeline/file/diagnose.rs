@@ -170,10 +170,6 @@ fn diagnose(
                 original.remove(i);
                 trimmed = true;
             }
-            SpecPointer::OpPlacement(i) => {
-                errors.push(SpecError { at: at(&e.at), ..e });
-                spec.ops[i].placement = None;
-            }
             SpecPointer::Setting(name) if settings::find(&name).is_some() => {
                 errors.push(e);
                 if let Some(s) = settings::find(&name) {
@@ -209,7 +205,6 @@ fn renumber(p: &SpecPointer, original: &[usize]) -> SpecPointer {
         SpecPointer::OpArg(i, a) => SpecPointer::OpArg(o(i), a.clone()),
         SpecPointer::OpInput(i, j) => SpecPointer::OpInput(o(i), *j),
         SpecPointer::OpOutput(i, j) => SpecPointer::OpOutput(o(i), *j),
-        SpecPointer::OpPlacement(i) => SpecPointer::OpPlacement(o(i)),
         other => other.clone(),
     }
 }

@@ -73,13 +73,16 @@ pub const OP_KEYS: &[KeyDoc] = &[
         default: "[]",
         doc: "output edges, in port order",
     },
-    KeyDoc {
-        name: "device",
-        ty: "\"cpu\" or \"gpu\"",
-        default: "—",
-        doc: "where to run this operator; left out, the pipeline's `device` decides",
-    },
 ];
+
+/// A key an `[[op]]` table may not have: the pipeline's `device` setting decides where every
+/// operator runs, and a file that asks for one operator's device is refused (with
+/// [`OP_DEVICE_HELP`]) rather than run elsewhere. Nor is it an operator argument.
+pub const OP_DEVICE: &str = "device";
+
+/// What to do about an operator's `device`.
+pub const OP_DEVICE_HELP: &str = "remove this line; to run the pipeline on the GPU, set \
+     `device = \"gpu\"` (or \"auto\") under [pipeline], or pass --device gpu";
 
 /// The pipeline-file docs in Markdown: the `[pipeline]` settings, the reserved keys of
 /// `[[op]]`, then every operator kind with its ports and arguments. Deterministic.
@@ -128,6 +131,14 @@ pub fn markdown() -> String {
          operator (a boolean, number, string, or array of those).\n\n",
     );
     key_table(&mut out, OP_KEYS);
+    let _ = writeln!(
+        out,
+        "\nAn operator has no `{OP_DEVICE}`: the `[pipeline]` setting `device` decides where \
+         every operator runs (on the GPU path nvJPEG decodes and one fused kernel runs every \
+         operator after the decoder; there is no per-operator split). A `{OP_DEVICE}` key in \
+         an `[[op]]` table is an error that says to remove it and set `device` under \
+         `[pipeline]` (or pass `--device`)."
+    );
     out.push_str("\n## Operators\n");
     for schema in registry() {
         operator_section(&mut out, schema);

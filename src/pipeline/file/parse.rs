@@ -8,12 +8,12 @@ use std::path::Path;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
-use super::docs::{OP_KEYS, OUTPUTS};
+use super::docs::{OP_DEVICE, OP_DEVICE_HELP, OP_KEYS, OUTPUTS};
 use super::located::{LoadedSpec, Pos, SpecLocations};
 use crate::error::Error;
 use crate::ops::ArgValue;
 use crate::pipeline::settings;
-use crate::pipeline::spec::{OpSpec, PipelineSpec, Placement, Settings, SpecPointer};
+use crate::pipeline::spec::{OpSpec, PipelineSpec, Settings, SpecPointer};
 use crate::schema::closest;
 
 /// A pipeline file read as far as it goes.
@@ -433,16 +433,19 @@ impl<'a> Cx<'a> {
                         locs.op_outputs_key.insert(i, key_at);
                     }
                 }
-                "device" => {
-                    locs.points.insert(SpecPointer::OpPlacement(i), at);
-                    // A wrong device leaves the placement to the pipeline's `device`.
-                    if let Some(c) = self.ok(self.choice(v, "device", &["cpu", "gpu"])) {
-                        op.placement = Some(if c == "gpu" {
-                            Placement::Gpu
-                        } else {
-                            Placement::Cpu
-                        });
-                    }
+                OP_DEVICE => {
+                    // Refused rather than ignored: a file that says an operator runs on a
+                    // device must not run it elsewhere without a word.
+                    self.report(self.err_help(
+                        k.span(),
+                        format!(
+                            "operator #{} has a `device` key, but operators have none: the \
+                             pipeline's `device` setting decides where every operator runs",
+                            i + 1
+                        ),
+                        OP_DEVICE_HELP.to_string(),
+                    ));
+                    whole = false;
                 }
                 _ => {
                     locs.points.insert(
@@ -566,36 +569,6 @@ impl<'a> Cx<'a> {
                 )),
             })
             .collect()
-    }
-
-    /// A string that must be one of `choices`.
-    fn choice<'c>(
-        &self,
-        v: &Spanned<DeValue<'_>>,
-        name: &str,
-        choices: &[&'c str],
-    ) -> Result<&'c str, Error> {
-        let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
-        let list = quoted.join(", ");
-        let DeValue::String(s) = v.get_ref() else {
-            return Err(self.err_help(
-                v.span(),
-                format!("`{name}` must be a string, got {}", kind_of(v.get_ref())),
-                format!("use one of {list}"),
-            ));
-        };
-        if let Some(c) = choices.iter().find(|c| **c == s.as_ref()) {
-            return Ok(c);
-        }
-        let help = match closest(s, choices) {
-            Some(c) => format!("did you mean \"{c}\"? (choices: {list})"),
-            None => format!("use one of {list}"),
-        };
-        Err(self.err_help(
-            v.span(),
-            format!("`{name}` = \"{s}\" is not one of {list}"),
-            help,
-        ))
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::ops::ArgValue;
 use crate::pipeline::settings::{Unset, SETTINGS};
-use crate::pipeline::spec::{PipelineSpec, Placement};
+use crate::pipeline::spec::PipelineSpec;
 
 /// Writes `spec` as a pipeline file that [`parse`](super::parse) reads back into an equal spec
 /// (`file` aside). Every setting is written out explicitly; arguments in name order.
@@ -52,11 +52,6 @@ pub fn to_toml(spec: &PipelineSpec) -> String {
             many => {
                 let _ = writeln!(out, "outputs = {}", string_list(many));
             }
-        }
-        match op.placement {
-            Some(Placement::Cpu) => out.push_str("device = \"cpu\"\n"),
-            Some(Placement::Gpu) => out.push_str("device = \"gpu\"\n"),
-            None => {}
         }
         for (name, value) in &op.args {
             let _ = writeln!(out, "{} = {}", key(name), arg_toml(value));

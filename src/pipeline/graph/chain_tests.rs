@@ -21,7 +21,7 @@ use crate::value::Value;
 const SEED: u64 = 1;
 const EPOCH: u64 = 2;
 
-/// A shipped pipeline, planned without CPU fusion (the operators the GPU stage sets up).
+/// A shipped pipeline, built without CPU fusion (the operators the GPU stage sets up).
 fn shipped(name: &str) -> Graph {
     Graph::build_unfused(&crate::testutil::shipped_pipeline(name)).expect("and plans")
 }
@@ -90,14 +90,14 @@ fn check(g: &Graph, expected: impl Fn(&Image, usize) -> FusedSample) {
     let emu = Emu::load();
     for (index, &(h, w)) in SIZES.iter().enumerate() {
         let im = image_u8(h, w, 3, index as u64);
-        let plan = chain
+        let setup = chain
             .sample(ImageShape::of(&im), SEED, EPOCH, index)
-            .expect("a plan");
+            .expect("a setup");
         let (want, recorded) = cpu(g, im.clone(), index);
-        assert_eq!(plan.params, recorded, "{h}x{w}: parameters");
-        assert_eq!(plan.fused, expected(&im, index), "{h}x{w}: fused sample");
+        assert_eq!(setup.params, recorded, "{h}x{w}: parameters");
+        assert_eq!(setup.fused, expected(&im, index), "{h}x{w}: fused sample");
         if let Some(emu) = &emu {
-            let got = run_fused_batch_emu(emu, std::slice::from_ref(&im), &[plan.fused]);
+            let got = run_fused_batch_emu(emu, std::slice::from_ref(&im), &[setup.fused]);
             assert_same(&got[0], &want, &format!("{h}x{w}: chain kernel vs CPU"));
         }
     }

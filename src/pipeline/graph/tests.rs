@@ -1,8 +1,9 @@
-//! Tests of validation and planning: errors in words, edge types, order, placement, fusion.
+//! Tests of building a graph whole: errors in words, edge types, order, fusion (each pass
+//! alone: `pass_tests.rs`).
 
 use super::*;
 use crate::image::{DType, Layout};
-use crate::pipeline::spec::OpSpec;
+use crate::pipeline::spec::{OpSpec, SpecPointer};
 use crate::value::ImageType;
 
 fn base() -> PipelineSpec {
@@ -133,52 +134,4 @@ fn settings_are_checked() {
         Graph::build(&spec).unwrap_err().at,
         SpecPointer::Setting("prefetch".into())
     );
-}
-
-#[test]
-fn gpu_placement_propagates_and_blocks_cpu_after_it() {
-    let mut spec = base();
-    spec.ops[1].placement = Some(Placement::Gpu);
-    let g = Graph::build(&spec).unwrap();
-    assert!(g.nodes.iter().all(|n| n.placement == Placement::Gpu));
-    spec.ops[3].placement = Some(Placement::Cpu);
-    let e = Graph::build(&spec).unwrap_err();
-    assert_eq!(e.at, SpecPointer::OpPlacement(3));
-    let mut spec = base();
-    spec.ops[0].placement = Some(Placement::Gpu);
-    assert_eq!(
-        Graph::build(&spec).unwrap_err().at,
-        SpecPointer::OpPlacement(0)
-    );
-}
-#[test]
-fn the_graph_fuses_normalize_and_layout() {
-    use crate::pipeline::spec::{OpSpec, PipelineSpec};
-    let spec = PipelineSpec::builder()
-        .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
-        .op(OpSpec::new("decode").input("jpegs").output("decoded"))
-        .op(OpSpec::new("normalize")
-            .input("decoded")
-            .output("normalized"))
-        .op(OpSpec::new("layout").input("normalized").output("images"))
-        .outputs(&["images"]);
-    let g = crate::pipeline::graph::Graph::build(&spec).unwrap();
-    let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
-    assert_eq!(names, ["decoded", "normalized+images"]);
-    // A flip in front folds in as well.
-    let with_flip = PipelineSpec::builder()
-        .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
-        .op(OpSpec::new("decode").input("jpegs").output("decoded"))
-        .op(OpSpec::new("flip").input("decoded").output("flipped"))
-        .op(OpSpec::new("normalize")
-            .input("flipped")
-            .output("normalized"))
-        .op(OpSpec::new("layout").input("normalized").output("images"))
-        .outputs(&["images"]);
-    let g = crate::pipeline::graph::Graph::build(&with_flip).unwrap();
-    let names: Vec<&str> = g.nodes.iter().map(|n| &*n.name).collect();
-    assert_eq!(names, ["decoded", "flipped+normalized+images"]);
-    // Not fused when the intermediate is also an output.
-    let g = crate::pipeline::graph::Graph::build(&spec.outputs(&["images", "normalized"])).unwrap();
-    assert_eq!(g.nodes.len(), 3);
 }

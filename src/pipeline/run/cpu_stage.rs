@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::Receiver;
 
 use crate::error::{SampleError, SampleErrorKind};
 use crate::ops::{OpParams, SampleContext};
@@ -22,6 +22,7 @@ use super::gather::{Gather, SenderGuard};
 use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
 use super::read_stage::{read_sample, Loaded};
+use super::stage_loop::run_stage;
 use super::stats::{add_ns, Stats};
 
 /// How many replacements `on_error = "replace"` tries before giving up on a position.
@@ -103,39 +104,20 @@ impl CpuStage {
     /// Processes samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
-        let _leaving = SenderGuard(&*self.out);
-        loop {
-            let item = select! {
-                recv(self.input) -> i => match i { Ok(i) => i, Err(_) => return },
-                recv(self.shutdown) -> _ => return,
-            };
-            let processed = match item {
-                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
-                Loaded::Sample {
-                    seq,
-                    epoch,
-                    pos,
-                    index,
-                    path,
-                    label,
-                    bytes,
-                } => Processed::Sample(self.process(seq, epoch, pos, (index, path, label), bytes)),
-            };
-            let urgent = processed.urgent();
-            if !self.out.push(processed, urgent) {
-                return;
-            }
-        }
+        run_worker(
+            &self.input,
+            &self.shutdown,
+            &self.out,
+            |at, scheduled, bytes| self.process(at, scheduled, bytes),
+        );
     }
 
     /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
     /// samples (see [`process_with_replacements`]).
     fn process(
         &self,
-        seq: u64,
-        epoch: u64,
-        pos: usize,
-        planned: (usize, PathBuf, i64),
+        at: Sample,
+        scheduled: (usize, PathBuf, i64),
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
         let g = &*self.graph;
@@ -148,25 +130,67 @@ impl CpuStage {
                 g,
                 &self.stats,
                 &self.placing,
-                (epoch, pos),
+                (at.epoch, at.pos),
                 index,
                 path,
                 label,
                 bytes,
             )
         };
-        let at = Sample { seq, epoch, pos };
         process_with_replacements(
             g,
             &self.source,
             &self.stats,
             self.max_bytes,
             at,
-            planned,
+            scheduled,
             bytes,
             run,
         )
     }
+}
+
+/// Runs one worker thread of a stage between the readers and the assembler (the CPU stage,
+/// or the GPU path's preparation): each loaded sample goes through `process` (given where it
+/// stands, its index, path and label, and its bytes), each epoch end is passed on as it is,
+/// and everything goes to the assembler's gather, what it needs at once marked urgent. The
+/// gather hears when the thread ends, however it ends.
+pub(super) fn run_worker(
+    input: &Receiver<Loaded>,
+    shutdown: &Receiver<()>,
+    out: &Gather<Processed>,
+    mut process: impl FnMut(
+        Sample,
+        (usize, PathBuf, i64),
+        Result<Arc<Vec<u8>>, SampleErrorKind>,
+    ) -> ProcessedSample,
+) {
+    let _leaving = SenderGuard(out);
+    run_stage(
+        input,
+        shutdown,
+        |item| {
+            Some(match item {
+                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
+                Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    path,
+                    label,
+                    bytes,
+                } => {
+                    let at = Sample { seq, epoch, pos };
+                    Processed::Sample(process(at, (index, path, label), bytes))
+                }
+            })
+        },
+        |processed| {
+            let urgent = processed.urgent();
+            out.push(processed, urgent)
+        },
+    );
 }
 
 /// Which place of the walk a worker is processing.
@@ -177,8 +201,8 @@ pub(super) struct Sample {
     pub(super) pos: usize,
 }
 
-/// Runs `run(index, path, label, bytes)` on the planned sample (`planned`: its index, path
-/// and label), catching panics; under `on_error = "replace"` substitutes other samples
+/// Runs `run(index, path, label, bytes)` on the scheduled sample (`scheduled`: its index,
+/// path and label), catching panics; under `on_error = "replace"` substitutes other samples
 /// (chosen from the seed, epoch, position and attempt) until one succeeds. Replacements need
 /// random access: a data set of files (the graph refuses `replace` with a shard reader). A
 /// failure caused by the settings is never replaced: every sample would fail alike. Shared
@@ -190,7 +214,7 @@ pub(super) fn process_with_replacements(
     stats: &Stats,
     max_bytes: u64,
     at: Sample,
-    planned: (usize, PathBuf, i64),
+    scheduled: (usize, PathBuf, i64),
     bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     run: impl Fn(usize, &Path, i64, Arc<Vec<u8>>) -> Result<SampleOutput, Failure>,
 ) -> ProcessedSample {
@@ -203,7 +227,7 @@ pub(super) fn process_with_replacements(
         catch_unwind(AssertUnwindSafe(|| run(index, path, label, bytes)))
             .unwrap_or_else(|p| Err(Failure::Panic(panic_message(p))))
     };
-    let (mut index, mut path, mut label) = planned;
+    let (mut index, mut path, mut label) = scheduled;
     let mut result = attempt(index, &path, label, bytes);
     let mut replaced = Vec::new();
     if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, source.dataset()) {

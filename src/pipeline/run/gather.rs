@@ -1,6 +1,7 @@
 //! The workers' finished samples on their way to the assembler, gathered so that the
-//! assembler wakes once per batch rather than once per sample (each wake-up costs both sides
-//! a futex call and a context switch, about 2% of the CPU at 2 000 samples/s).
+//! assembler wakes once per batch rather than once per sample: each wake-up costs both sides
+//! a futex call and a context switch, time the workers lose on a machine with few cores
+//! (`docs/performance.md`).
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;

@@ -38,6 +38,7 @@ pub mod memory;
 mod place_buffer;
 mod placement;
 mod read_stage;
+mod stage_loop;
 mod start;
 pub mod stats;
 

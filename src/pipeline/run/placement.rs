@@ -1,12 +1,12 @@
-//! Placement: the batch buffers workers write into. Several workers fill a buffer at once,
-//! each writing its sample's output straight into that sample's place, so a finished batch
-//! needs no copy (the copy was 5% of the CPU on two cores at 1 800 images/s, and all of it on
-//! the thread that competes with the workers).
+//! Placement: where in the batch buffers each sample's image is written. Several workers fill
+//! a buffer at once, each writing its sample's output straight into that sample's place, so
+//! a finished batch needs no copy on the assembler's thread, which would otherwise take its
+//! time from the workers (`docs/performance.md` measures the difference).
 //!
 //! A sample's place is decided before it runs: sample `p` of an epoch goes to place
 //! `p % batch` of tentative batch `p / batch`. That is where it ends up unless an earlier
-//! sample of the epoch was skipped; the assembler moves misplaced samples (a copy, as
-//! before), so a bad file costs copies, never a wrong batch.
+//! sample of the epoch was skipped; the assembler moves misplaced samples (a copy), so a bad
+//! file costs copies, never a wrong batch.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -232,7 +232,7 @@ type Key = (u64, usize, usize);
 /// Workers write only into the batches up to the one after the last batch delivered, and
 /// into the next epoch's first batch, so that while the consumer is slow at most three
 /// buffers are being filled besides the batches queued (samples in flight beyond those come
-/// as ordinary images and are copied, as before); see [`super::memory`] for the whole count.
+/// as ordinary images and are copied); see [`super::memory`] for the whole count.
 pub(crate) struct BatchBuffers {
     batch: usize,
     /// Places per buffer: the batch size, or fewer when an epoch can't fill a batch.

@@ -2,17 +2,17 @@
 //! read that sample's file (or take the shard sample already read) and hand the bytes on to
 //! the workers.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::{select, Receiver, Sender};
-
-use std::path::{Path, PathBuf};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::SampleErrorKind;
 use crate::reader::file_io::read_file;
 use crate::reader::source::{Next, Steps};
 
+use super::stage_loop::run_stage;
 use super::stats::{add_ns, Stats};
 
 /// What a reader hands to the workers, in schedule order (`seq`).
@@ -50,48 +50,42 @@ pub(super) struct ReadStage {
 impl ReadStage {
     /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
     pub(super) fn run(self) {
-        loop {
-            select! {
-                recv(self.credits) -> c => if c.is_err() { return },
-                recv(self.shutdown) -> _ => return,
+        run_stage(
+            &self.credits,
+            &self.shutdown,
+            |()| self.next_loaded(),
+            |item| self.out.send(item).is_ok(),
+        );
+    }
+
+    /// The source's next step, its file read (`None` once the schedule ends).
+    fn next_loaded(&self) -> Option<Loaded> {
+        // A shard's sample comes out of `next_step` (its shard's own thread reads the tar
+        // stream): the time a reader waits for it counts as reading, as a file's read does in
+        // `read_sample`.
+        let step = match self.steps.lock() {
+            Ok(mut s) => {
+                let t0 = Instant::now();
+                let step = s.next_step();
+                if matches!(step, Some(Next::Ready { .. })) {
+                    add_ns(&self.stats.read_ns, t0.elapsed());
+                }
+                step
             }
-            // A shard's sample comes out of `next_step` (its shard's own thread reads the tar
-            // stream): the time a reader waits for it counts as reading, as a file's read
-            // does in `read_sample`.
-            let step = match self.steps.lock() {
-                Ok(mut s) => {
-                    let t0 = Instant::now();
-                    let step = s.next_step();
-                    if matches!(step, Some(Next::Ready { .. })) {
-                        add_ns(&self.stats.read_ns, t0.elapsed());
-                    }
-                    step
-                }
-                Err(_) => None,
-            };
-            let item = match step {
-                None => return,
-                Some(Next::EpochEnd { seq, epoch }) => Loaded::EpochEnd { seq, epoch },
-                Some(Next::File {
-                    seq,
-                    epoch,
-                    pos,
-                    index,
-                    path,
-                    label,
-                }) => {
-                    let bytes = read_sample(&path, self.max_bytes, &self.stats);
-                    Loaded::Sample {
-                        seq,
-                        epoch,
-                        pos,
-                        index,
-                        path,
-                        label,
-                        bytes,
-                    }
-                }
-                Some(Next::Ready {
+            Err(_) => None,
+        };
+        Some(match step? {
+            Next::EpochEnd { seq, epoch } => Loaded::EpochEnd { seq, epoch },
+            Next::File {
+                seq,
+                epoch,
+                pos,
+                index,
+                path,
+                label,
+            } => {
+                let bytes = read_sample(&path, self.max_bytes, &self.stats);
+                Loaded::Sample {
                     seq,
                     epoch,
                     pos,
@@ -99,27 +93,33 @@ impl ReadStage {
                     path,
                     label,
                     bytes,
-                }) => {
-                    if let Ok(b) = &bytes {
-                        self.stats
-                            .read_bytes
-                            .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Loaded::Sample {
-                        seq,
-                        epoch,
-                        pos,
-                        index,
-                        path,
-                        label,
-                        bytes,
-                    }
                 }
-            };
-            if self.out.send(item).is_err() {
-                return;
             }
-        }
+            Next::Ready {
+                seq,
+                epoch,
+                pos,
+                index,
+                path,
+                label,
+                bytes,
+            } => {
+                if let Ok(b) = &bytes {
+                    self.stats
+                        .read_bytes
+                        .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Loaded::Sample {
+                    seq,
+                    epoch,
+                    pos,
+                    index,
+                    path,
+                    label,
+                    bytes,
+                }
+            }
+        })
     }
 }
 

@@ -200,3 +200,44 @@ fn an_output_size_over_the_limit_is_refused_before_running() {
     assert!(e.contains("every sample would fail"), "{e}");
     assert!(e.contains("help:"), "{e}");
 }
+
+/// The GPU path runs exactly the operators declared for it (`Backends::CpuAndGpu`, the
+/// pipeline-file docs' "Runs on: CPU, GPU"): `decode` as its decoder, every other one as a
+/// step of the fused chain after it. An operator declared for the GPU that the chain refuses
+/// (or one declared for the CPU alone that it takes) fails here.
+#[test]
+fn the_gpu_path_runs_exactly_the_operators_declared_for_it() {
+    use crate::schema::Backends;
+    for schema in crate::pipeline::registry::schemas() {
+        if crate::pipeline::registry::is_reader(schema.kind) {
+            continue;
+        }
+        let mut spec = PipelineSpec::builder()
+            .op(OpSpec::new("file_reader").output("jpegs").arg("root", "x"))
+            .op(OpSpec::new("decode").input("jpegs").output("decoded"));
+        let mut output = "decoded";
+        if schema.kind != "decode" {
+            let mut op = OpSpec::new(schema.kind).input("decoded").output("out");
+            for a in schema.args.iter().filter(|a| a.default.is_none()) {
+                let v: toml::Table = format!("v = {}", a.ty.example()).parse().unwrap();
+                op = op.arg(a.name, crate::schema::from_toml(&v["v"]));
+            }
+            if schema.kind == "resize" {
+                op = op.arg("shorter", 256);
+            }
+            spec = spec.op(op);
+            output = "out";
+        }
+        let graph = Graph::build(&spec.outputs(&[output]))
+            .unwrap_or_else(|e| panic!("{}: {}", schema.kind, e.message));
+        let gpu_path = super::gpu_plan::GpuPlan::new(&graph).map(|_| ());
+        let declared = schema.backends == Backends::CpuAndGpu;
+        assert_eq!(
+            gpu_path.is_ok(),
+            declared,
+            "'{}' is declared {:?}, and the GPU path says {gpu_path:?}",
+            schema.kind,
+            schema.backends
+        );
+    }
+}

@@ -8,8 +8,8 @@ use crate::error::Error;
 use super::http::Retry;
 use super::index::{count_items, ShardIndex, INDEX_NAME};
 use super::list::{list_shards, Location};
-use super::plan::RankSplit;
 use super::samples::LabelFrom;
+use super::schedule::RankSplit;
 
 /// The shard reader's operator kind.
 pub const KIND: &str = "shard_reader";

@@ -1,6 +1,6 @@
 //! One rank's stream of shard samples, epoch after epoch: its parts of shards are read a few
-//! at a time on threads of their own (each into a small bounded queue), taken in plan order,
-//! and drawn through the shuffle buffer, so the order is the same whatever the read-ahead;
+//! at a time on threads of their own (each into a small bounded queue), taken in schedule
+//! order, and drawn through the shuffle buffer, so the order is the same whatever the read-ahead;
 //! resuming mid-epoch replays the buffer's draws on sample numbers and loads only the samples
 //! still buffered at that point.
 
@@ -17,8 +17,8 @@ use crate::error::SampleErrorKind;
 use crate::reader::schedule::Position;
 
 use super::open::open_shard;
-use super::plan::{replay, Segment, ShuffleBuffer};
 use super::samples::{Item, SampleRules, ShardItems};
+use super::schedule::{replay, Segment, ShuffleBuffer};
 use super::set::{ShardConfig, ShardSet};
 
 /// Samples one shard part may queue ahead of the one being taken.

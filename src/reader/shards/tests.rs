@@ -4,8 +4,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::list::expand_braces;
-use super::plan::{replay, RankSplit, ShuffleBuffer};
 use super::samples::{split_name, Item, LabelFrom, SampleRules, ShardItems};
+use super::schedule::{replay, RankSplit, ShuffleBuffer};
 use super::tar::{MemberKind, TarError, TarReader, TarWriter};
 
 fn archive(members: &[(&str, &[u8])]) -> Vec<u8> {

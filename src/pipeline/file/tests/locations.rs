@@ -16,7 +16,7 @@ root = "/data"
   kind = "decode"
   input = "jpegs"
   output = "images"
-  device = "gpu"
+  color = "gray"
   "odd key" = 1
 
 [[op]]
@@ -41,7 +41,7 @@ fn every_pointer_kind_has_its_place() {
     assert_eq!(at(SpecPointer::OpKind(1)), (11, 10));
     assert_eq!(at(SpecPointer::OpInput(1, 0)), (12, 11));
     assert_eq!(at(SpecPointer::OpOutput(1, 0)), (13, 12));
-    assert_eq!(at(SpecPointer::OpPlacement(1)), (14, 12));
+    assert_eq!(at(SpecPointer::OpArg(1, "color".into())), (14, 3));
     assert_eq!(at(SpecPointer::OpArg(1, "odd key".into())), (15, 3));
     assert_eq!(at(SpecPointer::OpInput(2, 0)), (19, 11));
     assert_eq!(at(SpecPointer::OpInput(2, 1)), (19, 21));
@@ -60,8 +60,6 @@ fn unwritten_pointers_fall_back_to_the_enclosing_part() {
     assert_eq!(at(SpecPointer::OpInput(2, 5)), (19, 1));
     // A missing input of an operator with no input key at all: its kind.
     assert_eq!(at(SpecPointer::OpInput(0, 0)), (6, 8));
-    // No placement written: the kind.
-    assert_eq!(at(SpecPointer::OpPlacement(0)), (6, 8));
     // An operator or output that doesn't exist.
     assert_eq!(at(SpecPointer::Op(9)), (1, 1));
     assert_eq!(at(SpecPointer::Output(7)), (3, 11));
@@ -97,10 +95,10 @@ fn config_error_places_a_validator_error() {
     let shown = config_error(
         Path::new("p.toml"),
         &l,
-        SpecError::new(SpecPointer::OpPlacement(1), "no GPU"),
+        SpecError::new(SpecPointer::OpArg(1, "color".into()), "no such colour"),
     )
     .to_string();
-    assert_eq!(shown, "p.toml:14:12: no GPU");
+    assert_eq!(shown, "p.toml:14:3: no such colour");
 }
 
 #[test]

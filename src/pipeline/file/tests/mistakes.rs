@@ -251,13 +251,16 @@ fn inputs_that_are_not_strings_point_at_the_entry() {
 
 #[test]
 fn unknown_device_points_at_the_value() {
-    assert_err(
-        "[pipeline]\noutputs = [\"x\"]\n[[op]]\nkind = \"a\"\ndevice = \"tpu\"\n",
-        5,
-        10,
-        "`device` = \"tpu\" is not one of \"cpu\", \"gpu\"",
-        Some("\"cpu\", \"gpu\""),
-    );
+    // Operators have no device: the pipeline's decides, and the file says where to put it.
+    for device in ["\"gpu\"", "\"tpu\"", "1"] {
+        assert_err(
+            &format!("[pipeline]\noutputs = [\"x\"]\n[[op]]\nkind = \"a\"\ndevice = {device}\n"),
+            5,
+            1,
+            "operator #1 has a `device` key, but operators have none",
+            Some("set `device = \"gpu\"` (or \"auto\") under [pipeline]"),
+        );
+    }
     assert_err(
         "[pipeline]\ndevice = \"tpu\"\noutputs = [\"x\"]\n",
         2,

@@ -73,5 +73,4 @@ ratio = [0.5, 1e-3, -2]
 kind = "decode"
 input = "jpegs"
 output = "images"
-device = "gpu"
 "#;

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::ops::ArgValue;
-use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Placement, Settings};
+use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Settings};
 
 #[test]
 fn parses_the_documented_example() {
@@ -33,10 +33,7 @@ fn parses_the_documented_example() {
                         ArgValue::Int(-2),
                     ]),
                 ),
-            OpSpec::new("decode")
-                .input("jpegs")
-                .output("images")
-                .on(Placement::Gpu),
+            OpSpec::new("decode").input("jpegs").output("images"),
         ],
         outputs: vec!["images".into(), "labels".into()],
         file: None,

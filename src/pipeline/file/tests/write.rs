@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::ops::ArgValue;
-use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Placement, Settings};
+use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Settings};
 
 #[test]
 fn to_toml_writes_a_readable_file() {
@@ -19,7 +19,6 @@ fn to_toml_writes_a_readable_file() {
             .named("dec")
             .input("jpegs")
             .output("images")
-            .on(Placement::Cpu)
             .arg("scale", 1.0)
             .arg("odd key", [1, 2]));
     let text = to_toml(&spec);
@@ -46,7 +45,6 @@ kind = "decode"
 name = "dec"
 input = "jpegs"
 output = "images"
-device = "cpu"
 "odd key" = [1, 2]
 scale = 1.0
 "#
@@ -95,15 +93,13 @@ fn op_spec() -> impl Strategy<Value = OpSpec> {
         prop::option::of(edge()),
         prop::collection::vec(edge(), 0..3),
         prop::collection::vec(edge(), 0..3),
-        prop::option::of(prop_oneof![Just(Placement::Cpu), Just(Placement::Gpu)]),
         prop::collection::btree_map(arg_name, arg_value(), 0..4),
     )
-        .prop_map(|(kind, name, inputs, outputs, placement, args)| OpSpec {
+        .prop_map(|(kind, name, inputs, outputs, args)| OpSpec {
             kind,
             name,
             inputs,
             outputs,
-            placement,
             args,
         })
 }

@@ -1,7 +1,7 @@
 //! Composing a chain of operators into one [`FusedSample`] per sample: each operator names
 //! its [`ChainStep`] once (checked when the pipeline starts, so a chain the fused kernel
 //! can't run is refused up front with a reason) and offers a [`ChainPiece`] per sample from
-//! its host setup; [`ChainPlan::sample`] folds the pieces in data-flow order.
+//! its host setup; [`ChainSteps::sample`] folds the pieces in data-flow order.
 //!
 //! What the fused chain computes is fixed: window → resample → crop of the resampled image →
 //! flip → color jitter → normalize → cast → layout, on u8 HWC decoded images. A chain of
@@ -57,7 +57,8 @@ pub enum ChainStep {
     },
 }
 
-/// One operator's piece of one sample's plan, from the parameters its host setup drew.
+/// One operator's part in one sample's [`FusedSample`], from the parameters its host setup
+/// drew.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ChainPiece {
     /// For [`ChainStep::Geometry`]: the window of the operator's input (top, left, height,
@@ -115,19 +116,19 @@ fn refuse(op: &str, reason: impl Into<String>) -> ChainError {
 /// A chain of operators checked to compose into the fused kernel.
 ///
 /// ```
-/// use stokehold::cuda::chain::{ChainPiece, ChainPlan, ChainStep, Resample};
+/// use stokehold::cuda::chain::{ChainPiece, ChainSteps, ChainStep, Resample};
 /// use stokehold::image::{DType, Layout};
 /// use stokehold::resample::Interp;
 ///
 /// let bilinear = Resample { interp: Interp::Bilinear, antialias: true };
-/// let plan = ChainPlan::new(vec![
+/// let steps = ChainSteps::new(vec![
 ///     ("resized".into(), ChainStep::Geometry { resample: Some(bilinear) }),
 ///     ("cropped".into(), ChainStep::Geometry { resample: None }),
 ///     ("images".into(), ChainStep::Layout { layout: Layout::Chw }),
 /// ])
 /// .unwrap();
 /// // A 300x400 image resized to 256x341, then the centre 224x224 of that.
-/// let s = plan
+/// let s = steps
 ///     .sample(
 ///         (300, 400, 3),
 ///         &[
@@ -141,7 +142,7 @@ fn refuse(op: &str, reason: impl Into<String>) -> ChainError {
 /// assert_eq!((s.output_size(), s.dtype, s.layout), ((224, 224), DType::U8, Layout::Chw));
 ///
 /// // Two resamplings would round in between: refused before any sample.
-/// let e = ChainPlan::new(vec![
+/// let e = ChainSteps::new(vec![
 ///     ("a".into(), ChainStep::Geometry { resample: Some(bilinear) }),
 ///     ("b".into(), ChainStep::Geometry { resample: Some(bilinear) }),
 /// ])
@@ -149,15 +150,15 @@ fn refuse(op: &str, reason: impl Into<String>) -> ChainError {
 /// assert_eq!(e.op, "b");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChainPlan {
+pub struct ChainSteps {
     steps: Vec<(String, ChainStep)>,
 }
 
-impl ChainPlan {
+impl ChainSteps {
     /// Checks that `steps` (operator names and steps, in data-flow order, starting from the
     /// decoded u8 HWC images) compose into the fused kernel; the error names the first
     /// operator that does not, and why.
-    pub fn new(steps: Vec<(String, ChainStep)>) -> Result<ChainPlan, ChainError> {
+    pub fn new(steps: Vec<(String, ChainStep)>) -> Result<ChainSteps, ChainError> {
         let mut resampler: Option<&str> = None;
         let mut flipped_or_jittered: Option<&str> = None;
         let mut jitter: Option<&str> = None;
@@ -242,7 +243,7 @@ impl ChainPlan {
                 ChainStep::Layout { .. } => {}
             }
         }
-        Ok(ChainPlan { steps })
+        Ok(ChainSteps { steps })
     }
 
     /// The steps, with the operators' names.

@@ -16,7 +16,7 @@ pub struct Segment {
     pub take: usize,
 }
 
-/// Which shards, which ranks, shuffled or not: what makes each epoch's plan.
+/// Which shards, which ranks, shuffled or not: what makes each epoch's schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankSplit {
     /// Reshuffle the shard order each epoch.
