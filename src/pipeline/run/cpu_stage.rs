@@ -103,6 +103,7 @@ impl CpuStage {
     /// Processes samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
+        super::threads::below_the_consumer();
         let _leaving = SenderGuard(&*self.out);
         loop {
             let item = select! {

@@ -2,6 +2,9 @@
 //! `/proc/self/task` (Linux). A pipeline's threads are named `stokehold-…` (readers, workers,
 //! the assembler, the GPU path's threads), so they can be told from the consumer's.
 //!
+//! The CPU path's workers and readers run below the consumer's priority
+//! ([`WORKER_NICE`]).
+//!
 //! A wake-up is a voluntary context switch: the thread blocked (on a channel, a lock, a
 //! condition variable, a sleep or I/O) and was later made to run again. A thread parked until
 //! there is work adds none; a thread that polls adds one per poll; a thread that spins adds
@@ -97,6 +100,43 @@ impl ThreadSnapshot {
             .into_iter()
             .map(|(name, snap)| (name, snap.since(earlier)))
             .collect()
+    }
+}
+
+/// The nice value the CPU path's workers and readers give themselves: below the consumer's
+/// (0), so that on a core both want, the consumer gets about 90% of it (the scheduler's
+/// weights: 1024 for nice 0, 110 for nice 10). Without it, a pipeline with a thread per
+/// core takes a fair share of the consumer's core whenever it works: a consumer computing
+/// 100 ms per batch beside 2 workers on 2 cores was slowed by 25%, at nice 10 by 0-1.2%
+/// (`stokehold bench --consumer-busy-ms`, docs/performance.md). The threads still take every
+/// idle core, and a consumer that waits for a batch leaves them its own.
+pub const WORKER_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`WORKER_NICE`], or to
+/// `$STOKEHOLD_WORKER_NICE` (0 keeps the consumer's priority). Linux only: elsewhere a nice
+/// value belongs to the whole process, the consumer's thread included, so nothing changes.
+pub(crate) fn below_the_consumer() {
+    #[cfg(target_os = "linux")]
+    {
+        let nice = std::env::var("STOKEHOLD_WORKER_NICE")
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .unwrap_or(WORKER_NICE);
+        if nice <= 0 {
+            return;
+        }
+        // SAFETY: gettid and setpriority take plain integers; on Linux, setpriority on a
+        // thread id changes that thread alone.
+        let r = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+        };
+        if r != 0 {
+            tracing::debug!(
+                "could not lower a pipeline thread's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }
 
@@ -205,6 +245,40 @@ mod tests {
         assert!(used.threads >= 1, "{used:?}");
         assert!(used.cpu > Duration::ZERO, "{used:?}");
         assert!(used.wakeups >= 3, "{used:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pipeline_thread_lowers_its_own_priority_only() {
+        let nice_of = |tid: libc::pid_t| {
+            // SAFETY: getpriority takes plain integers.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
+        };
+        let expected = std::env::var("STOKEHOLD_WORKER_NICE")
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .unwrap_or(WORKER_NICE);
+        // SAFETY: gettid has no arguments.
+        let me = unsafe { libc::gettid() };
+        let mine = nice_of(me);
+        let theirs = std::thread::spawn(move || {
+            below_the_consumer();
+            // SAFETY: as above.
+            nice_of(unsafe { libc::gettid() })
+        })
+        .join()
+        .unwrap();
+        if mine == 0 && expected > 0 {
+            assert_eq!(theirs, expected);
+        } else {
+            // Started below the default already, or told to keep the priority.
+            assert!(theirs >= mine, "{theirs} < {mine}");
+        }
+        assert_eq!(
+            nice_of(me),
+            mine,
+            "the calling thread's own priority is unchanged"
+        );
     }
 
     #[test]
