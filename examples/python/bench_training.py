@@ -98,8 +98,10 @@ def settle_mode(a):
 # ---------------------------------------------------------------------------------- data
 
 def list_files(root: Path):
-    """(path, label) of every image under `root`: sub-folders are classes (sorted, as
-    torchvision's ImageFolder numbers them); a flat folder's files get labels 0..999 in turn."""
+    """(absolute path, label) of every image under `root`: sub-folders are classes (sorted,
+    as torchvision's ImageFolder numbers them); a flat folder's files get labels 0..999 in
+    turn. (stokehold reads a list file's relative paths from the list's own folder.)"""
+    root = root.resolve()
     classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if classes:
         pairs = [(str(p), i) for i, c in enumerate(classes) for p in sorted((root / c).rglob("*"))
