@@ -522,13 +522,15 @@ fn bench_with_a_busy_consumer_says_how_much_the_pipeline_slowed_it() {
     let full = lines[find("pipeline threads while the queue was full: ")];
     assert!(number_in(full, "full: ", " ms CPU") >= 0.0, "{full}");
     assert!(number_in(full, "CPU and ", " wake-ups") >= 0.0, "{full}");
-    // Readers, the worker and the assembler.
-    assert!(number_in(full, "s (", " threads)") >= 3.0, "{full}");
     let per_batch = lines[find("pipeline threads during the timed epochs: ")];
-    assert!(
-        number_in(per_batch, "epochs: ", " ms CPU") > 0.0,
-        "{per_batch}"
-    );
+    if cfg!(target_os = "linux") {
+        // Readers, the worker and the assembler, counted from /proc.
+        assert!(number_in(full, "s (", " threads)") >= 3.0, "{full}");
+        assert!(
+            number_in(per_batch, "epochs: ", " ms CPU") > 0.0,
+            "{per_batch}"
+        );
+    }
     // The figure, before the throughput line that ends every bench.
     let slowed = find("consumer slowed by ");
     number_in(lines[slowed], "slowed by ", "%");

@@ -213,36 +213,34 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_named_thread_is_seen_with_its_cpu_time_and_wake_ups() {
-        let before = pipeline_threads();
+        // Only this test's thread: other tests run pipelines in this process meanwhile.
+        let ours = |name: &str| name == format!("{THREAD_PREFIX}test");
+        let before = threads_named(ours);
         assert!(before.available, "Linux has /proc/self/task");
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::Builder::new()
             .name(format!("{THREAD_PREFIX}test"))
             .spawn(move || {
-                // Some CPU work, then three blocking waits: three wake-ups at least.
+                // Some CPU work, then three sleeps: each blocks the thread, three wake-ups.
                 let mut x = 1u64;
                 for i in 0..2_000_000u64 {
                     x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
                 }
                 std::hint::black_box(x);
                 for _ in 0..3 {
-                    let _ = rx.recv();
+                    std::thread::sleep(Duration::from_millis(1));
                 }
                 let _ = done_tx.send(());
                 // Stays alive (blocked) until the test has read its counters.
                 let _ = rx.recv();
             })
             .unwrap();
-        for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(5));
-            tx.send(()).unwrap();
-        }
         done_rx.recv().unwrap();
-        let used = pipeline_threads().since(&before);
+        let used = threads_named(ours).since(&before);
         tx.send(()).unwrap();
         t.join().unwrap();
-        assert!(used.threads >= 1, "{used:?}");
+        assert_eq!(used.threads, 1, "{used:?}");
         assert!(used.cpu > Duration::ZERO, "{used:?}");
         assert!(used.wakeups >= 3, "{used:?}");
     }
