@@ -470,6 +470,77 @@ fn bench_takes_stats_and_warns_when_too_short() {
     assert!(stderr.contains("too short to mean much"), "{stderr}");
 }
 
+/// The number in `line` between `before` and `after`.
+fn number_in(line: &str, before: &str, after: &str) -> f64 {
+    let rest = &line[line
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {line}"))
+        + before.len()..];
+    rest[..rest
+        .find(after)
+        .unwrap_or_else(|| panic!("{after:?} in {line}"))]
+        .parse()
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+#[test]
+fn bench_with_a_busy_consumer_says_how_much_the_pipeline_slowed_it() {
+    let (_d, samples) = common::samples();
+    let out = stokehold()
+        .args([
+            "bench",
+            "pipelines/resnet50-eval.toml",
+            "--batch",
+            "16",
+            "--threads",
+            "1",
+            "--epochs",
+            "2",
+            "--device",
+            "cpu",
+            "--consumer-busy-ms",
+            "5",
+            "--data",
+        ])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let find = |start: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting {start:?} in\n{stdout}"))
+    };
+    // 2 timed epochs of 64 images in batches of 16.
+    let fed = lines[find("consumer: 8 steps fed by the pipeline took ")];
+    assert!(number_in(fed, "took ", " ms each") > 0.0, "{fed}");
+    assert!(number_in(fed, "already made ", " ms each") > 0.0, "{fed}");
+    let full = lines[find("pipeline threads while the queue was full: ")];
+    assert!(number_in(full, "full: ", " ms CPU") >= 0.0, "{full}");
+    assert!(number_in(full, "CPU and ", " wake-ups") >= 0.0, "{full}");
+    let per_batch = lines[find("pipeline threads during the timed epochs: ")];
+    if cfg!(target_os = "linux") {
+        // Readers, the worker and the assembler, counted from /proc.
+        assert!(number_in(full, "s (", " threads)") >= 3.0, "{full}");
+        assert!(
+            number_in(per_batch, "epochs: ", " ms CPU") > 0.0,
+            "{per_batch}"
+        );
+    }
+    // The figure, before the throughput line that ends every bench.
+    let slowed = find("consumer slowed by ");
+    number_in(lines[slowed], "slowed by ", "%");
+    assert!(slowed < lines.len() - 1, "{stdout}");
+    assert!(
+        lines[lines.len() - 1].starts_with("device=cpu threads=1 batch=16 images=128 "),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn bench_and_tune_repeat_small_epochs_and_show_the_spread() {
     let (_d, samples) = common::samples();

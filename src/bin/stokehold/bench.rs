@@ -1,15 +1,19 @@
 //! `stokehold bench`: times whole epochs after a warm-up one, repeating them until the
 //! timed part is long enough to mean something, and prints their spread and a throughput
-//! line. [`measure`] is also what `tune` times each trial with.
+//! line. [`measure`] is also what `tune` times each trial with. With `--consumer-busy-ms`
+//! it also says how much the pipeline slows a consumer that computes ([`busy_report`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use stokehold::pipeline::{Pipeline, PipelineSpec, StatsSnapshot};
+use stokehold::pipeline::run::threads::{self, ThreadSnapshot, ThreadUse};
+use stokehold::pipeline::{Batch, Pipeline, PipelineSpec, StatsSnapshot};
 
+use crate::consumer::{self, Consumer};
 use crate::options::{self, RunOpts};
 use crate::output::outln;
 use crate::progress::Progress;
@@ -26,6 +30,12 @@ pub struct BenchArgs {
     /// the run is loader-bound or compute-bound.
     #[arg(long, value_name = "MS")]
     consumer_ms: Option<f64>,
+    /// Simulate a training step that computes on the CPU for this many milliseconds per
+    /// batch (a fixed amount of work, calibrated before the run), and report how much the
+    /// pipeline slows it against the same steps on batches already made, and what the
+    /// pipeline's threads do while its queue is full.
+    #[arg(long, value_name = "MS", conflicts_with = "consumer_ms")]
+    consumer_busy_ms: Option<f64>,
     /// Without --epochs: repeat timed epochs (at least 3) until they took this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
     min_seconds: f64,
@@ -46,7 +56,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// What `--epochs` and `--min-seconds` ask for, timing at least `min_epochs`
+    /// The timing `--epochs` and `--min-seconds` ask for, timing at least `min_epochs`
     /// epochs when `--epochs` is not given.
     pub fn from(opts: &RunOpts, min_seconds: f64, min_epochs: u64) -> Timing {
         Timing {
@@ -79,6 +89,9 @@ pub struct Measurement {
     pub stats: StatsSnapshot,
     /// ...which took this long.
     pub run_seconds: f64,
+    /// What the pipeline's threads used during the timed epochs, in all and by name.
+    pub thread_use: ThreadUse,
+    pub thread_use_by_name: BTreeMap<String, ThreadUse>,
 }
 
 impl Measurement {
@@ -104,16 +117,38 @@ impl Measurement {
     }
 }
 
-/// Runs `spec` for one warm-up epoch and then the timed epochs `timing` asks for;
-/// `consumer_ms` simulates a training step per batch.
+/// Runs `spec` for one warm-up epoch and then the timed epochs `timing` asks for, the
+/// consumer doing its step on each batch.
 pub fn measure(
-    mut spec: PipelineSpec,
+    spec: PipelineSpec,
     timing: Timing,
-    consumer_ms: Option<f64>,
+    consumer: &Consumer,
     verbose: bool,
 ) -> Result<Measurement> {
+    timed_run(spec, timing, consumer, verbose, false).map(|(m, _)| m)
+}
+
+/// What a timed run leaves for more measuring: the pipeline, still running (unbounded), and
+/// the batch it delivered after the timed epochs.
+pub struct Running {
+    pub pipeline: Pipeline,
+    pub next: Option<Batch>,
+}
+
+/// [`measure`]; with `keep_running`, the pipeline runs on past the timed epochs and is
+/// handed back.
+fn timed_run(
+    mut spec: PipelineSpec,
+    timing: Timing,
+    consumer: &Consumer,
+    verbose: bool,
+    keep_running: bool,
+) -> Result<(Measurement, Option<Running>)> {
     // Repeating epochs until long enough: run unbounded and stop at an epoch's end.
-    spec.settings.epochs = timing.epochs.map(|n| n + 1);
+    spec.settings.epochs = match keep_running {
+        true => None,
+        false => timing.epochs.map(|n| n + 1),
+    };
     let batch = spec.settings.batch;
     let mut p = Pipeline::new(spec)?;
     if verbose {
@@ -125,7 +160,6 @@ pub fn measure(
         timing.epochs.map(|n| n + 1),
         verbose,
     );
-    let step = consumer_ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
     let started = Instant::now();
     let mut epoch = 0u64;
     let mut last_arrival = Instant::now();
@@ -134,6 +168,8 @@ pub fn measure(
     let (mut epoch_images, mut images, mut batches) = (0u64, 0u64, 0u64);
     let mut waited = Duration::ZERO;
     let mut epoch_rates = Vec::new();
+    let mut threads_at_warm_end = ThreadSnapshot::default();
+    let mut next = None;
     let mut close_epoch = |epoch: u64, end: Instant, epoch_images: u64| {
         if epoch == 0 {
             warm_end = Some(end);
@@ -154,11 +190,17 @@ pub fn measure(
         let now = Instant::now();
         if b.epoch != epoch {
             let warm = close_epoch(epoch, last_arrival, epoch_images);
+            if epoch == 0 {
+                threads_at_warm_end = threads::pipeline_threads();
+            }
             (epoch, epoch_images) = (b.epoch, 0);
             let timed = warm.map_or(0.0, |w| (last_arrival - w).as_secs_f64());
-            let long_enough =
-                epoch > timing.min_epochs && timed >= timing.min_seconds && timing.epochs.is_none();
+            let long_enough = match timing.epochs {
+                Some(n) => epoch > n,
+                None => epoch > timing.min_epochs && timed >= timing.min_seconds,
+            };
             if long_enough {
+                next = Some(b);
                 break;
             }
         }
@@ -171,15 +213,16 @@ pub fn measure(
         }
         last_arrival = now;
         progress.batch(&b);
-        if let Some(step) = step {
-            std::thread::sleep(step);
-        }
+        consumer.step();
     }
+    let threads_now = threads::pipeline_threads();
+    let used = threads_now.since(&threads_at_warm_end);
+    let used_by_name = threads_now.since_by_name(&threads_at_warm_end);
     progress.finish();
     let seconds = warm_end.map_or(0.0, |w| {
         epoch_start.saturating_duration_since(w).as_secs_f64()
     });
-    Ok(Measurement {
+    let m = Measurement {
         device: p.device().device,
         threads: p.worker_threads(),
         batch,
@@ -190,7 +233,11 @@ pub fn measure(
         epoch_rates,
         stats: p.stats(),
         run_seconds: started.elapsed().as_secs_f64(),
-    })
+        thread_use: used,
+        thread_use_by_name: used_by_name,
+    };
+    let running = keep_running.then_some(Running { pipeline: p, next });
+    Ok((m, running))
 }
 
 /// Below this many seconds or batches, a timed part measures start-up and noise.
@@ -201,7 +248,15 @@ const MEANINGFUL_BATCHES: u64 = 10;
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
     let timing = Timing::from(&args.opts, args.min_seconds, 3);
-    let m = measure(checked.loaded.spec, timing, args.consumer_ms, true)?;
+    let prefetch = checked.loaded.spec.settings.prefetch;
+    // Calibrated before the pipeline starts, on an idle core.
+    let consumer = Consumer::from_flags(args.consumer_ms, args.consumer_busy_ms);
+    let busy = matches!(consumer, Consumer::Busy(_));
+    let (m, running) = timed_run(checked.loaded.spec, timing, &consumer, true, busy)?;
+    let busy_lines = match running {
+        Some(running) => Some(busy_report(&consumer, &m, running, prefetch)?),
+        None => None,
+    };
     if args.stats {
         stats::print(&m.stats, m.run_seconds)?;
     }
@@ -227,7 +282,28 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             m.batches
         );
     }
-    if let Some(ms) = args.consumer_ms {
+    if args.stats || busy {
+        let per_batch = m.batches.max(1) as f64;
+        outln!(
+            "pipeline threads during the timed epochs: {:.1} ms CPU and {:.1} wake-ups per batch \
+             ({} threads)",
+            m.thread_use.cpu.as_secs_f64() * 1000.0 / per_batch,
+            m.thread_use.wakeups as f64 / per_batch,
+            m.thread_use.threads
+        )?;
+        if args.stats {
+            for (name, used) in &m.thread_use_by_name {
+                outln!(
+                    "  {name:<16} x{}: {:.1} ms CPU, {:.1} wake-ups, {:.1} preempted per batch",
+                    used.threads,
+                    used.cpu.as_secs_f64() * 1000.0 / per_batch,
+                    used.wakeups as f64 / per_batch,
+                    used.preempted as f64 / per_batch
+                )?;
+            }
+        }
+    }
+    if let Some(ms) = consumer.step_ms() {
         let wait_pct = 100.0 * m.waited / m.seconds.max(1e-9);
         let step_rate = m.batch as f64 / (ms / 1000.0);
         if wait_pct > 5.0 {
@@ -244,6 +320,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             )?;
         }
     }
+    for line in busy_lines.into_iter().flatten() {
+        outln!("{line}")?;
+    }
     if let Some(peak) = stats::peak_rss_bytes() {
         outln!("peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }
@@ -257,4 +336,76 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         m.throughput()
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Batches held for the consumer's run on pre-made batches (it takes them in turn).
+const HELD_BATCHES: usize = 4;
+/// How long the queue-full window lasts.
+const FULL_WINDOW: Duration = Duration::from_secs(1);
+
+/// After the timed epochs of a busy consumer: holds a few batches, counts what the pipeline's
+/// threads do while its queue is full, stops the pipeline, then runs the consumer's steps on
+/// the held batches alone. The lines to print, `consumer slowed by S%` last.
+fn busy_report(
+    consumer: &Consumer,
+    m: &Measurement,
+    running: Running,
+    prefetch: usize,
+) -> Result<Vec<String>> {
+    let Running {
+        mut pipeline,
+        mut next,
+    } = running;
+    let mut held = Vec::with_capacity(HELD_BATCHES);
+    while held.len() < HELD_BATCHES {
+        match next.take() {
+            Some(b) => held.push(b),
+            None => match pipeline.next_batch() {
+                Some(b) => held.push(b?),
+                None => break,
+            },
+        }
+    }
+    let full = consumer::while_full(&pipeline, prefetch, FULL_WINDOW);
+    // The pipeline's threads end here: the steps below run with nothing beside them.
+    drop(pipeline);
+    let premade = consumer::on_premade(consumer, &held, m.batches);
+    let mut lines = Vec::new();
+    if let Consumer::Busy(w) = consumer {
+        lines.push(format!(
+            "consumer: {} ms of computation per batch ({} rounds of an integer hash, \
+             calibrated on an idle core before the run)",
+            w.ms, w.rounds
+        ));
+    }
+    let steps = m.batches.max(1) as f64;
+    let fed = m.seconds / steps;
+    let alone = premade.as_secs_f64() / steps;
+    lines.push(format!(
+        "consumer: {} steps fed by the pipeline took {:.1} ms each ({:.1}% of it waiting for a \
+         batch), the same steps on {} batches already made {:.1} ms each",
+        m.batches,
+        fed * 1000.0,
+        100.0 * m.waited / m.seconds.max(1e-9),
+        held.len(),
+        alone * 1000.0
+    ));
+    let quiet = match (full.full, full.settled) {
+        (true, true) => "",
+        (false, _) => " (the queue did not fill: the figures include making batches)",
+        (true, false) => " (the threads had not gone quiet after 5 s)",
+    };
+    lines.push(format!(
+        "pipeline threads while the queue was full: {:.3} ms CPU and {} wake-ups in {:.2} s \
+         ({} threads){quiet}",
+        full.used.cpu.as_secs_f64() * 1000.0,
+        full.used.wakeups,
+        full.window.as_secs_f64(),
+        full.used.threads
+    ));
+    lines.push(format!(
+        "consumer slowed by {:.1}%",
+        100.0 * (fed / alone.max(1e-12) - 1.0)
+    ));
+    Ok(lines)
 }

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod check;
 mod compare;
+mod consumer;
 mod interrupt;
 mod logs;
 mod options;

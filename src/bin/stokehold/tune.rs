@@ -73,7 +73,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             let mut spec = checked.loaded.spec.clone();
             spec.settings.threads = Some(t);
             spec.settings.prefetch = d;
-            let m = measure(spec, timing, None, false)?;
+            let m = measure(spec, timing, &crate::consumer::Consumer::Idle, false)?;
             let trial = match m.spread() {
                 Some((median, low, high)) => Trial {
                     threads: t,

@@ -104,6 +104,7 @@ impl CpuStage {
     /// Processes samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
+        super::threads::below_the_consumer();
         run_worker(
             &self.input,
             &self.shutdown,

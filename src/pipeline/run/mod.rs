@@ -4,7 +4,8 @@
 //! consumer; on the GPU path `gpu_prep` (workers preparing samples on the host, `gpu_plan`)
 //! replaces `cpu_stage`, and for the assembler `gpu_decode` decodes each batch on the device
 //! and `gpu_stage` transforms it there. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
-//! [`memory`] checks that the batches fit in memory before anything starts.
+//! [`memory`] checks that the batches fit in memory before anything starts; [`threads`] reads
+//! what the threads cost the process.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ mod read_stage;
 mod stage_loop;
 mod start;
 pub mod stats;
+pub mod threads;
 
 #[cfg(test)]
 mod gpu_decode_tests;
@@ -284,6 +286,12 @@ impl Pipeline {
     /// memory) is dropped.
     pub fn idle_device_buffers(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.idle_buffers())
+    }
+
+    /// Batches made and waiting for the consumer: the queue is full at the `prefetch`
+    /// setting, when the pipeline's threads have nothing to do until the next batch is taken.
+    pub fn ready_batches(&self) -> usize {
+        self.batches.len()
     }
 
     /// Worker threads in use.

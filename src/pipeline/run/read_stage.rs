@@ -50,6 +50,7 @@ pub(super) struct ReadStage {
 impl ReadStage {
     /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
     pub(super) fn run(self) {
+        super::threads::below_the_consumer();
         run_stage(
             &self.credits,
             &self.shutdown,
