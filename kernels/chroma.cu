@@ -123,15 +123,44 @@ __device__ __forceinline__ void luma_range(i32 r, i32 g, i32 b, i32 cb, i32 cr, 
     *hi = h;
 }
 
-// How far from the neighbours' chroma pass 2 looks for one that fits a clamped block: all of
-// the 256 x 256 pairs (the true one fits, so one is always found).
+// How far from the neighbours' chroma pass 2 looks, around them, for a block none of whose
+// pixels has two unclamped channels: everywhere (such blocks are few, and the true pair
+// fits, so one is always found).
 #define CHROMA_GUESS_RADIUS 255
 
+// Whether chroma (cb, cr) reproduces every pixel of the block [xa, xb) x [ya, yb).
+__device__ __forceinline__ bool chroma_fits(const ChromaDesc& d, const u8* src, u32 xa, u32 xb,
+                                            u32 ya, u32 yb, i32 cb, i32 cr) {
+    if (cb < 0 || cb > 255 || cr < 0 || cr > 255) return false;
+    for (u32 y = ya; y < yb; ++y) {
+        for (u32 x = xa; x < xb; ++x) {
+            const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
+            i32 lo, hi;
+            luma_range(p[0], p[1], p[2], cb, cr, &lo, &hi);
+            if (lo > hi) return false;
+        }
+    }
+    return true;
+}
+
+// Keeps (cb, cr) as the best so far when it fits and is nearer the target.
+__device__ __forceinline__ void consider(const ChromaDesc& d, const u8* src, u32 xa, u32 xb,
+                                         u32 ya, u32 yb, i32 tcb, i32 tcr, i32 cb, i32 cr,
+                                         i32* best_cb, i32* best_cr, i32* best_dist) {
+    const i32 dist = (cb - tcb) * (cb - tcb) + (cr - tcr) * (cr - tcr);
+    if (*best_dist >= 0 && dist >= *best_dist) return;
+    if (!chroma_fits(d, src, xa, xb, ya, yb, cb, cr)) return;
+    *best_cb = cb;
+    *best_cr = cr;
+    *best_dist = dist;
+}
+
 // Pass 2: each unresolved block takes, among the chroma pairs that reproduce all its pixels,
-// the one nearest (Euclidean, first found in scan order on ties) to the mean of its resolved
-// neighbours (3x3 around it; 128 when none), searched in square rings of growing radius;
-// with none within CHROMA_GUESS_RADIUS, that mean itself. Reads only pass 1's exact blocks,
-// so blocks can be guessed in any order.
+// the one nearest (Euclidean; the first found on ties) to the mean of its resolved
+// neighbours (3x3 around it; 128 when none). The candidates: where a pixel has two
+// unclamped channels, their difference depends on the chroma alone and fixes one of Cb, Cr
+// for each value of the other (256 lines of a few pairs, the true pair among them);
+// otherwise the pairs in growing square rings around the mean. Reads only pass 1's exact blocks, so blocks can be guessed in any order.
 extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
     const u32 s = blockIdx.y;
     if (s >= n) return;
@@ -164,30 +193,63 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
         const u32 xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
         const u32 ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
         const u32 yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+        // A pixel with two unclamped channels, if any: which pair (0: R,B; 1: R,G; 2: G,B).
+        i32 pair = -1, diff = 0;
+        for (u32 y = ya; y < yb && pair < 0; ++y) {
+            for (u32 x = xa; x < xb && pair < 0; ++x) {
+                const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
+                if (unclamped(p[0]) && unclamped(p[2])) {
+                    pair = 0;
+                    diff = (i32)p[0] - (i32)p[2];
+                } else if (unclamped(p[0]) && unclamped(p[1])) {
+                    pair = 1;
+                    diff = (i32)p[0] - (i32)p[1];
+                } else if (unclamped(p[1]) && unclamped(p[2])) {
+                    pair = 2;
+                    diff = (i32)p[1] - (i32)p[2];
+                }
+            }
+        }
         i32 best_cb = tcb, best_cr = tcr, best_dist = -1;
-        for (i32 radius = 0; radius <= CHROMA_GUESS_RADIUS && best_dist < 0; ++radius) {
+        if (pair >= 0) {
+            for (i32 v = 0; v < 256; ++v) {
+                if (pair == 0) {
+                    // R - B = cr_to_r(cr) - cb_to_b(cb): for each cb, the cr near the solution.
+                    const float c = (float)(diff + cb_to_b(v)) / 1.402f + 128.0f;
+                    const i32 c0 = (i32)floorf(c + 0.5f);
+                    for (i32 cr = c0 - 1; cr <= c0 + 1; ++cr)
+                        if (cr >= 0 && cr <= 255 && cr_to_r(cr) - cb_to_b(v) == diff)
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, &best_cb, &best_cr,
+                                     &best_dist);
+                } else if (pair == 1) {
+                    // R - G = cr_to_r(cr) - cbcr_to_g(cb, cr): for each cr, the cbs near it
+                    // (G moves by 0.344 per step of Cb: a few give the same value).
+                    const float a = -((float)(cr_to_r(v) - diff) + 0.71414f * (float)(v - 128)) /
+                                    0.34414f + 128.0f;
+                    const i32 a0 = (i32)floorf(a + 0.5f);
+                    for (i32 cb = a0 - 4; cb <= a0 + 4; ++cb)
+                        if (cb >= 0 && cb <= 255 && cr_to_r(v) - cbcr_to_g(cb, v) == diff)
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, cb, v, &best_cb, &best_cr,
+                                     &best_dist);
+                } else {
+                    // G - B = cbcr_to_g(cb, cr) - cb_to_b(cb): for each cb, the crs near it.
+                    const float c = -((float)(diff + cb_to_b(v)) + 0.34414f * (float)(v - 128)) /
+                                    0.71414f + 128.0f;
+                    const i32 c0 = (i32)floorf(c + 0.5f);
+                    for (i32 cr = c0 - 2; cr <= c0 + 2; ++cr)
+                        if (cr >= 0 && cr <= 255 && cbcr_to_g(v, cr) - cb_to_b(v) == diff)
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, &best_cb, &best_cr,
+                                     &best_dist);
+                }
+            }
+        }
+        for (i32 radius = 0; best_dist < 0 && radius <= CHROMA_GUESS_RADIUS; ++radius) {
             for (i32 ocb = -radius; ocb <= radius; ++ocb) {
                 for (i32 ocr = -radius; ocr <= radius; ++ocr) {
                     if (ocb != -radius && ocb != radius && ocr != -radius && ocr != radius)
                         continue;  // inside the ring: seen at a smaller radius
-                    const i32 cb = tcb + ocb, cr = tcr + ocr;
-                    if (cb < 0 || cb > 255 || cr < 0 || cr > 255) continue;
-                    const i32 dist = ocb * ocb + ocr * ocr;
-                    if (best_dist >= 0 && dist >= best_dist) continue;
-                    bool fits = true;
-                    for (u32 y = ya; y < yb && fits; ++y) {
-                        for (u32 x = xa; x < xb && fits; ++x) {
-                            const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
-                            i32 lo, hi;
-                            luma_range(p[0], p[1], p[2], cb, cr, &lo, &hi);
-                            fits = lo <= hi;
-                        }
-                    }
-                    if (fits) {
-                        best_cb = cb;
-                        best_cr = cr;
-                        best_dist = dist;
-                    }
+                    consider(d, src, xa, xb, ya, yb, tcb, tcr, tcb + ocb, tcr + ocr, &best_cb,
+                             &best_cr, &best_dist);
                 }
             }
         }

@@ -70,6 +70,25 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         for (source, n) in &g.sources {
             outln!("  {n:>8} decoded by {source}")?;
         }
+        let d = &g.decoders;
+        let rate = |n: u64, t: std::time::Duration| {
+            if t.is_zero() {
+                "-".to_string()
+            } else {
+                format!("{:.0} img/s", n as f64 / t.as_secs_f64())
+            }
+        };
+        outln!(
+            "  decoders: JPEG engines {} images, {} of the feeding thread's time ({:.3} s busy); \
+             CPU (the split's share, now {:.0}%) {} images, {} per worker thread ({:.3} s busy)",
+            d.engine_images,
+            rate(d.engine_images, d.engine_busy),
+            d.engine_busy.as_secs_f64(),
+            100.0 * d.cpu_share,
+            d.cpu_images,
+            rate(d.cpu_images, d.cpu_busy),
+            d.cpu_busy.as_secs_f64()
+        )?;
         outln!("  batches in flight: max {}", g.batches_in_flight)?;
         let c = &g.counters;
         match &g.after_warm_up {

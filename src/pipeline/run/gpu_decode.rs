@@ -116,7 +116,9 @@ impl GpuStage {
         // `plan_decode`, in `prepare`), which nothing else uses until the kernels' release
         // event (the area goes back to the pool with it); each job's bytes are kept by the
         // fill's entries and then by `keep_until` below until the decodes' event.
+        let t0 = std::time::Instant::now();
         let outcome = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
+        self.split.submitted(jobs.len(), t0.elapsed());
         drop(jobs);
         let end = self.dev.record(streams::DECODE, true)?;
         area.used_until(end.clone());

@@ -39,6 +39,8 @@ use crate::ops::{OpParams, SampleKey, SetupInput};
 use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
+use super::gpu_split::DecoderSplit;
+
 /// Where a sample's decoded pixels come from.
 #[derive(Debug)]
 pub(crate) enum Source {
@@ -234,6 +236,7 @@ impl GpuPlan {
         &self,
         chain: &SampleChain<'_>,
         dev: &dyn GpuDevice,
+        split: &DecoderSplit,
         bytes: Arc<Vec<u8>>,
         (seed, epoch, index): (u64, u64, usize),
     ) -> Prepare {
@@ -261,8 +264,14 @@ impl GpuPlan {
         };
         let mut fused = plan.fused;
         let whole = fused.window == (0, 0, info.height, info.width);
-        let source = match self.route(dev, &parsed) {
+        let route = match self.route(dev, &parsed) {
+            // The split sends some of what the engines take to this thread's decoder.
+            Ok(_) if split.to_cpu(seed, epoch, index) => Err("share"),
+            r => r,
+        };
+        let source = match route {
             Err(cause) => {
+                let t0 = std::time::Instant::now();
                 let decoded = if whole {
                     parsed.decode()
                 } else {
@@ -271,6 +280,9 @@ impl GpuPlan {
                 let image = decoded.map_err(|e| Ok(SampleErrorKind::Decode(e)))?;
                 if !whole {
                     fused.window = (0, 0, image.height, image.width);
+                }
+                if cause == "share" {
+                    split.decoded_on_cpu(t0.elapsed());
                 }
                 Source::Host { image, cause }
             }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::Receiver;
 
 use crate::cuda::gpu_device::GpuDevice;
 use crate::error::SampleErrorKind;
@@ -17,9 +17,11 @@ use crate::reader::source::Source as DataSource;
 use crate::value::Value;
 
 use super::cpu_stage::{
-    process_with_replacements, run_sample, Failure, Output, Processed, Sample, SampleOutput,
+    process_with_replacements, run_sample, run_worker, Failure, Output, Processed, Sample,
+    SampleOutput,
 };
-use super::gather::{Gather, SenderGuard};
+use super::gather::Gather;
+use super::gpu_split::DecoderSplit;
 use super::gpu_plan::{GpuPlan, Prepared, Source};
 use super::placement::Placing;
 use super::read_stage::Loaded;
@@ -41,58 +43,39 @@ pub(super) struct GpuPrep {
     pub(super) max_bytes: u64,
     pub(super) plan: Arc<GpuPlan>,
     pub(super) dev: Arc<dyn GpuDevice>,
+    /// Which decoder takes what the engines could.
+    pub(super) split: Arc<DecoderSplit>,
 }
 
 impl GpuPrep {
     /// Prepares samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
-        let _leaving = SenderGuard(&*self.out);
+        super::threads::below_the_consumer();
         let chain = match self.plan.chain() {
             Ok(c) => c,
             // Checked when the pipeline started; never expected.
             Err(e) => {
                 tracing::error!("the GPU chain: {e}");
+                self.out.sender_done();
                 return;
             }
         };
-        loop {
-            let item = select! {
-                recv(self.input) -> i => match i { Ok(i) => i, Err(_) => return },
-                recv(self.shutdown) -> _ => return,
+        run_worker(&self.input, &self.shutdown, &self.out, |at, scheduled, bytes| {
+            let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
+                self.prepare(&chain, at, (index, path, label), bytes)
             };
-            let processed = match item {
-                Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
-                Loaded::Sample {
-                    seq,
-                    epoch,
-                    pos,
-                    index,
-                    path,
-                    label,
-                    bytes,
-                } => {
-                    let at = Sample { seq, epoch, pos };
-                    let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
-                        self.prepare(&chain, at, (index, path, label), bytes)
-                    };
-                    Processed::Sample(process_with_replacements(
-                        &self.graph,
-                        &self.source,
-                        &self.stats,
-                        self.max_bytes,
-                        at,
-                        (index, path, label),
-                        bytes,
-                        run,
-                    ))
-                }
-            };
-            let urgent = processed.urgent();
-            if !self.out.push(processed, urgent) {
-                return;
-            }
-        }
+            process_with_replacements(
+                &self.graph,
+                &self.source,
+                &self.stats,
+                self.max_bytes,
+                at,
+                scheduled,
+                bytes,
+                run,
+            )
+        });
     }
 
     /// One sample's outputs: the prepared image and the labels.
@@ -106,10 +89,21 @@ impl GpuPrep {
         let g = &*self.graph;
         let t0 = Instant::now();
         let seed = g.spec.settings.seed;
-        let prepared = self
-            .plan
-            .prepare(chain, &*self.dev, bytes.clone(), (seed, at.epoch, index));
-        add_ns(&self.stats.gpu_prep_ns, t0.elapsed());
+        let cpu_before = self.split.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let prepared = self.plan.prepare(
+            chain,
+            &*self.dev,
+            &self.split,
+            bytes.clone(),
+            (seed, at.epoch, index),
+        );
+        let spent = t0.elapsed();
+        add_ns(&self.stats.gpu_prep_ns, spent);
+        // The split's decodes on other threads may land in between: close enough, and never
+        // more than this sample's own time is taken off.
+        let decoded = self.split.cpu_ns.load(std::sync::atomic::Ordering::Relaxed) - cpu_before;
+        self.split
+            .prepared(spent.saturating_sub(std::time::Duration::from_nanos(decoded)));
         let (prepared, params) = match prepared {
             Ok(p) => p,
             Err(Ok(kind)) => return Err(Failure::Sample(kind)),

@@ -54,6 +54,7 @@ use crate::nvjpeg::Roi;
 use crate::pipeline::device_tensor::ConsumerStreams;
 
 use super::gpu_plan::{GpuPlan, Prepared};
+use super::gpu_split::DecoderSplit;
 use super::stats::Stats;
 
 /// Byte alignment of each image in a decode area and each sample in an output.
@@ -84,6 +85,8 @@ pub(crate) struct GpuStage {
     pub(super) kept: Mutex<Vec<(Event, Vec<Arc<Vec<u8>>>)>>,
     /// Ready events of the batches launched and not known done.
     in_flight: Mutex<VecDeque<Event>>,
+    /// Which decoder takes what the engines could (shared with the workers).
+    pub(super) split: Arc<DecoderSplit>,
 }
 
 impl std::fmt::Debug for GpuStage {
@@ -252,6 +255,7 @@ impl GpuStage {
         plan: Arc<GpuPlan>,
         stats: Arc<Stats>,
         batch: usize,
+        workers: usize,
     ) -> GpuStage {
         // The events a steady state keeps alive at once (per batch in flight: a sub-batch's
         // two, the kernels' two, a consumer's release), created now: later batches record
@@ -275,6 +279,7 @@ impl GpuStage {
             timings: Mutex::new(VecDeque::new()),
             kept: Mutex::new(Vec::new()),
             in_flight: Mutex::new(VecDeque::new()),
+            split: Arc::new(DecoderSplit::new(workers)),
         }
     }
 
@@ -351,6 +356,9 @@ impl GpuStage {
         }
         if let Ok(mut c) = self.stats.gpu_counters.lock() {
             *c = Some(self.dev.counters());
+        }
+        if let Ok(mut d) = self.stats.gpu_decoders.lock() {
+            *d = Some(super::stats::DecoderStats::of(&self.split));
         }
     }
 }

@@ -34,6 +34,7 @@ mod gpu_decode;
 mod gpu_launch;
 mod gpu_plan;
 mod gpu_prep;
+mod gpu_split;
 mod gpu_stage;
 pub mod memory;
 mod place_buffer;

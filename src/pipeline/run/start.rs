@@ -90,9 +90,14 @@ impl Pipeline {
                 memory::check_device(&graph, plan, capacity, dev.describe().total_memory)?
             }
         }
-        let worker_threads = settings
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The CPU path decodes and transforms on every core; the GPU path's workers prepare
+        // samples (a header, the random parameters: ~30 µs each) and decode the CPU's share,
+        // so a quarter of the cores by default leaves the rest to the training loop.
+        let worker_threads = settings.threads.unwrap_or(match &chosen.gpu {
+            None => cores,
+            Some(_) => (cores / 4).max(2).min(cores),
+        });
         let graph = Arc::new(graph);
         let stats = Arc::new(Stats::new(graph.nodes.len()));
         let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
@@ -126,6 +131,7 @@ impl Pipeline {
                     plan.clone(),
                     stats.clone(),
                     settings.batch,
+                    worker_threads,
                 )),
                 dev,
                 plan,
@@ -202,7 +208,7 @@ impl Pipeline {
                     ));
                 }
             }
-            Some((_, dev, plan)) => {
+            Some((stage, dev, plan)) => {
                 let worker = GpuPrep {
                     input: loaded_rx,
                     out: gathered.clone(),
@@ -214,6 +220,7 @@ impl Pipeline {
                     max_bytes,
                     plan: plan.clone(),
                     dev: dev.clone(),
+                    split: stage.split.clone(),
                 };
                 for t in 0..worker_threads {
                     let w = worker.clone();

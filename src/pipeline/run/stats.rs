@@ -46,6 +46,36 @@ pub struct Stats {
     /// read.
     pub(super) gpu_counters_warm: Mutex<Option<DeviceCounters>>,
     pub(super) gpu_counters: Mutex<Option<DeviceCounters>>,
+    /// GPU path: the decoders' shares and rates, last read.
+    pub(super) gpu_decoders: Mutex<Option<DecoderStats>>,
+}
+
+/// What each decoder of the GPU path took (see `gpu_split`): the JPEG engines, fed by one
+/// thread, and the CPU decoder on the workers for its share of what the engines could take.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecoderStats {
+    /// Images given to the engines.
+    pub engine_images: u64,
+    /// The feeding thread's time submitting them.
+    pub engine_busy: Duration,
+    /// Images of the engines' kind the split sent to the CPU.
+    pub cpu_images: u64,
+    /// The workers' time decoding those (summed over threads).
+    pub cpu_busy: Duration,
+    /// The CPU's share now.
+    pub cpu_share: f64,
+}
+
+impl DecoderStats {
+    pub(super) fn of(s: &super::gpu_split::DecoderSplit) -> DecoderStats {
+        DecoderStats {
+            engine_images: s.engine_images.load(Ordering::Relaxed),
+            engine_busy: Duration::from_nanos(s.engine_ns.load(Ordering::Relaxed)),
+            cpu_images: s.cpu_images.load(Ordering::Relaxed),
+            cpu_busy: Duration::from_nanos(s.cpu_ns.load(Ordering::Relaxed)),
+            cpu_share: s.cpu_share(),
+        }
+    }
 }
 
 /// What happened in one epoch.
@@ -133,6 +163,8 @@ pub struct GpuStats {
     /// Of those, the ones after the first epoch (`None` before it ends): zero in a steady
     /// state.
     pub after_warm_up: Option<DeviceCounters>,
+    /// The decoders' shares and rates.
+    pub decoders: DecoderStats,
 }
 
 impl Stats {
@@ -198,6 +230,12 @@ impl Stats {
                 .unwrap_or_default(),
             batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),
+            decoders: self
+                .gpu_decoders
+                .lock()
+                .ok()
+                .and_then(|d| *d)
+                .unwrap_or_default(),
             after_warm_up: self
                 .gpu_counters_warm
                 .lock()
