@@ -234,6 +234,11 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// the stage, its JPEG decoder, consumers' release events).
     fn counters(&self) -> DeviceCounters;
 
+    /// The timing model an emulated device takes a real device's time from, if any.
+    fn timing_model(&self) -> Option<super::emu::TimingModel> {
+        None
+    }
+
     /// A new stream (for a consumer; [`streams`] always exist).
     fn new_stream(&self) -> Result<StreamId, Error>;
 

@@ -25,8 +25,8 @@
 use std::sync::{Arc, Mutex};
 
 use super::gpu_device::{DevicePtr, Event, GpuDevice, PinnedHost, StreamId};
-use crate::size_class::size_class;
 use crate::error::Error;
+use crate::size_class::size_class;
 
 /// Allocation granularity, in bytes.
 pub const GRANULE: usize = 64 << 10;

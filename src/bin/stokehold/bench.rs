@@ -326,6 +326,25 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     if let Some(peak) = stats::peak_rss_bytes() {
         outln!("peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }
+    if let Some(device) = m.stats.gpu.as_ref().and_then(|g| g.decoders.modelled_limit) {
+        // The host bound: this machine's cores at the pipeline threads' measured CPU per
+        // image (on a small machine the readers, workers and feeding thread share them).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let images = m.images.max(1) as f64;
+        let cpu_us = m.thread_use.cpu.as_secs_f64() * 1e6 / images;
+        let host = if cpu_us > 0.0 {
+            cores as f64 * 1e6 / cpu_us
+        } else {
+            f64::INFINITY
+        };
+        let limit = device.min(host);
+        outln!(
+            "modelled limit: {limit:.0} img/s, reached {:.1}% (the timing model's device with \
+             these workers: {device:.0}; {cores} cores at the pipeline's {cpu_us:.1} µs of CPU \
+             per image: {host:.0})",
+            100.0 * m.throughput() / limit
+        )?;
+    }
     outln!(
         "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
         m.device,

@@ -21,7 +21,10 @@
 pub mod decode;
 pub mod kernels;
 pub mod memory;
+pub mod model;
 pub mod stream;
+
+pub use model::TimingModel;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +46,7 @@ use memory::{Kind, Memory};
 use stream::{EmuEvent, EmuStream, Health};
 
 /// Settings of an emulated device.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EmuOptions {
     /// Device memory in bytes (`None`: as much as the host gives).
     pub memory: Option<usize>,
@@ -56,13 +59,16 @@ pub struct EmuOptions {
     /// padded by an MCU and the region read from inside the padded output, as with the
     /// nvJPEG before 13.3 of the GPU machines (CUDA 13.0).
     pub exact_roi: bool,
+    /// Take a real device's time instead of computing pixels ([`TimingModel`]).
+    pub model: Option<TimingModel>,
 }
 
 impl EmuOptions {
     /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes),
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
-    /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]) and
-    /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]).
+    /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]),
+    /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]) and `STOKEHOLD_EMU_MODEL`
+    /// (`h100`, `h100-interp`: [`EmuOptions::model`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -90,6 +96,14 @@ impl EmuOptions {
             lose_after_launches: read("STOKEHOLD_EMU_LOSE_AFTER", false)?,
             launch_delay: read("STOKEHOLD_EMU_LAUNCH_DELAY_MS", false)?.map(Duration::from_millis),
             exact_roi: read("STOKEHOLD_EMU_EXACT_ROI", false)?.is_some_and(|v| v != 0),
+            model: match get("STOKEHOLD_EMU_MODEL") {
+                None => None,
+                Some(name) => Some(TimingModel::named(name.trim()).ok_or_else(|| {
+                    Error::GpuUnavailable(format!(
+                        "STOKEHOLD_EMU_MODEL={name}: expected h100 or h100-interp"
+                    ))
+                })?),
+            },
         })
     }
 }
@@ -243,11 +257,18 @@ impl GpuDevice for EmuDevice {
             device_id: 0,
             total_memory: self.memory.cap().unwrap_or(0),
             decoder: format!(
-                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines{}",
+                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines{}{}",
                 if self.options.exact_roi {
                     ""
                 } else {
                     "; ROIs padded by an MCU (as nvJPEG before 13.3)"
+                },
+                match &self.options.model {
+                    Some(m) => format!(
+                        "; timing model {} (no pixels: the time a real device takes)",
+                        m.name
+                    ),
+                    None => String::new(),
                 }
             ),
             hardware_decoder: true,
@@ -256,6 +277,10 @@ impl GpuDevice for EmuDevice {
 
     fn counters(&self) -> DeviceCounters {
         self.counters.read()
+    }
+
+    fn timing_model(&self) -> Option<TimingModel> {
+        self.options.model
     }
 
     fn memory(&self) -> MemoryUse {
@@ -393,6 +418,10 @@ impl GpuDevice for EmuDevice {
         if let Some(d) = self.options.launch_delay {
             self.delay(stream, d)?;
         }
+        if let Some(model) = &self.options.model {
+            // The device's time for the launch; no pixels.
+            return self.delay(stream, model.launch_time(grid.samples));
+        }
         let args = args.to_vec();
         let threads = self.threads;
         self.queue_with_memory(stream, move |mem| {
@@ -506,6 +535,16 @@ impl GpuDevice for EmuDevice {
             }
         }
         if queued.is_empty() {
+            return Ok(results);
+        }
+        if let Some(model) = &self.options.model {
+            // The host's time now, on the caller's thread; the engines' on the stream.
+            let mp: Vec<f64> = queued
+                .iter()
+                .map(|q| (q.header.width() * q.header.height()) as f64 / 1e6)
+                .collect();
+            std::thread::sleep(model.submit_time(&mp));
+            self.delay(stream, model.engine_time(&mp))?;
             return Ok(results);
         }
         let threads = self.threads;

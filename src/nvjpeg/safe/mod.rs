@@ -86,32 +86,25 @@ impl Handle {
         memory: Arc<Allocators>,
     ) -> Result<Arc<Self>, NvjpegError> {
         let mut allocators = Box::new((memory.device_v2(), memory.pinned_v2()));
-        let mut last = None;
-        for flags in [sys::NVJPEG_FLAGS_DEFAULT] {
-            let (dev, pinned) = &mut *allocators;
-            // SAFETY: the allocators point at `memory`, which the handle keeps alive until
-            // after `nvjpegDestroy`; they are thread safe. The caller made the context current.
-            match unsafe { result::handle::create_v2(&lib, backend, dev, pinned, flags) } {
-                Ok(raw) => {
-                    let handle = Handle {
-                        lib,
-                        raw,
-                        backend,
-                        flags,
-                        allocators,
-                        memory,
-                    };
-                    // SAFETY: the handle was just created.
-                    unsafe {
-                        result::handle::set_pinned_padding(&handle.lib, raw, PINNED_PADDING)?;
-                        result::handle::set_device_padding(&handle.lib, raw, DEVICE_PADDING)?;
-                    }
-                    return Ok(Arc::new(handle));
-                }
-                Err(e) => last = Some(e),
-            }
+        let flags = sys::NVJPEG_FLAGS_DEFAULT;
+        let (dev, pinned) = &mut *allocators;
+        // SAFETY: the allocators point at `memory`, which the handle keeps alive until
+        // after `nvjpegDestroy`; they are thread safe. The caller made the context current.
+        let raw = unsafe { result::handle::create_v2(&lib, backend, dev, pinned, flags)? };
+        let handle = Handle {
+            lib,
+            raw,
+            backend,
+            flags,
+            allocators,
+            memory,
+        };
+        // SAFETY: the handle was just created.
+        unsafe {
+            result::handle::set_pinned_padding(&handle.lib, raw, PINNED_PADDING)?;
+            result::handle::set_device_padding(&handle.lib, raw, DEVICE_PADDING)?;
         }
-        Err(last.unwrap_or(NvjpegError::InvalidArgument("no flags tried".into())))
+        Ok(Arc::new(handle))
     }
 
     /// The backend it was created for.

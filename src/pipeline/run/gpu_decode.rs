@@ -116,9 +116,13 @@ impl GpuStage {
         // `plan_decode`, in `prepare`), which nothing else uses until the kernels' release
         // event (the area goes back to the pool with it); each job's bytes are kept by the
         // fill's entries and then by `keep_until` below until the decodes' event.
+        let pixels: u64 = jobs
+            .iter()
+            .map(|j| (j.header.width() * j.header.height()) as u64)
+            .sum();
         let t0 = std::time::Instant::now();
         let outcome = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
-        self.split.submitted(jobs.len(), t0.elapsed());
+        self.split.submitted(jobs.len(), pixels, t0.elapsed());
         drop(jobs);
         let end = self.dev.record(streams::DECODE, true)?;
         area.used_until(end.clone());

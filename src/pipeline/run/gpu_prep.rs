@@ -21,8 +21,8 @@ use super::cpu_stage::{
     SampleOutput,
 };
 use super::gather::Gather;
-use super::gpu_split::DecoderSplit;
 use super::gpu_plan::{GpuPlan, Prepared, Source};
+use super::gpu_split::DecoderSplit;
 use super::placement::Placing;
 use super::read_stage::Loaded;
 use super::stats::{add_ns, Stats};
@@ -61,21 +61,26 @@ impl GpuPrep {
                 return;
             }
         };
-        run_worker(&self.input, &self.shutdown, &self.out, |at, scheduled, bytes| {
-            let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
-                self.prepare(&chain, at, (index, path, label), bytes)
-            };
-            process_with_replacements(
-                &self.graph,
-                &self.source,
-                &self.stats,
-                self.max_bytes,
-                at,
-                scheduled,
-                bytes,
-                run,
-            )
-        });
+        run_worker(
+            &self.input,
+            &self.shutdown,
+            &self.out,
+            |at, scheduled, bytes| {
+                let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
+                    self.prepare(&chain, at, (index, path, label), bytes)
+                };
+                process_with_replacements(
+                    &self.graph,
+                    &self.source,
+                    &self.stats,
+                    self.max_bytes,
+                    at,
+                    scheduled,
+                    bytes,
+                    run,
+                )
+            },
+        );
     }
 
     /// One sample's outputs: the prepared image and the labels.

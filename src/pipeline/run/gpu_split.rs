@@ -41,6 +41,8 @@ pub(crate) struct DecoderSplit {
     /// Images given to the engines, and the feeding thread's time submitting them.
     pub(crate) engine_images: AtomicU64,
     pub(crate) engine_ns: AtomicU64,
+    /// Their pixels, in thousandths of a megapixel.
+    pub(crate) engine_kpx: AtomicU64,
     next_estimate: AtomicU64,
 }
 
@@ -89,12 +91,14 @@ impl DecoderSplit {
     /// Counts a CPU decode the split sent, taking `d`.
     pub(crate) fn decoded_on_cpu(&self, d: Duration) {
         self.cpu_images.fetch_add(1, Ordering::Relaxed);
-        self.cpu_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        self.cpu_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Counts `n` images submitted to the engines in `d` of the feeding thread's time, and
     /// re-estimates the share every so often.
-    pub(crate) fn submitted(&self, n: usize, d: Duration) {
+    pub(crate) fn submitted(&self, n: usize, pixels: u64, d: Duration) {
+        self.engine_kpx.fetch_add(pixels / 1000, Ordering::Relaxed);
         let total = self.engine_images.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         self.engine_ns
             .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
@@ -106,6 +110,27 @@ impl DecoderSplit {
         if let Some(s) = self.estimate() {
             self.cpu_ppm.store((s * 1e6) as u32, Ordering::Relaxed);
         }
+    }
+
+    /// What a timing model's device and the workers, measured, take at most, in images per
+    /// second: the device's limit for what it decodes over the share of images it decodes,
+    /// or the workers' (preparing every sample, decoding the CPU's), the smaller.
+    pub(crate) fn modelled_limit(
+        &self,
+        model: &crate::cuda::emu::TimingModel,
+        batch: usize,
+    ) -> Option<f64> {
+        let prepared = self.prepared.load(Ordering::Relaxed);
+        let engine = self.engine_images.load(Ordering::Relaxed);
+        if prepared == 0 || engine == 0 {
+            return None;
+        }
+        let mp = self.engine_kpx.load(Ordering::Relaxed) as f64 / 1000.0 / engine as f64;
+        // The chroma rebuild's three launches and the chain's.
+        let device = model.device_limit(mp, batch, 4.0) * prepared as f64 / engine as f64;
+        let host_ns = self.prepare_ns.load(Ordering::Relaxed) + self.cpu_ns.load(Ordering::Relaxed);
+        let workers = f64::from(self.workers) * prepared as f64 * 1e9 / host_ns.max(1) as f64;
+        Some(device.min(workers))
     }
 
     /// The share that finishes both decoders at once (module docs), once each has a
@@ -137,7 +162,11 @@ mod tests {
         s.prepare_ns.store(30_000_000, Ordering::Relaxed);
         s.cpu_images.store(100, Ordering::Relaxed);
         s.cpu_ns.store(125_000_000, Ordering::Relaxed);
-        s.submitted(ADAPT_EVERY as usize, Duration::from_micros(53 * ADAPT_EVERY));
+        s.submitted(
+            ADAPT_EVERY as usize,
+            0,
+            Duration::from_micros(53 * ADAPT_EVERY),
+        );
         let share = s.cpu_share();
         assert!((share - 0.39).abs() < 0.01, "{share}");
         // Both finish together: W / (p + s·d) = 1 / ((1 − s)·e).
@@ -149,7 +178,7 @@ mod tests {
         let t = DecoderSplit::new(1);
         t.prepared.store(10, Ordering::Relaxed);
         t.prepare_ns.store(1_000_000, Ordering::Relaxed);
-        t.submitted(ADAPT_EVERY as usize, Duration::from_micros(ADAPT_EVERY));
+        t.submitted(ADAPT_EVERY as usize, 0, Duration::from_micros(ADAPT_EVERY));
         assert_eq!(t.cpu_share(), 0.0);
     }
 

@@ -67,6 +67,9 @@ pub(super) const UPLOAD_SLOTS: usize = 4;
 /// Events created when the stage starts (see [`GpuStage::new`]).
 const EVENTS_AHEAD: usize = 64;
 
+/// Encoded bytes the decoder still reads, until the event.
+type KeptBytes = (Event, Vec<Arc<Vec<u8>>>);
+
 /// The device side of the GPU path (one per pipeline).
 pub(crate) struct GpuStage {
     pub(super) dev: Arc<dyn GpuDevice>,
@@ -82,7 +85,7 @@ pub(crate) struct GpuStage {
     /// Timing events not read yet: (kernels?, start, end).
     timings: Mutex<VecDeque<(bool, Event, Event)>>,
     /// Encoded bytes the decoder still reads, until each event.
-    pub(super) kept: Mutex<Vec<(Event, Vec<Arc<Vec<u8>>>)>>,
+    pub(super) kept: Mutex<Vec<KeptBytes>>,
     /// Ready events of the batches launched and not known done.
     in_flight: Mutex<VecDeque<Event>>,
     /// Which decoder takes what the engines could (shared with the workers).
@@ -358,7 +361,12 @@ impl GpuStage {
             *c = Some(self.dev.counters());
         }
         if let Ok(mut d) = self.stats.gpu_decoders.lock() {
-            *d = Some(super::stats::DecoderStats::of(&self.split));
+            let mut s = super::stats::DecoderStats::of(&self.split);
+            s.modelled_limit = self
+                .dev
+                .timing_model()
+                .and_then(|m| self.split.modelled_limit(&m, self.batch));
+            *d = Some(s);
         }
     }
 }

@@ -64,6 +64,9 @@ pub struct DecoderStats {
     pub cpu_busy: Duration,
     /// The CPU's share now.
     pub cpu_share: f64,
+    /// On an emulated device with a timing model: the images per second the modelled device
+    /// and the workers allow (see `gpu_split`).
+    pub modelled_limit: Option<f64>,
 }
 
 impl DecoderStats {
@@ -74,6 +77,7 @@ impl DecoderStats {
             cpu_images: s.cpu_images.load(Ordering::Relaxed),
             cpu_busy: Duration::from_nanos(s.cpu_ns.load(Ordering::Relaxed)),
             cpu_share: s.cpu_share(),
+            modelled_limit: None,
         }
     }
 }
