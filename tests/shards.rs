@@ -584,3 +584,46 @@ fn the_command_line_packs_a_folder_and_runs_its_shards_by_rank() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("without a world size"), "{stderr}");
 }
+
+/// A folder without class sub-folders has no labels: `pack` refuses it, unless told
+/// `--no-labels` (then every `.cls` is -1 and the index names no classes).
+#[test]
+fn pack_refuses_a_flat_folder_unless_told_it_has_no_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let flat = d.path().join("flat");
+    std::fs::create_dir(&flat).unwrap();
+    for n in 0..5 {
+        std::fs::write(flat.join(format!("p{n}.jpg")), jpeg(n)).unwrap();
+    }
+    let out = common::stokehold()
+        .arg("pack")
+        .arg(&flat)
+        .arg(d.path().join("refused"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has no class sub-folders") && stderr.contains("--no-labels"),
+        "{stderr}"
+    );
+    assert!(!d.path().join("refused").join("index.json").exists());
+    let shards = d.path().join("shards");
+    let out = common::stokehold()
+        .arg("pack")
+        .arg(&flat)
+        .arg(&shards)
+        .arg("--no-labels")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (batches, errors) = run(spec(&shards.to_string_lossy(), 5, 1));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(batches.concat(), vec![-1; 5]);
+    let index = std::fs::read_to_string(shards.join("index.json")).unwrap();
+    assert!(!index.contains("classes"), "{index}");
+}

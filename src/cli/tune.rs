@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::bench::{measure, Plan};
-use crate::options::{self, RunOpts};
-use crate::output::outln;
+use super::bench::{measure, Plan};
+use super::options::{self, RunOpts};
+use super::output::outln;
 
 /// Arguments of `stokehold tune`.
 #[derive(Args)]

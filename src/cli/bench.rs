@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use crate::pipeline::{Pipeline, PipelineSpec, StatsSnapshot};
 use anyhow::Result;
 use clap::Args;
-use stokehold::pipeline::{Pipeline, PipelineSpec, StatsSnapshot};
 
-use crate::options::{self, RunOpts};
-use crate::output::outln;
-use crate::progress::Progress;
-use crate::stats;
+use super::options::{self, RunOpts};
+use super::output::outln;
+use super::progress::Progress;
+use super::stats;
 
 /// Arguments of `stokehold bench`.
 #[derive(Args)]
@@ -222,7 +222,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         eprintln!(
             "{}: the timed part took {:.2} s over {} batches, too short to mean much; \
              leave out --epochs to repeat epochs for at least --min-seconds, or use more data",
-            crate::logs::label(tracing::Level::WARN),
+            super::logs::label(tracing::Level::WARN),
             m.seconds,
             m.batches
         );
