@@ -48,7 +48,6 @@ mod tests;
 
 pub use header::JpegHeader;
 pub use parsed::ParsedImage;
-pub(crate) use simd::warn_once_without_simd;
 pub use simd::{jpeg_simd, jpeg_simd_warning, JpegSimd};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

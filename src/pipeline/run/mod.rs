@@ -4,7 +4,8 @@
 //! consumer; on the GPU path `gpu_prep` (workers preparing samples on the host, `gpu_plan`)
 //! replaces `cpu_stage`, and for the assembler `gpu_decode` decodes each batch on the device
 //! and `gpu_stage` transforms it there. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
-//! [`memory`] checks that the batches fit in memory before anything starts.
+//! [`memory`] checks that the batches fit in memory before anything starts; `warnings` says
+//! what the start found worth telling.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ mod placement;
 mod read_stage;
 mod start;
 pub mod stats;
+mod warnings;
 
 #[cfg(test)]
 mod gpu_decode_tests;
@@ -49,6 +51,7 @@ mod tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
 pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};
+pub use warnings::StartWarning;
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
 ///
@@ -93,6 +96,8 @@ pub struct Pipeline {
     scratch: Arc<ScratchPools>,
     /// The GPU stage, on the GPU path.
     gpu: Option<Arc<gpu_stage::GpuStage>>,
+    /// What the start found worth a warning.
+    warnings: Vec<StartWarning>,
     finished: bool,
 }
 
@@ -282,6 +287,12 @@ impl Pipeline {
     /// memory) is dropped.
     pub fn idle_device_buffers(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.idle_buffers())
+    }
+
+    /// What the start found worth a warning (each was logged too): problems met listing the
+    /// data, labels the data set doesn't have, a build that makes everything slower.
+    pub fn warnings(&self) -> &[StartWarning] {
+        &self.warnings
     }
 
     /// Worker threads in use.
