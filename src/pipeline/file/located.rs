@@ -22,7 +22,8 @@ pub struct SpecLocations {
 impl SpecLocations {
     /// The 1-based (line, column) of `at` in the file.
     ///
-    /// A setting or output edge points at its value, an argument at its key, an input or
+    /// A setting, an argument or an output edge points at its value, an argument's name
+    /// ([`SpecPointer::OpArgName`]) at its key, an input or
     /// output edge of an operator at its entry in `input(s)`/`output(s)`, a placement at
     /// the operator's `device` value. Parts that were not written fall back to the nearest
     /// enclosing part that was: a missing argument or edge to the operator's `kind` (or its
@@ -40,7 +41,9 @@ impl SpecLocations {
                 get(SpecPointer::Setting("outputs".to_string())).or(self.pipeline_header)
             }
             SpecPointer::Op(i) | SpecPointer::OpKind(i) => get(SpecPointer::Op(*i)),
-            SpecPointer::OpArg(i, _) | SpecPointer::OpPlacement(i) => op(*i),
+            SpecPointer::OpArg(i, _)
+            | SpecPointer::OpArgName(i, _)
+            | SpecPointer::OpPlacement(i) => op(*i),
             SpecPointer::OpInput(i, _) => self.op_inputs_key.get(i).copied().or_else(|| op(*i)),
             SpecPointer::OpOutput(i, _) => self.op_outputs_key.get(i).copied().or_else(|| op(*i)),
             SpecPointer::Whole => None,

@@ -589,10 +589,7 @@ fn feeds_alone(a: &Node, b: &Node, outputs: &[usize]) -> bool {
 }
 
 fn arg_error(i: usize, e: ArgError) -> SpecError {
-    let at = match e.arg {
-        Some(a) if !a.is_empty() => SpecPointer::OpArg(i, a),
-        _ => SpecPointer::Op(i),
-    };
+    let at = SpecPointer::of_arg_error(i, &e);
     SpecError {
         at,
         message: e.message,
