@@ -17,6 +17,9 @@
 //! does only when `nasm` works): `STOKEHOLD_JPEG_SIMD_BUILT` is "1" or "0", read from the
 //! `jconfig.h` that `mozjpeg-sys` wrote (`WITH_SIMD`), for `decode::jpeg_simd`'s test. Without
 //! SIMD the build warns: cargo shows that here, though it hides `mozjpeg-sys`'s own warning.
+//!
+//! Last, it passes cargo's `OPT_LEVEL` on as `STOKEHOLD_OPT_LEVEL`: a pipeline started from
+//! an unoptimised build (a dependent's debug build) says so, once.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -82,6 +85,8 @@ fn main() {
     std::fs::write(out.join("kernels.rs"), gen).expect("write kernels.rs");
     build_emulation(&kdir);
     record_jpeg_simd();
+    let opt_level = std::env::var("OPT_LEVEL").unwrap_or_default();
+    println!("cargo:rustc-env=STOKEHOLD_OPT_LEVEL={opt_level}");
 }
 
 /// Sets `STOKEHOLD_JPEG_SIMD_BUILT` from `mozjpeg-sys`'s `jconfig.h` (its include folders

@@ -43,8 +43,11 @@ if [ "$REPEAT" -gt 1 ]; then
     DATA="$WORK/data"
 fi
 
+# A flat folder (as imagenet-400 is) has no labels: pack refuses it unless told so.
+LABELS=()
+[ -n "$(find "$DATA"/ -mindepth 1 -maxdepth 1 -type d -print -quit)" ] || LABELS=(--no-labels)
 echo "== packing $DATA into $SHARD_SIZE shards"
-"$BIN" pack "$DATA" "$WORK/shards" --shard-size "$SHARD_SIZE"
+"$BIN" pack "$DATA" "$WORK/shards" --shard-size "$SHARD_SIZE" "${LABELS[@]}"
 LAST=$(( $(ls "$WORK"/shards/train-*.tar | wc -l) - 1 ))
 PATTERN="train-{000000..$(printf %06d "$LAST")}.tar"
 

@@ -73,7 +73,7 @@ rm -rf "$out"
 mkdir -p "$out/tests" "$out/bin" "$out/shared/data"
 strip --strip-debug -o "$out/tests/lib" "$lib_tests"
 strip --strip-debug -o "$out/bin/stokehold" "$cli"
-cp -r pipelines "$out/pipelines"
+cp -rL pipelines "$out/pipelines"
 if [[ -n "$nvjpeg" ]]; then
     mkdir -p "$out/lib"
     cp -L "$nvjpeg" "$out/lib/$(basename "$nvjpeg" | sed 's/\(\.so\.[0-9]*\).*/\1/')"
@@ -156,4 +156,4 @@ if ((total > limit_mib * 1048576)); then
     echo "error: over the device tool's $limit_mib MiB; use fewer --images" >&2
     exit 1
 fi
-echo "next: the device tool's run with carry [\"$rel\"] and the command in docs/gpu-machine.md" >&2
+echo "next: copy $rel to the GPU machine and run its gpu-check.sh there (docs/gpu-machine.md)" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks stokehold's GPU path on a machine with an NVIDIA driver but no Rust toolchain, from
-# a bundle made by scripts/gpu-bundle.sh (see docs/gpu-machine.md for the device-tool calls).
+# a bundle made by scripts/gpu-bundle.sh (docs/gpu-machine.md: running it on a GPU machine).
 #
 #   gpu-check.sh [BUNDLE_DIR]        (default: the folder this script is in)
 #

@@ -45,9 +45,10 @@ fi
 ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $wheels" >&2; exit 1; }
 
 # One stream, cut into parts: the wheels, the peer script, our CLI, the pipeline files and
-# the photos (no staging copy: tar reads each from where it is).
+# the photos (no staging copy: tar reads each from where it is; -h: `pipelines` is a link to
+# the Python package's copy).
 rm -rf "$out"/p[0-9]* "$out"/stream.tar.*
-tar -cf - -C "$wheels" . -C "$shared/peers" rn50_train.py -C "$root/.gpu/bin" stokehold \
+tar -chf - -C "$wheels" . -C "$shared/peers" rn50_train.py -C "$root/.gpu/bin" stokehold \
     -C "$root" pipelines -C "$shared" data/imagenet-400 |
     split -b "${part_mb}M" -d -a 2 - "$out/stream.tar."
 n=0

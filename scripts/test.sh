@@ -16,10 +16,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The skip log, fresh for this run, and its summary as the last lines whatever happens.
+# The skip log, fresh for this run, and its summary as the last lines whatever happens,
+# followed by the tests that failed (from the tests' output, kept in target/test-output.txt),
+# each as the command that runs it alone.
 mkdir -p target
 export STOKEHOLD_SKIP_LOG="$PWD/target/skipped.txt"
 : >"$STOKEHOLD_SKIP_LOG"
+TEST_LOG="$PWD/target/test-output.txt"
+: >"$TEST_LOG"
 NVRTC_PARTIAL=""
 finish() {
     local rc=$?
@@ -28,9 +32,14 @@ finish() {
     echo
     [ "$rc" -eq 0 ] || echo "test.sh: a step failed (exit status $rc); the skips before it:"
     python3 scripts/skip-summary.py "$STOKEHOLD_SKIP_LOG" || { [ "$rc" -ne 0 ] || rc=1; }
+    python3 scripts/failed-tests.py "$TEST_LOG" || true
     exit "$rc"
 }
 trap finish EXIT
+# Runs a test command with its output also kept in the test log (for the failures' list).
+logged() {
+    "$@" 2>&1 | tee -a "$TEST_LOG"
+}
 
 # nasm and the rustfmt/clippy components. On CI they must be there; elsewhere a missing nasm
 # only costs the check that the JPEG decoder has SIMD, which then skips and says so.
@@ -120,14 +129,18 @@ export STOKEHOLD_REQUIRE_EMU=1
 # Every step runs even when one before it failed (a failing test target must not hide the
 # others, nor their skips); the command fails if any did.
 failed=0
-cargo test --no-fail-fast --all-targets "$@" || failed=1
-cargo test --doc "$@" || failed=1
+# `cargo test-release` (.cargo/config.toml): the release profile, so that the tests reuse
+# every dependency the README's first command (`cargo run --release`) and `pip install .`
+# compiled; only stokehold is compiled again, with a test build's debug assertions and
+# overflow checks (docs/testing.md has the figures).
+logged cargo test-release --no-fail-fast --all-targets "$@" || failed=1
+logged cargo test-release --doc "$@" || failed=1
 
 # The Python package, built and installed into the venv as `pip install .` does (release
 # build, in target/), then its tests from python/tests.
 if PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m pip install --quiet \
     --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .; then
-    "$VENV/bin/python" -m pytest -rs python/tests || failed=1
+    logged "$VENV/bin/python" -m pytest -rsfE python/tests || failed=1
 else
     echo "test.sh: the Python package did not build: its tests did not run" >&2
     failed=1

@@ -93,6 +93,8 @@
 #![warn(missing_docs)]
 
 pub mod builtin_data;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod cuda;
 pub mod decode;
 pub mod error;

@@ -118,6 +118,28 @@ fn check_on_a_gpu_pipeline_says_what_run_will_do() {
         stdout.contains("runs on: cpu (device = \"auto\": no usable GPU: "),
         "{stdout}"
     );
+    // A pipeline the GPU path couldn't take anyway (a batch over its limit): the missing GPU
+    // is the reason given first.
+    for device in ["auto", "gpu"] {
+        let d = tempfile::tempdir().unwrap();
+        let big = edited_train(
+            d.path(),
+            &[
+                ("device = \"auto\"", &format!("device = \"{device}\"")),
+                ("batch = 64", "batch = 100000"),
+            ],
+        );
+        let out = stokehold().arg("check").arg(&big).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        let absent = stokehold::cuda::probe(0).unwrap_err().to_string();
+        let absent = absent.trim_start_matches("GPU unavailable: ");
+        let why = said
+            .split(&format!("device = \"{device}\": "))
+            .nth(1)
+            .unwrap_or("");
+        let why = why.trim_start_matches("no usable GPU: ");
+        assert!(why.starts_with(absent), "{device}: {said}");
+    }
 }
 
 /// The device line and `--stats` say which SIMD the JPEG decoder uses, as the library's

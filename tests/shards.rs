@@ -134,6 +134,96 @@ fn damage_costs_only_the_named_samples() {
     assert_eq!(errors.len(), 1 + 3 + 1 + 6, "{errors:#?}");
 }
 
+/// A truncated shard, with an index: each sample the index lists and the shard no longer
+/// holds is a bad sample named by shard and item, so a run's images and skips add up to the
+/// index's count. Without one: the shard counts the items it holds (the cut one a bad
+/// sample), and the warning says where it is cut and that the rest can't be counted.
+#[test]
+fn a_truncated_shard_is_counted_with_its_index_and_named_without_one() {
+    for index in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let paths = write_shards(d.path(), &[6, 9, 5], index);
+        let b = std::fs::read(&paths[1]).unwrap();
+        let at = find(&b, b"s00009.jpg");
+        std::fs::write(&paths[1], &b[..at + 700]).unwrap();
+        let mut s = spec(&d.path().to_string_lossy(), 4, 2);
+        set_reader_arg(&mut s, "shuffle", false);
+        let p = Pipeline::new(s.clone()).unwrap();
+        let warnings = p.source().warnings().to_vec();
+        drop(p);
+        let (batches, errors) = run(s);
+        let images = batches.concat().len();
+        assert_eq!(images, 6 + 3 + 5, "index {index}: {errors:#?}");
+        let cut = "part-001.tar:s00009.jpg: read failed: tar stream truncated at byte";
+        assert_eq!(
+            errors.iter().filter(|e| e.contains(cut)).count(),
+            1,
+            "{errors:#?}"
+        );
+        if index {
+            assert_eq!(images + errors.len(), 20, "{errors:#?}");
+            for k in 4..9 {
+                let named = format!("part-001.tar:#{k}: read failed: sample missing");
+                assert!(
+                    errors.iter().any(|e| e.contains(&named)),
+                    "{named}: {errors:#?}"
+                );
+            }
+            assert!(errors
+                .iter()
+                .all(|e| !e.contains("sample missing") || e.contains("the index lists 9")));
+            assert!(warnings.is_empty(), "{warnings:?}");
+        } else {
+            assert_eq!(errors.len(), 1, "nothing counted is missing: {errors:#?}");
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            let w = &warnings[0];
+            for part in [
+                "part-001.tar: the shard is truncated (s00009.jpg: tar stream truncated at byte",
+                "its 3 samples before the cut are read",
+                "can't be counted without an index",
+                "stokehold pack",
+            ] {
+                assert!(w.contains(part), "{part:?} in {w}");
+            }
+        }
+    }
+}
+
+/// Shards that don't exist, or no tar at all: the error says so, not just "no samples".
+#[test]
+fn missing_shards_or_a_file_that_is_no_tar_are_named_with_the_cause() {
+    let d = tempfile::tempdir().unwrap();
+    let error = |shards: &str| match Pipeline::new(spec(shards, 4, 1)) {
+        Ok(_) => panic!("{shards} runs"),
+        Err(e) => e.to_string(),
+    };
+    let one = d.path().join("train-000.tar");
+    let e = error(&one.to_string_lossy());
+    assert!(e.contains("train-000.tar: not found"), "{e}");
+    let e = error(&format!("{}/train-{{000..003}}.tar", d.path().display()));
+    assert!(
+        e.contains("none could be read, e.g.")
+            && e.contains("train-000.tar: not found (no such file) (and 3 more)"),
+        "{e}"
+    );
+    std::fs::write(
+        &one,
+        "<!DOCTYPE html>\n<html><body>a web page, long enough to fill one tar block".repeat(20),
+    )
+    .unwrap();
+    let e = error(&one.to_string_lossy());
+    assert!(
+        e.contains("not a tar shard") && e.contains("<!DOCTYPE html>"),
+        "{e}"
+    );
+    std::fs::write(&one, "short").unwrap();
+    let e = error(&one.to_string_lossy());
+    assert!(
+        e.contains("not a tar shard") && e.contains("\"short\""),
+        "{e}"
+    );
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> usize {
     hay.windows(needle.len()).position(|w| w == needle).unwrap()
 }
@@ -493,4 +583,47 @@ fn the_command_line_packs_a_folder_and_runs_its_shards_by_rank() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("without a world size"), "{stderr}");
+}
+
+/// A folder without class sub-folders has no labels: `pack` refuses it, unless told
+/// `--no-labels` (then every `.cls` is -1 and the index names no classes).
+#[test]
+fn pack_refuses_a_flat_folder_unless_told_it_has_no_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let flat = d.path().join("flat");
+    std::fs::create_dir(&flat).unwrap();
+    for n in 0..5 {
+        std::fs::write(flat.join(format!("p{n}.jpg")), jpeg(n)).unwrap();
+    }
+    let out = common::stokehold()
+        .arg("pack")
+        .arg(&flat)
+        .arg(d.path().join("refused"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has no class sub-folders") && stderr.contains("--no-labels"),
+        "{stderr}"
+    );
+    assert!(!d.path().join("refused").join("index.json").exists());
+    let shards = d.path().join("shards");
+    let out = common::stokehold()
+        .arg("pack")
+        .arg(&flat)
+        .arg(&shards)
+        .arg("--no-labels")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (batches, errors) = run(spec(&shards.to_string_lossy(), 5, 1));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(batches.concat(), vec![-1; 5]);
+    let index = std::fs::read_to_string(shards.join("index.json")).unwrap();
+    assert!(!index.contains("classes"), "{index}");
 }

@@ -106,3 +106,23 @@ fn dropping_a_pipeline_does_not_wait_for_a_stalled_shard() {
         "dropping the pipeline took {took:?}"
     );
 }
+
+/// A URL that is missing, or a folder's page rather than a shard: the error says which.
+#[test]
+fn a_missing_url_or_a_folders_page_is_named_with_the_cause() {
+    let page =
+        "<!DOCTYPE HTML>\n<html><head><title>Directory listing for /</title></head>".repeat(10);
+    let files: HashMap<String, Vec<u8>> = [("/".to_string(), page.into_bytes())].into();
+    let server = serve(files, HashMap::new(), HashMap::new(), true);
+    let error = |shards: &str| match Pipeline::new(spec(shards, 4, 1)) {
+        Ok(_) => panic!("{shards} runs"),
+        Err(e) => e.to_string(),
+    };
+    let e = error(&format!("{}/train-000.tar", server.url));
+    assert!(e.contains("train-000.tar: HTTP 404 (not found)"), "{e}");
+    let e = error(&format!("{}/", server.url));
+    assert!(
+        e.contains("not a tar shard") && e.contains("<!DOCTYPE HTML>"),
+        "{e}"
+    );
+}

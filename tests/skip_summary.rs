@@ -192,3 +192,65 @@ fn a_skip_says_why_and_logs_its_kind_test_and_reason() {
         format!("tool:none\t--test skip_summary {name}\t{reason}\n")
     );
 }
+
+/// `scripts/failed-tests.py` on a test.sh log: every failed test, Rust (unit, integration,
+/// doc) and Python, as the command that runs it alone, and a test binary that died without
+/// naming a test.
+#[test]
+fn the_failed_tests_are_listed_by_the_command_that_runs_each() {
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("test-output.txt");
+    std::fs::write(
+        &log,
+        "     Running unittests src/lib.rs (target/release/deps/stokehold-1)\n\
+         test a::ok ... ok\ntest pipeline::run::tests::late ... FAILED\n\n\
+         failures:\n\n---- pipeline::run::tests::late stdout ----\npanicked\n\n\
+         failures:\n    pipeline::run::tests::late\n\n\
+         test result: FAILED. 1 passed; 1 failed\n\n\
+         error: test failed, to rerun pass `--lib`\n\
+         \x20    Running tests/shards.rs (target/release/deps/shards-2)\n\
+         test x ... ok\n\
+         \x20    Running tests/soak.rs (target/release/deps/soak-3)\n\
+         error: test failed, to rerun pass `--test soak`\n\
+         \x20  Doc-tests stokehold\n\
+         failures:\n\n---- src/reader/schedule.rs - reader::schedule::rank_range (line 86) stdout ----\n\n\
+         failures:\n    src/reader/schedule.rs - reader::schedule::rank_range (line 86)\n\n\
+         test result: FAILED.\n\
+         ===== short test summary info =====\n\
+         FAILED python/tests/test_errors.py::test_x - AssertionError: no\n",
+    )
+    .unwrap();
+    let out = match Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/failed-tests.py"
+        ))
+        .arg(&log)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            skip(Need::Tool("python3"), format!("python3 not found ({e})"));
+            return;
+        }
+    };
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "failed 3 tests:\n  cargo test-release --lib pipeline::run::tests::late\n  \
+         cargo test-release --doc reader::schedule::rank_range\n  \
+         .dev/venv/bin/python -m pytest python/tests/test_errors.py::test_x\n\
+         and: the test binary `--test soak` failed without naming a test (see above)\n"
+    );
+    // A clean log: nothing.
+    std::fs::write(&log, "test result: ok. 3 passed\n").unwrap();
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/failed-tests.py"
+        ))
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "");
+}

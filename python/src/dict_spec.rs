@@ -198,3 +198,59 @@ pub fn to_text(d: &Bound<'_, PyDict>) -> PyResult<DictText> {
     }
     Ok(out)
 }
+
+/// A message or help line of the pipeline-file checks told in a dict's terms: the
+/// `` `key = value` `` examples written as the dict's `"key": value`, and the file's tables
+/// (`[pipeline]`, `[[op]]`) named as the dict's keys.
+pub fn in_dict_terms(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
+        };
+        let quoted = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..open]);
+        out.push('`');
+        out.push_str(&as_dict_entry(quoted));
+        out.push('`');
+        rest = &rest[open + 2 + len..];
+    }
+    out.push_str(rest);
+    out.replace("[[op]]", "\"op\"")
+        .replace("[pipeline]", "\"pipeline\"")
+}
+
+/// `key = value` (TOML) as `"key": value` (Python); anything else as it is.
+fn as_dict_entry(toml_text: &str) -> String {
+    let Some((k, v)) = toml_text.split_once(" = ") else {
+        return toml_text.to_string();
+    };
+    if key(k) != k {
+        return toml_text.to_string();
+    }
+    // TOML's booleans are Python's capitalised; strings and numbers are written alike.
+    fn flush(word: &mut String, python: &mut String) {
+        python.push_str(match word.as_str() {
+            "true" => "True",
+            "false" => "False",
+            w => w,
+        });
+        word.clear();
+    }
+    let (mut python, mut word, mut in_string) = (String::new(), String::new(), false);
+    for c in v.chars() {
+        if in_string {
+            python.push(c);
+            in_string = c != '"';
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut python);
+            python.push(c);
+            in_string = c == '"';
+        }
+    }
+    flush(&mut word, &mut python);
+    format!("\"{k}\": {python}")
+}

@@ -71,12 +71,54 @@ pub fn pipeline_err(py: Python<'_>, message: impl AsRef<str>, help: Option<&str>
     new_err(py, Kind::Pipeline, &text, &attrs)
 }
 
+/// One `stokehold.PipelineError` for several problems (each a `PipelineError`): its text
+/// is theirs, one after the other; its attributes (`file`, `line`, ...) are the first's; its
+/// `errors` attribute lists them all. A single problem is returned as it is.
+pub fn all_problems(py: Python<'_>, mut each: Vec<PyErr>) -> PyErr {
+    if each.len() == 1 {
+        return each.remove(0);
+    }
+    let made = || -> PyResult<PyErr> {
+        let values: Vec<Bound<'_, pyo3::exceptions::PyBaseException>> =
+            each.iter().map(|e| e.value(py).clone()).collect();
+        let mut text = Vec::with_capacity(values.len() + 1);
+        for v in &values {
+            text.push(v.str()?.to_cow()?.into_owned());
+        }
+        text.push(format!("{} problems found", values.len()));
+        let combined = new_err(py, Kind::Pipeline, &text.join("\n"), &[]);
+        let value = combined.value(py);
+        if let Some(first) = values.first() {
+            for name in ["file", "line", "column", "message", "help"] {
+                value.setattr(name, first.getattr(name)?)?;
+            }
+        }
+        value.setattr("errors", pyo3::types::PyList::new(py, &values)?)?;
+        Ok(combined)
+    };
+    made().unwrap_or_else(|e| e)
+}
+
 /// The attributes that could be made.
 fn present(attrs: Vec<(&str, Option<Py<PyAny>>)>) -> Vec<(&str, Py<PyAny>)> {
     attrs
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect()
+}
+
+/// Issues a pipeline's start warning as a Python warning (`stokehold.DataWarning` or
+/// `stokehold.PerformanceWarning`), pointing at the caller's line; an error only when the
+/// warning filters make it one.
+pub fn warn(py: Python<'_>, w: &stokehold::pipeline::run::StartWarning) -> PyResult<()> {
+    use stokehold::pipeline::run::StartWarning;
+    let class = match w {
+        StartWarning::Data(_) => "DataWarning",
+        StartWarning::Speed(_) => "PerformanceWarning",
+    };
+    let category = errors_module(py)?.getattr(class)?;
+    let message = std::ffi::CString::new(w.message().replace('\0', " "))?;
+    PyErr::warn(py, &category, &message, 1)
 }
 
 /// A `stokehold.DataError` with `message`.

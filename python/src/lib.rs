@@ -1,8 +1,9 @@
 //! The native module of the `stokehold` Python package (`stokehold._native`): pipelines
 //! (`pipeline`), batches and their records (`batch`), zero-copy DLPack tensors
 //! (`tensor`), pipelines given as dicts (`dict_spec`), the keyword settings and ranks
-//! (`options`) and the exceptions (`errors`). The Python-facing documentation is in the
-//! docstrings and `stokehold/_native.pyi`.
+//! (`options`) and the exceptions (`errors`), and the command line (`_cli_main`, the
+//! library's `cli`). The Python-facing documentation is in the docstrings and
+//! `stokehold/_native.pyi`.
 
 use std::path::PathBuf;
 
@@ -27,6 +28,18 @@ fn builtin_data(py: Python<'_>, path: Option<PathBuf>) -> PyResult<String> {
         .map_err(|e| errors::to_py(py, e))
 }
 
+/// Runs the `stokehold` command line with `args` (the program's name first) and returns its
+/// exit status: what the `stokehold` command and `python -m stokehold` do. The GIL is
+/// released meanwhile; `run` takes over Ctrl-C as the binary does.
+#[pyfunction]
+fn _cli_main(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
+    let code = py.detach(|| stokehold::cli::main(args));
+    // std has no stable way to read an ExitCode's number back.
+    (0..=u8::MAX)
+        .find(|&k| std::process::ExitCode::from(k) == code)
+        .unwrap_or(1)
+}
+
 #[pymodule(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -37,5 +50,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::PySkipped>()?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_function(wrap_pyfunction!(builtin_data, m)?)?;
+    m.add_function(wrap_pyfunction!(_cli_main, m)?)?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stokehold::pipeline::file::{self, SpecLocations};
+use stokehold::pipeline::file::Draft;
 use stokehold::pipeline::graph::Graph;
 use stokehold::pipeline::settings::{self, Setting, SettingError};
 use stokehold::pipeline::{DeviceChoice, PipelineSpec, Settings};
@@ -15,7 +15,7 @@ use stokehold::schema::{ArgType, ArgValue};
 use stokehold::Error;
 
 use crate::dict_spec::{self, DictText};
-use crate::errors::{data_err, pipeline_err, to_py};
+use crate::errors::{self, data_err, pipeline_err, to_py};
 
 /// The keyword arguments of `stokehold.Pipeline`, as given.
 #[derive(Debug, Default, Clone)]
@@ -42,51 +42,51 @@ pub struct Rank {
     pub local_rank: usize,
 }
 
-/// Where the pipeline definition came from, to place errors in it.
+/// Where the pipeline definition came from, to tell its problems in its own terms.
 pub enum Source {
-    File(PathBuf, SpecLocations),
-    Dict(DictText, SpecLocations),
+    File,
+    Dict(DictText),
 }
 
 impl Source {
-    /// A validator error placed where the offending part was written.
-    pub fn place(&self, py: Python<'_>, e: stokehold::pipeline::spec::SpecError) -> PyErr {
-        match self {
-            Source::File(path, locations) => to_py(py, file::config_error(path, locations, e)),
-            Source::Dict(text, locations) => {
-                let placed = file::config_error(Path::new("<dict>"), locations, e);
-                dict_error(py, text, placed)
-            }
+    /// Every problem found, as one `stokehold.PipelineError` whose `errors` holds one
+    /// exception per problem (placed at the file's line and column, or the dict's key).
+    pub fn problems(&self, py: Python<'_>, errors: Vec<Error>) -> PyErr {
+        let each: Vec<PyErr> = errors.into_iter().map(|e| self.one(py, e)).collect();
+        errors::all_problems(py, each)
+    }
+
+    fn one(&self, py: Python<'_>, e: Error) -> PyErr {
+        match (self, e) {
+            (
+                Source::Dict(text),
+                Error::Config {
+                    line,
+                    message,
+                    help,
+                    ..
+                },
+            ) => pipeline_err(
+                py,
+                format!(
+                    "pipeline dict, at {}: {}",
+                    text.origin(line),
+                    dict_spec::in_dict_terms(&message)
+                ),
+                help.map(|h| dict_spec::in_dict_terms(&h)).as_deref(),
+            ),
+            (_, other) => to_py(py, other),
         }
     }
 }
 
-/// A parser error about dict-made text, told in terms of the dict.
-fn dict_error(py: Python<'_>, text: &DictText, e: Error) -> PyErr {
-    match e {
-        Error::Config {
-            line,
-            message,
-            help,
-            ..
-        } => pipeline_err(
-            py,
-            format!("pipeline dict, at {}: {message}", text.origin(line)),
-            help.as_deref(),
-        ),
-        other => to_py(py, other),
-    }
-}
-
-/// Reads the pipeline argument: a path (str or os.PathLike) or a dict.
-pub fn load(py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<(PipelineSpec, Source)> {
+/// Reads the pipeline argument (a path, str or os.PathLike, or a dict) as a draft to lay
+/// the keyword settings over before [`check`].
+pub fn load(py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<(Draft, Source)> {
     if let Ok(d) = pipeline.cast::<PyDict>() {
         let text = dict_spec::to_text(d)?;
-        let loaded = match file::parse(&text.text, Path::new("<dict>")) {
-            Ok(l) => l,
-            Err(e) => return Err(dict_error(py, &text, e)),
-        };
-        return Ok((loaded.spec, Source::Dict(text, loaded.locations)));
+        let draft = Draft::parse(&text.text, Path::new("<dict>"));
+        return Ok((draft, Source::Dict(text)));
     }
     let path: PathBuf = pipeline.extract().map_err(|_| {
         pipeline_err(
@@ -99,18 +99,18 @@ pub fn load(py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<(PipelineSp
                     .map(|n| n.to_string())
                     .unwrap_or_default()
             ),
-            Some("pass e.g. \"pipelines/resnet50-train.toml\", or a dict of the same structure"),
+            Some("pass e.g. stokehold.pipelines.path(\"resnet50-train\"), a pipeline file's path, or a dict of the same structure"),
         )
     })?;
     if !path.is_file() {
         return Err(pipeline_err(
             py,
             format!("{}: no such pipeline file", path.display()),
-            Some("pass the path of a pipeline file (TOML), e.g. pipelines/resnet50-train.toml"),
+            Some("pass the path of a pipeline file (TOML), or a shipped one: stokehold.pipelines.path(\"resnet50-train\")"),
         ));
     }
-    let loaded = py.detach(|| file::load(&path)).map_err(|e| to_py(py, e))?;
-    Ok((loaded.spec, Source::File(path, loaded.locations)))
+    let draft = py.detach(|| Draft::load(&path)).map_err(|e| to_py(py, e))?;
+    Ok((draft, Source::File))
 }
 
 /// An environment variable as a non-negative integer, if set.
@@ -287,7 +287,10 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
     Ok(())
 }
 
-/// Validates `spec` into a graph, placing errors where the definition wrote them.
-pub fn build(py: Python<'_>, spec: &PipelineSpec, source: &Source) -> PyResult<Graph> {
-    Graph::build(spec).map_err(|e| source.place(py, e))
+/// Checks the draft as a whole into a graph: every problem is reported at once.
+pub fn check(py: Python<'_>, draft: Draft, source: &Source) -> PyResult<Graph> {
+    match py.detach(|| draft.finish()) {
+        Ok(checked) => Ok(checked.graph),
+        Err(errors) => Err(source.problems(py, errors)),
+    }
 }

@@ -239,14 +239,17 @@ impl PyPipeline {
             rank,
             world_size,
         };
-        let (mut spec, source) = options::load(py, pipeline)?;
+        let (mut draft, source) = options::load(py, pipeline)?;
         let rank = options::rank(py, &o)?;
-        options::apply(py, &mut spec, &o, &rank)?;
-        let graph = options::build(py, &spec, &source)?;
+        options::apply(py, draft.spec_mut(), &o, &rank)?;
+        let graph = options::check(py, draft, &source)?;
         let spec = graph.spec.clone();
         let settings = spec.settings.clone();
         let started = py.detach(|| Pipeline::from_graph(graph));
         let running = started.map_err(|e| to_py(py, e))?;
+        for w in running.warnings() {
+            crate::errors::warn(py, w)?;
+        }
         let reader = &running.graph().reader;
         let facts = Facts {
             batch: settings.batch,

@@ -6,7 +6,8 @@ threads; iterating over it gives one epoch of :class:`Batch` objects, whose outp
 
     import stokehold, torch
 
-    pipeline = stokehold.Pipeline("pipelines/resnet50-train.toml", "/data/train", batch=256)
+    train = stokehold.pipelines.path("resnet50-train")  # the pipeline files shipped
+    pipeline = stokehold.Pipeline(train, "/data/train", batch=256)
     for epoch in range(90):
         for batch in pipeline:
             images = torch.from_dlpack(batch["images"])  # float32 NCHW, no copy
@@ -16,10 +17,21 @@ Under torchrun, each rank reads a disjoint part of every epoch (``RANK``, ``WORL
 and ``LOCAL_RANK`` are read from the environment), with the same number of batches on
 every rank. ``state_dict()``/``load_state_dict()`` resume mid-epoch with the very batches an
 uninterrupted run would have given. Errors are :class:`Error` subclasses that say what to
-change.
+change; what a pipeline's start finds worth telling is a :class:`DataWarning` or
+:class:`PerformanceWarning`. The command line is here too: ``stokehold ...`` or
+``python -m stokehold ...``.
 """
 
-from ._errors import DataError, DeviceError, Error, OutOfMemoryError, PipelineError
+from ._errors import (
+    DataError,
+    DataWarning,
+    DeviceError,
+    Error,
+    OutOfMemoryError,
+    PerformanceWarning,
+    PipelineError,
+)
+from . import pipelines
 from ._native import (
     Batch,
     EpochIterator,
@@ -34,10 +46,12 @@ from ._native import (
 __all__ = [
     "Batch",
     "DataError",
+    "DataWarning",
     "DeviceError",
     "EpochIterator",
     "Error",
     "OutOfMemoryError",
+    "PerformanceWarning",
     "Pipeline",
     "PipelineError",
     "Sample",
@@ -45,4 +59,5 @@ __all__ = [
     "Tensor",
     "__version__",
     "builtin_data",
+    "pipelines",
 ]

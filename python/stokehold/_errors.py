@@ -10,7 +10,9 @@ class PipelineError(Error, ValueError):
 
     For a pipeline file, ``str(e)`` starts with ``file:line:column`` and ends with a
     ``help:`` line saying what to change; the parts are also attributes: ``file``, ``line``,
-    ``column``, ``message``, ``help`` (``None`` where unknown).
+    ``column``, ``message``, ``help`` (``None`` where unknown). Every problem found is
+    reported at once: ``errors`` lists them, one ``PipelineError`` each (``[e]`` for one),
+    ``str(e)`` shows them all and the attributes are the first one's.
     """
 
     file = None
@@ -18,6 +20,20 @@ class PipelineError(Error, ValueError):
     column = None
     message = None
     help = None
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.errors = [self]
+
+
+class DataWarning(UserWarning):
+    """Something about the data worth knowing though the pipeline runs: a problem met while
+    listing it, or labels it doesn't have (every label -1)."""
+
+
+class PerformanceWarning(UserWarning):
+    """Something that makes every pipeline slower: an unoptimised build of stokehold, or
+    JPEG decoding without SIMD."""
 
 
 class DataError(Error):

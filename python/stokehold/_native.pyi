@@ -10,6 +10,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 def builtin_data(path: Optional[PathLike] = None) -> str:
     """The folder of the built-in demo images (generated the first time)."""
 
+def _cli_main(args: List[Union[str, "os.PathLike[str]"]]) -> int:
+    """Runs the ``stokehold`` command line (``args[0]`` is the program's name); its exit
+    status."""
+
 class Tensor:
     """One output of a batch; take it with ``torch.from_dlpack`` or ``numpy.from_dlpack``
     (no copy: the batch buffer lives as long as any array made from it)."""

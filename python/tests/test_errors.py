@@ -145,3 +145,46 @@ def test_a_device_that_cannot_be_had_is_a_device_error(builtin):
         stokehold.Pipeline(EVAL, builtin, device="cuda:0")
     p = stokehold.Pipeline(EVAL, builtin)
     assert p.device == "cpu" and p.device_reason
+
+
+def test_every_problem_of_a_pipeline_file_is_reported_at_once(builtin, tmp_path):
+    bad = tmp_path / "two.toml"
+    text = TRAIN.read_text().replace("size = 224", 'size = "224"')
+    text = text.replace("horizontal = 0.5", "horizontal = 0.5\nhorizonal = 0.5")
+    bad.write_text(text)
+    lines = text.splitlines()
+    size_line = lines.index('size = "224"') + 1
+    typo_line = lines.index("horizonal = 0.5") + 1
+    with pytest.raises(stokehold.PipelineError) as e:
+        stokehold.Pipeline(bad, builtin)
+    errors = e.value.errors
+    assert [type(x) for x in errors] == [stokehold.PipelineError] * 2, errors
+    assert [(x.file, x.line) for x in errors] == [(str(bad), size_line), (str(bad), typo_line)]
+    assert "without quotes" in errors[0].help and "did you mean 'horizontal'" in errors[1].help
+    msg = str(e.value)
+    assert msg.count("\n  help: ") == 2 and msg.endswith("2 problems found"), msg
+    assert (e.value.file, e.value.line) == (str(bad), size_line)
+    # One problem: `errors` holds the exception itself.
+    bad.write_text(TRAIN.read_text().replace("size = 224", 'size = "224"'))
+    with pytest.raises(stokehold.PipelineError) as e:
+        stokehold.Pipeline(bad, builtin)
+    assert e.value.errors == [e.value]
+
+
+def test_a_dict_pipelines_errors_are_told_in_dict_syntax(builtin):
+    d = small_pipeline()
+    d["op"][2]["size"] = "32"
+    d["pipeline"]["batch"] = "4"
+    with pytest.raises(stokehold.PipelineError) as e:
+        stokehold.Pipeline(d, builtin)
+    assert len(e.value.errors) == 2, str(e.value)
+    msg = str(e.value)
+    assert '`"size": ' in msg and '`"batch": ' in msg, msg
+    assert "size = " not in msg and "batch = " not in msg, msg
+    assert 'pipeline dict, at ["op"][2]["size"]' in msg and 'at ["pipeline"]["batch"]' in msg
+
+
+def test_a_flat_folder_warns_that_its_labels_are_missing(flat_jpegs):
+    with pytest.warns(stokehold.DataWarning, match="has no labels.*every label is -1"):
+        p = stokehold.Pipeline(EVAL, flat_jpegs, batch=8, threads=1, epochs=1)
+    assert {s.label for b in p for s in b.samples} == {-1}

@@ -16,7 +16,9 @@ def rust_batches(builtin, out, batch, seed, epochs):
     cargo = shutil.which("cargo")
     if cargo is None:
         pytest.skip("[tool:cargo] cargo not found: the Rust side of the comparison can't be built")
-    cmd = [cargo, "run", "--quiet", "--example", "dump_batches", "--",
+    # --release: what scripts/test.sh and `pip install .` built already (a debug build would
+    # compile every dependency again).
+    cmd = [cargo, "run", "--quiet", "--release", "--example", "dump_batches", "--",
            str(TRAIN), str(builtin), str(out), str(batch), str(seed), str(epochs)]
     subprocess.run(cmd, cwd=REPO, check=True)
     rows = []

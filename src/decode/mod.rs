@@ -56,7 +56,6 @@ pub use header::JpegHeader;
 pub use limits::Limits;
 pub use options::{DecodeOptions, EntropyDecoder, Upsampling};
 pub use parsed::{ParsedImage, Window};
-pub(crate) use simd::warn_once_without_simd;
 pub use simd::{jpeg_simd, jpeg_simd_warning, JpegSimd};
 
 pub use crate::error::DecodeError;

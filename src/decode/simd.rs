@@ -7,8 +7,6 @@
 //! itself; `build.rs` records whether the build had SIMD (`WITH_SIMD` in the `jconfig.h`
 //! that `mozjpeg-sys` wrote), and a test checks that the two agree.
 
-use std::sync::Once;
-
 /// The SIMD instructions libjpeg-turbo uses for its IDCT, upsampling and colour conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JpegSimd {
@@ -97,16 +95,6 @@ pub fn jpeg_simd_warning() -> Option<String> {
         };
         format!("JPEG decoding runs without SIMD, about 25% slower: {why}")
     })
-}
-
-/// Logs [`jpeg_simd_warning`] once per process (pipelines call it as they start).
-pub(crate) fn warn_once_without_simd() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Some(w) = jpeg_simd_warning() {
-            tracing::warn!("{w}");
-        }
-    });
 }
 
 #[cfg(test)]

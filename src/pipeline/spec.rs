@@ -201,14 +201,28 @@ pub enum SpecPointer {
     Op(usize),
     /// An operator's `kind`.
     OpKind(usize),
-    /// An argument of an operator.
+    /// An argument of an operator (its value).
     OpArg(usize, String),
+    /// An argument's name, for what is wrong with the name itself (unknown, given twice).
+    OpArgName(usize, String),
     /// The `j`-th input edge of operator `i`.
     OpInput(usize, usize),
     /// The `j`-th output edge of operator `i`.
     OpOutput(usize, usize),
     /// The whole pipeline.
     Whole,
+}
+
+impl SpecPointer {
+    /// Where an argument error of operator `i` points: the argument's value, or its name
+    /// when the name is what is wrong, or the operator when no argument is named.
+    pub fn of_arg_error(i: usize, e: &crate::schema::ArgError) -> SpecPointer {
+        match &e.arg {
+            Some(a) if !a.is_empty() && e.about_name => SpecPointer::OpArgName(i, a.clone()),
+            Some(a) if !a.is_empty() => SpecPointer::OpArg(i, a.clone()),
+            _ => SpecPointer::Op(i),
+        }
+    }
 }
 
 /// A validation problem, before it is given a location.
@@ -242,7 +256,9 @@ impl SpecError {
     /// what is wrong, each said once (an argument named by the message isn't named again).
     pub fn into_invalid(self, spec: &PipelineSpec) -> Error {
         let at = match &self.at {
-            SpecPointer::OpArg(i, arg) if self.message.contains(&format!("'{arg}'")) => {
+            SpecPointer::OpArg(i, arg) | SpecPointer::OpArgName(i, arg)
+                if self.message.contains(&format!("'{arg}'")) =>
+            {
                 spec.describe(&SpecPointer::Op(*i))
             }
             at => spec.describe(at),
@@ -347,7 +363,9 @@ impl PipelineSpec {
             SpecPointer::Setting(s) => format!("setting '{s}'"),
             SpecPointer::Output(i) => format!("output #{}", i + 1),
             SpecPointer::Op(i) | SpecPointer::OpKind(i) => op(*i),
-            SpecPointer::OpArg(i, a) => format!("{}, argument '{a}'", op(*i)),
+            SpecPointer::OpArg(i, a) | SpecPointer::OpArgName(i, a) => {
+                format!("{}, argument '{a}'", op(*i))
+            }
             SpecPointer::OpInput(i, j) => format!("{}, input #{}", op(*i), j + 1),
             SpecPointer::OpOutput(i, j) => format!("{}, output #{}", op(*i), j + 1),
             SpecPointer::Whole => "pipeline".to_string(),

@@ -217,15 +217,26 @@ pub struct ArgError {
     pub message: String,
     /// What to change.
     pub help: Option<String>,
+    /// The argument's name is what is wrong (unknown, given twice), not its value.
+    pub about_name: bool,
 }
 
 impl ArgError {
-    /// An error about one argument.
+    /// An error about one argument's value.
     pub fn arg(name: &str, message: impl Into<String>) -> ArgError {
         ArgError {
             arg: Some(name.to_string()),
             message: message.into(),
             help: None,
+            about_name: false,
+        }
+    }
+
+    /// An error about one argument's name (unknown, or given under two names).
+    pub fn name(name: &str, message: impl Into<String>) -> ArgError {
+        ArgError {
+            about_name: true,
+            ..ArgError::arg(name, message)
         }
     }
 
@@ -278,7 +289,7 @@ impl Args {
                 } else {
                     (name.as_str(), other)
                 };
-                return Err(ArgError::arg(
+                return Err(ArgError::name(
                     second,
                     format!("'{second}' is another name for '{first}', which is given too"),
                 )
@@ -286,7 +297,7 @@ impl Args {
             }
             if !schema.args.iter().any(|a| a.name == canonical) {
                 let known: Vec<&str> = schema.args.iter().map(|a| a.name).collect();
-                let mut e = ArgError::arg(
+                let mut e = ArgError::name(
                     name,
                     format!("unknown argument '{name}' for operator '{}'", schema.kind),
                 );

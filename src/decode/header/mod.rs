@@ -25,21 +25,35 @@
 //! `ImageFile.LOAD_TRUNCATED_IMAGES` is set. [`JpegHeader::read_to_first_scan`] stops at the
 //! first scan, for what only needs the size.
 //!
+//! # Damaged data: what libjpeg refuses
+//!
+//! A marker libjpeg has no meaning for (`FF 04`, which one flipped bit makes of a stuffed
+//! `FF 00` in the image data), a progressive scan whose progression libjpeg refuses, and
+//! after the first scan's data a malformed DHT, DQT, DRI or SOS segment or a second scan
+//! where none can follow, are [`DecodeError::Corrupt`]
+//! ("damaged data: ..."): libjpeg refuses them when Pillow finishes the decode
+//! (`jpeg_finish_decompress`), which our decoders never call (see `refusals.rs`). Every
+//! decoder, nvJPEG's routing included, takes this verdict from the one header read, so both
+//! devices skip such a file, as Pillow does. Other damage in the data (an invalid Huffman
+//! code, restart markers out of order) only makes libjpeg warn: the file decodes, as in
+//! Pillow.
+//!
 //! # What the walk leaves to libjpeg
 //!
-//! Tables and scan headers are recorded as found, not judged: a malformed DHT, DQT, SOS or
-//! DRI (which libjpeg reports with its own error), or garbage between segments (which it
-//! skips), is noted in [`JpegHeader::irregular_at`]. Our entropy decoders then leave the file
-//! to libjpeg-turbo ([`JpegHeader::own_sequential_fit`], [`JpegHeader::own_progressive_fit`]
-//! say which files they take), so that such files decode, or fail, exactly as libjpeg has
-//! them.
+//! Before the first scan, tables and scan headers are recorded as found, not judged: a
+//! malformed DHT, DQT, SOS or DRI (which libjpeg reports with its own error when it reads
+//! the header), or garbage between segments (which it skips), is noted in
+//! [`JpegHeader::irregular_at`]. Our entropy decoders then leave the file to libjpeg-turbo
+//! ([`JpegHeader::own_sequential_fit`], [`JpegHeader::own_progressive_fit`] say which files
+//! they take), so that such files decode, or fail, exactly as libjpeg has them.
 //!
-//! What a header holds is in `fields.rs`, the walk that reads it in `walk.rs`, and what a header
-//! says beyond its fields (subsampling, the colour space libjpeg reads, which of our entropy
-//! decoders takes the file) in `facts.rs`.
+//! What a header holds is in `fields.rs`, the walk that reads it in `walk.rs`, the refusals
+//! in `refusals.rs`, and what a header says beyond its fields (subsampling, the colour space
+//! libjpeg reads, which of our entropy decoders takes the file) in `facts.rs`.
 
 mod facts;
 mod fields;
+mod refusals;
 mod walk;
 
 pub use facts::{ColorSpace, Subsampling};

@@ -9,6 +9,7 @@ use super::fields::{
     Frame, FrameComponent, HuffmanTable, JpegHeader, QuantTable, Scan, ScanComponent,
     TablesInEffect,
 };
+use super::refusals::{refused_after_first_scan, refused_marker, refused_progression, scan_end};
 use crate::error::DecodeError;
 
 /// Where the JPEG starts: `FF D8 FF` at offset 0, or within the first 64 KiB (junk before
@@ -118,6 +119,17 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                     "a second start-of-image marker (SOI) inside the JPEG",
                 ))
             }
+            0xDE => {
+                return Err(DecodeError::Unsupported(
+                    "hierarchical JPEG (DHP marker) is not supported".into(),
+                ))
+            }
+            m if refused_marker(m) => {
+                return Err(corrupt(format!(
+                    "damaged data: an invalid marker 0xFF{m:02X} at byte {start} (libjpeg, \
+                     and so Pillow, refuse the file)"
+                )))
+            }
             0xD9 => {
                 return if !has_frame {
                     Err(corrupt("end-of-image marker (EOI) before any frame header"))
@@ -148,6 +160,15 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
         let payload_at = i + 2;
         i += len;
         let before_first_scan = h.scans.is_empty();
+        if let Some(first) = h.scans.first() {
+            if let Some(why) =
+                refused_after_first_scan(m, payload, &h.frame, first.components.len())
+            {
+                return Err(corrupt(format!(
+                    "damaged data at byte {start}: {why} (libjpeg, and so Pillow, refuse the file)"
+                )));
+            }
+        }
         match m {
             0xC0..=0xCF if m != 0xC4 && m != 0xC8 && m != 0xCC => {
                 if has_frame {
@@ -155,11 +176,6 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 }
                 h.frame = read_frame(m, payload, limits)?;
                 has_frame = true;
-            }
-            0xDE => {
-                return Err(DecodeError::Unsupported(
-                    "hierarchical JPEG (DHP marker) is not supported".into(),
-                ))
             }
             // Tables: recorded as found; a malformed segment is libjpeg's to report.
             0xC4 | 0xDB | 0xDD => {
@@ -206,13 +222,20 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         tables,
                     }
                 });
+                let progressive = matches!(h.frame.marker, 0xC2 | 0xCA);
+                if let Some(why) = refused_progression(&scan).filter(|_| progressive) {
+                    return Err(corrupt(format!(
+                        "damaged data at byte {start}: {why} (libjpeg, and so Pillow, refuse \
+                         the file)"
+                    )));
+                }
                 if !full {
                     h.scans.push(scan);
                     h.end = i;
                     return Ok(h);
                 }
                 let n = h.scans.len() + 1;
-                let data_end = end_of_entropy_data(d, i).ok_or_else(|| {
+                let data_end = scan_end(d, i, scan.tables.restart_interval).ok_or_else(|| {
                     corrupt(format!("truncated: the JPEG data ends inside scan {n}"))
                 })?;
                 scan.data = Some(i..data_end);
@@ -376,22 +399,4 @@ fn read_sos(p: &[u8], header: Range<usize>, tables: TablesInEffect) -> Option<Sc
         al: t[2] & 15,
         tables,
     })
-}
-
-/// Where the entropy-coded data starting at `from` ends: the 0xFF of the next marker that is
-/// neither stuffing (0xFF00), fill (0xFFFF) nor a restart marker. `None` if the data ends
-/// first (a truncated file).
-fn end_of_entropy_data(d: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    loop {
-        i += memchr::memchr(0xFF, d.get(i..)?)?;
-        let mut j = i + 1;
-        while d.get(j) == Some(&0xFF) {
-            j += 1;
-        }
-        match *d.get(j)? {
-            0x00 | 0xD0..=0xD7 => i = j + 1,
-            _ => return Some(j - 1),
-        }
-    }
 }

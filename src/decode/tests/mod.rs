@@ -1,9 +1,10 @@
 //! Tests of the CPU decoder, by subject: round trips on generated fixtures and EXIF
 //! orientation (`round_trip`), real and damaged files (`files`), the one JPEG header parser
 //! (`header`), window and DCT-scaled decodes (`window`), our entropy decoders against
-//! libjpeg's and the choice between them (`entropy`); this file holds the helpers they
-//! share.
+//! libjpeg's and the choice between them (`entropy`), damaged image data against Pillow's
+//! verdict (`bit_flips`); this file holds the helpers they share.
 
+mod bit_flips;
 mod entropy;
 mod files;
 mod header;

@@ -149,6 +149,7 @@ impl Resize {
                      the shorter side to N keeping the aspect ratio"
                         .to_string(),
                 ),
+                about_name: false,
             });
             }
         };

@@ -155,13 +155,13 @@ fn diagnose(
         let at = |p: &SpecPointer| renumber(p, &original);
         match e.at.clone() {
             // An operator's own problems don't depend on the other operators.
-            SpecPointer::OpKind(i) | SpecPointer::OpArg(i, _) => {
+            SpecPointer::OpKind(i) | SpecPointer::OpArg(i, _) | SpecPointer::OpArgName(i, _) => {
                 let own = argument_errors(&spec.ops[i]);
                 if own.is_empty() {
                     errors.push(SpecError { at: at(&e.at), ..e });
                 } else {
-                    errors.extend(own.into_iter().map(|(arg, e)| SpecError {
-                        at: SpecPointer::OpArg(original[i], arg),
+                    errors.extend(own.into_iter().map(|e| SpecError {
+                        at: SpecPointer::of_arg_error(original[i], &e),
                         message: e.message,
                         help: e.help,
                     }));
@@ -203,6 +203,7 @@ fn renumber(p: &SpecPointer, original: &[usize]) -> SpecPointer {
         SpecPointer::Op(i) => SpecPointer::Op(o(i)),
         SpecPointer::OpKind(i) => SpecPointer::OpKind(o(i)),
         SpecPointer::OpArg(i, a) => SpecPointer::OpArg(o(i), a.clone()),
+        SpecPointer::OpArgName(i, a) => SpecPointer::OpArgName(o(i), a.clone()),
         SpecPointer::OpInput(i, j) => SpecPointer::OpInput(o(i), *j),
         SpecPointer::OpOutput(i, j) => SpecPointer::OpOutput(o(i), *j),
         other => other.clone(),
@@ -212,7 +213,7 @@ fn renumber(p: &SpecPointer, original: &[usize]) -> SpecPointer {
 /// Every argument of `op` that is wrong on its own (unknown, wrong type, out of range),
 /// and every required one that is missing, by argument name. Each argument is checked
 /// with the required others set to valid examples, so one problem doesn't hide the next.
-fn argument_errors(op: &OpSpec) -> Vec<(String, ArgError)> {
+fn argument_errors(op: &OpSpec) -> Vec<ArgError> {
     let Some(schema) = registry::find(&op.kind) else {
         return Vec::new();
     };
@@ -220,8 +221,7 @@ fn argument_errors(op: &OpSpec) -> Vec<(String, ArgError)> {
     let mut found = Vec::new();
     let mut check = |given: BTreeMap<String, ArgValue>| {
         if let Err(e) = Args::validate(schema, &given) {
-            let arg = e.arg.clone().unwrap_or_default();
-            found.push((arg, e));
+            found.push(e);
         }
     };
     for (name, value) in &op.args {
@@ -309,9 +309,9 @@ horizontal = 0.5
                 "p.toml:2:9",
                 "p.toml:3:12",
                 "p.toml:4:1",
-                "p.toml:21:1",
-                "p.toml:22:1",
-                "p.toml:28:1"
+                "p.toml:21:8",
+                "p.toml:22:13",
+                "p.toml:28:14"
             ],
             "{p:#?}"
         );
@@ -378,14 +378,14 @@ horizontal = 0.5
         let p = problems(&with("shard_id = 2\nnum_shards = 2"));
         assert_eq!(p.len(), 1, "{p:#?}");
         assert!(
-            p[0].starts_with("p.toml:9:1: rank = 2 but world_size = 2"),
+            p[0].starts_with("p.toml:9:12: rank = 2 but world_size = 2"),
             "{}",
             p[0]
         );
         let p = problems(&with("num_shards = 2\nshard_id = -1"));
         assert_eq!(p.len(), 1, "{p:#?}");
         assert!(
-            p[0].starts_with("p.toml:10:1: argument 'rank' = -1 is out of range"),
+            p[0].starts_with("p.toml:10:12: argument 'rank' = -1 is out of range"),
             "{}",
             p[0]
         );

@@ -22,11 +22,12 @@ pub struct SpecLocations {
 impl SpecLocations {
     /// The 1-based (line, column) of `at` in the file.
     ///
-    /// A setting or output edge points at its value, an argument at its key, an input or
-    /// output edge of an operator at its entry in `input(s)`/`output(s)`. Parts that were
-    /// not written fall back to the nearest enclosing part that was: a missing argument or
-    /// edge to the operator's `kind` (or its `inputs`/`outputs` key when there is one), a
-    /// missing setting to the `[pipeline]` header, and anything else to 1:1.
+    /// A setting, an argument or an output edge points at its value, an argument's name
+    /// ([`SpecPointer::OpArgName`]) at its key, an input or
+    /// output edge of an operator at its entry in `input(s)`/`output(s)`. Parts that were not written fall back to the nearest
+    /// enclosing part that was: a missing argument or edge to the operator's `kind` (or its
+    /// `inputs`/`outputs` key when there is one), a missing setting to the `[pipeline]`
+    /// header, and anything else to 1:1.
     pub fn locate(&self, at: &SpecPointer) -> (usize, usize) {
         if let Some(p) = self.points.get(at) {
             return *p;
@@ -39,7 +40,7 @@ impl SpecLocations {
                 get(SpecPointer::Setting("outputs".to_string())).or(self.pipeline_header)
             }
             SpecPointer::Op(i) | SpecPointer::OpKind(i) => get(SpecPointer::Op(*i)),
-            SpecPointer::OpArg(i, _) => op(*i),
+            SpecPointer::OpArg(i, _) | SpecPointer::OpArgName(i, _) => op(*i),
             SpecPointer::OpInput(i, _) => self.op_inputs_key.get(i).copied().or_else(|| op(*i)),
             SpecPointer::OpOutput(i, _) => self.op_outputs_key.get(i).copied().or_else(|| op(*i)),
             SpecPointer::Whole => None,

@@ -449,8 +449,12 @@ impl<'a> Cx<'a> {
                 }
                 _ => {
                     locs.points.insert(
-                        SpecPointer::OpArg(i, name.to_string()),
+                        SpecPointer::OpArgName(i, name.to_string()),
                         self.pos(k.span().start),
+                    );
+                    locs.points.insert(
+                        SpecPointer::OpArg(i, name.to_string()),
+                        self.pos(v.span().start),
                     );
                     match self.ok(self.arg(v, name)) {
                         Some(value) => {

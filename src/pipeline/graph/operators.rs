@@ -92,10 +92,7 @@ fn find_kind(i: usize, kind: &str) -> Result<&'static OpSchema, SpecError> {
 
 /// An argument error of operator `i`, pointing at the argument when it names one.
 fn arg_error(i: usize, e: ArgError) -> SpecError {
-    let at = match e.arg {
-        Some(a) if !a.is_empty() => SpecPointer::OpArg(i, a),
-        _ => SpecPointer::Op(i),
-    };
+    let at = SpecPointer::of_arg_error(i, &e);
     SpecError {
         at,
         message: e.message,

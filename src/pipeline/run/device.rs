@@ -79,6 +79,29 @@ pub(crate) fn open_device(
     }
     let plan = GpuPlan::new(graph).map(Arc::new);
     let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
+    // Without a GPU, that is the reason to give first, then what the GPU path couldn't do.
+    if let (Err(reason), None) = (&composes, &device) {
+        let name = settings.device.name();
+        let real = matches!(settings.device, DeviceChoice::Auto | DeviceChoice::Gpu);
+        if let Some(absent) = crate::cuda::probe(settings.device_id)
+            .err()
+            .filter(|_| real)
+        {
+            let why = format!(
+                "device = \"{name}\": no usable GPU: {}; and the GPU path can't run this \
+                 pipeline: {reason}",
+                self::why(&absent)
+            );
+            if settings.device == DeviceChoice::Gpu {
+                return Err(Error::GpuUnavailable(why));
+            }
+            let report = DeviceReport {
+                device: "cpu",
+                reason: why,
+            };
+            return Ok(Chosen { report, gpu: None });
+        }
+    }
     let (report, dev) = choose(settings, composes, || match device {
         Some(d) => Ok(d),
         None => open(settings),

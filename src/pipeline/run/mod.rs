@@ -5,7 +5,7 @@
 //! replaces `cpu_stage`, and for the assembler `gpu_decode` decodes each batch on the device
 //! and `gpu_stage` transforms it there. `start` wires the threads; [`stats`] counts; [`device`] chooses the device;
 //! [`memory`] checks that the batches fit in memory before anything starts; [`threads`] reads
-//! what the threads cost the process.
+//! what the threads cost the process; `warnings` says what the start found worth telling.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -44,6 +44,7 @@ mod stage_loop;
 mod start;
 pub mod stats;
 pub mod threads;
+mod warnings;
 
 #[cfg(test)]
 mod gpu_decode_tests;
@@ -54,6 +55,7 @@ mod tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
 pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};
+pub use warnings::StartWarning;
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
 ///
@@ -98,6 +100,8 @@ pub struct Pipeline {
     scratch: Arc<ScratchPools>,
     /// The GPU stage, on the GPU path.
     gpu: Option<Arc<gpu_stage::GpuStage>>,
+    /// What the start found worth a warning.
+    warnings: Vec<StartWarning>,
     finished: bool,
 }
 
@@ -293,6 +297,12 @@ impl Pipeline {
     /// setting, when the pipeline's threads have nothing to do until the next batch is taken.
     pub fn ready_batches(&self) -> usize {
         self.batches.len()
+    }
+
+    /// What the start found worth a warning (each was logged too): problems met listing the
+    /// data, labels the data set doesn't have, a build that makes everything slower.
+    pub fn warnings(&self) -> &[StartWarning] {
+        &self.warnings
     }
 
     /// Worker threads in use.

@@ -63,10 +63,7 @@ impl Pipeline {
             graph.reader.resolve_relative_to(&dir);
         }
         let source = Source::open(&graph.reader)?;
-        for w in source.warnings() {
-            tracing::warn!("{w}");
-        }
-        crate::decode::warn_once_without_simd();
+        let warnings = super::warnings::at_start(&graph, &source);
         let per_epoch = source.samples_per_epoch(&graph.reader);
         // Padding included: what the walk takes each epoch.
         let scheduled = source.scheduled_per_epoch(&graph.reader, settings.batch);
@@ -267,6 +264,7 @@ impl Pipeline {
             worker_threads,
             scratch,
             gpu: gpu.map(|g| g.0),
+            warnings,
             finished: false,
         })
     }

@@ -241,3 +241,61 @@ fn the_gpu_path_runs_exactly_the_operators_declared_for_it() {
         );
     }
 }
+
+/// A flat folder has no labels: a pipeline that uses them says so as it starts (and one
+/// that doesn't, or reads class folders, doesn't).
+#[test]
+fn a_data_set_without_labels_is_a_start_warning_when_the_labels_are_used() {
+    let (_d, data) = builtin();
+    let flat = tempfile::tempdir().unwrap();
+    let classes = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().path());
+    for (k, class) in classes.filter(|p| p.is_dir()).enumerate() {
+        let file = std::fs::read_dir(class).unwrap().next().unwrap();
+        std::fs::copy(file.unwrap().path(), flat.path().join(format!("{k}.jpg"))).unwrap();
+    }
+    let no_labels = |p: &Pipeline| {
+        p.warnings()
+            .iter()
+            .filter(|w| matches!(w, StartWarning::Data(m) if m.contains("has no labels")))
+            .count()
+    };
+    let p = Pipeline::new(shipped("resnet50-eval.toml", flat.path())).unwrap();
+    assert_eq!(no_labels(&p), 1, "{:?}", p.warnings());
+    let w = p
+        .warnings()
+        .iter()
+        .find(|w| w.message().contains("no labels"))
+        .unwrap();
+    assert!(
+        w.message().contains("has no class sub-folders")
+            && w.message().contains("every label is -1"),
+        "{w}"
+    );
+    let p = Pipeline::new(shipped("resnet50-eval.toml", &data)).unwrap();
+    assert_eq!(no_labels(&p), 0, "{:?}", p.warnings());
+    let mut images_only = shipped("resnet50-eval.toml", flat.path());
+    images_only.outputs.retain(|o| o != "labels");
+    images_only.ops[0].outputs.retain(|o| o != "labels");
+    let p = Pipeline::new(images_only).unwrap();
+    assert_eq!(no_labels(&p), 0, "{:?}", p.warnings());
+}
+
+/// A debug build of a dependent (opt-level 0) is told how to optimise stokehold.
+#[test]
+fn an_unoptimised_build_is_a_speed_warning_with_the_profile_to_add() {
+    let w = warnings::unoptimised_build("0").unwrap();
+    assert!(
+        w.contains("[profile.dev.package.\"*\"] opt-level = 2"),
+        "{w}"
+    );
+    for level in ["1", "2", "3", "s", "z"] {
+        assert_eq!(warnings::unoptimised_build(level), None);
+    }
+    let (_d, data) = builtin();
+    let p = Pipeline::new(shipped("resnet50-eval.toml", &data)).unwrap();
+    let unoptimised = p
+        .warnings()
+        .iter()
+        .any(|w| matches!(w, StartWarning::Speed(m) if m.contains("without optimisation")));
+    assert_eq!(unoptimised, env!("STOKEHOLD_OPT_LEVEL") == "0");
+}

@@ -103,23 +103,57 @@ impl ShardIndex {
     }
 }
 
+/// A shard's items as counted by reading its headers, and what was wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    /// Items found.
+    pub items: usize,
+    /// Why the shard could not be counted whole, if it could not: it could not be opened, is
+    /// no tar file, or ends early (the member and byte where it is cut).
+    pub problem: Option<CountProblem>,
+}
+
+/// Why a shard's count is short (see [`Counted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CountProblem {
+    /// It could not be opened (missing, HTTP 404, ...), or is no tar file: it counts 0.
+    Unreadable(String),
+    /// It ends before its end-of-archive: the items before the cut are counted.
+    Cut(String),
+}
+
 /// Counts a shard's items by reading its headers (data is skipped; a local file is seeked
-/// through). A shard that can't be opened counts 0, with the reason.
-pub fn count_items(shard: &Location, retry: Retry) -> (usize, Option<String>) {
+/// through). A shard that can't be opened or read as a tar counts 0, with the reason.
+pub fn count_items(shard: &Location, retry: Retry) -> Counted {
     let rules = Arc::new(SampleRules {
         extensions: Vec::new(),
         label: LabelFrom::None,
         max_bytes: 0,
     });
-    match open_shard(shard, retry) {
-        Ok(read) => {
-            let mut items = ShardItems::new(read, rules);
-            let mut n = 0;
-            while items.next_item(false).is_some() {
-                n += 1;
+    let read = match open_shard(shard, retry) {
+        Ok(read) => read,
+        Err(e) => {
+            return Counted {
+                items: 0,
+                problem: Some(CountProblem::Unreadable(e)),
             }
-            (n, None)
         }
-        Err(e) => (0, Some(e)),
+    };
+    let mut items = ShardItems::new(read, rules);
+    let mut n = 0;
+    while items.next_item(false).is_some() {
+        n += 1;
     }
+    let problem = if items.not_tar() {
+        n = 0;
+        items.cut().map(|c| CountProblem::Unreadable(not_member(c)))
+    } else {
+        items.cut().map(|c| CountProblem::Cut(c.to_string()))
+    };
+    Counted { items: n, problem }
+}
+
+/// A cut's text without the `@0: ` that names no member.
+fn not_member(cut: &str) -> String {
+    cut.strip_prefix("@0: ").unwrap_or(cut).to_string()
 }

@@ -11,8 +11,13 @@ use super::tar::ShardRead;
 pub fn open_shard(shard: &Location, retry: Retry) -> Result<Box<dyn ShardRead>, String> {
     match shard {
         Location::File(p) => {
-            let file =
-                crate::reader::file_io::open_without_blocking(p).map_err(|e| e.to_string())?;
+            let file = crate::reader::file_io::open_without_blocking(p).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    "not found (no such file)".to_string()
+                } else {
+                    e.to_string()
+                }
+            })?;
             let meta = file.metadata().map_err(|e| e.to_string())?;
             if !meta.is_file() {
                 return Err("not a regular file".into());

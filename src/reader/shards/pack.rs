@@ -30,6 +30,9 @@ pub struct PackOptions {
     pub shuffle_seed: Option<u64>,
     /// Files over this many bytes are left out.
     pub max_file_bytes: u64,
+    /// The labels are the class folders': a folder without sub-folders is refused. With
+    /// `false`, every sample's label is -1 (`stokehold pack --no-labels`).
+    pub labels: bool,
 }
 
 impl Default for PackOptions {
@@ -42,6 +45,7 @@ impl Default for PackOptions {
                 .to_vec(),
             shuffle_seed: Some(0),
             max_file_bytes: crate::decode::Limits::default().max_file_bytes,
+            labels: true,
         }
     }
 }
@@ -58,9 +62,10 @@ pub struct PackReport {
 }
 
 /// Packs the class-folder data set in `folder` (listed as the file reader lists it; labels
-/// are the classes' indices in sorted order; a folder without sub-folders gives label -1) into WebDataset shards in `out`, with an
-/// `index.json` of their sample counts. `progress` is told (samples done, samples in all,
-/// bytes written) after each sample.
+/// are the classes' indices in sorted order) into WebDataset shards in `out`, with an
+/// `index.json` of their sample counts. A folder without class sub-folders is refused unless
+/// [`PackOptions::labels`] is off (then every label is -1). `progress` is told (samples done,
+/// samples in all, bytes written) after each sample.
 ///
 /// ```
 /// # fn main() -> Result<(), stokehold::Error> {
@@ -96,6 +101,13 @@ pub fn pack(
         shards: None,
     };
     let ds = Dataset::list(&config)?;
+    if options.labels && ds.classes.is_empty() {
+        return Err(Error::Dataset(format!(
+            "{} has no class sub-folders, so its samples have no labels: put the images in one \
+             sub-folder per class, or pack them without labels (--no-labels; every label is -1)",
+            folder.display()
+        )));
+    }
     for w in &ds.warnings {
         tracing::warn!("{w}");
     }
@@ -141,7 +153,7 @@ pub fn pack(
         };
         let rel = e.path.strip_prefix(folder).unwrap_or(&e.path);
         let (key, ext) = sample_key(rel, i, &mut keys);
-        let cls = e.label.to_string();
+        let cls = if options.labels { e.label } else { -1 }.to_string();
         let need = 3 * 512 + bytes.len() as u64 + 512;
         if writer
             .as_ref()
@@ -168,11 +180,14 @@ pub fn pack(
     if let Some(w) = writer.take() {
         finish(w, &mut shards)?;
     }
-    let classes = ds
-        .classes
-        .iter()
-        .map(|c| c.to_string_lossy().into_owned())
-        .collect();
+    let classes = if options.labels {
+        ds.classes
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let name = folder
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -81,6 +81,10 @@ pub struct ShardItems<R> {
     /// The header read ahead of the group it starts.
     peeked: Option<Result<super::tar::Member, TarError>>,
     done: bool,
+    /// What ended the stream before its end-of-archive, as reported in its item.
+    cut: Option<String>,
+    /// The stream is no tar at all.
+    not_tar: bool,
 }
 
 impl<R: ShardRead> ShardItems<R> {
@@ -91,7 +95,34 @@ impl<R: ShardRead> ShardItems<R> {
             rules,
             peeked: None,
             done: false,
+            cut: None,
+            not_tar: false,
         }
+    }
+
+    /// Whether the stream turned out to be no tar file (its first item said so).
+    pub fn not_tar(&self) -> bool {
+        self.not_tar
+    }
+
+    /// Why the stream ended early (truncated, unreadable), once an item reported it: the
+    /// member or byte and the cause, e.g. `n0123.jpg: tar stream truncated at byte 8192`.
+    pub fn cut(&self) -> Option<&str> {
+        self.cut.as_deref()
+    }
+
+    /// Records `item` as the one that ended the stream, when the stream has ended.
+    fn note_cut(&mut self, item: Item) -> Item {
+        if self.tar.ended_early() && self.cut.is_none() {
+            if let Item::Damaged { member, kind } = &item {
+                let why = match kind {
+                    SampleErrorKind::Read(why) => why.clone(),
+                    other => other.to_string(),
+                };
+                self.cut = Some(format!("{member}: {why}"));
+            }
+        }
+        item
     }
 
     /// The next header that is a file (or damage); `None` at the end.
@@ -120,8 +151,15 @@ impl<R: ShardRead> ShardItems<R> {
         }
     }
 
-    /// The next item; with `load` false the image is not read (counting, skipping).
+    /// The next item; with `load` false the image is not read (counting, skipping). Either
+    /// way a shard gives the same items: a member whose data the stream cuts short is one
+    /// damaged item.
     pub fn next_item(&mut self, load: bool) -> Option<Item> {
+        let item = self.item(load)?;
+        Some(self.note_cut(item))
+    }
+
+    fn item(&mut self, load: bool) -> Option<Item> {
         let first = self.header()?;
         let first = match first {
             Ok(m) => m,
@@ -144,6 +182,10 @@ impl<R: ShardRead> ShardItems<R> {
                 let key = split_name(&name).0.to_string();
                 let cause = format!("broken tar header at byte {offset}: {why}");
                 return Some(self.group(key, None, Some((name, cause)), load));
+            }
+            Err(e @ TarError::NotTar { .. }) => {
+                self.not_tar = true;
+                return Some(damage("@0", e.to_string()));
             }
             Err(e) => return Some(damage(format!("@{}", self.tar.position()), e.to_string())),
         };
@@ -189,7 +231,9 @@ impl<R: ShardRead> ShardItems<R> {
                 } else {
                     Ok(())
                 };
-                if let Err(e) = read {
+                // Data not read is skipped here rather than with the next header, so that
+                // a stream ending inside it spoils this group whether or not it was loaded.
+                if let Err(e) = read.and_then(|()| self.tar.skip_data()) {
                     // The stream ended inside this group.
                     spoiled.get_or_insert((m.name.clone(), e.to_string()));
                     break;

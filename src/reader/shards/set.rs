@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::error::Error;
 
 use super::http::Retry;
-use super::index::{count_items, ShardIndex, INDEX_NAME};
+use super::index::{count_items, CountProblem, ShardIndex, INDEX_NAME};
 use super::list::{list_shards, Location};
 use super::samples::LabelFrom;
 use super::schedule::RankSplit;
@@ -46,6 +46,8 @@ pub struct ShardSet {
     pub shards: Vec<Location>,
     /// Samples in each.
     pub counts: Vec<usize>,
+    /// Whether each count is the index's (else the shard was counted before the run).
+    pub indexed: Vec<bool>,
     /// Each shard's first sample's number (the counts before it summed).
     pub bases: Vec<usize>,
     /// Samples in all.
@@ -83,6 +85,7 @@ impl ShardSet {
             config: config.clone(),
             shards: Vec::new(),
             counts: Vec::new(),
+            indexed: Vec::new(),
             bases: Vec::new(),
             total: 0,
             classes: index
@@ -92,24 +95,41 @@ impl ShardSet {
             warnings: Vec::new(),
         };
         let mut counted = 0;
+        // Shards that count nothing, and why: the error when every shard does.
+        let mut unreadable = Vec::new();
         for s in &shards {
-            let n = match index.as_ref().and_then(|i| i.count_of(&s.file_name())) {
+            let indexed = index.as_ref().and_then(|i| i.count_of(&s.file_name()));
+            let n = match indexed {
                 Some(n) => n,
                 None => {
                     counted += 1;
-                    let (n, err) = count_items(s, config.retry);
-                    if let Some(e) = err {
-                        set.warnings.push(format!(
-                            "{}: could not be opened to count its samples ({e}); it is left out",
-                            s.display()
-                        ));
+                    let c = count_items(s, config.retry);
+                    match c.problem {
+                        Some(CountProblem::Unreadable(e)) => {
+                            set.warnings.push(format!(
+                                "{}: could not be read to count its samples ({e}); it is left out",
+                                s.display()
+                            ));
+                            unreadable.push(format!("{}: {e}", s.display()));
+                        }
+                        // The cut member is an item of its own (a bad sample).
+                        Some(CountProblem::Cut(at)) => set.warnings.push(format!(
+                            "{}: the shard is truncated ({at}); its {} samples before the cut \
+                             are read, but the samples after it can't be counted without an \
+                             index ({INDEX_NAME} beside the shards, written while they are \
+                             whole: `stokehold pack` writes one)",
+                            s.display(),
+                            c.items.saturating_sub(1),
+                        )),
+                        None => {}
                     }
-                    n
+                    c.items
                 }
             };
             set.bases.push(set.total);
             set.total += n;
             set.counts.push(n);
+            set.indexed.push(indexed.is_some());
         }
         if counted > 0 {
             tracing::info!(
@@ -118,8 +138,16 @@ impl ShardSet {
         }
         set.shards = shards;
         if set.total == 0 {
+            let why = match unreadable.as_slice() {
+                [] => String::new(),
+                [one] => format!(": {one}"),
+                [first, rest @ ..] => format!(
+                    ": none could be read, e.g. {first} (and {} more)",
+                    rest.len()
+                ),
+            };
             return Err(Error::Dataset(format!(
-                "no samples in the shards of {}",
+                "no samples in the shards of {}{why}",
                 config.shards
             )));
         }

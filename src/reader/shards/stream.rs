@@ -233,11 +233,17 @@ impl Part {
         };
         let mut items = ShardItems::new(read, self.rules.clone());
         let mut held = 0;
-        let short = |held: usize| {
-            format!(
-                "sample missing: the shard ended after {held} samples, the index counts {}",
-                self.set.counts[self.seg.shard]
-            )
+        let counted = self.set.counts[self.seg.shard];
+        let short = |held: usize, cut: Option<&str>| {
+            let ended = match cut {
+                Some(at) => format!("the shard is cut short ({at}) after {held} items"),
+                None => format!("the shard ends after {held} items"),
+            };
+            if self.set.indexed[self.seg.shard] {
+                format!("sample missing: {ended}, the index lists {counted}")
+            } else {
+                format!("sample missing: {ended}, {counted} were counted before the run")
+            }
         };
         for _ in 0..self.seg.skip {
             if self.dropped() || items.next_item(false).is_none() {
@@ -252,10 +258,10 @@ impl Part {
             let n = self.first + k;
             let want = self.wanted(n);
             let input = if held < self.seg.skip + k {
-                missing(k, &short(held))
+                missing(k, &short(held, items.cut()))
             } else {
                 match items.next_item(want) {
-                    None => missing(k, &short(held)),
+                    None => missing(k, &short(held, items.cut())),
                     Some(item) => {
                         held += 1;
                         let (member, label, bytes) = match item {

@@ -93,6 +93,12 @@ pub enum TarError {
         /// What is wrong.
         why: String,
     },
+    /// The stream does not start with a tar header: it is no tar file (a web page, say).
+    #[error("not a tar shard: its first bytes are no tar header (they read \"{start}\")")]
+    NotTar {
+        /// Its first bytes, as text (`.` for what isn't printable).
+        start: String,
+    },
     /// The stream ended inside a header or a member's data.
     #[error("tar stream truncated at byte {offset}")]
     Truncated {
@@ -128,6 +134,8 @@ pub struct TarReader<R> {
     /// After a broken header: look for the next good one block by block.
     resync: bool,
     done: bool,
+    /// The stream ended early (see [`TarReader::ended_early`]).
+    cut: bool,
 }
 
 impl<R: ShardRead> TarReader<R> {
@@ -140,6 +148,7 @@ impl<R: ShardRead> TarReader<R> {
             pad: 0,
             resync: false,
             done: false,
+            cut: false,
         }
     }
 
@@ -148,8 +157,14 @@ impl<R: ShardRead> TarReader<R> {
         self.pos
     }
 
+    /// Whether the stream ended before its end-of-archive (truncated, or a read failed).
+    pub fn ended_early(&self) -> bool {
+        self.cut
+    }
+
     fn io_error(&mut self, e: io::Error) -> TarError {
         self.done = true;
+        self.cut = true;
         if e.kind() == io::ErrorKind::UnexpectedEof {
             TarError::Truncated { offset: self.pos }
         } else {
@@ -173,6 +188,24 @@ impl<R: ShardRead> TarReader<R> {
         }
     }
 
+    /// The error for a stream whose first block (`got` bytes of `b`) is no tar header.
+    fn not_tar(&mut self, b: &[u8]) -> TarError {
+        self.done = true;
+        self.cut = true;
+        let start: String = b
+            .iter()
+            .take(32)
+            .map(|&c| {
+                if c == b' ' || c.is_ascii_graphic() {
+                    c as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        TarError::NotTar { start }
+    }
+
     /// Reads one block; `None` at a clean end of the stream.
     fn block(&mut self) -> Result<Option<[u8; 512]>, TarError> {
         let mut b = [0u8; 512];
@@ -192,6 +225,8 @@ impl<R: ShardRead> TarReader<R> {
         match got {
             0 => Ok(None),
             512 => Ok(Some(b)),
+            // Shorter than one header: a small file or page, no tar at all.
+            _ if self.pos == got as u64 => Err(self.not_tar(&b[..got])),
             _ => Err(self.io_error(io::ErrorKind::UnexpectedEof.into())),
         }
     }
@@ -285,6 +320,9 @@ impl<R: ShardRead> TarReader<R> {
                 why,
             };
             if let Err(why) = checksum_ok(&b) {
+                if offset == 0 && !is_ustar(&b) {
+                    return Err(self.not_tar(&b));
+                }
                 self.resync = true;
                 return Err(bad(why));
             }

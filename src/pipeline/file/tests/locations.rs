@@ -36,13 +36,16 @@ fn every_pointer_kind_has_its_place() {
     assert_eq!(at(SpecPointer::OpKind(0)), (6, 8));
     assert_eq!(at(SpecPointer::OpOutput(0, 0)), (7, 12));
     assert_eq!(at(SpecPointer::OpOutput(0, 1)), (7, 21));
-    assert_eq!(at(SpecPointer::OpArg(0, "root".into())), (8, 1));
+    assert_eq!(at(SpecPointer::OpArg(0, "root".into())), (8, 8));
+    assert_eq!(at(SpecPointer::OpArgName(0, "root".into())), (8, 1));
     assert_eq!(at(SpecPointer::Op(1)), (10, 1));
     assert_eq!(at(SpecPointer::OpKind(1)), (11, 10));
     assert_eq!(at(SpecPointer::OpInput(1, 0)), (12, 11));
     assert_eq!(at(SpecPointer::OpOutput(1, 0)), (13, 12));
-    assert_eq!(at(SpecPointer::OpArg(1, "color".into())), (14, 3));
-    assert_eq!(at(SpecPointer::OpArg(1, "odd key".into())), (15, 3));
+    assert_eq!(at(SpecPointer::OpArg(1, "color".into())), (14, 11));
+    assert_eq!(at(SpecPointer::OpArgName(1, "color".into())), (14, 3));
+    assert_eq!(at(SpecPointer::OpArg(1, "odd key".into())), (15, 15));
+    assert_eq!(at(SpecPointer::OpArgName(1, "odd key".into())), (15, 3));
     assert_eq!(at(SpecPointer::OpInput(2, 0)), (19, 11));
     assert_eq!(at(SpecPointer::OpInput(2, 1)), (19, 21));
     assert_eq!(at(SpecPointer::Whole), (1, 1));
@@ -86,7 +89,7 @@ fn config_error_places_a_validator_error() {
             help,
         } => {
             assert_eq!(file, PathBuf::from("p.toml"));
-            assert_eq!((line, column), (8, 1));
+            assert_eq!((line, column), (8, 8));
             assert_eq!(message, "no such folder");
             assert_eq!(help.as_deref(), Some("check the path"));
         }
@@ -125,4 +128,26 @@ fn load_reads_a_file_and_reports_unreadable_ones() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// `stokehold check`'s columns: a wrong value at the value, an unknown argument at its name.
+#[test]
+fn a_wrong_value_points_at_the_value_and_an_unknown_argument_at_its_name() {
+    let text = "[pipeline]\noutputs = [\"images\"]\n\n[[op]]\nkind = \"file_reader\"\n\
+                output = \"jpegs\"\nroot = \"/data\"\n\n[[op]]\nkind = \"decode\"\n\
+                input = \"jpegs\"\noutput = \"decoded\"\n\n[[op]]\nkind = \"resize\"\n\
+                input = \"decoded\"\noutput = \"images\"\nsize = \"224\"\nsiz = 3\n";
+    let errors = crate::pipeline::file::Draft::parse(text, Path::new("p.toml"))
+        .finish()
+        .unwrap_err();
+    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert!(
+        shown[0].starts_with("p.toml:18:8: argument 'size'"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[1].starts_with("p.toml:19:1: unknown argument 'siz'"),
+        "{shown:?}"
+    );
 }

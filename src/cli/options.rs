@@ -4,15 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::ops::ArgValue;
+use crate::pipeline::file::{Checked, Draft};
+use crate::pipeline::settings::{Setting, SETTINGS};
+use crate::pipeline::{Pipeline, PipelineSpec, Position};
+use crate::reader::shards::list::data_exists;
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use stokehold::ops::ArgValue;
-use stokehold::pipeline::file::{Checked, Draft};
-use stokehold::pipeline::settings::{Setting, SETTINGS};
-use stokehold::pipeline::{Pipeline, PipelineSpec, Position};
-use stokehold::reader::shards::list::data_exists;
 
-use crate::output::Problems;
+use super::output::Problems;
 
 /// Options of the commands that run a pipeline.
 #[derive(Args, Clone)]
@@ -84,7 +84,7 @@ impl RankFlags {
 }
 
 /// The settings given on the command line, one flag per setting
-/// ([`stokehold::pipeline::settings::SETTINGS`]), each checked as the file's value is.
+/// ([`crate::pipeline::settings::SETTINGS`]), each checked as the file's value is.
 #[derive(Clone, Default)]
 pub struct SettingFlags(Vec<(&'static Setting, ArgValue)>);
 
@@ -185,7 +185,7 @@ fn point_at_data(spec: &mut PipelineSpec, data: Option<&Path>) -> Result<()> {
         );
         spec.set_data(d);
     } else if !spec.has_data() {
-        let dir = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())
+        let dir = crate::builtin_data::ensure(&crate::builtin_data::default_dir())
             .context("generating the built-in sample set")?;
         eprintln!(
             "no data given: using the built-in sample set in {}",
@@ -218,7 +218,7 @@ pub fn describe(p: &Pipeline) {
         p.device().reason,
         p.worker_threads(),
         p.samples_per_epoch(),
-        stokehold::decode::jpeg_simd()
+        crate::decode::jpeg_simd()
     );
 }
 

@@ -5,16 +5,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use crate::pipeline::batch::BatchOutput;
+use crate::pipeline::{Batch, Position};
 use anyhow::Result;
 use clap::Args;
-use stokehold::pipeline::batch::BatchOutput;
-use stokehold::pipeline::{Batch, Position};
 
-use crate::interrupt::{self, Interrupt};
-use crate::options::{self, RunOpts};
-use crate::output::outln;
-use crate::progress::Progress;
-use crate::stats;
+use super::interrupt::{self, Interrupt};
+use super::options::{self, RunOpts};
+use super::output::outln;
+use super::progress::Progress;
+use super::stats;
 
 /// Arguments of `stokehold run`.
 #[derive(Args)]

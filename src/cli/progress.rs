@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
+use crate::Batch;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stokehold::Batch;
 
 /// A progress bar over `total` samples (a spinner when the run is unbounded).
 pub struct Progress {

@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use stokehold::pipeline::run::threads::{self, ThreadSnapshot, ThreadUse};
-use stokehold::pipeline::{Batch, Pipeline, PipelineSpec, StatsSnapshot};
 
-use crate::consumer::{self, Consumer};
-use crate::options::{self, RunOpts};
-use crate::output::outln;
-use crate::progress::Progress;
-use crate::stats;
+use crate::pipeline::run::threads::{self, ThreadSnapshot, ThreadUse};
+use crate::pipeline::{Batch, Pipeline, PipelineSpec, StatsSnapshot};
+
+use super::consumer::{self, Consumer};
+use super::options::{self, RunOpts};
+use super::output::outln;
+use super::progress::Progress;
+use super::stats;
 
 /// Arguments of `stokehold bench`.
 #[derive(Args)]
@@ -277,7 +278,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         eprintln!(
             "{}: the timed part took {:.2} s over {} batches, too short to mean much; \
              leave out --epochs to repeat epochs for at least --min-seconds, or use more data",
-            crate::logs::label(tracing::Level::WARN),
+            super::logs::label(tracing::Level::WARN),
             m.seconds,
             m.batches
         );

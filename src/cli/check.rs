@@ -4,15 +4,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::pipeline::file::config_error;
+use crate::pipeline::graph::Graph;
+use crate::pipeline::run::choose_device_for;
+use crate::pipeline::spec::{SpecError, SpecPointer};
 use anyhow::Result;
 use clap::Args;
-use stokehold::pipeline::file::config_error;
-use stokehold::pipeline::graph::Graph;
-use stokehold::pipeline::run::choose_device_for;
-use stokehold::pipeline::spec::{SpecError, SpecPointer};
 
-use crate::options;
-use crate::output::{outln, Problems};
+use super::options;
+use super::output::{outln, Problems};
 
 /// Arguments of `stokehold check`.
 #[derive(Args)]

@@ -4,9 +4,9 @@
 use std::io;
 use std::time::Duration;
 
-use stokehold::pipeline::StatsSnapshot;
+use crate::pipeline::StatsSnapshot;
 
-use crate::output::outln;
+use super::output::outln;
 
 /// Prints `st` for a run of `secs` wall seconds.
 pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
@@ -111,8 +111,8 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             )?,
         }
     }
-    let simd = stokehold::decode::jpeg_simd();
-    match stokehold::decode::jpeg_simd_warning() {
+    let simd = crate::decode::jpeg_simd();
+    match crate::decode::jpeg_simd_warning() {
         None => outln!("  JPEG decoder SIMD: {simd}")?,
         Some(w) => outln!("  JPEG decoder SIMD: {simd} ({w})")?,
     }

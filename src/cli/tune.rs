@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::bench::{measure, Timing};
-use crate::options::{self, RunOpts};
-use crate::output::outln;
+use super::bench::{measure, Timing};
+use super::options::{self, RunOpts};
+use super::output::outln;
 
 /// Arguments of `stokehold tune`.
 #[derive(Args)]
@@ -73,7 +73,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             let mut spec = checked.loaded.spec.clone();
             spec.settings.threads = Some(t);
             spec.settings.prefetch = d;
-            let m = measure(spec, timing, &crate::consumer::Consumer::Idle, false)?;
+            let m = measure(spec, timing, &super::consumer::Consumer::Idle, false)?;
             let trial = match m.spread() {
                 Some((median, low, high)) => Trial {
                     threads: t,

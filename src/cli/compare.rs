@@ -1,16 +1,16 @@
 //! `stokehold compare`: runs a pipeline on two devices and says whether they give the same
-//! batches, within the documented tolerance (`stokehold::pipeline::compare`).
+//! batches, within the documented tolerance (`crate::pipeline::compare`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::pipeline::compare::{compare as run_compare, CompareOptions};
+use crate::pipeline::DeviceChoice;
 use anyhow::{bail, Result};
 use clap::Args;
-use stokehold::pipeline::compare::{compare as run_compare, CompareOptions};
-use stokehold::pipeline::DeviceChoice;
 
-use crate::options::{self, RunOpts};
-use crate::output::outln;
+use super::options::{self, RunOpts};
+use super::output::outln;
 
 /// Exit status when the devices are further apart than the tolerance.
 pub const EXIT_BEYOND_TOLERANCE: u8 = 3;

@@ -5,8 +5,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use stokehold::pipeline::run::threads::{self, ThreadUse};
-use stokehold::pipeline::Pipeline;
+use crate::pipeline::run::threads::{self, ThreadUse};
+use crate::pipeline::Pipeline;
 
 /// What the consumer does with each batch.
 pub enum Consumer {

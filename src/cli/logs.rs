@@ -29,7 +29,9 @@ pub fn init() {
         )
         .with_ansi(colour())
         .event_format(Line)
-        .init();
+        // A second command line in one process (the Python package's) keeps the first's.
+        .try_init()
+        .ok();
 }
 
 /// `error`, `warning`, … as the start of a line, coloured when [`colour`] says so.

@@ -6,13 +6,13 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::logs;
+use super::logs;
 
 /// Writes one line to stdout, returning an [`io::Result`]: a closed pipe travels up as an
 /// error that [`report`] ends the program on quietly.
 macro_rules! outln {
     ($($t:tt)*) => {
-        $crate::output::line(format_args!($($t)*))
+        $crate::cli::output::line(format_args!($($t)*))
     };
 }
 pub(crate) use outln;
@@ -31,7 +31,7 @@ pub struct Problems {
     /// The pipeline file.
     pub file: PathBuf,
     /// Each problem, with its location and help line.
-    pub errors: Vec<stokehold::Error>,
+    pub errors: Vec<crate::Error>,
 }
 
 impl fmt::Display for Problems {
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn a_cause_already_said_is_not_repeated() {
         let io = io::Error::new(io::ErrorKind::NotFound, "No such file (os error 2)");
-        let e = anyhow::Error::new(stokehold::Error::Io {
+        let e = anyhow::Error::new(crate::Error::Io {
             path: "p.toml".into(),
             source: io,
         });

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::reader::shards::pack::{pack, PackOptions};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use stokehold::reader::shards::pack::{pack, PackOptions};
 
-use crate::output::outln;
+use super::output::outln;
 
 /// Arguments of `stokehold pack`.
 #[derive(Args)]
@@ -27,6 +27,10 @@ pub struct PackArgs {
     /// from seed 0 (shuffled shards let a reader's shuffle buffer mix classes at once).
     #[arg(long)]
     keep_order: bool,
+    /// Pack a folder without class sub-folders (refused otherwise): every sample's label
+    /// (its .cls member) is -1.
+    #[arg(long)]
+    no_labels: bool,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -59,6 +63,7 @@ pub fn pack_folder(a: &PackArgs) -> Result<ExitCode> {
         shard_size: a.shard_size,
         prefix: a.prefix.clone(),
         shuffle_seed: (!a.keep_order).then_some(0),
+        labels: !a.no_labels,
         ..PackOptions::default()
     };
     let pb = ProgressBar::new(0);

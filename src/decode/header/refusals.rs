@@ -1,0 +1,145 @@
+//! What libjpeg's marker reader refuses (a fatal error, not a warning), so that the walk can
+//! refuse it too.
+//!
+//! Pillow decodes a JPEG to its end: after the last row it calls `jpeg_finish_decompress`,
+//! which reads the markers that follow the image data up to EOI. A damaged byte in the
+//! entropy-coded data (one flipped bit turns the stuffed pair `FF 00` into `FF 04`) ends the
+//! scan early at a marker libjpeg has no meaning for, which that read refuses: Pillow raises
+//! "broken data stream". Our decoders never make that call (a window decode stops above
+//! the image's bottom, our entropy decoders replace libjpeg's reading of the data, nvJPEG
+//! has its own), so without these checks such a file would decode, its rows after the damage
+//! gray. The rules are libjpeg-turbo's (`jdmarker.c`: `read_markers`, `get_sos`, `get_dht`,
+//! `get_dqt`, `get_dri`, `jpeg_resync_to_restart`; `jdinput.c`: a second scan where none
+//! can follow).
+
+use super::{Frame, Scan};
+
+/// A marker code libjpeg's marker reader refuses wherever it meets one: the reserved codes
+/// (`RESn`, `JPGn`), `JPG` and `EXP`. (`DHP`, hierarchical, is refused as unsupported by the
+/// walk before this is asked.)
+pub(super) fn refused_marker(m: u8) -> bool {
+    matches!(m, 0x02..=0xBF | 0xC8 | 0xDF | 0xF0..=0xFD)
+}
+
+/// Why libjpeg refuses the segment of marker `m` (payload `p`, the bytes after the length),
+/// met after the first scan's data; `None` when it accepts it. The frame and the first scan's
+/// component count decide whether another scan may follow.
+pub(super) fn refused_after_first_scan(
+    m: u8,
+    p: &[u8],
+    frame: &Frame,
+    first_scan_components: usize,
+) -> Option<String> {
+    let bad_length = || Some(format!("marker 0xFF{m:02X} has a malformed segment"));
+    match m {
+        0xC4 => {
+            // Tables of 17 + count bytes each, classes 0 and 1, slots 0..=3, no bytes left.
+            let mut rest = p;
+            while rest.len() > 16 {
+                let count: usize = rest[1..17].iter().map(|&c| usize::from(c)).sum();
+                let index = rest[0];
+                if count > 256 || count > rest.len() - 17 || !matches!(index, 0..=3 | 0x10..=0x13) {
+                    return bad_length();
+                }
+                rest = &rest[17 + count..];
+            }
+            if !rest.is_empty() {
+                return bad_length();
+            }
+            None
+        }
+        0xDB => {
+            // Tables of 65 bytes (any precision nibble but 0 makes them 129), slots 0..=3.
+            let mut rest = p;
+            while let Some(&first) = rest.first() {
+                let size = if first >> 4 == 0 { 65 } else { 129 };
+                if first & 15 > 3 || rest.len() < size {
+                    return bad_length();
+                }
+                rest = &rest[size..];
+            }
+            None
+        }
+        0xDD if p.len() != 2 => bad_length(),
+        0xDA => {
+            let sequential = matches!(frame.marker, 0xC0 | 0xC1 | 0xC9);
+            if sequential && first_scan_components == frame.components.len() {
+                return Some(
+                    "a second scan (SOS) in a sequential JPEG whose first scan holds every \
+                     component"
+                        .into(),
+                );
+            }
+            let Some(&n) = p.first() else {
+                return bad_length();
+            };
+            let n = usize::from(n);
+            if !(1..=4).contains(&n) || p.len() != 2 * n + 4 {
+                return bad_length();
+            }
+            let ids: Vec<u8> = p[1..1 + 2 * n].iter().step_by(2).copied().collect();
+            let known = |id: &u8| frame.components.iter().any(|c| c.id == *id);
+            let distinct = (1..ids.len()).all(|i| !ids[..i].contains(&ids[i]));
+            (!(ids.iter().all(known) && distinct))
+                .then(|| "a scan (SOS) names a component the frame doesn't have".to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Why libjpeg refuses a progressive frame's scan, if it does: its spectral selection and
+/// successive approximation must make a valid progression (`jdphuff.c`, `jdarith.c`: a bad
+/// one is fatal, where a sequential scan's only warns).
+pub(super) fn refused_progression(scan: &Scan) -> Option<String> {
+    let (ss, se, ah, al) = (scan.ss, scan.se, scan.ah, scan.al);
+    let band = if ss == 0 {
+        se != 0
+    } else {
+        ss > se || se > 63 || scan.components.len() != 1
+    };
+    let bad = band || (ah != 0 && al + 1 != ah) || al > 13;
+    bad.then(|| format!("a scan with an invalid progression (Ss {ss}, Se {se}, Ah {ah}, Al {al})"))
+}
+
+/// Where the entropy-coded data of a scan starting at `from` ends: the `0xFF` of the marker
+/// that ends it for libjpeg. `None` if the data ends first (a truncated file).
+///
+/// Stuffed zeros (`FF 00`), fill bytes and restart markers are part of the data. In a scan
+/// with restart markers (`restart_interval` > 0), libjpeg also passes over a marker below
+/// `0xFFC0` (damage) when a restart marker follows it: it looks for the next restart marker
+/// and goes on from there (`jpeg_resync_to_restart`). Any other marker ends the scan.
+pub(super) fn scan_end(d: &[u8], from: usize, restart_interval: u16) -> Option<usize> {
+    let mut i = from;
+    loop {
+        let (at, m) = next_marker(d, i)?;
+        match m {
+            0x00 | 0xD0..=0xD7 => i = at + 2,
+            0x01..=0xBF if restart_interval > 0 && restart_follows(d, at + 2) => i = at + 2,
+            _ => return Some(at),
+        }
+    }
+}
+
+/// The next marker at or after `from`: the offset of its last `0xFF` and its code
+/// (`0x00` for a stuffed zero). `None` at the end of the data.
+fn next_marker(d: &[u8], from: usize) -> Option<(usize, u8)> {
+    let mut i = from + memchr::memchr(0xFF, d.get(from..)?)?;
+    while d.get(i + 1) == Some(&0xFF) {
+        i += 1;
+    }
+    Some((i, *d.get(i + 1)?))
+}
+
+/// Whether a restart marker comes at or after `from` before any marker of `0xC0` and up
+/// that is not one (libjpeg's search for the next restart marker).
+fn restart_follows(d: &[u8], from: usize) -> bool {
+    let mut i = from;
+    while let Some((at, m)) = next_marker(d, i) {
+        match m {
+            0xD0..=0xD7 => return true,
+            0xC0..=0xFF => return false,
+            _ => i = at + 2,
+        }
+    }
+    false
+}
