@@ -163,11 +163,19 @@ pub fn to_f32s(im: &crate::image::Image) -> Vec<f32> {
     }
 }
 
+/// A file of the source tree the tests read at run time (`pipelines/…`): under
+/// `STOKEHOLD_SOURCE_DIR` when set — `gpu-check.sh` sets it to the bundle, which runs on a
+/// machine without the build's checkout — else under the checkout the tests were built in.
+pub fn source_file(rel: &str) -> std::path::PathBuf {
+    match std::env::var_os("STOKEHOLD_SOURCE_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir).join(rel),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel),
+    }
+}
+
 /// A pipeline file shipped in `pipelines/`, read (not yet validated).
 pub fn shipped_pipeline(name: &str) -> crate::pipeline::PipelineSpec {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("pipelines")
-        .join(name);
+    let path = source_file(&format!("pipelines/{name}"));
     crate::pipeline::file::load(&path)
         .expect("a shipped pipeline loads")
         .spec

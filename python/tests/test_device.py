@@ -1,5 +1,6 @@
-"""Batches of the GPU path, checked on the emulated device (``device="emu"``): the same
-values as the CPU path, read zero-copy (the emulated device's memory is host memory, so its
+"""Batches of the GPU path, checked on the emulated device (``device="emu"``): the CPU
+path's values (within the tolerance of the chroma the GPU path rebuilds from the JPEG
+engines' output, as ``stokehold compare`` allows), read zero-copy (the emulated device's memory is host memory, so its
 batches say kDLCPU), each export waiting for the batch's ready event, and the memory going
 back to the device pool only when the last array made from it goes."""
 
@@ -10,6 +11,19 @@ import pytest
 
 import stokehold
 from conftest import EVAL, TRAIN
+
+# compare's tolerance for the rebuilt chroma (pipeline/compare: rebuilt_min_psnr), over the
+# range of the reference's values.
+MIN_PSNR_DB = 48.0
+
+
+def assert_close_to_cpu(cpu, emu):
+    cpu, emu = np.asarray(cpu, dtype=np.float64), np.asarray(emu, dtype=np.float64)
+    assert cpu.shape == emu.shape
+    mse = float(np.mean((cpu - emu) ** 2))
+    peak = float(cpu.max() - cpu.min()) or 1.0
+    psnr = float("inf") if mse == 0 else 10 * np.log10(peak * peak / mse)
+    assert psnr >= MIN_PSNR_DB, f"PSNR {psnr:.1f} dB against the CPU path"
 
 
 @pytest.mark.parametrize("pipeline", [TRAIN, EVAL], ids=["train", "eval"])
@@ -26,7 +40,7 @@ def test_the_emulated_device_gives_the_cpu_values(builtin, pipeline):
         x = np.from_dlpack(images)
         assert x.ctypes.data == images.data_ptr, "read in place"
         assert (images.shape, images.dtype, images.layout) == (a["images"].shape, "float32", "NCHW")
-        assert np.array_equal(np.from_dlpack(a["images"]), x)
+        assert_close_to_cpu(np.from_dlpack(a["images"]), x)
         assert np.array_equal(np.from_dlpack(a["labels"]), np.from_dlpack(b["labels"]))
         assert [(s.path, s.label, s.params) for s in a.samples] == [
             (s.path, s.label, s.params) for s in b.samples
@@ -46,7 +60,7 @@ def test_an_export_waits_for_the_batch_to_be_written(builtin, monkeypatch):
     cpu = stokehold.Pipeline(EVAL, builtin, device="cpu", batch=8, threads=2, epochs=1)
     emu = stokehold.Pipeline(EVAL, builtin, device="emu", batch=8, threads=2, epochs=1, prefetch=3)
     for a, b in zip(cpu, emu):
-        assert np.array_equal(np.from_dlpack(a["images"]), np.from_dlpack(b["images"]))
+        assert_close_to_cpu(np.from_dlpack(a["images"]), np.from_dlpack(b["images"]))
 
 
 def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin):

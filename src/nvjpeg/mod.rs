@@ -14,7 +14,7 @@
 //! read).
 //!
 //! The GPU stage reaches it through the real device ([`crate::cuda::RealDevice`], behind the
-//! `GpuDevice` seam's `submit_decode`/`finish_decode`), which follows the recipe below.
+//! `GpuDevice` seam's `submit_decode`), which follows the recipe below.
 //!
 //! # For a GPU stage: [`GpuJpegDecoder`]
 //!

@@ -30,7 +30,7 @@
 //! A marker libjpeg has no meaning for (`FF 04`, which one flipped bit makes of a stuffed
 //! `FF 00` in the image data), a progressive scan whose progression libjpeg refuses, and
 //! after the first scan's data a malformed DHT, DQT, DRI or SOS segment or a second scan
-//! where none can follow, are [`DecodeError::Corrupt`]
+//! where none can follow, are [`DecodeError::Corrupt`](crate::error::DecodeError::Corrupt)
 //! ("damaged data: ..."): libjpeg refuses them when Pillow finishes the decode
 //! (`jpeg_finish_decompress`), which our decoders never call (see `refusals.rs`). Every
 //! decoder, nvJPEG's routing included, takes this verdict from the one header read, so both

@@ -10,7 +10,7 @@ use crate::pipeline::file;
 fn shipped(name: &str, batch: usize) -> PipelineSpec {
     let dir = tempfile::tempdir().unwrap();
     let data = crate::builtin_data::ensure(&dir.path().join("data")).unwrap();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    let path = crate::testutil::source_file(name);
     let mut spec = file::load(&path).unwrap().spec;
     spec.set_data(&data);
     spec.settings.batch = batch;
@@ -269,7 +269,7 @@ fn cpu_against_emu_is_within_tolerance_on_the_shared_data() {
             "pipelines/resnet50-train.toml",
             "pipelines/resnet50-eval.toml",
         ] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+            let path = crate::testutil::source_file(name);
             let mut spec = file::load(&path).unwrap().spec;
             spec.set_data(&data);
             spec.settings.batch = 32;

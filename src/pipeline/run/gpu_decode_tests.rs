@@ -104,7 +104,7 @@ fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
 
 /// The real device's decode (a GPU machine: `scripts/gpu-check.sh`): nvJPEG through the seam
 /// as the stage drives it — the header read once and passed in, the plan's output (padded
-/// ROIs before nvJPEG 13.3), submit on the decode stream then finish at the fence — gives
+/// ROIs before nvJPEG 13.3), submit on the decode stream, then wait for its event — gives
 /// each region within 40 dB of our CPU decoder's crop; a JPEG nvJPEG doesn't take comes back
 /// at submission. Skips visibly without a GPU (fails under `STOKEHOLD_REQUIRE_GPU=1`) or
 /// without nvJPEG.

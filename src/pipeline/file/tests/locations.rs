@@ -101,7 +101,7 @@ fn config_error_places_a_validator_error() {
         SpecError::new(SpecPointer::OpArg(1, "color".into()), "no such colour"),
     )
     .to_string();
-    assert_eq!(shown, "p.toml:14:3: no such colour");
+    assert_eq!(shown, "p.toml:14:11: no such colour");
 }
 
 #[test]
