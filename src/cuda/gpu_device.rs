@@ -234,6 +234,13 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// the stage, its JPEG decoder, consumers' release events).
     fn counters(&self) -> DeviceCounters;
 
+    /// Whether `submit_decode` writes chroma interpolated as libjpeg does (nvJPEG asked to
+    /// interpolate), so the GPU stage rebuilds none; otherwise chroma comes out repeated and
+    /// `kernels/chroma.cu` rebuilds the interpolation.
+    fn decodes_fancy_chroma(&self) -> bool {
+        false
+    }
+
     /// The timing model an emulated device takes a real device's time from, if any.
     fn timing_model(&self) -> Option<super::emu::TimingModel> {
         None

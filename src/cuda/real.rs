@@ -52,6 +52,8 @@ pub struct RealDevice {
     decoder: Option<Mutex<GpuJpegDecoder>>,
     /// Whether the decoder pads ROIs by an MCU (nvJPEG before 13.3).
     pads_roi: bool,
+    /// nvJPEG interpolates chroma (no rebuild: [`GpuDevice::decodes_fancy_chroma`]).
+    fancy: bool,
     description: DeviceDescription,
     sizes: Mutex<HashMap<u64, usize>>,
     device_bytes: AtomicUsize,
@@ -95,22 +97,24 @@ impl RealDevice {
         ));
         let config = DecoderConfig {
             max_batch: decode_batch.clamp(1, i32::MAX as usize),
-            ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(2),
+            ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(1),
             ..DecoderConfig::default()
         };
-        let (decoder, decoder_text, hardware, pads_roi) =
+        let (decoder, decoder_text, hardware, pads_roi, fancy) =
             match GpuJpegDecoder::probe_with(ctx.clone(), config) {
                 Ok(mut d) => {
                     let text = d.describe();
                     let hw = d.has_hardware();
                     let pads = d.batch_decoder().pads_roi();
-                    (Some(Mutex::new(d)), text, hw, pads)
+                    let fancy = d.batch_decoder().interpolated();
+                    (Some(Mutex::new(d)), text, hw, pads, fancy)
                 }
                 Err(e) => (
                     None,
                     format!("no nvJPEG ({e}): every JPEG is decoded on the CPU"),
                     false,
                     false,
+                    true,
                 ),
             };
         let info = dev.info().clone();
@@ -128,6 +132,7 @@ impl RealDevice {
             ctx,
             decoder,
             pads_roi,
+            fancy,
             description,
             sizes: Mutex::new(HashMap::new()),
             device_bytes: AtomicUsize::new(0),
@@ -451,10 +456,18 @@ impl GpuDevice for RealDevice {
         }
     }
 
+    fn decodes_fancy_chroma(&self) -> bool {
+        self.fancy
+    }
+
     fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
         // The decoder's own rule (`BatchDecoder::plan`), without taking its lock: the prep
         // workers plan every sample while the stage's thread submits.
-        plan_roi(header, roi, self.pads_roi || needs_margin(header))
+        plan_roi(
+            header,
+            roi,
+            self.pads_roi || (!self.fancy && needs_margin(header)),
+        )
     }
 
     unsafe fn submit_decode(

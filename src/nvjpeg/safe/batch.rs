@@ -143,6 +143,8 @@ pub struct BatchDecoder {
     ctx: Arc<dyn GpuContext>,
     config: DecoderConfig,
     pad_roi: bool,
+    /// Whether its handles interpolate chroma (libjpeg's fancy upsampling).
+    interpolated: bool,
     limits: Limits,
     /// Set when a batch's fence could not be recorded: its work can't be known done, so the
     /// staging memory can't be reused safely, and the decoder refuses further batches.
@@ -190,7 +192,7 @@ impl BatchDecoder {
         let memory = Allocators::new(ctx.clone());
         let hardware = match config.backend {
             BackendPreference::Hybrid => None,
-            pref => match Hardware::new(&lib, &memory) {
+            pref => match Hardware::new(&lib, &memory, !super::chroma_rebuild_enabled()) {
                 Ok(hw) => Some(hw),
                 Err(e) if pref == BackendPreference::Hardware => return Err(e),
                 Err(e) => {
@@ -201,7 +203,13 @@ impl BatchDecoder {
                 }
             },
         };
-        let default = Handle::new(lib.clone(), sys::NVJPEG_BACKEND_DEFAULT, memory.clone())?;
+        let interpolate = !super::chroma_rebuild_enabled();
+        let default = Handle::new(
+            lib.clone(),
+            sys::NVJPEG_BACKEND_DEFAULT,
+            memory.clone(),
+            interpolate,
+        )?;
         let decoupled = Decoupled::new(&default, config.decoupled_slots)?;
         let payloads = (0..config.ring_depth.max(1))
             .map(|_| {
@@ -220,6 +228,7 @@ impl BatchDecoder {
             decoupled,
             hardware,
             pad_roi: interpolated && lib.roi_boundary_bug(),
+            interpolated,
             default,
             memory,
             ctx,
@@ -253,6 +262,12 @@ impl BatchDecoder {
             .and_then(|h| h.handle().hardware_info().ok())
     }
 
+    /// Whether chroma comes out interpolated as libjpeg's (else repeated: see
+    /// [`super::chroma_rebuild_enabled`]).
+    pub fn interpolated(&self) -> bool {
+        self.interpolated
+    }
+
     /// The largest batch [`Self::submit`] takes.
     pub fn max_batch(&self) -> usize {
         self.config.max_batch
@@ -279,7 +294,11 @@ impl BatchDecoder {
     /// (`width` × `height` interleaved RGB) and the window of it that is the region asked
     /// for (see [`plan_roi`]).
     pub fn plan(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        plan_roi(header, roi, self.pad_roi || needs_margin(header))
+        plan_roi(
+            header,
+            roi,
+            self.pad_roi || (!self.interpolated && needs_margin(header)),
+        )
     }
 
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`), for per-image checks.

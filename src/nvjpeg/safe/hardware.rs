@@ -51,8 +51,17 @@ pub(crate) struct HwImage {
 
 impl Hardware {
     /// The engines' handle (context current), or the error `nvjpegCreateExV2` gave.
-    pub(crate) fn new(lib: &Arc<Nvjpeg>, memory: &Arc<Allocators>) -> Result<Self, NvjpegError> {
-        let handle = Handle::new(lib.clone(), sys::NVJPEG_BACKEND_HARDWARE, memory.clone())?;
+    pub(crate) fn new(
+        lib: &Arc<Nvjpeg>,
+        memory: &Arc<Allocators>,
+        interpolate: bool,
+    ) -> Result<Self, NvjpegError> {
+        let handle = Handle::new(
+            lib.clone(),
+            sys::NVJPEG_BACKEND_HARDWARE,
+            memory.clone(),
+            interpolate,
+        )?;
         Ok(Hardware {
             check_params: DecodeParams::new(&handle)?,
             check_stream: JpegStream::new(&handle)?,

@@ -73,24 +73,56 @@ pub const PINNED_PADDING: usize = 256 << 10;
 /// Pads nvJPEG's device allocations to a multiple of this.
 pub const DEVICE_PADDING: usize = 1 << 20;
 
+/// Whether the real device decodes with repeated chroma and rebuilds libjpeg's
+/// interpolation in its own kernels (`STOKEHOLD_CHROMA_REBUILD=1`). Off by default: on the
+/// first H100 run of that path (2026-11-26) `compare --devices cpu,gpu` found some photos of
+/// imagenet-400 wrong (5 dB) and the rebuild's kernels slow, so nvJPEG interpolates — the
+/// configuration that run before proved within tolerance (`docs/performance.md`).
+pub fn chroma_rebuild_enabled() -> bool {
+    std::env::var("STOKEHOLD_CHROMA_REBUILD").is_ok_and(|v| v == "1")
+}
+
 impl Handle {
     /// Creates a handle for `backend` (`sys::NVJPEG_BACKEND_*`) allocating from `memory` (the
-    /// context current: the caller binds it), with the paddings above. Chroma is upsampled
-    /// by repetition, nvJPEG's default: asking it to interpolate
-    /// (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`) triples its host time per image on the
-    /// JPEG engines (53 → 177 µs on an H100, `docs/performance.md`), so the GPU stage
-    /// rebuilds libjpeg's interpolation itself (`kernels/chroma.cu`).
+    /// context current: the caller binds it), with the paddings above. With `interpolate`,
+    /// chroma is upsampled as libjpeg does (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`; a
+    /// library that refuses the flag gets a handle without it); without, by repetition,
+    /// nvJPEG's default, which takes a third of the host time per image on the JPEG engines
+    /// (53 against 177 µs on an H100, `docs/performance.md`) and whose chroma the GPU stage
+    /// can rebuild (`kernels/chroma.cu`, [`chroma_rebuild_enabled`]).
     pub fn new(
         lib: Arc<Nvjpeg>,
         backend: sys::nvjpegBackend_t,
         memory: Arc<Allocators>,
+        interpolate: bool,
     ) -> Result<Arc<Self>, NvjpegError> {
         let mut allocators = Box::new((memory.device_v2(), memory.pinned_v2()));
-        let flags = sys::NVJPEG_FLAGS_DEFAULT;
         let (dev, pinned) = &mut *allocators;
+        let interp = sys::NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
         // SAFETY: the allocators point at `memory`, which the handle keeps alive until
         // after `nvjpegDestroy`; they are thread safe. The caller made the context current.
-        let raw = unsafe { result::handle::create_v2(&lib, backend, dev, pinned, flags)? };
+        let created = if interpolate {
+            unsafe { result::handle::create_v2(&lib, backend, dev, pinned, interp) }
+                .map(|raw| (raw, interp))
+        } else {
+            Err(NvjpegError::InvalidArgument("not asked".into()))
+        };
+        let (raw, flags) = match created {
+            Ok(r) => r,
+            // SAFETY: as above.
+            Err(_) => (
+                unsafe {
+                    result::handle::create_v2(
+                        &lib,
+                        backend,
+                        dev,
+                        pinned,
+                        sys::NVJPEG_FLAGS_DEFAULT,
+                    )?
+                },
+                sys::NVJPEG_FLAGS_DEFAULT,
+            ),
+        };
         let handle = Handle {
             lib,
             raw,

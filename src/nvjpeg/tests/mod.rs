@@ -169,7 +169,7 @@ fn handle_without_a_gpu_is_a_named_error() {
     // meets the missing GPU. Handles are created with our allocators (nvjpegCreateExV2).
     let ctx: Arc<dyn GpuContext> = fake::FakeGpu::new(1, &Arc::new(fake::Log::default()));
     for backend in [sys::NVJPEG_BACKEND_DEFAULT, sys::NVJPEG_BACKEND_HARDWARE] {
-        match Handle::new(lib.clone(), backend, Allocators::new(ctx.clone())) {
+        match Handle::new(lib.clone(), backend, Allocators::new(ctx.clone()), true) {
             Err(e @ NvjpegError::Status { .. }) => {
                 eprintln!("backend {backend}: {e}");
                 assert!(e

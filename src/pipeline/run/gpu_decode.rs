@@ -169,7 +169,11 @@ impl GpuStage {
                     continue;
                 }
             };
-            let rebuild = Rebuild::of(header, info.roi, info.width, info.height);
+            let rebuild = if self.dev.decodes_fancy_chroma() {
+                None
+            } else {
+                Rebuild::of(header, info.roi, info.width, info.height)
+            };
             *decoded = Some(Decoded {
                 ptr: area.ptr() + offset as u64,
                 dims: SourceDims {
