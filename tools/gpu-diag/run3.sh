@@ -21,9 +21,9 @@ for k in $(seq 0 19); do for f in "$G"/shared/data/imagenet-400/*; do ln -f "$f"
 echo "d4k: $(ls /tmp/d4k | wc -l) files, $(du -sh /tmp/d4k | cut -f1)"
 sed 's/dtype = "f32"/dtype = "f16"/' pipelines/resnet50-train.toml > /tmp/train16.toml
 cat /tmp/d4k/* > /dev/null
-nvidia-smi dmon -s u -d 1 > "$O/dmon.log" 2>&1 &
+nvidia-smi dmon -s u -d 1 -o T > "$O/dmon.log" 2>&1 &
 dmon=$!
-mark() { echo "MARK $1 $(date +%s)" >> "$O/dmon.log"; }
+mark() { echo "MARK $1 $(date +%s)" >> "$O/marks.log"; }  # not dmon.log: its writer overwrites
 speed_round() {
     local round=$1
     say "speed round $round (d4k, batch 256, f16 CHW)"

@@ -38,10 +38,10 @@ use super::super::sys;
 use super::alloc::{Allocators, CacheStats};
 use super::context::{Fence, GpuContext};
 use super::decoupled::Decoupled;
+use super::handle::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
 use super::hardware::{Hardware, HwImage, HwSlot};
 use super::ring::StagingRing;
 use super::roi::{needs_margin, plan_roi, RoiPlan};
-use super::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
 use crate::decode::{JpegHeader, Limits};
 
 pub use super::decoupled::GPU_HYBRID_MIN_PIXELS;

@@ -17,7 +17,7 @@ use super::super::fallback::FallbackReason;
 use super::super::result::{self, NvjpegError};
 use super::super::sys;
 use super::context::{Fence, GpuContext};
-use super::{
+use super::handle::{
     DecodeParams, Decoder, DeviceBuffer, Handle, JpegState, JpegStream, PinnedBuffer, Roi,
 };
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::super::result::{self, Nvjpeg, NvjpegError};
 use super::super::sys;
 use super::alloc::Allocators;
-use super::{DecodeParams, Handle, JpegState, JpegStream, Roi};
+use super::handle::{DecodeParams, Handle, JpegState, JpegStream, Roi};
 
 /// The engines' handle and what the support checks use.
 pub(crate) struct Hardware {

@@ -14,7 +14,7 @@
 //! reads only the [`RoiPlan::window`] (the window goes into its descriptor, as any crop).
 
 use super::super::result::NvjpegError;
-use super::Roi;
+use super::handle::Roi;
 use crate::decode::JpegHeader;
 
 /// How one image is decoded.
