@@ -143,16 +143,21 @@ __device__ __forceinline__ bool chroma_fits(const ChromaDesc& d, const u8* src, 
     return true;
 }
 
-// Keeps (cb, cr) as the best so far when it fits and is nearer the target.
+// Keeps (cb, cr) as the best so far when it fits and is nearer the target; on a tie, the
+// smaller `key` (the candidates' order of a plain scan), so that the order they are tried in
+// does not change the result.
 __device__ __forceinline__ void consider(const ChromaDesc& d, const u8* src, u32 xa, u32 xb,
                                          u32 ya, u32 yb, i32 tcb, i32 tcr, i32 cb, i32 cr,
-                                         i32* best_cb, i32* best_cr, i32* best_dist) {
+                                         i32 key, i32* best_cb, i32* best_cr, i32* best_dist,
+                                         i32* best_key) {
     const i32 dist = (cb - tcb) * (cb - tcb) + (cr - tcr) * (cr - tcr);
-    if (*best_dist >= 0 && dist >= *best_dist) return;
+    if (*best_dist >= 0 && (dist > *best_dist || (dist == *best_dist && key >= *best_key)))
+        return;
     if (!chroma_fits(d, src, xa, xb, ya, yb, cb, cr)) return;
     *best_cb = cb;
     *best_cr = cr;
     *best_dist = dist;
+    *best_key = key;
 }
 
 // Pass 2: each unresolved block takes, among the chroma pairs that reproduce all its pixels,
@@ -210,17 +215,24 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
                 }
             }
         }
-        i32 best_cb = tcb, best_cr = tcr, best_dist = -1;
+        i32 best_cb = tcb, best_cr = tcr, best_dist = -1, best_key = 0;
         if (pair >= 0) {
-            for (i32 v = 0; v < 256; ++v) {
+            // The line's values outward from the target's (Cb for pairs 0 and 2, Cr for 1):
+            // once |v - t|^2 alone is beyond the best distance, nothing further can win.
+            const i32 t = pair == 1 ? tcr : tcb;
+            for (i32 step = 0; step < 512; ++step) {
+                const i32 off = (step & 1) ? (step + 1) / 2 : -(step / 2);
+                const i32 v = t + off;
+                if (best_dist >= 0 && off * off > best_dist) break;
+                if (v < 0 || v > 255) continue;
                 if (pair == 0) {
                     // R - B = cr_to_r(cr) - cb_to_b(cb): for each cb, the cr near the solution.
                     const float c = (float)(diff + cb_to_b(v)) / 1.402f + 128.0f;
                     const i32 c0 = (i32)floorf(c + 0.5f);
                     for (i32 cr = c0 - 1; cr <= c0 + 1; ++cr)
                         if (cr >= 0 && cr <= 255 && cr_to_r(cr) - cb_to_b(v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, &best_cb, &best_cr,
-                                     &best_dist);
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, v * 256 + cr,
+                                     &best_cb, &best_cr, &best_dist, &best_key);
                 } else if (pair == 1) {
                     // R - G = cr_to_r(cr) - cbcr_to_g(cb, cr): for each cr, the cbs near it
                     // (G moves by 0.344 per step of Cb: a few give the same value).
@@ -229,8 +241,8 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
                     const i32 a0 = (i32)floorf(a + 0.5f);
                     for (i32 cb = a0 - 4; cb <= a0 + 4; ++cb)
                         if (cb >= 0 && cb <= 255 && cr_to_r(v) - cbcr_to_g(cb, v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, cb, v, &best_cb, &best_cr,
-                                     &best_dist);
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, cb, v, v * 256 + cb,
+                                     &best_cb, &best_cr, &best_dist, &best_key);
                 } else {
                     // G - B = cbcr_to_g(cb, cr) - cb_to_b(cb): for each cb, the crs near it.
                     const float c = -((float)(diff + cb_to_b(v)) + 0.34414f * (float)(v - 128)) /
@@ -238,8 +250,8 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
                     const i32 c0 = (i32)floorf(c + 0.5f);
                     for (i32 cr = c0 - 2; cr <= c0 + 2; ++cr)
                         if (cr >= 0 && cr <= 255 && cbcr_to_g(v, cr) - cb_to_b(v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, &best_cb, &best_cr,
-                                     &best_dist);
+                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, v * 256 + cr,
+                                     &best_cb, &best_cr, &best_dist, &best_key);
                 }
             }
         }
@@ -248,8 +260,9 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
                 for (i32 ocr = -radius; ocr <= radius; ++ocr) {
                     if (ocb != -radius && ocb != radius && ocr != -radius && ocr != radius)
                         continue;  // inside the ring: seen at a smaller radius
-                    consider(d, src, xa, xb, ya, yb, tcb, tcr, tcb + ocb, tcr + ocr, &best_cb,
-                             &best_cr, &best_dist);
+                    consider(d, src, xa, xb, ya, yb, tcb, tcr, tcb + ocb, tcr + ocr,
+                             (ocb + 255) * 512 + (ocr + 255), &best_cb, &best_cr, &best_dist,
+                             &best_key);
                 }
             }
         }
