@@ -17,31 +17,10 @@ use cudarc::driver::{
 
 use super::cuda_err;
 use crate::error::Error;
-
-/// Smallest buffer the pool hands out, in bytes.
-const MIN_BUFFER: usize = 256;
+use crate::size_class::size_class;
 
 /// At most this many idle buffers are kept; more are freed.
 const MAX_IDLE: usize = 64;
-
-/// Size classes per power of two: a request is rounded up to the next multiple of 1/8 of its
-/// power of two, so at most 1/8 of a buffer is waste (a 154 MB batch takes 160 MiB, not the
-/// 256 MiB a power of two would).
-const CLASSES_PER_OCTAVE: usize = 8;
-
-/// The size class of a `len`-byte request: the bytes actually allocated, at least `len` and
-/// the smallest buffer (256 bytes), wasting at most 1/8 of it; `None` when that overflows.
-///
-/// ```text
-/// 1000 → 1024, 1025 → 1152, 154_000_000 → 167_772_160 (160 MiB = 128 MiB + 2 × 16 MiB)
-/// ```
-pub fn size_class(len: usize) -> Option<usize> {
-    let len = len.max(MIN_BUFFER);
-    // The power of two at or below len, and the step of its classes.
-    let octave = 1usize << (usize::BITS - 1 - len.leading_zeros());
-    let step = (octave / CLASSES_PER_OCTAVE).max(1);
-    len.checked_next_multiple_of(step)
-}
 
 /// A pool of device byte buffers on one stream. Sizes are rounded up to a [`size_class`], so
 /// a returned buffer serves later requests of similar size without a new allocation.
