@@ -177,3 +177,28 @@ fn the_readme_stays_a_front_door() {
         "README.md is {bytes} bytes: move detail into docs/ and link to it"
     );
 }
+
+/// docs/adding-an-operator.md names the files a newcomer touches, with `flip` as the worked
+/// example: every path it gives in backticks exists in the tree.
+#[test]
+fn adding_an_operator_names_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/adding-an-operator.md")).unwrap();
+    let mut checked = 0;
+    for (k, part) in page.split('`').enumerate() {
+        // Odd parts are inside backticks; a path has a folder and no spaces.
+        let looks_like_a_path = k % 2 == 1
+            && !part.contains(' ')
+            && ["src/", "kernels/", "tests/", "scripts/", "docs/"]
+                .iter()
+                .any(|p| part.starts_with(p));
+        if looks_like_a_path {
+            assert!(
+                root.join(part).exists(),
+                "docs/adding-an-operator.md names {part}, which is not in the tree"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} paths found in the page");
+}
