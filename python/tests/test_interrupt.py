@@ -8,12 +8,13 @@ import time
 
 CHILD = r"""
 import os, sys, stokehold
-slow = {  # one thread making 1024x1024 color-jittered images: a batch takes seconds
-    "pipeline": {"batch": 64, "outputs": ["images"]},
+slow = {  # one thread making 768x768 color-jittered images: a batch takes over a second, a
+    # sample some 30 ms (what stopping waits for: small, so that a loaded machine stops in time)
+    "pipeline": {"batch": 128, "outputs": ["images"]},
     "op": [
         {"kind": "file_reader", "output": "jpegs"},
         {"kind": "decode", "input": "jpegs", "output": "decoded"},
-        {"kind": "resize", "input": "decoded", "output": "big", "size": [1024, 1024]},
+        {"kind": "resize", "input": "decoded", "output": "big", "size": [768, 768]},
         {"kind": "color_jitter", "input": "big", "output": "images", "hue": 0.1, "saturation": 0.4},
     ],
 }
