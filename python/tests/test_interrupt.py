@@ -7,7 +7,10 @@ import sys
 import time
 
 CHILD = r"""
-import os, sys, stokehold
+import os, signal, sys, stokehold
+# Python's Ctrl-C handler even when started from a background job, whose SIGINT the shell
+# ignores (and a child inherits that): the test is about what happens when Ctrl-C arrives.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 slow = {  # one thread making 768x768 color-jittered images: a batch takes over a second, a
     # sample some 30 ms (what stopping waits for: small, so that a loaded machine stops in time)
     "pipeline": {"batch": 128, "outputs": ["images"]},
