@@ -107,19 +107,6 @@ fn eval_pipeline_is_ordered_and_deterministic() {
     );
 }
 
-fn small_folder(n: usize, bad: &[usize]) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    for i in 0..n {
-        let p = d.path().join(format!("img_{i:03}.jpg"));
-        if bad.contains(&i) {
-            std::fs::write(&p, b"this is not a jpeg").unwrap();
-        } else {
-            write_jpeg(&p, 40 + i as u16, 30 + (i as u16 % 7), i as u8);
-        }
-    }
-    d
-}
-
 #[test]
 fn last_batch_policies() {
     let d = small_folder(10, &[]);

@@ -66,7 +66,8 @@ class Sample:
     """``{"crop": {"top", "left", "height", "width"}, "flip": {"horizontal", "vertical"},
     "color_jitter": {...}}``, as far as the pipeline has those operators."""
     padding: bool
-    """A repeat that only fills the batch (or evens out the ranks' batch counts)."""
+    """A repeat that only fills the batch (or evens out the ranks' batch counts, also after
+    bad files were skipped)."""
 
 class Skipped:
     """A bad file met while filling a batch."""
@@ -125,7 +126,8 @@ class Pipeline:
     ) -> None: ...
     def __iter__(self) -> EpochIterator: ...
     def __len__(self) -> int:
-        """Batches per epoch on this rank (the same on every rank)."""
+        """Batches per epoch on this rank: the same on every rank, bad files or not (with
+        several ranks, an epoch that skipped files cut short ends with padding batches)."""
     @property
     def epoch(self) -> int:
         """The epoch the current (or next) ``for`` loop yields."""

@@ -56,3 +56,29 @@ def test_bad_ranks_are_refused(builtin, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(stokehold.PipelineError, match="no rank"):
         stokehold.Pipeline(EVAL, builtin)
+
+
+@pytest.mark.parametrize("last_batch", ["partial", "drop", "pad"])
+def test_a_damaged_rank_yields_as_many_batches_as_the_others(flat_jpegs, tmp_path, last_batch):
+    # The eval pipeline reads in listing order: rank 1 holds the second half, most of which
+    # is damaged. It must still yield len(pipeline) batches (else DDP hangs on rank 0).
+    files = image_files(flat_jpegs)
+    half = len(files) // 2
+    for p in files[half:half + half - 2]:
+        p.write_bytes(b"not a jpeg")
+    pipeline = tmp_path / "eval.toml"
+    text = EVAL.read_text()
+    assert 'last_batch = "partial"' in text
+    pipeline.write_text(text.replace('last_batch = "partial"', f'last_batch = "{last_batch}"'))
+    runs = []
+    for r in range(2):
+        p = stokehold.Pipeline(pipeline, flat_jpegs, batch=4, epochs=1, threads=2, rank=r,
+                               world_size=2)
+        batches = list(p)
+        assert len(batches) == len(p), f"rank {r}"
+        for b in batches:
+            assert all(s.padding for s in b.samples[len(b) - b.padded:]), "padding comes last"
+        runs.append(batches)
+    assert {len(b) for b in runs[1][:-1]} == {4}, "only the last batch may be short"
+    listed = sum(len(b.skipped) for b in runs[1])
+    assert listed == half - 2, "every skip listed"

@@ -33,8 +33,9 @@ pub static SCHEMA: OpSchema = OpSchema {
           Every epoch is reshuffled from (seed, epoch); with several ranks each reads a \
           disjoint, contiguous part of the shuffled order (sizes differ by at most one), and \
           every rank has as many batches: a rank whose part would give one batch fewer reads \
-          a repeat of its first sample, counted as padding in its batch. The `labels` output \
-          is optional.",
+          a repeat of its first sample, counted as padding in its batch. Bad samples never \
+          cost a rank a batch either: one that skips cut short ends its epoch with batches of \
+          padding (repeats of its last good sample). The `labels` output is optional.",
     inputs: &[],
     outputs: &[
         PortSpec {
@@ -252,7 +253,8 @@ pub static SHARD_SCHEMA: OpSchema = OpSchema {
           `extensions`, its label from the `.cls` member or a field of the `.json` member. \
           Each epoch the shard order is reshuffled from (seed, epoch) and the samples pass \
           through a shuffle buffer; with several ranks each reads an equal, contiguous part \
-          of the epoch's samples. Damaged members cost their samples only. The `labels` \
+          of the epoch's samples. Damaged members cost their samples only (never a rank's \
+          batch: see `file_reader`). The `labels` \
           output is optional.",
     inputs: &[],
     outputs: &[

@@ -218,7 +218,8 @@ impl EpochOrder {
         self.samples_per_epoch(entries) + self.padding(entries)
     }
 
-    /// Batches per epoch, the same for every rank (before bad samples are skipped).
+    /// Batches per epoch, the same for every rank (bad samples skipped or not: the assembler
+    /// pads a rank they cut short).
     pub fn batches_per_epoch(&self, entries: usize) -> usize {
         batches(
             self.scheduled_per_epoch(entries),

@@ -149,7 +149,7 @@ impl Source {
     }
 
     /// Batches per epoch for this process's part, in batches of `batch`: the same on every
-    /// rank (before bad samples are skipped).
+    /// rank (with several ranks, bad samples skipped included: the assembler pads).
     pub fn batches_per_epoch(&self, config: &ReaderConfig, batch: usize) -> usize {
         match self {
             Source::Shards(_) => batches(

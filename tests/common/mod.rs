@@ -90,3 +90,17 @@ pub fn write_jpeg(path: &Path, w: u16, h: u16, seed: u8) {
 pub fn thread_count() -> Option<usize> {
     std::fs::read_dir("/proc/self/task").ok().map(|d| d.count())
 }
+
+/// A folder of `n` small JPEGs named `img_000.jpg`…, those at `bad` not JPEGs at all.
+pub fn small_folder(n: usize, bad: &[usize]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..n {
+        let p = d.path().join(format!("img_{i:03}.jpg"));
+        if bad.contains(&i) {
+            std::fs::write(&p, b"this is not a jpeg").unwrap();
+        } else {
+            write_jpeg(&p, 40 + i as u16, 30 + (i as u16 % 7), i as u8);
+        }
+    }
+    d
+}

@@ -23,6 +23,7 @@ use super::gather::Gather;
 use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
 use super::stats::{add_ns, EpochSummary, Stats};
+use super::template::{copy_sample, Kept, Template};
 
 /// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
 const GATHER_AT_ONCE: usize = 8;
@@ -53,6 +54,9 @@ pub(super) struct Links {
     /// This rank's real samples per epoch: a sample at a later position of the epoch's
     /// order is the padding that evens out the ranks' batch counts.
     pub(super) real_per_epoch: usize,
+    /// Batches every rank yields per epoch: with several ranks, an epoch that bad samples cut
+    /// short is evened out to this with padding (see [`super::template`]).
+    pub(super) batches_per_epoch: usize,
     /// The GPU stage, on the GPU path.
     pub(super) gpu: Option<Arc<GpuStage>>,
 }
@@ -72,6 +76,10 @@ pub(super) struct Assembler {
     next_pos: usize,
     /// Samples in the batch being filled that pad this rank's part (always its last ones).
     rank_padding: usize,
+    /// Position in the epoch's order of the last good sample taken.
+    last_good_pos: usize,
+    /// The last good sample handed out, repeated to even out a short epoch (several ranks).
+    template: Option<Template>,
     summary: EpochSummary,
 }
 
@@ -90,6 +98,8 @@ impl Assembler {
             batch_in_epoch: start.batch,
             next_pos: start.sample,
             rank_padding: 0,
+            last_good_pos: 0,
+            template: None,
             summary: EpochSummary {
                 epoch: start.epoch,
                 ..EpochSummary::default()
@@ -236,6 +246,7 @@ impl Assembler {
                 if pos >= self.links.real_per_epoch {
                     self.rank_padding += 1;
                 }
+                self.last_good_pos = pos;
                 // The GPU path submits the device's samples as they come, the rest once the
                 // batch is complete; a sample that can't be decoded leaves room for the
                 // next ones.
@@ -403,15 +414,6 @@ impl Assembler {
     fn end_epoch(&mut self, epoch: u64) -> bool {
         // Every sample of the epoch is taken: its tentative batches are ours alone.
         self.links.placing.buffers.epoch_ended(epoch);
-        let settings = &self.links.graph.spec.settings;
-        let (batch_size, seed) = (settings.batch, settings.seed);
-        let resume = Position {
-            seed,
-            epoch: epoch + 1,
-            sample: 0,
-            batch: 0,
-        };
-        let mut ok = true;
         if let Err(e) = self.settle_device(true) {
             return self.fail(e);
         }
@@ -419,25 +421,7 @@ impl Assembler {
             // Whatever the first epoch needed is allocated now.
             gpu.warmed_up();
         }
-        if !self.samples.is_empty() {
-            match self.links.graph.reader.last_batch {
-                LastBatch::Partial => ok = self.emit(epoch, 0, resume),
-                LastBatch::Drop => {
-                    let n = (self.samples.len() - std::mem::take(&mut self.rank_padding)) as u64;
-                    self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
-                    self.summary.dropped += n;
-                    self.samples.clear();
-                    self.filling.clear();
-                }
-                LastBatch::Pad => {
-                    let pad = batch_size - self.samples.len();
-                    match self.pad(pad) {
-                        Ok(()) => ok = self.emit(epoch, pad, resume),
-                        Err(e) => ok = self.fail(e),
-                    }
-                }
-            }
-        }
+        let ok = self.finish_epoch(epoch);
         // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
         // carried into the next epoch's first batch.
         self.skipped.clear();
@@ -466,6 +450,125 @@ impl Assembler {
         ok
     }
 
+    /// True with several ranks: then every rank yields exactly `batches_per_epoch` batches,
+    /// whatever bad samples cost it (see [`super::template`]).
+    fn evens_out(&self) -> bool {
+        self.links.graph.reader.world_size > 1
+    }
+
+    /// Hands out the rest of the epoch under the last-batch policy, then, with several ranks,
+    /// batches of padding until this rank has yielded as many as every rank does. A batch
+    /// with more of them to follow resumes at the last good sample: a run resumed there
+    /// reads it again to pad with (counting it once more), so it too yields them all.
+    fn finish_epoch(&mut self, epoch: u64) -> bool {
+        let seed = self.links.graph.spec.settings.seed;
+        let capacity = self.links.capacity;
+        let per_epoch = self.links.batches_per_epoch;
+        let owed = if self.evens_out() {
+            per_epoch.saturating_sub(self.batch_in_epoch)
+        } else {
+            0
+        };
+        let resume = |a: &Assembler| {
+            if a.evens_out() && a.batch_in_epoch + 1 < per_epoch {
+                Position {
+                    seed,
+                    epoch,
+                    sample: a.last_good_pos,
+                    batch: a.batch_in_epoch + 1,
+                }
+            } else {
+                Position {
+                    seed,
+                    epoch: epoch + 1,
+                    sample: 0,
+                    batch: 0,
+                }
+            }
+        };
+        if !self.samples.is_empty() {
+            let last_batch = self.links.graph.reader.last_batch;
+            // Short of batches (bad samples skipped), the incomplete batch is one of those
+            // owed: whole, so that only an epoch's last batch is ever smaller.
+            let whole = match last_batch {
+                LastBatch::Pad => true,
+                LastBatch::Partial => owed > 1,
+                LastBatch::Drop => owed > 0,
+            };
+            if whole || last_batch == LastBatch::Partial {
+                let pad = if whole {
+                    capacity.saturating_sub(self.samples.len())
+                } else {
+                    0
+                };
+                if let Err(e) = self.pad(pad) {
+                    return self.fail(e);
+                }
+                let at = resume(self);
+                if !self.emit(epoch, pad, at) {
+                    return false;
+                }
+            } else {
+                let n = (self.samples.len() - std::mem::take(&mut self.rank_padding)) as u64;
+                self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
+                self.summary.dropped += n;
+                self.samples.clear();
+                self.filling.clear();
+            }
+        }
+        while self.evens_out() && self.batch_in_epoch < per_epoch {
+            if let Err(e) = self.fill_with_template(epoch) {
+                return self.fail(e);
+            }
+            let at = resume(self);
+            if !self.emit(epoch, capacity, at) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Fills the batch with repeats of the kept sample (a batch of padding), or says why
+    /// there is none.
+    fn fill_with_template(&mut self, epoch: u64) -> Result<(), Error> {
+        let capacity = self.links.capacity;
+        let reader = &self.links.graph.reader;
+        let Some(t) = &self.template else {
+            return Err(Error::Dataset(format!(
+                "rank {} of {}: no sample of epoch {epoch} so far was good, so there is none to \
+                 repeat as the padding that gives this rank as many batches as the other ranks \
+                 ({} per epoch); the bad samples are listed above: fix or remove those files",
+                reader.rank, reader.world_size, self.links.batches_per_epoch
+            )));
+        };
+        let pool = self.links.placing.buffers.pool().clone();
+        let mut filling = Vec::with_capacity(t.outputs.len());
+        for kept in &t.outputs {
+            filling.push(match kept {
+                Kept::Image(im) => Filling::Images(ImageFill::start_copied(im, &pool, capacity)?),
+                Kept::Label(l) => Filling::Labels(vec![*l]),
+                Kept::Device(p) => {
+                    let mut d = DeviceFill::default();
+                    d.push(p.clone());
+                    Filling::Device(d)
+                }
+            });
+        }
+        let sample = t.sample.clone();
+        let path = sample.path.display().to_string();
+        self.filling = filling;
+        self.samples.push(sample);
+        // Submitted for decoding before its repeats join it (the device takes note of the
+        // newest sample only).
+        self.settle_device(true)?;
+        if self.samples.is_empty() {
+            return Err(Error::Dataset(format!(
+                "the sample kept to pad epoch {epoch} with ({path}) failed on the device"
+            )));
+        }
+        self.pad(capacity - 1)
+    }
+
     /// Fills the batch with `pad` repeats of its last sample (`last_batch = "pad"`).
     fn pad(&mut self, pad: usize) -> Result<(), Error> {
         let pool = self.links.placing.buffers.pool().clone();
@@ -491,15 +594,43 @@ impl Assembler {
         let padded = padded + std::mem::take(&mut self.rank_padding);
         let pool = self.links.placing.buffers.pool().clone();
         let capacity = self.links.capacity;
+        // With several ranks, a sample of each batch with a real one is kept to pad with.
+        let kept_at = (self.evens_out() && padded < self.samples.len()).then(|| {
+            self.filling
+                .iter()
+                .find_map(|f| match f {
+                    Filling::Device(d) => d.kept_index(),
+                    _ => None,
+                })
+                .unwrap_or(self.samples.len() - 1)
+        });
+        let mut old_kept = match kept_at {
+            Some(_) => self.template.take().map(|t| t.outputs).unwrap_or_default(),
+            None => Vec::new(),
+        }
+        .into_iter();
+        let mut kept = Vec::new();
         let mut outputs = Vec::with_capacity(self.filling.len());
         for f in std::mem::take(&mut self.filling) {
+            let mut slot = old_kept.next();
             outputs.push(match f {
                 Filling::Images(b) => match b.finish(&pool, capacity) {
-                    Ok(t) => BatchOutput::Images(t),
+                    Ok(t) => {
+                        if let Some(i) = kept_at {
+                            copy_sample(&t, i, &mut slot);
+                        }
+                        BatchOutput::Images(t)
+                    }
                     Err(e) => return self.fail(e),
                 },
-                Filling::Labels(l) => BatchOutput::Labels(l),
+                Filling::Labels(l) => {
+                    slot = kept_at.and_then(|i| l.get(i)).map(|&l| Kept::Label(l));
+                    BatchOutput::Labels(l)
+                }
                 Filling::Device(d) => {
+                    slot = kept_at
+                        .and_then(|i| d.prepared(i))
+                        .map(|p| Kept::Device(Box::new(p.clone())));
                     let gpu = self
                         .links
                         .gpu
@@ -511,8 +642,17 @@ impl Assembler {
                     }
                 }
             });
+            kept.extend(slot);
         }
         let samples = std::mem::take(&mut self.samples);
+        if let Some(i) = kept_at {
+            if kept.len() == outputs.len() {
+                self.template = Some(Template {
+                    sample: samples[i].clone(),
+                    outputs: kept,
+                });
+            }
+        }
         let real = (samples.len() - padded) as u64;
         let stats = &self.links.stats;
         stats.images.fetch_add(real, Ordering::Relaxed);

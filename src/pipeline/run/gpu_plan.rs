@@ -42,7 +42,7 @@ use crate::value::ValueType;
 use super::gpu_split::DecoderSplit;
 
 /// Where a sample's decoded pixels come from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Source {
     /// The device decodes region `roi` (all of the image for `None`) of the image as stored,
     /// as its [`GpuDevice::plan_decode`] for `roi` says: `stored` = (rows, columns) of what
@@ -64,7 +64,7 @@ pub(crate) enum Source {
 
 /// A sample ready for the device (boxed where it travels, so the variants' sizes don't
 /// matter).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Prepared {
     /// Through the chain kernels: its encoded bytes, where its pixels come from, and what

@@ -240,6 +240,37 @@ impl DeviceFill {
         self.entries.push(Entry::Repeat);
     }
 
+    /// The sample to keep for padding (see [`super::template`]): the last one the device
+    /// decodes (a cheap copy: its encoded bytes are shared), else the last one.
+    pub(super) fn kept_index(&self) -> Option<usize> {
+        let sample = |e: &Entry| matches!(e, Entry::Sample { .. });
+        let on_device = |e: &Entry| {
+            matches!(
+                e,
+                Entry::Sample {
+                    prepared: Prepared::Chain {
+                        source: super::gpu_plan::Source::Device { .. },
+                        ..
+                    },
+                    ..
+                }
+            )
+        };
+        let entries = &self.entries;
+        entries
+            .iter()
+            .rposition(on_device)
+            .or_else(|| entries.iter().rposition(sample))
+    }
+
+    /// Sample `i` as prepared (`None` for a repeat).
+    pub(super) fn prepared(&self, i: usize) -> Option<&Prepared> {
+        match self.entries.get(i)? {
+            Entry::Sample { prepared, .. } => Some(prepared),
+            Entry::Repeat => None,
+        }
+    }
+
     /// Removes sample `i` (one that can't be decoded), renumbering the pending ones.
     pub(crate) fn remove(&mut self, i: usize) {
         self.entries.remove(i);

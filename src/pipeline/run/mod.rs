@@ -43,6 +43,7 @@ mod read_stage;
 mod stage_loop;
 mod start;
 pub mod stats;
+mod template;
 pub mod threads;
 mod warnings;
 
@@ -243,8 +244,9 @@ impl Pipeline {
     }
 
     /// Batches per epoch for this rank, the same on every one
-    /// (before bad samples are skipped: under `on_error = "skip"` an epoch with bad samples
-    /// may have fewer).
+    /// whatever bad samples cost it: with several ranks an epoch that skips cut short is
+    /// evened out with batches of padding (flagged in [`Batch::padded`]). A single process is
+    /// not padded: under `on_error = "skip"` its epoch with bad samples may have fewer.
     pub fn batches_per_epoch(&self) -> usize {
         self.batches_per_epoch
     }

@@ -238,6 +238,7 @@ impl Pipeline {
             shutdown: shutdown_rx,
             capacity,
             real_per_epoch: per_epoch,
+            batches_per_epoch,
             gpu: gpu.as_ref().map(|g| g.0.clone()),
         };
         let done = gathered.clone();
