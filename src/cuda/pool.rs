@@ -31,6 +31,9 @@ use crate::size_class::size_class;
 /// Allocation granularity, in bytes.
 pub const GRANULE: usize = 64 << 10;
 
+/// Buffers smaller than this get a spare when a pool settles ([`DevicePool::settle`]).
+pub const SPARE_UNDER: usize = 64 << 20;
+
 /// Idle buffers kept before [`DevicePool::trim_done`] frees some.
 pub const MAX_IDLE: usize = 48;
 
@@ -46,6 +49,8 @@ pub struct DevicePool {
     idle: Mutex<Vec<Idle>>,
     /// The largest buffer allocated so far.
     high_water: Mutex<usize>,
+    /// Capacities of the buffers handed out and not back yet, and the most at once.
+    out: Mutex<(Vec<usize>, usize)>,
 }
 
 impl std::fmt::Debug for DevicePool {
@@ -63,6 +68,7 @@ impl DevicePool {
             dev,
             idle: Mutex::new(Vec::new()),
             high_water: Mutex::new(0),
+            out: Mutex::new((Vec::new(), 0)),
         })
     }
 
@@ -113,6 +119,7 @@ impl DevicePool {
             for e in &b.release {
                 self.dev.wait(stream, e)?;
             }
+            self.handed_out(b.cap);
             return Ok(DeviceBuffer {
                 ptr: b.ptr,
                 len,
@@ -146,6 +153,7 @@ impl DevicePool {
             }
             Err(e) => return Err(e),
         };
+        self.handed_out(cap);
         Ok(DeviceBuffer {
             ptr,
             len,
@@ -207,9 +215,70 @@ impl DevicePool {
         }
     }
 
+    fn handed_out(&self, cap: usize) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        out.0.push(cap);
+        out.1 = out.1.max(out.0.len());
+    }
+
     fn give_back(&self, ptr: DevicePtr, cap: usize, release: Vec<Event>) {
+        {
+            let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = out.0.iter().position(|&c| c == cap) {
+                out.0.swap_remove(i);
+            }
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         idle.push(Idle { ptr, cap, release });
+    }
+
+    /// Ends the warm-up: from what it needed, the pool holds enough buffers of the largest
+    /// size for the most it handed out at once, and one to spare where that costs less than
+    /// [`SPARE_UNDER`] (batches in flight vary by one), so that later batches (whose random
+    /// crops vary in size) find one. Idle buffers smaller than that size are freed (waiting
+    /// for their work: once per run). Returns the buffers allocated.
+    pub fn settle(&self) -> Result<usize, Error> {
+        let high = *self.high_water.lock().unwrap_or_else(|p| p.into_inner());
+        let (out_large, most) = {
+            let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+            (out.0.iter().filter(|&&c| c >= high).count(), out.1)
+        };
+        if high == 0 || most == 0 {
+            return Ok(0);
+        }
+        let small: Vec<Idle> = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let (keep, small) = std::mem::take(&mut *idle)
+                .into_iter()
+                .partition(|b| b.cap >= high);
+            *idle = keep;
+            small
+        };
+        for b in small {
+            for e in &b.release {
+                self.dev.synchronize(e)?;
+            }
+            // SAFETY: allocated by this pool on this device, freed once (it left the idle
+            // list above); every event recorded after its last use has completed.
+            unsafe { self.dev.free(b.ptr) };
+        }
+        let idle_large = self.idle_count();
+        let spare = usize::from(high < SPARE_UNDER);
+        let want = (most + spare).saturating_sub(out_large + idle_large);
+        for _ in 0..want {
+            let ptr = self.dev.alloc(high)?;
+            self.give_back_idle(ptr, high);
+        }
+        Ok(want)
+    }
+
+    fn give_back_idle(&self, ptr: DevicePtr, cap: usize) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.push(Idle {
+            ptr,
+            cap,
+            release: Vec::new(),
+        });
     }
 }
 
@@ -346,6 +415,27 @@ impl PinnedRing {
     }
 }
 
+impl PinnedRing {
+    /// Ends the warm-up: every slot holds the largest size any has (waiting for a slot's
+    /// earlier work where it grows), so that a ring whose later slots were not used yet, or
+    /// were used for smaller uploads, allocates nothing after it.
+    pub fn settle(&mut self) -> Result<(), Error> {
+        if self.largest == 0 {
+            return Ok(());
+        }
+        for slot in &mut self.slots {
+            if slot.host.as_ref().is_none_or(|h| h.len() < self.largest) {
+                if let Some(e) = slot.done.take() {
+                    self.dev.synchronize(&e)?;
+                }
+                slot.host = None;
+                slot.host = Some(self.dev.alloc_pinned(self.largest)?);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Drop for PinnedRing {
     fn drop(&mut self) {
         for s in &mut self.slots {
@@ -407,3 +497,7 @@ impl Drop for PinnedLease<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "pool_tests.rs"]
+mod tests;

@@ -419,7 +419,9 @@ impl Assembler {
         }
         if let Some(gpu) = &self.links.gpu {
             // Whatever the first epoch needed is allocated now.
-            gpu.warmed_up();
+            if let Err(e) = gpu.check_warm_up(true) {
+                return self.fail(e);
+            }
         }
         let ok = self.finish_epoch(epoch);
         // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
@@ -677,6 +679,11 @@ impl Assembler {
             recv(self.links.shutdown) -> _ => false,
         };
         self.links.placing.buffers.delivered(epoch);
+        if let Some(gpu) = &self.links.gpu {
+            if let Err(e) = gpu.check_warm_up(false) {
+                return self.fail(e);
+            }
+        }
         sent
     }
 }

@@ -64,6 +64,11 @@ pub(super) const ALIGN: usize = 256;
 /// host waits for the oldest (see the module docs).
 pub(super) const UPLOAD_SLOTS: usize = 4;
 
+/// The warm-up is the first epoch and at least this many batches: the split between the
+/// decoders settles within them, and with it the sizes later batches ask for (a first epoch
+/// of a few batches does not meet them). At its end every pool is sized for what it saw.
+pub(super) const WARM_UP_BATCHES: u64 = 16;
+
 /// Events created when the stage starts (see [`GpuStage::new`]).
 const EVENTS_AHEAD: usize = 64;
 
@@ -88,6 +93,8 @@ pub(crate) struct GpuStage {
     pub(super) kept: Mutex<Vec<KeptBytes>>,
     /// Ready events of the batches launched and not known done.
     in_flight: Mutex<VecDeque<Event>>,
+    /// The first epoch has ended (half of the warm-up: see [`WARM_UP_BATCHES`]).
+    first_epoch_over: std::sync::atomic::AtomicBool,
     /// Which decoder takes what the engines could (shared with the workers).
     pub(super) split: Arc<DecoderSplit>,
 }
@@ -313,6 +320,7 @@ impl GpuStage {
             timings: Mutex::new(VecDeque::new()),
             kept: Mutex::new(Vec::new()),
             in_flight: Mutex::new(VecDeque::new()),
+            first_epoch_over: std::sync::atomic::AtomicBool::new(false),
             split: Arc::new(DecoderSplit::new(workers)),
         }
     }
@@ -359,13 +367,34 @@ impl GpuStage {
         Ok(())
     }
 
-    /// Marks the end of the warm-up (the first epoch): allocations after this are counted.
-    pub(crate) fn warmed_up(&self) {
-        if let Ok(mut w) = self.stats.gpu_counters_warm.lock() {
-            if w.is_none() {
-                *w = Some(self.dev.counters());
-            }
+    /// Called at each epoch's end and after each batch: once the warm-up is over (see
+    /// [`WARM_UP_BATCHES`]) every pool is sized for what it needed, and allocations from
+    /// then on are counted.
+    pub(crate) fn check_warm_up(&self, epoch_ended: bool) -> Result<(), crate::error::Error> {
+        if epoch_ended {
+            self.first_epoch_over.store(true, Ordering::Relaxed);
         }
+        if !self.first_epoch_over.load(Ordering::Relaxed)
+            || self.stats.batches.load(Ordering::Relaxed) < WARM_UP_BATCHES
+        {
+            return Ok(());
+        }
+        let mut w = self
+            .stats
+            .gpu_counters_warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            for pool in self.pools.all() {
+                pool.settle()?;
+            }
+            self.uploads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .settle()?;
+            *w = Some(self.dev.counters());
+        }
+        Ok(())
     }
 
     /// Adds the device time of finished work to the statistics (all of it with `wait`).
