@@ -32,7 +32,10 @@ fn a_settled_pool_serves_as_many_buffers_of_its_largest_size_without_allocating(
         .map(|_| pool.take(largest, streams::KERNELS, &what).unwrap())
         .collect();
     let after = dev.counters();
-    assert_eq!(after.device_allocs, before.device_allocs, "nothing allocated");
+    assert_eq!(
+        after.device_allocs, before.device_allocs,
+        "nothing allocated"
+    );
     drop(again);
 }
 
