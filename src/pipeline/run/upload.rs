@@ -77,6 +77,9 @@ impl Upload {
         if let Ok(mut d) = stats.gpu_device.lock() {
             *d = Some(reason.to_string());
         }
+        stats
+            .gpu_uploads_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Upload {
             outputs: DevicePool::new(dev.clone()),
             buffers: prefetch + BUFFERS_BEYOND_QUEUE,
