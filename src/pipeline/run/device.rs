@@ -11,7 +11,7 @@
 //!   compiled for the host, our CPU decoder in place of nvJPEG).
 //!
 //! Then, for the CPU path with `batch_memory = "gpu"` (or `"emu"`), the device its finished
-//! batches are uploaded to ([`Chosen::upload`]): opened here, so that a missing GPU is an
+//! batches are uploaded to (`Chosen::upload`): opened here, so that a missing GPU is an
 //! error at the start naming the setting, not a surprise at the first batch.
 
 use std::sync::Arc;
