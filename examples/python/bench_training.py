@@ -9,7 +9,12 @@ On a GPU (mode gpu): torchvision's ResNet-50, bf16 autocast, channels_last, SGD,
 autotuning on, batch 256 of 224x224 float16 images, fed by
   synthetic      one batch already on the GPU, used again every step: the loop's own speed
   stokehold-gpu  stokehold's GPU path (device="gpu"), torch.from_dlpack, no copy
-  stokehold-cpu  stokehold's CPU path, its batches copied to the GPU (see CPU_BATCH_OUTPUT)
+  stokehold-cpu  stokehold's CPU path handing out batches already on the GPU
+                 (batch_memory="cuda": uploaded by the pipeline from pinned memory, no copy
+                 in Python)
+  stokehold-cpu-pycopy  the CPU path's host batches, copied here (pin_memory, then
+                 non-blocking .to("cuda")): what a user did before batch_memory (on a GPU
+                 only, unless named in --loaders)
   dali           NVIDIA DALI's GPU pipeline (mixed decoder), where nvidia.dali is importable
   dataloader     PyTorch's DataLoader (torchvision transforms on PIL images; a worker per
                  core, pin_memory, persistent_workers)
@@ -43,24 +48,22 @@ import tempfile
 import time
 from pathlib import Path
 
-LOADERS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "dali", "dataloader"]
+LOADERS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pycopy", "dali", "dataloader"]
+# Without a GPU the two CPU-path loaders are the same (host batches, no copy): one is run.
+CPU_MODE_LOADERS = [n for n in LOADERS if n != "stokehold-cpu-pycopy"]
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 RESULT = "RESULT "
-
-# Where the stokehold-cpu loader's batches come out. None: in host memory, copied to the GPU
-# here (pinned, then non-blocking); "cuda" once the CPU path can hand out batches already on
-# the GPU (Pipeline(..., output="cuda"), issue 26) -- the one line to change then. The copy
-# below runs only for batches still on the host.
-CPU_BATCH_OUTPUT = None
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, help="an image folder (class sub-folders, or flat); default: stokehold's built-in demo images")
     ap.add_argument("--repeat", type=int, default=1, help="list every file this many times (longer epochs from a small folder)")
-    ap.add_argument("--loaders", default=",".join(LOADERS), help=f"comma-separated, of {','.join(LOADERS)}")
+    ap.add_argument("--loaders", default=None,
+                    help=f"comma-separated, of {','.join(LOADERS)} (default: all; without a GPU all but "
+                         f"stokehold-cpu-pycopy)")
     ap.add_argument("--mode", choices=["auto", "gpu", "cpu"], default="auto", help="auto: gpu where torch sees CUDA")
     ap.add_argument("--batch", type=int, help="default: 256 (gpu), 8 (cpu)")
     ap.add_argument("--steps", type=int, help="timed steps; default: 100 (gpu), 6 (cpu)")
@@ -148,13 +151,15 @@ def stokehold_spec(a, dtype):
     }
 
 
-def stokehold_batches(a, device):
+def stokehold_batches(a, device, upload=True):
+    """stokehold's batches on the training device: the GPU path's; or the CPU path's, uploaded
+    by the pipeline (`upload`, on a GPU: batch_memory="cuda") or else copied here."""
     import stokehold
     import torch
     gpu = a.mode == "gpu"
     options = {}
-    if device == "cpu" and CPU_BATCH_OUTPUT is not None:
-        options["output"] = CPU_BATCH_OUTPUT
+    if device == "cpu" and gpu and upload:
+        options["batch_memory"] = "cuda"
     if device == "gpu" and not gpu:
         device = "emu"  # the GPU path's bookkeeping, on the CPU
     if a.threads is not None:
@@ -162,7 +167,8 @@ def stokehold_batches(a, device):
     if a.prefetch is not None:
         options["prefetch"] = a.prefetch
     p = stokehold.Pipeline(stokehold_spec(a, "f16" if gpu else "f32"), a.list, device=device, batch=a.batch, **options)
-    a.describe = f"device={p.device} threads={p.threads}"
+    a.describe = f"device={p.device} threads={p.threads}" + (
+        f" batch_memory={options['batch_memory']}" if "batch_memory" in options else "")
     target = torch.device("cuda" if gpu else "cpu")
     while True:
         for b in p:
@@ -355,7 +361,8 @@ def child(a):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     crit = torch.nn.CrossEntropyLoss()
     make = {"synthetic": synthetic_batches, "stokehold-gpu": lambda a: stokehold_batches(a, "gpu"),
-            "stokehold-cpu": lambda a: stokehold_batches(a, "cpu"), "dali": dali_batches,
+            "stokehold-cpu": lambda a: stokehold_batches(a, "cpu"),
+            "stokehold-cpu-pycopy": lambda a: stokehold_batches(a, "cpu", upload=False), "dali": dali_batches,
             "dataloader": dataloader_batches}[a.child]
     batches = make(a)
     if gpu:
@@ -446,7 +453,8 @@ def main():
     a = settle_mode(parse_args())
     if a.child:
         return child(a)
-    loaders = [n for n in a.loaders.split(",") if n]
+    default = LOADERS if a.mode == "gpu" else CPU_MODE_LOADERS
+    loaders = [n for n in a.loaders.split(",") if n] if a.loaders is not None else list(default)
     unknown = [n for n in loaders if n not in LOADERS]
     if unknown:
         sys.exit(f"unknown loaders {unknown}: choose from {LOADERS}")

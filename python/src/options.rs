@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use stokehold::pipeline::file::Draft;
 use stokehold::pipeline::graph::Graph;
 use stokehold::pipeline::settings::{self, Setting, SettingError};
-use stokehold::pipeline::{DeviceChoice, PipelineSpec, Settings};
+use stokehold::pipeline::{BatchMemory, DeviceChoice, PipelineSpec, Settings};
 use stokehold::reader::shards::list::data_exists;
 use stokehold::schema::{ArgType, ArgValue};
 use stokehold::Error;
@@ -28,6 +28,7 @@ pub struct Overrides {
     pub epochs: Option<i64>,
     pub prefetch: Option<i64>,
     pub on_error: Option<String>,
+    pub batch_memory: Option<String>,
     pub rank: Option<i64>,
     pub world_size: Option<i64>,
 }
@@ -209,6 +210,37 @@ fn bad_device(py: Python<'_>, device: &str) -> PyErr {
     )
 }
 
+/// The `batch_memory` choice and the GPU it names, if any, for `memory`: "auto" (host
+/// batches on the CPU path), "cuda"/"gpu" (this rank's GPU), "cuda:N", or "emu" (the
+/// emulated device, a test device).
+fn batch_memory(
+    py: Python<'_>,
+    memory: &str,
+    rank: &Rank,
+) -> PyResult<(BatchMemory, Option<usize>)> {
+    let m = memory.trim().to_ascii_lowercase();
+    Ok(match m.as_str() {
+        "auto" => (BatchMemory::Auto, None),
+        "emu" => (BatchMemory::Emu, None),
+        "cuda" | "gpu" => (BatchMemory::Gpu, Some(rank.local_rank)),
+        _ => match m.strip_prefix("cuda:").or_else(|| m.strip_prefix("gpu:")) {
+            Some(n) => match n.parse() {
+                Ok(id) => (BatchMemory::Gpu, Some(id)),
+                Err(_) => return Err(bad_batch_memory(py, memory)),
+            },
+            None => return Err(bad_batch_memory(py, memory)),
+        },
+    })
+}
+
+fn bad_batch_memory(py: Python<'_>, memory: &str) -> PyErr {
+    pipeline_err(
+        py,
+        format!("batch_memory={memory:?} is not where batches can be handed out"),
+        Some("use \"auto\" (host memory on the CPU path), \"cuda\", \"cuda:N\" or \"emu\" (the emulated device)"),
+    )
+}
+
 /// Sets the setting `name` to `value` through the settings schema, which checks it as it
 /// checks a pipeline file's value or a command-line flag.
 fn set(py: Python<'_>, s: &mut Settings, name: &str, value: ArgValue) -> PyResult<()> {
@@ -242,6 +274,26 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
     let s = &mut spec.settings;
     let (choice, device_id) = device(py, &o.device, rank)?;
     set(py, s, "device", ArgValue::Str(choice.name().to_string()))?;
+    let mut device_id = device_id;
+    if let Some(memory) = &o.batch_memory {
+        let (m, gpu) = batch_memory(py, memory, rank)?;
+        match gpu {
+            // The CPU path uploads to the GPU named here.
+            Some(id) if choice == DeviceChoice::Cpu => device_id = id,
+            Some(id) if id != device_id => {
+                return Err(pipeline_err(
+                    py,
+                    format!(
+                        "batch_memory={memory:?} names GPU {id}, but device={:?} is GPU {device_id}",
+                        o.device
+                    ),
+                    Some("name the same GPU in both, or pass device=\"cpu\" to upload the CPU path's batches to another"),
+                ))
+            }
+            _ => {}
+        }
+        set(py, s, "batch_memory", ArgValue::Str(m.name().to_string()))?;
+    }
     let id = i64::try_from(device_id).unwrap_or(i64::MAX);
     set(py, s, "device_id", ArgValue::Int(id))?;
     let counts = [

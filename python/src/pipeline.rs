@@ -211,7 +211,7 @@ fn int(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u64> {
 #[pymethods]
 impl PyPipeline {
     #[new]
-    #[pyo3(signature = (pipeline, data=None, *, device="auto", batch=None, threads=None, seed=None, epochs=None, prefetch=None, on_error=None, rank=None, world_size=None))]
+    #[pyo3(signature = (pipeline, data=None, *, device="auto", batch=None, threads=None, seed=None, epochs=None, prefetch=None, on_error=None, batch_memory=None, rank=None, world_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -224,6 +224,7 @@ impl PyPipeline {
         epochs: Option<i64>,
         prefetch: Option<i64>,
         on_error: Option<String>,
+        batch_memory: Option<String>,
         rank: Option<i64>,
         world_size: Option<i64>,
     ) -> PyResult<PyPipeline> {
@@ -236,6 +237,7 @@ impl PyPipeline {
             epochs,
             prefetch,
             on_error,
+            batch_memory,
             rank,
             world_size,
         };
@@ -489,6 +491,10 @@ impl PyPipeline {
             gd.set_item("pinned_bytes", g.memory.pinned)?;
             gd.set_item("pinned_peak_bytes", g.memory.pinned_peak)?;
             gd.set_item("idle_device_buffers", idle_device)?;
+            // Device and pinned allocations, frees and events created after the first epoch
+            // (None before it ends): 0 in a steady state.
+            let after = g.after_warm_up.map(|w| w.total());
+            gd.set_item("allocations_after_warm_up", after)?;
             d.set_item("gpu", gd)?;
         }
         Ok(d)

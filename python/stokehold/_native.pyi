@@ -107,7 +107,15 @@ class EpochIterator(Iterator[Batch]):
 
 class Pipeline:
     """An image input pipeline running on its own threads; each ``for`` loop over it is one
-    epoch."""
+    epoch.
+
+    ``batch_memory`` says where batches are handed out: ``"auto"`` (where the path makes
+    them: host memory on the CPU path, the GPU on the GPU path), ``"cuda"`` / ``"cuda:N"``
+    (on the GPU on either path: with ``device="cpu"`` the pipeline uploads each finished batch
+    itself, asynchronously, so ``batch["images"]`` is a CUDA tensor whose consumer stream
+    waits for the copy on the device, no ``pin_memory()`` or ``.cuda()`` needed; a
+    ``DeviceError`` at once when there is no usable GPU), or ``"emu"`` (the same upload to the
+    emulated device, a test device)."""
 
     def __init__(
         self,
@@ -121,6 +129,7 @@ class Pipeline:
         epochs: Optional[int] = None,
         prefetch: Optional[int] = None,
         on_error: Optional[str] = None,
+        batch_memory: Optional[str] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
     ) -> None: ...

@@ -53,13 +53,18 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         )?;
     }
     if let Some(g) = &st.gpu {
-        outln!("GPU path on {}:", g.device)?;
-        outln!(
-            "  prepare (host) {:>9.3} s  decode (device) {:.3} s  kernels (device) {:.3} s",
-            g.prepare.as_secs_f64(),
-            g.decode.as_secs_f64(),
-            g.kernels.as_secs_f64()
-        )?;
+        // The CPU path's uploads (`batch_memory`) decode nothing and run no kernels.
+        if g.uploads_only {
+            outln!("batches uploaded by the CPU path: {}", g.device)?;
+        } else {
+            outln!("GPU path on {}:", g.device)?;
+            outln!(
+                "  prepare (host) {:>9.3} s  decode (device) {:.3} s  kernels (device) {:.3} s",
+                g.prepare.as_secs_f64(),
+                g.decode.as_secs_f64(),
+                g.kernels.as_secs_f64()
+            )?;
+        }
         outln!(
             "  device memory {:.1} MB now, {:.1} MB at most; pinned {:.1} MB now, {:.1} MB at most",
             g.memory.device as f64 / 1e6,
@@ -67,18 +72,19 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             g.memory.pinned as f64 / 1e6,
             g.memory.pinned_peak as f64 / 1e6
         )?;
-        for (source, n) in &g.sources {
-            outln!("  {n:>8} decoded by {source}")?;
-        }
-        let d = &g.decoders;
-        let rate = |n: u64, t: std::time::Duration| {
-            if t.is_zero() {
-                "-".to_string()
-            } else {
-                format!("{:.0} img/s", n as f64 / t.as_secs_f64())
+        if !g.uploads_only {
+            for (source, n) in &g.sources {
+                outln!("  {n:>8} decoded by {source}")?;
             }
-        };
-        outln!(
+            let d = &g.decoders;
+            let rate = |n: u64, t: std::time::Duration| {
+                if t.is_zero() {
+                    "-".to_string()
+                } else {
+                    format!("{:.0} img/s", n as f64 / t.as_secs_f64())
+                }
+            };
+            outln!(
             "  decoders: JPEG engines {} images, {} of the feeding thread's time ({:.3} s busy); \
              CPU (the split's share, now {:.0}%) {} images, {} per worker thread ({:.3} s busy)",
             d.engine_images,
@@ -89,7 +95,8 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             rate(d.cpu_images, d.cpu_busy),
             d.cpu_busy.as_secs_f64()
         )?;
-        outln!("  batches in flight: max {}", g.batches_in_flight)?;
+            outln!("  batches in flight: max {}", g.batches_in_flight)?;
+        }
         let c = &g.counters;
         match &g.after_warm_up {
             Some(w) => outln!(

@@ -17,4 +17,4 @@ mod spec_data;
 pub use crate::reader::schedule::Position;
 pub use batch::{Batch, BatchTensor, DeviceTensor, SampleInfo};
 pub use run::{DeviceReport, EpochSummary, Pipeline, Stats, StatsSnapshot, Waited};
-pub use spec::{DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Settings};
+pub use spec::{BatchMemory, DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Settings};

@@ -18,7 +18,7 @@
 
 use crate::schema::{closest, ArgSpec, ArgType, ArgValue};
 
-use super::spec::{DeviceChoice, OnError, Settings, SpecError, SpecPointer};
+use super::spec::{BatchMemory, DeviceChoice, OnError, Settings, SpecError, SpecPointer};
 
 /// The command-line flag that overrides a setting: `--{long} {value_name}`.
 #[derive(Debug, Clone, Copy)]
@@ -228,7 +228,7 @@ pub const SETTINGS: &[Setting] = &[
             name: "device_id",
             ty: NATURAL,
             default: Some("0"),
-            doc: "GPU ordinal for the GPU path",
+            doc: "GPU ordinal for the GPU path (and for the CPU path's uploads: `batch_memory`)",
         },
         unset: Unset::Never,
         flag: Flag {
@@ -238,6 +238,28 @@ pub const SETTINGS: &[Setting] = &[
         },
         get: |s| count(s.device_id),
         set: |s, v| s.device_id = usize_of(v),
+    },
+    Setting {
+        spec: ArgSpec {
+            name: "batch_memory",
+            ty: ArgType::Choice(BatchMemory::NAMES),
+            default: Some("\"auto\""),
+            doc: "where finished batches are handed out: \"auto\" (where the path makes them: \
+                  host memory on the CPU path, GPU memory on the GPU path); \"gpu\" (GPU \
+                  memory on either path: the CPU path uploads each finished batch to GPU \
+                  `device_id` through a pinned staging buffer, asynchronously, and hands it \
+                  out with its ready event, as the GPU path does; refused at the start, with \
+                  the reason, when there is no usable GPU); \"emu\" (the same upload to the \
+                  emulated device, a test device)",
+        },
+        unset: Unset::Never,
+        flag: Flag {
+            long: "batch-memory",
+            value_name: "MEMORY",
+            help: "Where finished batches are handed out (gpu: the CPU path uploads them)",
+        },
+        get: |s| Some(ArgValue::Str(s.batch_memory.name().to_string())),
+        set: |s, v| s.batch_memory = BatchMemory::from_name(str_of(v)).unwrap_or_default(),
     },
 ];
 
@@ -427,6 +449,7 @@ mod tests {
             on_error: OnError::Replace,
             device: DeviceChoice::Cpu,
             device_id: 2,
+            batch_memory: BatchMemory::Gpu,
         };
         let mut back = Settings::default();
         for setting in SETTINGS {

@@ -88,6 +88,45 @@ impl DeviceChoice {
     }
 }
 
+/// Where finished batches are handed out (the `batch_memory` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchMemory {
+    /// Where the path makes them: host memory on the CPU path, device memory on the GPU
+    /// path.
+    #[default]
+    Auto,
+    /// Device memory on either path: the CPU path uploads each finished batch to the GPU
+    /// (`device_id`) itself, asynchronously, and hands it out with its ready event, as the GPU
+    /// path does. An error at the start when there is no usable GPU.
+    Gpu,
+    /// As `Gpu`, on the emulated device (a test device: the upload without a GPU).
+    Emu,
+}
+
+impl BatchMemory {
+    /// The pipeline-file and command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchMemory::Auto => "auto",
+            BatchMemory::Gpu => "gpu",
+            BatchMemory::Emu => "emu",
+        }
+    }
+
+    /// Pipeline-file and command-line names.
+    pub const NAMES: &'static [&'static str] = &["auto", "gpu", "emu"];
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<BatchMemory> {
+        match s {
+            "auto" => Some(BatchMemory::Auto),
+            "gpu" => Some(BatchMemory::Gpu),
+            "emu" => Some(BatchMemory::Emu),
+            _ => None,
+        }
+    }
+}
+
 /// What to do with the last, incomplete batch of an epoch (the reader's setting; it lives
 /// with the sample schedule).
 pub use crate::reader::schedule::LastBatch;
@@ -109,8 +148,10 @@ pub struct Settings {
     pub on_error: OnError,
     /// Where to run.
     pub device: DeviceChoice,
-    /// GPU ordinal for the GPU path.
+    /// GPU ordinal for the GPU path (and for the CPU path's uploads).
     pub device_id: usize,
+    /// Where finished batches are handed out.
+    pub batch_memory: BatchMemory,
 }
 
 impl Default for Settings {
@@ -124,6 +165,7 @@ impl Default for Settings {
             on_error: OnError::Skip,
             device: DeviceChoice::Auto,
             device_id: 0,
+            batch_memory: BatchMemory::Auto,
         }
     }
 }
@@ -348,6 +390,12 @@ impl PipelineSpec {
     /// Sets the device choice.
     pub fn device(mut self, d: DeviceChoice) -> PipelineSpec {
         self.settings.device = d;
+        self
+    }
+
+    /// Sets where finished batches are handed out.
+    pub fn batch_memory(mut self, m: BatchMemory) -> PipelineSpec {
+        self.settings.batch_memory = m;
         self
     }
 

@@ -24,6 +24,7 @@ use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
 use super::stats::{add_ns, EpochSummary, Stats};
 use super::template::{copy_sample, Kept, Template};
+use super::upload::Upload;
 
 /// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
 const GATHER_AT_ONCE: usize = 8;
@@ -59,6 +60,8 @@ pub(super) struct Links {
     pub(super) batches_per_epoch: usize,
     /// The GPU stage, on the GPU path.
     pub(super) gpu: Option<Arc<GpuStage>>,
+    /// The CPU path's uploads, with `batch_memory = "gpu"`.
+    pub(super) upload: Option<Upload>,
 }
 
 pub(super) struct Assembler {
@@ -621,7 +624,13 @@ impl Assembler {
                         if let Some(i) = kept_at {
                             copy_sample(&t, i, &mut slot);
                         }
-                        BatchOutput::Images(t)
+                        match &mut self.links.upload {
+                            None => BatchOutput::Images(t),
+                            Some(u) => match u.upload(t, epoch) {
+                                Ok(t) => BatchOutput::Device(t),
+                                Err(e) => return self.fail(e),
+                            },
+                        }
                     }
                     Err(e) => return self.fail(e),
                 },

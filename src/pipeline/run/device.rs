@@ -9,6 +9,10 @@
 //!   applied.
 //! - `emu`: the GPU path on the emulated device (a test device: the same stage, kernels
 //!   compiled for the host, our CPU decoder in place of nvJPEG).
+//!
+//! Then, for the CPU path with `batch_memory = "gpu"` (or `"emu"`), the device its finished
+//! batches are uploaded to (`Chosen::upload`): opened here, so that a missing GPU is an
+//! error at the start naming the setting, not a surprise at the first batch.
 
 use std::sync::Arc;
 
@@ -16,7 +20,7 @@ use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::{EmuDevice, EmuOptions, RealDevice};
 use crate::error::Error;
 use crate::pipeline::graph::Graph;
-use crate::pipeline::spec::{DeviceChoice, Settings};
+use crate::pipeline::spec::{BatchMemory, DeviceChoice, Settings};
 
 use super::gpu_plan::GpuPlan;
 
@@ -47,6 +51,9 @@ impl std::fmt::Display for DeviceReport {
 pub(crate) struct Chosen {
     pub(crate) report: DeviceReport,
     pub(crate) gpu: Option<(Arc<dyn GpuDevice>, Arc<GpuPlan>)>,
+    /// On the CPU path with `batch_memory = "gpu"` or `"emu"`: the device finished batches
+    /// are uploaded to.
+    pub(crate) upload: Option<Arc<dyn GpuDevice>>,
 }
 
 /// Which path pipelines with `settings` run on, and why, judging the device alone (see
@@ -65,17 +72,78 @@ pub fn choose_device_for(graph: &Graph) -> Result<DeviceReport, Error> {
 }
 
 /// Opens the device `graph` runs on (`device`: one to use instead of opening one, for
-/// tests).
+/// tests), and the device the CPU path uploads its batches to (`batch_memory`).
 pub(crate) fn open_device(
     graph: &Graph,
     device: Option<Arc<dyn GpuDevice>>,
 ) -> Result<Chosen, Error> {
+    let mut chosen = open_path(graph, device)?;
+    chosen.upload = open_upload(&graph.spec.settings, &chosen)?;
+    if let Some(dev) = &chosen.upload {
+        chosen.report.reason = format!(
+            "{}; batches uploaded to {} (batch_memory = \"{}\")",
+            chosen.report.reason,
+            dev.describe().name,
+            graph.spec.settings.batch_memory.name()
+        );
+    }
+    Ok(chosen)
+}
+
+/// The device the CPU path's finished batches are uploaded to: `None` for host batches, and
+/// on the GPU path, whose batches are on its device already. An error naming the setting when
+/// the device can't be had.
+fn open_upload(settings: &Settings, chosen: &Chosen) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
+    let memory = settings.batch_memory;
+    if memory == BatchMemory::Auto {
+        return Ok(None);
+    }
+    let name = memory.name();
+    if let Some((dev, _)) = &chosen.gpu {
+        let emulated = dev.describe().emulated;
+        if memory == BatchMemory::Emu && !emulated {
+            return Err(Error::GpuUnavailable(format!(
+                "batch_memory = \"emu\" uploads the CPU path's batches to the emulated device, \
+                 but this pipeline runs on the GPU path ({}), whose batches are on the GPU: \
+                 use batch_memory = \"gpu\", or device = \"cpu\"",
+                chosen.report
+            )));
+        }
+        return Ok(None);
+    }
+    let dev: Result<Arc<dyn GpuDevice>, Error> = match memory {
+        BatchMemory::Emu => match EmuOptions::from_env().and_then(EmuDevice::new) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e),
+        },
+        _ => match RealDevice::new(settings.device_id, settings.batch) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e),
+        },
+    };
+    match dev {
+        Ok(d) => Ok(Some(d)),
+        Err(e) => Err(Error::GpuUnavailable(format!(
+            "batch_memory = \"{name}\": the CPU path's batches can't be uploaded ({}): {}; \
+             leave batch_memory = \"auto\" for batches in host memory",
+            chosen.report,
+            why(&e)
+        ))),
+    }
+}
+
+/// The path `graph` runs on: [`open_device`] before the uploads.
+fn open_path(graph: &Graph, device: Option<Arc<dyn GpuDevice>>) -> Result<Chosen, Error> {
     let settings = &graph.spec.settings;
     if settings.device == DeviceChoice::Cpu {
         let (report, _) = choose(settings, Ok(()), || {
             unreachable!("the CPU path opens no device")
         })?;
-        return Ok(Chosen { report, gpu: None });
+        return Ok(Chosen {
+            report,
+            gpu: None,
+            upload: None,
+        });
     }
     let plan = GpuPlan::new(graph).map(Arc::new);
     let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -99,7 +167,11 @@ pub(crate) fn open_device(
                 device: "cpu",
                 reason: why,
             };
-            return Ok(Chosen { report, gpu: None });
+            return Ok(Chosen {
+                report,
+                gpu: None,
+                upload: None,
+            });
         }
     }
     let (report, dev) = choose(settings, composes, || match device {
@@ -110,7 +182,11 @@ pub(crate) fn open_device(
         (Some(d), Ok(p)) => Some((d, p)),
         _ => None,
     };
-    Ok(Chosen { report, gpu })
+    Ok(Chosen {
+        report,
+        gpu,
+        upload: None,
+    })
 }
 
 /// Opens the device `settings` ask for (real or emulated).

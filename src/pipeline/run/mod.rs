@@ -45,6 +45,7 @@ mod start;
 pub mod stats;
 mod template;
 pub mod threads;
+mod upload;
 mod warnings;
 
 #[cfg(test)]
@@ -53,6 +54,8 @@ mod gpu_decode_tests;
 mod gpu_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upload_tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
 pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};
@@ -101,6 +104,8 @@ pub struct Pipeline {
     scratch: Arc<ScratchPools>,
     /// The GPU stage, on the GPU path.
     gpu: Option<Arc<gpu_stage::GpuStage>>,
+    /// The device the CPU path uploads its batches to (`batch_memory`).
+    upload_device: Option<Arc<dyn GpuDevice>>,
     /// What the start found worth a warning.
     warnings: Vec<StartWarning>,
     finished: bool,
@@ -282,10 +287,12 @@ impl Pipeline {
         &self.device
     }
 
-    /// The device of the GPU path (`None` on the CPU path): for a consumer's streams
+    /// The device batches are handed out on: the GPU path's, or the one the CPU path uploads
+    /// to (`batch_memory`); `None` for batches in host memory. For a consumer's streams
     /// ([`GpuDevice::new_stream`], [`crate::pipeline::batch::DeviceTensor::use_on_stream`]).
     pub fn gpu_device(&self) -> Option<Arc<dyn GpuDevice>> {
-        self.gpu.as_ref().map(|g| g.device().clone())
+        let gpu = self.gpu.as_ref().map(|g| g.device().clone());
+        gpu.or_else(|| self.upload_device.clone())
     }
 
     /// Idle buffers in the GPU path's device pool (`None` on the CPU path): a delivered

@@ -39,6 +39,7 @@ use super::gpu_stage::GpuStage;
 use super::placement::{BatchBuffers, Placing};
 use super::read_stage::{Loaded, ReadStage};
 use super::stats::Stats;
+use super::upload::Upload;
 use super::{device, memory, Pipeline};
 
 impl Pipeline {
@@ -133,6 +134,11 @@ impl Pipeline {
                 dev,
                 plan,
             )
+        });
+        let upload_device = chosen.upload;
+        let upload = upload_device.clone().map(|dev| {
+            let sizes = (settings.batch, settings.prefetch);
+            Upload::new(dev, sizes, stats.clone(), &device.reason)
         });
         let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
@@ -240,6 +246,7 @@ impl Pipeline {
             real_per_epoch: per_epoch,
             batches_per_epoch,
             gpu: gpu.as_ref().map(|g| g.0.clone()),
+            upload,
         };
         let done = gathered.clone();
         threads.push(spawn(
@@ -265,6 +272,7 @@ impl Pipeline {
             worker_threads,
             scratch,
             gpu: gpu.map(|g| g.0),
+            upload_device,
             warnings,
             finished: false,
         })

@@ -2,7 +2,7 @@
 //! ([`Stats`]), copies of them for the user ([`StatsSnapshot`]) and each epoch's summary.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -38,8 +38,10 @@ pub struct Stats {
     pub(super) gpu_sources: Mutex<BTreeMap<String, u64>>,
     /// GPU path: the device's memory, last read.
     pub(super) gpu_memory: Mutex<Option<MemoryUse>>,
-    /// GPU path: what the device is (`None` on the CPU path).
+    /// GPU path: what the device is (`None` on the CPU path, unless it uploads batches).
     pub(super) gpu_device: Mutex<Option<String>>,
+    /// True when the device only takes the CPU path's batches (`batch_memory`).
+    pub(super) gpu_uploads_only: AtomicBool,
     /// GPU path: the most batches launched and not yet done on the device at once.
     pub(super) gpu_in_flight_max: AtomicU64,
     /// GPU path: the device's allocation counters at the end of the first epoch, and last
@@ -137,7 +139,8 @@ pub struct StatsSnapshot {
     pub consumer_wait: Duration,
     /// Skipped samples by cause.
     pub skipped_by_cause: BTreeMap<&'static str, u64>,
-    /// The GPU path's figures (`None` on the CPU path).
+    /// The device's figures: the GPU path's, or the CPU path's uploads (`batch_memory`);
+    /// `None` for host batches on the CPU path.
     pub gpu: Option<GpuStats>,
 }
 
@@ -146,6 +149,9 @@ pub struct StatsSnapshot {
 pub struct GpuStats {
     /// The device (and its JPEG decoder).
     pub device: String,
+    /// True when the device only took the CPU path's finished batches (`batch_memory`): no
+    /// decode, no kernels.
+    pub uploads_only: bool,
     /// Host time preparing samples: headers, random parameters, CPU decodes (summed over
     /// the worker threads).
     pub prepare: Duration,
@@ -218,6 +224,7 @@ impl Stats {
         let device = self.gpu_device.lock().ok()?.clone()?;
         Some(GpuStats {
             device,
+            uploads_only: self.gpu_uploads_only.load(Ordering::Relaxed),
             prepare: ns(&self.gpu_prep_ns),
             decode: ns(&self.gpu_decode_ns),
             kernels: ns(&self.gpu_kernels_ns),

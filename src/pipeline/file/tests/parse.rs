@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::ops::ArgValue;
-use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Settings};
+use crate::pipeline::spec::{BatchMemory, DeviceChoice, OnError, OpSpec, Settings};
 
 #[test]
 fn parses_the_documented_example() {
@@ -17,6 +17,7 @@ fn parses_the_documented_example() {
             on_error: OnError::Fail,
             device: DeviceChoice::Cpu,
             device_id: 1,
+            batch_memory: BatchMemory::Auto,
         },
         ops: vec![
             OpSpec::new("file_reader")

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::ops::ArgValue;
-use crate::pipeline::spec::{DeviceChoice, OnError, OpSpec, Settings};
+use crate::pipeline::spec::{BatchMemory, DeviceChoice, OnError, OpSpec, Settings};
 
 #[test]
 fn to_toml_writes_a_readable_file() {
@@ -33,6 +33,7 @@ epochs = 1
 on_error = "skip"
 device = "auto"
 device_id = 0
+batch_memory = "auto"
 outputs = ["images"]
 
 [[op]]
@@ -118,17 +119,35 @@ fn pipeline_spec() -> impl Strategy<Value = PipelineSpec> {
             Just(DeviceChoice::Gpu)
         ],
         0usize..8,
+        prop_oneof![
+            Just(BatchMemory::Auto),
+            Just(BatchMemory::Gpu),
+            Just(BatchMemory::Emu)
+        ],
     )
         .prop_map(
-            |(batch, threads, prefetch, seed, epochs, on_error, device, device_id)| Settings {
+            |(
                 batch,
                 threads,
                 prefetch,
                 seed,
-                epochs: Some(epochs),
+                epochs,
                 on_error,
                 device,
                 device_id,
+                batch_memory,
+            )| {
+                Settings {
+                    batch,
+                    threads,
+                    prefetch,
+                    seed,
+                    epochs: Some(epochs),
+                    on_error,
+                    device,
+                    device_id,
+                    batch_memory,
+                }
             },
         );
     (

@@ -1,0 +1,151 @@
+//! The CPU path's batches handed out on the device (`batch_memory`), on the emulated device:
+//! the same batches as in host memory, byte for byte; nothing allocated after the first
+//! epoch; a clear error at the start when there is no device to upload to.
+
+use std::sync::Arc;
+
+use super::gpu_tests::{builtin, emu, images_of};
+use super::*;
+use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::EmuDevice;
+use crate::pipeline::batch::BatchOutput;
+use crate::pipeline::spec::{BatchMemory, DeviceChoice};
+
+/// A shipped pipeline file on the CPU path over `data`, batches of 8, two threads.
+fn cpu_spec(name: &str, data: &std::path::Path, memory: BatchMemory) -> PipelineSpec {
+    let mut spec = crate::testutil::shipped_pipeline(name);
+    spec.set_data(data);
+    spec.settings.threads = Some(2);
+    spec.settings.batch = 8;
+    spec.settings.device = DeviceChoice::Cpu;
+    spec.settings.batch_memory = memory;
+    spec
+}
+
+#[test]
+fn uploaded_batches_are_the_host_batches_byte_for_byte() {
+    let (_d, data) = builtin();
+    let Some(_) = emu() else { return };
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let mut host = cpu_spec(name, &data, BatchMemory::Auto);
+        host.settings.epochs = Some(2);
+        let mut on_device = host.clone();
+        on_device.settings.batch_memory = BatchMemory::Emu;
+        let host: Vec<Batch> = Pipeline::new(host).unwrap().map(Result::unwrap).collect();
+        let p = Pipeline::new(on_device).unwrap();
+        assert_eq!(p.device().device, "cpu", "{name}: the CPU path runs");
+        assert!(
+            p.device()
+                .reason
+                .contains("batches uploaded to emulated device"),
+            "{name}: {}",
+            p.device().reason
+        );
+        let uploaded: Vec<Batch> = p.map(Result::unwrap).collect();
+        assert_eq!(host.len(), uploaded.len(), "{name}: batches");
+        assert!(host.len() >= 16, "{name}: two epochs of 8 batches");
+        for (h, u) in host.iter().zip(&uploaded) {
+            let what = format!("{name}: epoch {} batch {}", h.epoch, h.index);
+            assert_eq!((h.epoch, h.index), (u.epoch, u.index), "{what}");
+            let index = |b: &Batch| b.samples.iter().map(|s| s.index).collect::<Vec<_>>();
+            assert_eq!(index(h), index(u), "{what}: samples");
+            assert_eq!(h.labels("labels"), u.labels("labels"), "{what}: labels");
+            assert!(
+                matches!(h.outputs[0], BatchOutput::Images(_)),
+                "{what}: host"
+            );
+            let t = u.device_images("images").expect("on the device");
+            assert!(t.is_emulated(), "{what}");
+            assert_eq!(t.shape().map(|s| s[0]), Some(h.samples.len()), "{what}");
+            // `images_of` downloads (waiting for the copy); exact equality, not a tolerance.
+            assert_eq!(images_of(h), images_of(u), "{what}: pixels");
+        }
+    }
+}
+
+#[test]
+fn the_upload_allocates_nothing_after_the_first_epoch() {
+    let (_d, data) = builtin();
+    let Some(probe) = emu() else { return };
+    // A consumer that reads each batch on a stream of its own (as a framework does, through
+    // DLPack) and drops it: release events on that stream come back with each buffer.
+    let mut spec = cpu_spec("resnet50-train.toml", &data, BatchMemory::Emu);
+    spec.settings.epochs = Some(4);
+    drop(probe);
+    let mut p = Pipeline::new(spec).unwrap();
+    let dev: Arc<dyn GpuDevice> = p.gpu_device().expect("the upload's device");
+    let raw = dev.raw_stream(dev.new_stream().unwrap());
+    let mut batches = 0;
+    for b in p.by_ref() {
+        let b = b.unwrap();
+        let t = b.device_images("images").unwrap().clone();
+        // SAFETY: a stream of this emulated device, alive as long as the device.
+        unsafe { t.use_on_stream(raw).unwrap() };
+        batches += 1;
+    }
+    assert_eq!(batches, 32);
+    let gpu = p.stats().gpu.expect("the upload's device figures");
+    let after = gpu.after_warm_up.expect("the first epoch ended");
+    assert_eq!(
+        after.total(),
+        0,
+        "{after:?} (since the start: {:?})",
+        gpu.counters
+    );
+    assert!(gpu.counters.device_allocs > 0, "the first epoch allocated");
+    assert!(
+        gpu.counters.pinned_allocs > 0,
+        "the staging slots are pinned"
+    );
+}
+
+/// Without a GPU `batch_memory = "gpu"` is refused at the start, naming the setting and why;
+/// with one (a GPU machine), the CPU path's batches come out on it.
+#[test]
+fn batch_memory_gpu_uploads_to_the_gpu_or_is_refused_at_the_start() {
+    let (_d, data) = builtin();
+    for device in [DeviceChoice::Cpu, DeviceChoice::Auto] {
+        let mut spec = cpu_spec("resnet50-eval.toml", &data, BatchMemory::Gpu);
+        spec.settings.device = device;
+        if crate::cuda::probe(0).is_ok() {
+            let b = Pipeline::new(spec).unwrap().next().unwrap().unwrap();
+            let t = b.device_images("images").expect("on the GPU");
+            assert!(!t.is_emulated() && t.wait().is_ok(), "{device:?}");
+            continue;
+        }
+        let e = Pipeline::new(spec).err().expect("refused");
+        let text = e.to_string();
+        assert!(matches!(e, Error::GpuUnavailable(_)), "{device:?}: {e:?}");
+        for part in [
+            "batch_memory = \"gpu\"",
+            "can't be uploaded",
+            "batch_memory = \"auto\"",
+        ] {
+            assert!(text.contains(part), "{device:?}: {part:?} in {text}");
+        }
+    }
+}
+
+#[test]
+fn on_the_gpu_path_batch_memory_changes_nothing() {
+    let (_d, data) = builtin();
+    let Some(dev) = emu() else { return };
+    let mut spec = cpu_spec("resnet50-eval.toml", &data, BatchMemory::Emu);
+    spec.settings.device = DeviceChoice::Emu;
+    spec.settings.epochs = Some(1);
+    let graph = Graph::build(&spec).unwrap();
+    let start = crate::reader::schedule::Position {
+        seed: spec.settings.seed,
+        ..Default::default()
+    };
+    let p = Pipeline::start_on(graph, start, Some(dev as Arc<EmuDevice>)).unwrap();
+    assert_eq!(p.device().device, "emu");
+    assert!(
+        !p.device().reason.contains("uploaded"),
+        "{}",
+        p.device().reason
+    );
+    for b in p {
+        assert!(b.unwrap().device_images("images").is_some());
+    }
+}
