@@ -262,23 +262,18 @@ impl DevicePool {
             // list above); every event recorded after its last use has completed.
             unsafe { self.dev.free(b.ptr) };
         }
-        let idle_large = self.idle_count();
         let spare = usize::from(high < SPARE_UNDER);
-        let want = (most + spare).saturating_sub(out_large + idle_large);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let want = (most + spare).saturating_sub(out_large + idle.len());
         for _ in 0..want {
             let ptr = self.dev.alloc(high)?;
-            self.give_back_idle(ptr, high);
+            idle.push(Idle {
+                ptr,
+                cap: high,
+                release: Vec::new(),
+            });
         }
         Ok(want)
-    }
-
-    fn give_back_idle(&self, ptr: DevicePtr, cap: usize) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.push(Idle {
-            ptr,
-            cap,
-            release: Vec::new(),
-        });
     }
 }
 

@@ -95,6 +95,8 @@ pub(crate) struct GpuStage {
     in_flight: Mutex<VecDeque<Event>>,
     /// The first epoch has ended (half of the warm-up: see [`WARM_UP_BATCHES`]).
     first_epoch_over: std::sync::atomic::AtomicBool,
+    /// The warm-up is over and the pools have settled (checked after every batch).
+    warm: std::sync::atomic::AtomicBool,
     /// Which decoder takes what the engines could (shared with the workers).
     pub(super) split: Arc<DecoderSplit>,
 }
@@ -321,6 +323,7 @@ impl GpuStage {
             kept: Mutex::new(Vec::new()),
             in_flight: Mutex::new(VecDeque::new()),
             first_epoch_over: std::sync::atomic::AtomicBool::new(false),
+            warm: std::sync::atomic::AtomicBool::new(false),
             split: Arc::new(DecoderSplit::new(workers)),
         }
     }
@@ -374,7 +377,8 @@ impl GpuStage {
         if epoch_ended {
             self.first_epoch_over.store(true, Ordering::Relaxed);
         }
-        if !self.first_epoch_over.load(Ordering::Relaxed)
+        if self.warm.load(Ordering::Relaxed)
+            || !self.first_epoch_over.load(Ordering::Relaxed)
             || self.stats.batches.load(Ordering::Relaxed) < WARM_UP_BATCHES
         {
             return Ok(());
@@ -394,6 +398,7 @@ impl GpuStage {
                 .settle()?;
             *w = Some(self.dev.counters());
         }
+        self.warm.store(true, Ordering::Relaxed);
         Ok(())
     }
 

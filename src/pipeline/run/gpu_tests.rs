@@ -673,6 +673,23 @@ fn gpu_the_real_device_keeps_the_seam_contract() {
     }
 }
 
+/// The run's device figures, once checked: the warm-up allocated, nothing after it did.
+pub(super) fn nothing_allocated_after_warm_up(p: &Pipeline, what: &str) -> super::stats::GpuStats {
+    let gpu = p.stats().gpu.expect("the device's figures");
+    let after = gpu.after_warm_up.expect("the warm-up ended");
+    assert_eq!(
+        after.total(),
+        0,
+        "{what}: {after:?} (since the start: {:?})",
+        gpu.counters
+    );
+    assert!(
+        gpu.counters.device_allocs > 0,
+        "{what}: the warm-up allocated"
+    );
+    gpu
+}
+
 /// After the first epoch nothing is allocated or freed and no event is created, on the
 /// device or in pinned memory: every buffer, slot and event of the later epochs is reused.
 #[test]
@@ -715,18 +732,7 @@ fn nothing_is_allocated_after_the_first_epoch() {
             let b = b.unwrap();
             b.device_images("images").unwrap().wait().unwrap();
         }
-        let gpu = p.stats().gpu.expect("GPU figures");
-        let after = gpu.after_warm_up.expect("the first epoch ended");
-        assert_eq!(
-            after.total(),
-            0,
-            "{name}: {after:?} (since the start: {:?})",
-            gpu.counters
-        );
-        assert!(
-            gpu.counters.device_allocs > 0,
-            "{name}: the first epoch allocated"
-        );
+        let gpu = nothing_allocated_after_warm_up(&p, name);
         assert!(gpu.batches_in_flight >= 1, "{name}");
     }
 }

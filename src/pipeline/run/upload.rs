@@ -102,7 +102,7 @@ impl Upload {
                 let sample = t.shapes.iter().map(|s| s.iter().product::<usize>()).max();
                 self.prefill(sample.unwrap_or(0) * t.dtype.size() * self.batch)?;
             }
-            Some(first) if epoch != first => self.warmed_up(),
+            Some(first) if epoch != first => self.warmed_up()?,
             Some(_) => {}
         }
         let stream = streams::KERNELS;
@@ -157,12 +157,18 @@ impl Upload {
         Ok(())
     }
 
-    /// Marks the end of the warm-up: allocations after this are counted.
-    fn warmed_up(&self) {
-        if let Ok(mut w) = self.stats.gpu_counters_warm.lock() {
-            if w.is_none() {
-                *w = Some(self.dev.counters());
-            }
+    /// Marks the end of the warm-up: every staging slot gets the largest size (a first epoch
+    /// of one batch used one), and allocations after this are counted.
+    fn warmed_up(&mut self) -> Result<(), Error> {
+        let mut w = self
+            .stats
+            .gpu_counters_warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            self.staging.settle()?;
+            *w = Some(self.dev.counters());
         }
+        Ok(())
     }
 }

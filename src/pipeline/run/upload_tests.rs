@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::gpu_tests::{builtin, emu, images_of};
+use super::gpu_tests::{builtin, emu, images_of, nothing_allocated_after_warm_up};
 use super::*;
 use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::EmuDevice;
@@ -84,15 +84,7 @@ fn the_upload_allocates_nothing_after_the_first_epoch() {
         batches += 1;
     }
     assert_eq!(batches, 32);
-    let gpu = p.stats().gpu.expect("the upload's device figures");
-    let after = gpu.after_warm_up.expect("the first epoch ended");
-    assert_eq!(
-        after.total(),
-        0,
-        "{after:?} (since the start: {:?})",
-        gpu.counters
-    );
-    assert!(gpu.counters.device_allocs > 0, "the first epoch allocated");
+    let gpu = nothing_allocated_after_warm_up(&p, "the upload");
     assert!(
         gpu.counters.pinned_allocs > 0,
         "the staging slots are pinned"
