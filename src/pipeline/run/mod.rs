@@ -30,6 +30,8 @@ mod cpu_stage;
 pub mod device;
 mod fill;
 mod gather;
+mod gpu_chain;
+mod gpu_chroma;
 mod gpu_decode;
 mod gpu_launch;
 mod gpu_plan;
