@@ -22,6 +22,7 @@ use super::fill::ImageFill;
 use super::gather::Gather;
 use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
+use super::run_settings::RunSettings;
 use super::stats::{add_ns, EpochSummary, Stats};
 
 /// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
@@ -43,6 +44,7 @@ enum Filling {
 /// The channels and shared state the assembler works with.
 pub(super) struct Links {
     pub(super) graph: Arc<Graph>,
+    pub(super) settings: RunSettings,
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
     pub(super) out: Sender<Result<Batch, Error>>,
@@ -103,7 +105,7 @@ impl Assembler {
         let mut reorder: BTreeMap<u64, Processed> = BTreeMap::new();
         let mut arrived = Vec::new();
         let mut next = 0u64;
-        let batch = self.links.graph.spec.settings.batch;
+        let batch = self.links.settings.batch;
         loop {
             // Sleep until a few samples have come (never more than would finish the batch
             // being filled, were every one good and in order; epoch ends and failures wake us
@@ -196,7 +198,7 @@ impl Assembler {
             result,
             ..
         } = d;
-        let settings = &self.links.graph.spec.settings;
+        let settings = &self.links.settings;
         let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
         self.next_pos = pos + 1;
         self.return_credit();
@@ -368,7 +370,7 @@ impl Assembler {
                 failed = if all { gpu.resolve(d)? } else { gpu.offer(d)? };
             }
         }
-        let on_error = self.links.graph.spec.settings.on_error;
+        let on_error = self.links.settings.on_error;
         for (i, kind) in failed.into_iter().rev() {
             // A rank's padding is always the batch's last samples.
             if i >= self.samples.len() - self.rank_padding {
@@ -403,7 +405,7 @@ impl Assembler {
     fn end_epoch(&mut self, epoch: u64) -> bool {
         // Every sample of the epoch is taken: its tentative batches are ours alone.
         self.links.placing.buffers.epoch_ended(epoch);
-        let settings = &self.links.graph.spec.settings;
+        let settings = &self.links.settings;
         let (batch_size, seed) = (settings.batch, settings.seed);
         let resume = Position {
             seed,

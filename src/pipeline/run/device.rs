@@ -18,6 +18,8 @@ use crate::error::Error;
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::{DeviceChoice, Settings};
 
+use super::run_settings::RunSettings;
+
 use super::gpu_plan::GpuPlan;
 
 /// Which path a pipeline runs on, and why.
@@ -53,31 +55,32 @@ pub(crate) struct Chosen {
 /// [`choose_device_for`] to judge a pipeline too); [`Error::GpuUnavailable`] when
 /// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
-    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(settings) };
-    choose(settings, Ok(()), device).map(|c| c.0)
+    let settings = RunSettings::from(settings);
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(&settings) };
+    choose(&settings, Ok(()), device).map(|c| c.0)
 }
 
 /// Which path `graph` runs on, and why: what `stokehold run` does and `stokehold check`
 /// says. [`Error::GpuUnavailable`] with the reason when `device = "gpu"` or `"emu"` can't be
 /// honoured.
 pub fn choose_device_for(graph: &Graph) -> Result<DeviceReport, Error> {
-    open_device(graph, None).map(|c| c.report)
+    open_device(graph, &RunSettings::of(graph), None).map(|c| c.report)
 }
 
-/// Opens the device `graph` runs on (`device`: one to use instead of opening one, for
-/// tests).
+/// Opens the device `graph` runs on with `settings` (`device`: one to use instead of
+/// opening one, for tests).
 pub(crate) fn open_device(
     graph: &Graph,
+    settings: &RunSettings,
     device: Option<Arc<dyn GpuDevice>>,
 ) -> Result<Chosen, Error> {
-    let settings = &graph.spec.settings;
     if settings.device == DeviceChoice::Cpu {
         let (report, _) = choose(settings, Ok(()), || {
             unreachable!("the CPU path opens no device")
         })?;
         return Ok(Chosen { report, gpu: None });
     }
-    let plan = GpuPlan::new(graph).map(Arc::new);
+    let plan = GpuPlan::new(graph, settings.batch).map(Arc::new);
     let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
     // Without a GPU, that is the reason to give first, then what the GPU path couldn't do.
     if let (Err(reason), None) = (&composes, &device) {
@@ -114,7 +117,7 @@ pub(crate) fn open_device(
 }
 
 /// Opens the device `settings` ask for (real or emulated).
-fn open(settings: &Settings) -> Result<Arc<dyn GpuDevice>, Error> {
+fn open(settings: &RunSettings) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
         DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
         _ => Ok(RealDevice::new(settings.device_id, settings.batch)?),
@@ -133,7 +136,7 @@ fn why(e: &Error) -> String {
 type Choice = (DeviceReport, Option<Arc<dyn GpuDevice>>);
 
 fn choose(
-    settings: &Settings,
+    settings: &RunSettings,
     composes: Result<(), String>,
     device: impl FnOnce() -> Result<Arc<dyn GpuDevice>, Error>,
 ) -> Result<Choice, Error> {

@@ -42,6 +42,7 @@ pub mod memory;
 mod place_buffer;
 mod placement;
 mod read_stage;
+mod run_settings;
 mod stage_loop;
 mod start;
 pub mod stats;
