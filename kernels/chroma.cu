@@ -41,6 +41,20 @@ __device__ __forceinline__ ChromaGrid grid_of(const ChromaDesc& d) {
     return g;
 }
 
+// The pixels [xa, xb) x [ya, yb) of chroma block (bx, by) that lie in the region, in stored
+// coordinates (an edge block is cut by the region's window).
+struct ChromaBlock {
+    u32 xa, xb, ya, yb;
+};
+__device__ __forceinline__ ChromaBlock block_pixels(const ChromaDesc& d, u32 bx, u32 by) {
+    ChromaBlock p;
+    p.xa = bx * d.sx > d.x0 ? bx * d.sx : d.x0;
+    p.xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
+    p.ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
+    p.yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+    return p;
+}
+
 // The exact (Cb, Cr) of an unclamped pixel, or false when its channels don't come from any
 // (not the engines' nearest output).
 __device__ __forceinline__ bool invert_pixel(i32 r, i32 g, i32 b, u8* cb_out, u8* cr_out) {
@@ -84,10 +98,8 @@ extern "C" __global__ void chroma_resolve(const ChromaDesc* descs, u32 n) {
     for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < blocks; k += gridDim.x * blockDim.x) {
         const u32 bx = g.bx0 + k % g.cols, by = g.by0 + k / g.cols;
         // The block's pixels inside the region (stored coordinates, then region-relative).
-        const u32 xa = bx * d.sx > d.x0 ? bx * d.sx : d.x0;
-        const u32 xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
-        const u32 ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
-        const u32 yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+        const ChromaBlock blk = block_pixels(d, bx, by);
+        const u32 xa = blk.xa, xb = blk.xb, ya = blk.ya, yb = blk.yb;
         u8 found = 0, cb = 128, cr = 128;
         for (u32 y = ya; y < yb && !found; ++y) {
             for (u32 x = xa; x < xb && !found; ++x) {
@@ -194,10 +206,8 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
         const i32 tcb = count ? (sum_cb + count / 2) / count : 128;
         const i32 tcr = count ? (sum_cr + count / 2) / count : 128;
         const u32 bx = g.bx0 + i, by = g.by0 + j;
-        const u32 xa = bx * d.sx > d.x0 ? bx * d.sx : d.x0;
-        const u32 xb = (bx + 1) * d.sx < d.x0 + d.width ? (bx + 1) * d.sx : d.x0 + d.width;
-        const u32 ya = by * d.sy > d.y0 ? by * d.sy : d.y0;
-        const u32 yb = (by + 1) * d.sy < d.y0 + d.height ? (by + 1) * d.sy : d.y0 + d.height;
+        const ChromaBlock blk = block_pixels(d, bx, by);
+        const u32 xa = blk.xa, xb = blk.xb, ya = blk.ya, yb = blk.yb;
         // A pixel with two unclamped channels, if any: which pair (0: R,B; 1: R,G; 2: G,B).
         i32 pair = -1, diff = 0;
         for (u32 y = ya; y < yb && pair < 0; ++y) {

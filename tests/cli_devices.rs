@@ -6,7 +6,7 @@
 mod common;
 
 use common::skip::{skip, Need};
-use common::{edited_train, stokehold};
+use common::{compare, edited_train, stokehold};
 
 #[test]
 fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
@@ -56,17 +56,7 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
         // The same samples in the same batches and positions...
         assert_eq!(cpu, emu, "{name}");
         // ... and the same pixels within compare's tolerance for the rebuilt chroma.
-        let out = stokehold()
-            .args([
-                "compare",
-                &format!("pipelines/{name}"),
-                "--devices",
-                "cpu,emu",
-            ])
-            .args(["--batch", "16", "--data"])
-            .arg(&data)
-            .output()
-            .unwrap();
+        let out = compare(name, "cpu,emu", &["--batch", "16"], &data);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.contains("within tolerance"),

@@ -4,23 +4,14 @@
 mod common;
 
 use common::skip::{skip, Need};
-use common::stokehold;
+use common::{compare, stokehold};
 
 #[test]
 fn cpu_against_cpu_is_within_tolerance() {
     let samples = tempfile::tempdir().unwrap();
     let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
-    let out = stokehold()
-        .args([
-            "compare",
-            "pipelines/resnet50-train.toml",
-            "--devices",
-            "cpu,cpu",
-        ])
-        .args(["--batch", "8", "--threads", "2", "--batches", "2", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
+    let args = ["--batch", "8", "--threads", "2", "--batches", "2"];
+    let out = compare("resnet50-train.toml", "cpu,cpu", &args, &data);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -72,17 +63,7 @@ fn devices_are_checked_before_anything_runs() {
 fn a_device_that_cannot_run_is_an_error_not_a_verdict() {
     let samples = tempfile::tempdir().unwrap();
     let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
-    let out = stokehold()
-        .args([
-            "compare",
-            "pipelines/resnet50-eval.toml",
-            "--devices",
-            "cpu,gpu",
-            "--data",
-        ])
-        .arg(&data)
-        .output()
-        .unwrap();
+    let out = compare("resnet50-eval.toml", "cpu,gpu", &[], &data);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.success() {
         skip(Need::NoGpu, "the GPU path runs here");
@@ -97,17 +78,7 @@ fn cpu_against_the_emulated_device_is_within_tolerance_on_both_shipped_pipelines
     let samples = tempfile::tempdir().unwrap();
     let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
-        let out = stokehold()
-            .args([
-                "compare",
-                &format!("pipelines/{name}"),
-                "--devices",
-                "cpu,emu",
-            ])
-            .args(["--batch", "8", "--threads", "2", "--data"])
-            .arg(&data)
-            .output()
-            .unwrap();
+        let out = compare(name, "cpu,emu", &["--batch", "8", "--threads", "2"], &data);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if stderr.contains("the emulated device is not built in") {

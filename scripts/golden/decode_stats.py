@@ -30,9 +30,9 @@ import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageOps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pillow_decode import ROOT, decode_rgb, write_lines
+
 SHARED = os.environ.get("STOKEHOLD_SHARED", os.path.join(ROOT, "..", "shared"))
 DIRS = ["imagenet-400", "jpeg-edge"]
 OUT = os.path.join(ROOT, "tests", "golden", "decode_thumbs.tsv")
@@ -62,17 +62,13 @@ def main() -> int:
                 continue
             path = os.path.join(folder, name)
             try:
-                with Image.open(path) as im:
-                    im = ImageOps.exif_transpose(im).convert("RGB")
-                    a = np.asarray(im)
+                a = np.asarray(decode_rgb(path))
             except Exception as e:  # noqa: BLE001 - recorded as an expected failure
                 lines.append(f"{d}/{name}\tERR\t{type(e).__name__}")
                 continue
             h, w, _ = a.shape
             lines.append(f"{d}/{name}\t{w}\t{h}\t{grid(a).hex()}")
-    with open(OUT, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {len(lines)} lines to {OUT}", file=sys.stderr)
+    write_lines(OUT, lines)
     return 0
 
 

@@ -28,6 +28,23 @@ pub fn stokehold() -> std::process::Command {
     c
 }
 
+/// `stokehold compare pipelines/<name> --devices <devices> <args> --data <data>`, run to the
+/// end (the tests judge its output).
+pub fn compare(name: &str, devices: &str, args: &[&str], data: &Path) -> std::process::Output {
+    stokehold()
+        .args([
+            "compare",
+            &format!("pipelines/{name}"),
+            "--devices",
+            devices,
+        ])
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap()
+}
+
 /// The text of the shipped training pipeline with `edits` (from, to) applied; each `from`
 /// must be in it.
 pub fn edited_train_text(edits: &[(&str, &str)]) -> String {

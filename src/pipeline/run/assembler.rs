@@ -22,6 +22,7 @@ use super::fill::ImageFill;
 use super::gather::Gather;
 use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
+use super::run_settings::RunSettings;
 use super::stats::{add_ns, EpochSummary, Stats};
 use super::template::{copy_sample, Kept, Template};
 use super::upload::Upload;
@@ -45,6 +46,7 @@ enum Filling {
 /// The channels and shared state the assembler works with.
 pub(super) struct Links {
     pub(super) graph: Arc<Graph>,
+    pub(super) settings: RunSettings,
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
     pub(super) out: Sender<Result<Batch, Error>>,
@@ -116,7 +118,7 @@ impl Assembler {
         let mut reorder: BTreeMap<u64, Processed> = BTreeMap::new();
         let mut arrived = Vec::new();
         let mut next = 0u64;
-        let batch = self.links.graph.spec.settings.batch;
+        let batch = self.links.settings.batch;
         loop {
             // Sleep until a few samples have come (never more than would finish the batch
             // being filled, were every one good and in order; epoch ends and failures wake us
@@ -209,7 +211,7 @@ impl Assembler {
             result,
             ..
         } = d;
-        let settings = &self.links.graph.spec.settings;
+        let settings = &self.links.settings;
         let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
         self.next_pos = pos + 1;
         self.return_credit();
@@ -382,7 +384,7 @@ impl Assembler {
                 failed = if all { gpu.resolve(d)? } else { gpu.offer(d)? };
             }
         }
-        let on_error = self.links.graph.spec.settings.on_error;
+        let on_error = self.links.settings.on_error;
         for (i, kind) in failed.into_iter().rev() {
             // A rank's padding is always the batch's last samples.
             if i >= self.samples.len() - self.rank_padding {
@@ -466,7 +468,7 @@ impl Assembler {
     /// with more of them to follow resumes at the last good sample: a run resumed there
     /// reads it again to pad with (counting it once more), so it too yields them all.
     fn finish_epoch(&mut self, epoch: u64) -> bool {
-        let seed = self.links.graph.spec.settings.seed;
+        let seed = self.links.settings.seed;
         let capacity = self.links.capacity;
         let per_epoch = self.links.batches_per_epoch;
         let owed = if self.evens_out() {
@@ -492,7 +494,7 @@ impl Assembler {
             }
         };
         if !self.samples.is_empty() {
-            let last_batch = self.links.graph.reader.last_batch;
+            let last_batch = self.links.settings.last_batch;
             // Short of batches (bad samples skipped), the incomplete batch is one of those
             // owed: whole, so that only an epoch's last batch is ever smaller.
             let whole = match last_batch {

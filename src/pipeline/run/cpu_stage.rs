@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
-
 use crate::error::{SampleError, SampleErrorKind};
 use crate::ops::{OpParams, SampleContext};
 use crate::pipeline::graph::Graph;
@@ -22,7 +20,8 @@ use super::gather::{Gather, SenderGuard};
 use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
 use super::read_stage::{read_sample, Loaded};
-use super::stage_loop::run_stage;
+use super::run_settings::RunSettings;
+use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
 
 /// How many replacements `on_error = "replace"` tries before giving up on a position.
@@ -89,11 +88,11 @@ pub(super) enum Output {
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct CpuStage {
-    pub(super) input: Receiver<Loaded>,
+    pub(super) input: StageInput<Loaded>,
     pub(super) out: Arc<Gather<Processed>>,
-    pub(super) shutdown: Receiver<()>,
     pub(super) source: Source,
     pub(super) graph: Arc<Graph>,
+    pub(super) settings: RunSettings,
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
     /// Files over this many bytes are refused unread (for replacements).
@@ -104,13 +103,9 @@ impl CpuStage {
     /// Processes samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
-        super::threads::below_the_consumer();
-        run_worker(
-            &self.input,
-            &self.shutdown,
-            &self.out,
-            |at, scheduled, bytes| self.process(at, scheduled, bytes),
-        );
+        run_worker(&self.input, &self.out, |at, scheduled, bytes| {
+            self.process(at, scheduled, bytes)
+        });
     }
 
     /// Runs one sample, catching panics; under `on_error = "replace"` substitutes other
@@ -129,6 +124,7 @@ impl CpuStage {
          -> Result<SampleOutput, Failure> {
             run_sample(
                 g,
+                self.settings.seed,
                 &self.stats,
                 &self.placing,
                 (at.epoch, at.pos),
@@ -139,7 +135,7 @@ impl CpuStage {
             )
         };
         process_with_replacements(
-            g,
+            &self.settings,
             &self.source,
             &self.stats,
             self.max_bytes,
@@ -157,8 +153,7 @@ impl CpuStage {
 /// and everything goes to the assembler's gather, what it needs at once marked urgent. The
 /// gather hears when the thread ends, however it ends.
 pub(super) fn run_worker(
-    input: &Receiver<Loaded>,
-    shutdown: &Receiver<()>,
+    input: &StageInput<Loaded>,
     out: &Gather<Processed>,
     mut process: impl FnMut(
         Sample,
@@ -167,9 +162,7 @@ pub(super) fn run_worker(
     ) -> ProcessedSample,
 ) {
     let _leaving = SenderGuard(out);
-    run_stage(
-        input,
-        shutdown,
+    input.run(
         |item| {
             Some(match item {
                 Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
@@ -210,7 +203,7 @@ pub(super) struct Sample {
 /// by the CPU and GPU stages, so both replace alike.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn process_with_replacements(
-    g: &Graph,
+    settings: &RunSettings,
     source: &Source,
     stats: &Stats,
     max_bytes: u64,
@@ -231,7 +224,7 @@ pub(super) fn process_with_replacements(
     let (mut index, mut path, mut label) = scheduled;
     let mut result = attempt(index, &path, label, bytes);
     let mut replaced = Vec::new();
-    if let (OnError::Replace, Some(ds)) = (g.spec.settings.on_error, source.dataset()) {
+    if let (OnError::Replace, Some(ds)) = (settings.on_error, source.dataset()) {
         let n = ds.entries.len() as u64;
         let mut tries = 0;
         while let Err(Failure::Sample(kind)) = &result {
@@ -246,7 +239,7 @@ pub(super) fn process_with_replacements(
             tries += 1;
             let k = key(&[
                 domain::REPLACE,
-                g.spec.settings.seed,
+                settings.seed,
                 at.epoch,
                 at.pos as u64,
                 tries,
@@ -281,10 +274,11 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 }
 
 /// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
-/// in the epoch's order).
+/// in the epoch's order) with the run's `seed`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_sample(
     graph: &Graph,
+    seed: u64,
     stats: &Stats,
     placing: &Placing,
     at: (u64, usize),
@@ -317,7 +311,7 @@ pub(super) fn run_sample(
             })
             .collect();
         let mut ctx = SampleContext {
-            seed: graph.spec.settings.seed,
+            seed,
             epoch,
             index,
             path,

@@ -22,6 +22,8 @@ use crate::error::Error;
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::{BatchMemory, DeviceChoice, Settings};
 
+use super::run_settings::RunSettings;
+
 use super::gpu_plan::GpuPlan;
 
 /// Which path a pipeline runs on, and why.
@@ -60,31 +62,34 @@ pub(crate) struct Chosen {
 /// [`choose_device_for`] to judge a pipeline too); [`Error::GpuUnavailable`] when
 /// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
-    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(settings) };
-    choose(settings, Ok(()), device).map(|c| c.0)
+    let settings = RunSettings::from(settings);
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(&settings) };
+    choose(&settings, Ok(()), device).map(|c| c.0)
 }
 
 /// Which path `graph` runs on, and why: what `stokehold run` does and `stokehold check`
 /// says. [`Error::GpuUnavailable`] with the reason when `device = "gpu"` or `"emu"` can't be
 /// honoured.
 pub fn choose_device_for(graph: &Graph) -> Result<DeviceReport, Error> {
-    open_device(graph, None).map(|c| c.report)
+    open_device(graph, &RunSettings::of(graph), None).map(|c| c.report)
 }
 
-/// Opens the device `graph` runs on (`device`: one to use instead of opening one, for
-/// tests), and the device the CPU path uploads its batches to (`batch_memory`).
+/// Opens the device `graph` runs on with `settings` (`device`: one to use instead of
+/// opening one, for tests), and the device the CPU path uploads its batches to
+/// (`batch_memory`).
 pub(crate) fn open_device(
     graph: &Graph,
+    settings: &RunSettings,
     device: Option<Arc<dyn GpuDevice>>,
 ) -> Result<Chosen, Error> {
-    let mut chosen = open_path(graph, device)?;
-    chosen.upload = open_upload(&graph.spec.settings, &chosen)?;
+    let mut chosen = open_path(graph, settings, device)?;
+    chosen.upload = open_upload(settings, &chosen)?;
     if let Some(dev) = &chosen.upload {
         chosen.report.reason = format!(
             "{}; batches uploaded to {} (batch_memory = \"{}\")",
             chosen.report.reason,
             dev.describe().name,
-            graph.spec.settings.batch_memory.name()
+            settings.batch_memory.name()
         );
     }
     Ok(chosen)
@@ -93,7 +98,9 @@ pub(crate) fn open_device(
 /// The device the CPU path's finished batches are uploaded to: `None` for host batches, and
 /// on the GPU path, whose batches are on its device already. An error naming the setting when
 /// the device can't be had.
-fn open_upload(settings: &Settings, chosen: &Chosen) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
+fn open_upload(
+    settings: &RunSettings,
+    chosen: &Chosen) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
     let memory = settings.batch_memory;
     if memory == BatchMemory::Auto {
         return Ok(None);
@@ -133,8 +140,11 @@ fn open_upload(settings: &Settings, chosen: &Chosen) -> Result<Option<Arc<dyn Gp
 }
 
 /// The path `graph` runs on: [`open_device`] before the uploads.
-fn open_path(graph: &Graph, device: Option<Arc<dyn GpuDevice>>) -> Result<Chosen, Error> {
-    let settings = &graph.spec.settings;
+fn open_path(
+    graph: &Graph,
+    settings: &RunSettings,
+    device: Option<Arc<dyn GpuDevice>>,
+) -> Result<Chosen, Error> {
     if settings.device == DeviceChoice::Cpu {
         let (report, _) = choose(settings, Ok(()), || {
             unreachable!("the CPU path opens no device")
@@ -145,7 +155,7 @@ fn open_path(graph: &Graph, device: Option<Arc<dyn GpuDevice>>) -> Result<Chosen
             upload: None,
         });
     }
-    let plan = GpuPlan::new(graph).map(Arc::new);
+    let plan = GpuPlan::new(graph, settings.batch).map(Arc::new);
     let composes = plan.as_ref().map(|_| ()).map_err(Clone::clone);
     // Without a GPU, that is the reason to give first, then what the GPU path couldn't do.
     if let (Err(reason), None) = (&composes, &device) {
@@ -190,7 +200,7 @@ fn open_path(graph: &Graph, device: Option<Arc<dyn GpuDevice>>) -> Result<Chosen
 }
 
 /// Opens the device `settings` ask for (real or emulated).
-fn open(settings: &Settings) -> Result<Arc<dyn GpuDevice>, Error> {
+fn open(settings: &RunSettings) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
         DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
         _ => Ok(RealDevice::new(settings.device_id, settings.batch)?),
@@ -209,7 +219,7 @@ fn why(e: &Error) -> String {
 type Choice = (DeviceReport, Option<Arc<dyn GpuDevice>>);
 
 fn choose(
-    settings: &Settings,
+    settings: &RunSettings,
     composes: Result<(), String>,
     device: impl FnOnce() -> Result<Arc<dyn GpuDevice>, Error>,
 ) -> Result<Choice, Error> {

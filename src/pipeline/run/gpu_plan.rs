@@ -116,13 +116,13 @@ impl std::fmt::Debug for GpuPlan {
 pub(crate) const MAX_BATCH: usize = 65535;
 
 impl GpuPlan {
-    /// The plan for `graph`, or why the GPU path can't run it (naming the operator).
-    pub(crate) fn new(graph: &Graph) -> Result<GpuPlan, String> {
+    /// The plan for `graph` in batches of `batch`, or why the GPU path can't run it
+    /// (naming the operator).
+    pub(crate) fn new(graph: &Graph, batch: usize) -> Result<GpuPlan, String> {
         let spec = &graph.spec;
-        if spec.settings.batch > MAX_BATCH {
+        if batch > MAX_BATCH {
             return Err(format!(
-                "batch {} is over the {MAX_BATCH} samples one launch takes",
-                spec.settings.batch
+                "batch {batch} is over the {MAX_BATCH} samples one launch takes"
             ));
         }
         let unfused = Graph::build_unfused(spec).map_err(|e| e.message)?;

@@ -8,8 +8,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
-
 use crate::cuda::gpu_device::GpuDevice;
 use crate::error::SampleErrorKind;
 use crate::pipeline::graph::Graph;
@@ -25,18 +23,20 @@ use super::gpu_plan::{GpuPlan, Prepared, Source};
 use super::gpu_split::DecoderSplit;
 use super::placement::Placing;
 use super::read_stage::Loaded;
+use super::run_settings::RunSettings;
+use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
 
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct GpuPrep {
-    pub(super) input: Receiver<Loaded>,
+    pub(super) input: StageInput<Loaded>,
     pub(super) out: Arc<Gather<Processed>>,
-    pub(super) shutdown: Receiver<()>,
     /// The data set, for replacements under `on_error = "replace"`.
     pub(super) source: DataSource,
     /// The pipeline as the CPU path runs it (for samples the chain can't take).
     pub(super) graph: Arc<Graph>,
+    pub(super) settings: RunSettings,
     pub(super) stats: Arc<Stats>,
     /// Placement without places: samples run on the CPU come back as images.
     pub(super) placing: Arc<Placing>,
@@ -51,7 +51,6 @@ impl GpuPrep {
     /// Prepares samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
-        super::threads::below_the_consumer();
         let chain = match self.plan.chain() {
             Ok(c) => c,
             // Checked when the pipeline started; never expected.
@@ -61,26 +60,21 @@ impl GpuPrep {
                 return;
             }
         };
-        run_worker(
-            &self.input,
-            &self.shutdown,
-            &self.out,
-            |at, scheduled, bytes| {
-                let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
-                    self.prepare(&chain, at, (index, path, label), bytes)
-                };
-                process_with_replacements(
-                    &self.graph,
-                    &self.source,
-                    &self.stats,
-                    self.max_bytes,
-                    at,
-                    scheduled,
-                    bytes,
-                    run,
-                )
-            },
-        );
+        run_worker(&self.input, &self.out, |at, scheduled, bytes| {
+            let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
+                self.prepare(&chain, at, (index, path, label), bytes)
+            };
+            process_with_replacements(
+                &self.settings,
+                &self.source,
+                &self.stats,
+                self.max_bytes,
+                at,
+                scheduled,
+                bytes,
+                run,
+            )
+        });
     }
 
     /// One sample's outputs: the prepared image and the labels.
@@ -93,7 +87,7 @@ impl GpuPrep {
     ) -> Result<SampleOutput, Failure> {
         let g = &*self.graph;
         let t0 = Instant::now();
-        let seed = g.spec.settings.seed;
+        let seed = self.settings.seed;
         let cpu_before = self.split.cpu_ns.load(std::sync::atomic::Ordering::Relaxed);
         let prepared = self.plan.prepare(
             chain,
@@ -116,6 +110,7 @@ impl GpuPrep {
                 // The CPU path decides: its result, or its error, is this sample's.
                 let (outs, params) = run_sample(
                     g,
+                    seed,
                     &self.stats,
                     &self.placing,
                     (at.epoch, at.pos),

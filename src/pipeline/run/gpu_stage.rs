@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{DevicePtr, Event, GpuDevice};
-use crate::cuda::pool::{DevicePool, PinnedRing};
+use crate::cuda::pool::{DevicePool, PinnedLease, PinnedRing};
 use crate::decode::JpegHeader;
 use crate::nvjpeg::Roi;
 use crate::pipeline::device_tensor::ConsumerStreams;
@@ -74,6 +74,28 @@ const EVENTS_AHEAD: usize = 64;
 
 /// Encoded bytes the decoder still reads, until the event.
 type KeptBytes = (Event, Vec<Arc<Vec<u8>>>);
+
+/// Host bytes staged for the kernel stream: appended to one pinned lease, copied up at once
+/// into one device buffer (for descriptors and tables) or straight to their place.
+pub(super) struct Staging<'a> {
+    pub(super) lease: PinnedLease<'a>,
+    at: usize,
+}
+
+impl<'a> Staging<'a> {
+    /// Staging into `lease`, from its start.
+    pub(super) fn new(lease: PinnedLease<'a>) -> Staging<'a> {
+        Staging { lease, at: 0 }
+    }
+
+    /// Appends `bytes` to the lease; their offset in it.
+    pub(super) fn put(&mut self, bytes: &[u8]) -> usize {
+        let at = self.at;
+        self.lease.bytes()[at..at + bytes.len()].copy_from_slice(bytes);
+        self.at = (at + bytes.len()).next_multiple_of(ALIGN);
+        at
+    }
+}
 
 /// The device side of the GPU path (one per pipeline).
 pub(crate) struct GpuStage {

@@ -41,6 +41,8 @@ use crate::pipeline::batch::SampleInfo;
 use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
+use super::run_settings::RunSettings;
+
 /// Batch buffers that can exist at once besides the `prefetch` queued (see the module docs).
 pub(crate) const BUFFERS_BESIDES_PREFETCH: usize = 4;
 
@@ -64,13 +66,18 @@ pub(crate) fn bytes_per_sample(graph: &Graph) -> u64 {
     outputs.saturating_add(std::mem::size_of::<SampleInfo>() as u64)
 }
 
-/// Refuses settings whose batch buffers (`samples` per buffer) need more than `available`
+/// Refuses `settings` whose batch buffers (`samples` per buffer) need more than `available`
 /// bytes; `None` checks nothing.
-pub(crate) fn check(graph: &Graph, samples: usize, available: Option<u64>) -> Result<(), Error> {
+pub(crate) fn check(
+    graph: &Graph,
+    settings: &RunSettings,
+    samples: usize,
+    available: Option<u64>,
+) -> Result<(), Error> {
     let Some(available) = available else {
         return Ok(());
     };
-    let prefetch = graph.spec.settings.prefetch;
+    let prefetch = settings.prefetch;
     let buffers = prefetch.saturating_add(BUFFERS_BESIDES_PREFETCH);
     let per_sample = bytes_per_sample(graph);
     let per_buffer = per_sample.saturating_mul(buffers as u64);
@@ -88,7 +95,7 @@ pub(crate) fn check(graph: &Graph, samples: usize, available: Option<u64>) -> Re
         format!(
             "lower batch to {fits} or less (now {}), or prefetch (now {prefetch}), or the size of \
              the image outputs",
-            graph.spec.settings.batch
+            settings.batch
         )
     };
     Err(Error::BatchMemory {
@@ -106,6 +113,7 @@ pub(crate) fn check(graph: &Graph, samples: usize, available: Option<u64>) -> Re
 /// more than the device's `total` memory (0: unknown, nothing checked).
 pub(crate) fn check_device(
     graph: &Graph,
+    settings: &RunSettings,
     plan: &super::gpu_plan::GpuPlan,
     samples: usize,
     total: usize,
@@ -118,7 +126,7 @@ pub(crate) fn check_device(
         },
         _ => 0,
     };
-    let batches = graph.spec.settings.prefetch as u64 + 2;
+    let batches = settings.prefetch as u64 + 2;
     let needed = per_sample
         .saturating_mul(samples as u64)
         .saturating_mul(batches);
@@ -129,7 +137,7 @@ pub(crate) fn check_device(
         what: format!(
             "{batches} output batches (prefetch + 2) of {samples} samples of {per_sample} bytes \
              each (batch = {})",
-            graph.spec.settings.batch
+            settings.batch
         ),
         bytes: needed,
         detail: format!("the device has {total} bytes: lower batch or prefetch"),

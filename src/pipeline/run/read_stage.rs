@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use crate::error::SampleErrorKind;
 use crate::reader::file_io::read_file;
 use crate::reader::source::{Next, Steps};
 
-use super::stage_loop::run_stage;
+use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
 
 /// What a reader hands to the workers, in schedule order (`seq`).
@@ -39,9 +39,8 @@ pub(super) struct ReadStage {
     pub(super) steps: Arc<Mutex<Steps>>,
     /// One credit per step: the assembler gives them back as it takes samples, which bounds
     /// the samples in flight.
-    pub(super) credits: Receiver<()>,
+    pub(super) credits: StageInput<()>,
     pub(super) out: Sender<Loaded>,
-    pub(super) shutdown: Receiver<()>,
     pub(super) stats: Arc<Stats>,
     /// Files over this many bytes are refused unread.
     pub(super) max_bytes: u64,
@@ -50,13 +49,8 @@ pub(super) struct ReadStage {
 impl ReadStage {
     /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
     pub(super) fn run(self) {
-        super::threads::below_the_consumer();
-        run_stage(
-            &self.credits,
-            &self.shutdown,
-            |()| self.next_loaded(),
-            |item| self.out.send(item).is_ok(),
-        );
+        self.credits
+            .run(|()| self.next_loaded(), |item| self.out.send(item).is_ok());
     }
 
     /// The source's next step, its file read (`None` once the schedule ends).

@@ -4,6 +4,31 @@
 
 use crossbeam_channel::{select, Receiver};
 
+/// What a stage thread takes its items from: its input, and the pipeline's shutdown.
+pub(super) struct StageInput<I> {
+    pub(super) items: Receiver<I>,
+    pub(super) shutdown: Receiver<()>,
+}
+
+// Not derived: that would ask `I: Clone`, and each thread of a stage takes a copy.
+impl<I> Clone for StageInput<I> {
+    fn clone(&self) -> Self {
+        StageInput {
+            items: self.items.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+}
+
+impl<I> StageInput<I> {
+    /// Runs this thread as a stage over the input ([`run_stage`]), below the consumer's
+    /// priority (stage threads yield the core to the training loop: `threads.rs`).
+    pub(super) fn run<O>(&self, work: impl FnMut(I) -> Option<O>, send: impl FnMut(O) -> bool) {
+        super::threads::below_the_consumer();
+        run_stage(&self.items, &self.shutdown, work, send)
+    }
+}
+
 /// Runs one stage thread: for each item of `input`, until `input` closes or `shutdown`
 /// fires, hands `work(item)` to `send`. Stops when `work` has nothing more (`None`) or `send`
 /// says the next stage is gone (`false`).

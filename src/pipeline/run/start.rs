@@ -38,6 +38,8 @@ use super::gpu_prep::GpuPrep;
 use super::gpu_stage::GpuStage;
 use super::placement::{BatchBuffers, Placing};
 use super::read_stage::{Loaded, ReadStage};
+use super::run_settings::RunSettings;
+use super::stage_loop::StageInput;
 use super::stats::Stats;
 use super::upload::Upload;
 use super::{device, memory, Pipeline};
@@ -55,8 +57,9 @@ impl Pipeline {
         start: Position,
         device: Option<Arc<dyn GpuDevice>>,
     ) -> Result<Pipeline, Error> {
-        let settings = graph.spec.settings.clone();
-        let chosen = device::open_device(&graph, device)?;
+        // Resolved once: the stages read these, never the spec.
+        let settings = RunSettings::of(&graph);
+        let chosen = device::open_device(&graph, &settings, device)?;
         let device = chosen.report;
         // Relative reader paths resolve against the pipeline file's folder.
         if let Some(dir) = graph.spec.file.as_ref().and_then(|f| f.parent()) {
@@ -69,7 +72,7 @@ impl Pipeline {
         // Padding included: what the walk takes each epoch.
         let scheduled = source.scheduled_per_epoch(&graph.reader, settings.batch);
         let batches_per_epoch = source.batches_per_epoch(&graph.reader, settings.batch);
-        let last_batch = graph.reader.last_batch;
+        let last_batch = settings.last_batch;
         if last_batch == LastBatch::Drop && scheduled < settings.batch {
             return Err(Error::Dataset(format!(
                 "this rank has {per_epoch} samples per epoch, fewer than one batch of {} with last_batch = \"drop\"",
@@ -83,9 +86,10 @@ impl Pipeline {
             settings.batch.min(scheduled.max(1))
         };
         match &chosen.gpu {
-            None => memory::check(&graph, capacity, memory::available())?,
+            None => memory::check(&graph, &settings, capacity, memory::available())?,
             Some((dev, plan)) => {
-                memory::check_device(&graph, plan, capacity, dev.describe().total_memory)?
+                let total = dev.describe().total_memory;
+                memory::check_device(&graph, &settings, plan, capacity, total)?
             }
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -174,9 +178,11 @@ impl Pipeline {
                     stop: shutdown_rx.clone(),
                 },
             ))),
-            credits: credit_rx,
+            credits: StageInput {
+                items: credit_rx,
+                shutdown: shutdown_rx.clone(),
+            },
             out: loaded_tx,
-            shutdown: shutdown_rx.clone(),
             stats: stats.clone(),
             max_bytes,
         };
@@ -191,14 +197,18 @@ impl Pipeline {
         drop(reader);
         // Workers: decode and transform one sample at a time (CPU path), or prepare samples
         // for the device (GPU path).
+        let worker_input = StageInput {
+            items: loaded_rx,
+            shutdown: shutdown_rx.clone(),
+        };
         match &gpu {
             None => {
                 let worker = CpuStage {
-                    input: loaded_rx,
+                    input: worker_input.clone(),
                     out: gathered.clone(),
-                    shutdown: shutdown_rx.clone(),
                     source: source.clone(),
                     graph: graph.clone(),
+                    settings,
                     stats: stats.clone(),
                     placing: placing.clone(),
                     max_bytes,
@@ -213,11 +223,11 @@ impl Pipeline {
             }
             Some((stage, dev, plan)) => {
                 let worker = GpuPrep {
-                    input: loaded_rx,
+                    input: worker_input.clone(),
                     out: gathered.clone(),
-                    shutdown: shutdown_rx.clone(),
                     source: source.clone(),
                     graph: graph.clone(),
+                    settings,
                     stats: stats.clone(),
                     placing: placing.clone(),
                     max_bytes,
@@ -237,6 +247,7 @@ impl Pipeline {
         // Assembler.
         let links = Links {
             graph: graph.clone(),
+            settings,
             stats: stats.clone(),
             placing,
             out: batch_tx,

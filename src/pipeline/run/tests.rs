@@ -230,7 +230,7 @@ fn the_gpu_path_runs_exactly_the_operators_declared_for_it() {
         }
         let graph = Graph::build(&spec.outputs(&[output]))
             .unwrap_or_else(|e| panic!("{}: {}", schema.kind, e.message));
-        let gpu_path = super::gpu_plan::GpuPlan::new(&graph).map(|_| ());
+        let gpu_path = super::gpu_plan::GpuPlan::new(&graph, graph.spec.settings.batch).map(|_| ());
         let declared = schema.backends == Backends::CpuAndGpu;
         assert_eq!(
             gpu_path.is_ok(),
