@@ -23,7 +23,7 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
-# The host emulation of the CUDA kernels (src/cuda/test_support.rs) is built as an Arm library.
+# The host emulation of the CUDA kernels (kernels/host/emu.cpp) is built as an Arm library.
 export CXX=aarch64-linux-gnu-g++
 
 cargo clippy --target "$target" --all-targets -- -D warnings

@@ -106,6 +106,24 @@ impl Pixels {
         self.len() == 0
     }
 
+    /// Values of `dtype` from their raw bytes in native endianness (the inverse of
+    /// [`Pixels::as_bytes`]; a trailing partial element is dropped).
+    pub fn from_bytes(b: &[u8], dtype: DType) -> Pixels {
+        match dtype {
+            DType::U8 => Pixels::U8(b.to_vec()),
+            DType::F16 => Pixels::F16(
+                b.chunks_exact(2)
+                    .map(|c| f16::from_ne_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            DType::F32 => Pixels::F32(
+                b.chunks_exact(4)
+                    .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+        }
+    }
+
     /// The raw bytes in native endianness.
     pub fn as_bytes(&self) -> &[u8] {
         match self {

@@ -1,8 +1,6 @@
 //! The CUDA driver and NVRTC as loaded at run time: whether they are present, what a device
 //! is ([`probe`], without creating a context), and driver errors as stokehold errors.
 
-use cudarc::driver::CudaStream;
-
 use crate::error::Error;
 
 /// What [`probe`] found.
@@ -23,20 +21,6 @@ pub struct GpuInfo {
 /// A driver error as a stokehold error, saying what was being done.
 pub(crate) fn cuda_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Cuda(format!("{what}: {e}"))
-}
-
-/// Records on `stream` an event the host waits on by sleeping (`CU_EVENT_BLOCKING_SYNC`)
-/// rather than spinning: a core spinning on an upload or a batch is a core the CPU workers
-/// don't get. `what` names it in errors.
-pub(crate) fn record_blocking_event(
-    stream: &CudaStream,
-    what: &str,
-) -> Result<cudarc::driver::CudaEvent, Error> {
-    stream
-        .record_event(Some(
-            cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC,
-        ))
-        .map_err(|e| cuda_err(&format!("record {what} event"), e))
 }
 
 /// Whether the CUDA driver library can be loaded (never panics).

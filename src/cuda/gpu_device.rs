@@ -100,7 +100,11 @@ pub enum KernelArg {
     U32(u32),
 }
 
-/// A launch over `samples` samples (grid.y), `blocks` blocks of 256 threads each (grid.x).
+/// Threads per block of every stokehold kernel (`jitter_luma_sum`'s reduction relies on 256).
+pub(crate) const BLOCK: u32 = 256;
+
+/// A launch over `samples` samples (grid.y), `blocks` blocks of `BLOCK` (256) threads each
+/// (grid.x).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grid {
     /// Blocks along x (the kernels loop over the rest).

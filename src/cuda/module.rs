@@ -327,8 +327,9 @@ pub fn load_cached_in<T>(
     }
 }
 
-/// Modules loaded into one context: all of them when the device opens ([`Self::load_all`]),
-/// so that no NVRTC compilation or module load ever happens in the middle of a run.
+/// Modules loaded into one context: those the GPU stage launches when the device opens
+/// ([`super::RealDevice::new`]), so that no NVRTC compilation or module load ever happens in
+/// the middle of a run.
 pub struct ModuleCache {
     ctx: Arc<CudaContext>,
     arch: Arch,
@@ -350,16 +351,6 @@ impl ModuleCache {
     /// The architecture modules are compiled for.
     pub fn arch(&self) -> Arch {
         self.arch
-    }
-
-    /// Loads every module and looks up every entry point (what [`super::Device::new`] does).
-    pub fn load_all(&self) -> Result<(), Error> {
-        for m in KernelModule::ALL {
-            for &entry in m.entry_points() {
-                self.function(m, entry)?;
-            }
-        }
-        Ok(())
     }
 
     /// The loaded module, compiling it if it was not loaded yet (NVRTC cubin, through the

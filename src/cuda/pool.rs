@@ -1,10 +1,8 @@
 //! Device memory reused across batches, through the device seam: the [`DevicePool`] of
 //! device buffers and the [`PinnedRing`] of pinned host staging buffers.
 //!
-//! Why beside [`super::memory`]: this is the pipeline's GPU stage's memory, on any
-//! [`GpuDevice`] (real or emulated) and shared by several streams, hence the release events;
-//! `memory` serves the one-stream [`Device`](super::Device) of the operators' own launches and
-//! the kernel tests, where stream order is enough.
+//! This is the pipeline's GPU stage's memory, on any [`GpuDevice`] (real or emulated) and
+//! shared by several streams, hence the release events.
 //!
 //! A buffer is never handed out while work that used it may still be pending: each one goes
 //! back to the pool with the **release events** of its last users (the stage's stream, a

@@ -1,5 +1,5 @@
-//! The real [`GpuDevice`]: a CUDA device through cudarc (the existing [`Device`]: context,
-//! kernel stream, module cache) and nvJPEG ([`GpuJpegDecoder`]).
+//! The real [`GpuDevice`]: a CUDA device through cudarc (context, kernel stream, module
+//! cache) and nvJPEG ([`GpuJpegDecoder`]).
 //!
 //! Memory is allocated with the driver's synchronous `cuMemAlloc`/`cuMemFree` (the stage's
 //! pool keeps buffers, so this happens at start and rarely after); copies, kernels and
@@ -24,15 +24,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::sys::CUstream;
-use cudarc::driver::{result as cu, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{result as cu, CudaContext, CudaStream, LaunchConfig, PushKernelArg};
 
+use super::cuda_err;
+use super::driver::{probe, GpuInfo};
+use super::gpu_device::BLOCK;
 use super::gpu_device::{
     DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
     KernelArg, MemoryUse, PinnedHost, StreamId,
 };
-use super::launch::BLOCK;
-use super::module::KernelModule;
-use super::{cuda_err, Device};
+use super::module::{Arch, KernelModule, ModuleCache};
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
@@ -43,11 +44,13 @@ use crate::nvjpeg::{
 
 /// The real device.
 pub struct RealDevice {
-    dev: Device,
+    cu: Arc<CudaContext>,
+    /// The kernel modules, compiled (or read from the disk cache) and loaded at open.
+    modules: ModuleCache,
     /// The context as the decoder sees it: the event pool and the allocation counters every
     /// user of the device shares.
     ctx: Arc<CudaGpuContext>,
-    /// By [`StreamId`]: decode, kernels (the [`Device`]'s own stream), then consumers'.
+    /// By [`StreamId`]: decode, kernels, then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
     decoder: Option<Mutex<GpuJpegDecoder>>,
     /// Whether the decoder pads ROIs by an MCU (nvJPEG before 13.3).
@@ -71,30 +74,35 @@ impl std::fmt::Debug for RealDevice {
 }
 
 impl RealDevice {
-    /// Opens device `device_id` ([`Device::new`]), compiles the chain's kernel modules now
-    /// (never in the middle of a run) and loads nvJPEG when it can, for batches of up to
-    /// `decode_batch` images per part (else every JPEG goes to the CPU decoder, and the
-    /// description says why).
+    /// Opens device `device_id` (see [`probe`] for the errors), compiles the kernel modules
+    /// the stage launches now (never in the middle of a run) and loads nvJPEG when it can,
+    /// for batches of up to `decode_batch` images per part (else every JPEG goes to the CPU
+    /// decoder, and the description says why).
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
-        let dev = Device::new(device_id)?;
+        let info: GpuInfo = probe(device_id)?;
+        let cu = CudaContext::new(device_id)
+            .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
+        // SAFETY: event tracking is only a convenience of cudarc for multi-stream use; with
+        // it off, ordering is ours to keep, which the stage does with the events of the seam
+        // (every buffer handed to queued work is released at an event recorded after it).
+        unsafe { cu.disable_event_tracking() };
+        let kernel_stream = cu
+            .new_stream()
+            .map_err(|e| cuda_err("create the kernel stream", e))?;
+        let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
         for m in [
             KernelModule::Chain,
             KernelModule::Color,
             KernelModule::Chroma,
         ] {
-            dev.modules().function(m, m.entry_points()[0])?;
+            modules.function(m, m.entry_points()[0])?;
         }
-        let decode_stream = dev
-            .context()
+        let decode_stream = cu
             .new_stream()
             .map_err(|e| cuda_err("create the decode stream", e))?;
-        dev.context()
-            .bind_to_thread()
+        cu.bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))?;
-        let ctx = Arc::new(CudaGpuContext::from_context(
-            dev.context().clone(),
-            Arc::default(),
-        ));
+        let ctx = Arc::new(CudaGpuContext::from_context(cu.clone(), Arc::default()));
         let config = DecoderConfig {
             max_batch: decode_batch.clamp(1, i32::MAX as usize),
             ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(1),
@@ -117,7 +125,6 @@ impl RealDevice {
                     true,
                 ),
             };
-        let info = dev.info().clone();
         let description = DeviceDescription {
             name: info.name.clone(),
             emulated: false,
@@ -127,8 +134,9 @@ impl RealDevice {
             hardware_decoder: hardware,
         };
         Ok(Arc::new(RealDevice {
-            streams: Mutex::new(vec![decode_stream, dev.stream().clone()]),
-            dev,
+            streams: Mutex::new(vec![decode_stream, kernel_stream]),
+            cu,
+            modules,
             ctx,
             decoder,
             pads_roi,
@@ -155,8 +163,7 @@ impl RealDevice {
     }
 
     fn bind(&self) -> Result<(), Error> {
-        self.dev
-            .context()
+        self.cu
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))
     }
@@ -165,7 +172,7 @@ impl RealDevice {
 impl Drop for RealDevice {
     fn drop(&mut self) {
         // Nothing may be freed (decoder work buffers, modules, streams) under running work.
-        if let Err(e) = self.dev.context().synchronize() {
+        if let Err(e) = self.cu.synchronize() {
             tracing::warn!("synchronising the device before dropping it: {e}");
         }
     }
@@ -212,8 +219,7 @@ impl GpuDevice for RealDevice {
 
     fn new_stream(&self) -> Result<StreamId, Error> {
         let s = self
-            .dev
-            .context()
+            .cu
             .new_stream()
             .map_err(|e| cuda_err("create a stream", e))?;
         let mut v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
@@ -277,12 +283,8 @@ impl GpuDevice for RealDevice {
             .fetch_add(1, Ordering::Relaxed);
         // SAFETY: the memory is uninitialised; `PinnedHost` hands it out only as bytes, which
         // the stage writes before any copy reads them.
-        let mut slice = unsafe {
-            self.dev
-                .context()
-                .alloc_pinned_with_flags::<u8>(bytes.max(1), 0)
-        }
-        .map_err(|e| cuda_err(&format!("allocate {bytes} pinned bytes"), e))?;
+        let mut slice = unsafe { self.cu.alloc_pinned_with_flags::<u8>(bytes.max(1), 0) }
+            .map_err(|e| cuda_err(&format!("allocate {bytes} pinned bytes"), e))?;
         let ptr = slice
             .as_mut_ptr()
             .map_err(|e| cuda_err("map pinned memory", e))?;
@@ -361,10 +363,7 @@ impl GpuDevice for RealDevice {
         args: &[KernelArg],
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        let func = self
-            .dev
-            .modules()
-            .function(kernel.module(), kernel.entry())?;
+        let func = self.modules.function(kernel.module(), kernel.entry())?;
         let cfg = LaunchConfig {
             grid_dim: (grid.blocks.max(1), grid.samples, 1),
             block_dim: (BLOCK, 1, 1),
@@ -441,8 +440,7 @@ impl GpuDevice for RealDevice {
     }
 
     fn synchronize_all(&self) -> Result<(), Error> {
-        self.dev
-            .context()
+        self.cu
             .synchronize()
             .map_err(|e| cuda_err("device synchronize", e))
     }
@@ -524,11 +522,7 @@ impl GpuDevice for RealDevice {
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {
         // SAFETY: forwarded contract (a live `CUstream` of this context, kept alive by its
         // owner while batches may use it).
-        let s = unsafe {
-            self.dev
-                .context()
-                .wrap_borrowed_stream(raw as usize as CUstream)
-        };
+        let s = unsafe { self.cu.wrap_borrowed_stream(raw as usize as CUstream) };
         let mut v = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         v.push(s);
         Ok(StreamId(v.len() - 1))

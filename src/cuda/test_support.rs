@@ -1,38 +1,41 @@
 //! Helpers shared by the GPU parity tests and the host emulation of the kernels in the
-//! operator folders (compiled for tests only): device 0 or a visible skip, test images,
-//! batch comparison, and the kernels built for the host (`kernels/host/emu.cpp`).
+//! operator folders (compiled for tests only): the devices to run on (the emulated device,
+//! and device 0 when there is one), test images, image comparison, and the kernels built for
+//! the host (`kernels/host/emu.cpp`) called directly.
 //!
-//! Parity tests open device 0 and skip (`testutil::skip`: "skipped: no CUDA driver") when that
-//! fails (set `STOKEHOLD_REQUIRE_GPU=1` to make that a failure instead, on a GPU machine);
-//! they need no files, so a prebuilt test binary runs them anywhere (their names start with
-//! `gpu_`: `stokehold-<hash> gpu_ --test-threads=1`). u8 outputs must match the
-//! CPU bit for bit; float outputs within 1e-3 (relative above 1).
+//! Parity tests run the fused chain through the device seam ([`devices`]: the emulated
+//! device, always in CI, and the real device 0, which is skipped visibly — `testutil::skip`:
+//! "skipped: no CUDA driver" — when it can't open; `STOKEHOLD_REQUIRE_GPU=1` makes that a
+//! failure, on a GPU machine). Their names start with `gpu_`, which is how
+//! `scripts/gpu-check.sh` picks them. u8 outputs must match the CPU bit for bit; float
+//! outputs within 1e-3 (relative above 1).
 //!
-//! The emulation is the kernels built for the host by `build.rs` (the emulated device's
-//! kernels, [`crate::cuda::emu::kernels`]); it runs one single-thread block per sample, so
-//! the grid-stride loops cover everything; the resampling kernels also run as whole blocks
-//! of real threads ([`run_chain_emu_threads`]: a host thread per CUDA thread, a barrier per
-//! `__syncthreads`, one shared scratch per block), which checks the phases of their
-//! shared-memory tiles. What it cannot check: the CUDA intrinsics and PTX conversions
+//! The direct emulation is the kernels built for the host by `build.rs` (the emulated
+//! device's kernels, [`crate::cuda::emu::kernels`]); it runs one single-thread block per
+//! sample, so the grid-stride loops cover everything; the resampling kernels also run as
+//! whole blocks of real threads ([`run_chain_emu_threads`]: a host thread per CUDA thread,
+//! a barrier per `__syncthreads`, one shared scratch per block), which checks the phases of
+//! their shared-memory tiles. What it cannot check: the CUDA intrinsics and PTX conversions
 //! themselves (mapped to IEEE host operations), and the jitter kernels' multi-thread
 //! reduction. Without a working C++ compiler at build time the emulation tests skip visibly
 //! (they fail under `STOKEHOLD_REQUIRE_EMU=1`).
 #![allow(dead_code)]
 
-use super::batch::pixels_from_bytes;
-use super::chain::launcher::JitterStages;
+use std::sync::Arc;
+
 use super::chain::{build_desc, FusedSample, SourceDims};
 use super::desc::{FusedDesc, JitterDesc};
-use super::{Device, DeviceBatch, DeviceImage};
+use super::{EmuDevice, EmuOptions, GpuDevice, RealDevice};
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::rng::SampleRng;
 use crate::testutil::skip::{skip, Need};
 
-/// Device 0, or `None` after saying why the test is skipped.
-pub(crate) fn device() -> Option<Device> {
-    match Device::new(0) {
+/// Device 0, or `None` after saying why the test is skipped (a failure instead under
+/// `STOKEHOLD_REQUIRE_GPU=1`).
+pub(crate) fn real_device() -> Option<Arc<RealDevice>> {
+    match RealDevice::new(0, 8) {
         Ok(d) => {
-            eprintln!("GPU: {:?}", d.info());
+            eprintln!("GPU: {:?}", d.describe());
             Some(d)
         }
         Err(e) => {
@@ -43,6 +46,28 @@ pub(crate) fn device() -> Option<Device> {
             None
         }
     }
+}
+
+/// The emulated device, or `None` after saying why the test is skipped.
+pub(crate) fn emu_device() -> Option<Arc<EmuDevice>> {
+    Emu::load()?;
+    Some(EmuDevice::new(EmuOptions::default()).expect("emulated device"))
+}
+
+/// Devices by name.
+pub(crate) type Devices = [(&'static str, Arc<dyn GpuDevice>)];
+
+/// Every device a parity test runs on, named: the emulated device, then device 0 (each
+/// skipped visibly when missing).
+pub(crate) fn devices() -> Vec<(&'static str, Arc<dyn GpuDevice>)> {
+    let mut v: Vec<(&'static str, Arc<dyn GpuDevice>)> = Vec::new();
+    if let Some(d) = emu_device() {
+        v.push(("emu", d));
+    }
+    if let Some(d) = real_device() {
+        v.push(("gpu", d));
+    }
+    v
 }
 
 /// Deterministic noise with some smooth structure.
@@ -71,13 +96,6 @@ pub(crate) const SHAPES: &[(usize, usize)] = &[
 /// A u8 image's values in any dtype and layout (exact).
 pub(crate) fn in_any(im: &Image, dtype: DType, layout: Layout) -> Image {
     crate::testutil::widen(im, dtype, layout)
-}
-
-/// Uploads every image.
-pub(crate) fn upload_all(dev: &Device, ims: &[Image]) -> Vec<DeviceImage> {
-    ims.iter()
-        .map(|im| DeviceImage::upload(dev, im).expect("upload"))
-        .collect()
 }
 
 /// `got` equals `want`: same shape, u8 bit for bit, floats within 1e-3 (relative above 1).
@@ -115,15 +133,6 @@ pub(crate) fn assert_same(got: &Image, want: &Image, what: &str) {
                 assert!(ok, "{what}: element {i}: gpu {x} cpu {y}");
             }
         }
-    }
-}
-
-/// Every sample of `batch` equals its CPU result.
-pub(crate) fn check_batch(batch: &DeviceBatch, want: &[Image], what: &str) {
-    let got = batch.to_host().expect("download");
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_same(g, w, &format!("{what}, sample {i}"));
     }
 }
 
@@ -196,7 +205,7 @@ pub(crate) fn image_from(
         width: w,
         channels: c,
         layout,
-        pixels: pixels_from_bytes(&bytes_of(buf, h * w * c * dt.size()), dt),
+        pixels: Pixels::from_bytes(&bytes_of(buf, h * w * c * dt.size()), dt),
     }
 }
 
@@ -330,30 +339,4 @@ pub(crate) fn run_jitter_emu(emu: &Emu, images: &mut [Vec<u8>], mut descs: Vec<J
             unsafe { step(descs.as_ptr(), n, k, sums.as_mut_ptr()) }
         });
     }
-}
-
-/// What `crate::cuda::run_fused_batch` computes, on the host: one chain launch, or — with
-/// color jitter — the same three stages it launches.
-pub(crate) fn run_fused_batch_emu(emu: &Emu, ims: &[Image], samples: &[FusedSample]) -> Vec<Image> {
-    const ENTRY: &str = "fused_crop_resize_normalize";
-    let Some(stages) = JitterStages::of(samples) else {
-        return run_chain_emu(emu, ENTRY, ims, samples);
-    };
-    let resampled = run_chain_emu(emu, ENTRY, ims, &stages.geometry);
-    let mut bytes: Vec<Vec<u8>> = resampled
-        .iter()
-        .map(|im| im.as_u8_hwc().expect("u8 HWC").to_vec())
-        .collect();
-    let descs = resampled
-        .iter()
-        .zip(&stages.jitter)
-        .map(|(im, j)| j.desc(im.height * im.width).expect("descriptor"))
-        .collect();
-    run_jitter_emu(emu, &mut bytes, descs);
-    let jittered: Vec<Image> = resampled
-        .iter()
-        .zip(bytes)
-        .map(|(im, b)| Image::from_u8_hwc(im.height, im.width, im.channels, b))
-        .collect();
-    run_chain_emu(emu, ENTRY, &jittered, &stages.rest)
 }

@@ -1,13 +1,13 @@
-//! Operators: the interface every operator implements (host setup, CPU run, and a batched
-//! GPU form where it has one), and the operator folders, each holding its schema and
-//! arguments, CPU code, GPU launcher (`gpu.rs`) and tests.
+//! Operators: the interface every operator implements (host setup, CPU run, and its piece of
+//! the fused GPU chain where it has one), and the operator folders, each holding its schema
+//! and arguments, CPU code, GPU form (`gpu.rs`: its chain piece) and tests.
 //!
 //! An operator maps the values on its input edges to values on its output edges for one
 //! sample. Its random choices are made by its host [`Operator::setup`] from a [`SampleRng`]
 //! keyed by (seed, epoch, sample index, operator name) and recorded as [`OpParams`]: the CPU
 //! path runs the setup inside [`Operator::run_cpu`], the GPU path runs it on the host and
-//! hands the results to [`GpuOperator::launch`] or to the fused chain
-//! ([`crate::cuda::chain`]), so both paths make exactly the same choices.
+//! turns the results into its pieces of the fused chain ([`GpuOperator::chain_piece`],
+//! [`crate::cuda::chain`]), so both paths make exactly the same choices.
 //!
 //! Operators never import each other: code two operators share lives beside them
 //! ([`window`]), in [`crate::resample`], or in the fused operators of [`crate::fusion`].
@@ -17,8 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::cuda::chain::{ChainPiece, ChainStep};
-use crate::cuda::{Device, DeviceBatch, DeviceImage};
-use crate::error::{Error, SampleErrorKind};
+use crate::error::SampleErrorKind;
 use crate::image::{DType, Layout};
 use crate::rng::SampleRng;
 use crate::value::{Value, ValueType};
@@ -105,25 +104,14 @@ pub trait Operator: Send + Sync + fmt::Debug {
     }
 }
 
-/// The GPU form of an operator: one launch over a whole batch of per-sample descriptors
-/// built from the host setups, and the operator's piece of the fused chain.
+/// The GPU form of an operator: its piece of the fused chain.
 ///
 /// The GPU stage sets each sample up on the host with [`Operator::setup`] (so it draws
-/// exactly what the CPU path draws), then either launches each operator with
-/// [`GpuOperator::launch`], or composes every operator's [`GpuOperator::chain_piece`] into
-/// one [`crate::cuda::FusedSample`] per sample and launches the chain once per batch
-/// ([`crate::fusion::chain::SampleChain`] does that composition).
+/// exactly what the CPU path draws), composes every operator's
+/// [`GpuOperator::chain_piece`] into one [`crate::cuda::FusedSample`] per sample
+/// ([`crate::fusion::chain::SampleChain`] does that composition) and launches the chain once
+/// per batch.
 pub trait GpuOperator: Send + Sync {
-    /// Runs this operator over a batch: output sample `i` is this operator applied to
-    /// `inputs[i]` with the parameters of `setups[i]` (one setup per input, from
-    /// [`Operator::setup`] on that input's shape). One launch (or a fixed few) per batch.
-    fn launch(
-        &self,
-        dev: &Device,
-        inputs: &[DeviceImage],
-        setups: &[Setup],
-    ) -> Result<DeviceBatch, Error>;
-
     /// What this operator is in the fused chain, known before any sample (checked once at
     /// pipeline start by [`crate::cuda::chain::ChainSteps::new`]); an `Err` says why the chain
     /// can't do it.
@@ -131,19 +119,6 @@ pub trait GpuOperator: Send + Sync {
 
     /// This operator's piece of one sample's fused work, from the setup drawn for it.
     fn chain_piece(&self, setup: &Setup) -> Result<ChainPiece, String>;
-}
-
-/// Checks the one-setup-per-input rule of [`GpuOperator::launch`].
-pub(crate) fn check_setups(inputs: &[DeviceImage], setups: &[Setup]) -> Result<(), Error> {
-    if inputs.len() == setups.len() {
-        Ok(())
-    } else {
-        Err(Error::Cuda(format!(
-            "{} images for {} setups: one setup per image",
-            inputs.len(),
-            setups.len()
-        )))
-    }
 }
 
 /// Where an operator may write its one image output in place (see

@@ -3,7 +3,6 @@
 //! no pixels touched. The CPU path runs it inside `run_cpu`; the GPU path runs it on the host
 //! and hands the results to the batched launch, so both pick the same crops and flips.
 
-use crate::cuda::DeviceImage;
 use crate::decode::ImageInfo;
 use crate::image::{DType, Image, Layout};
 use crate::rng::SampleRng;
@@ -33,17 +32,6 @@ impl ImageShape {
             width: im.width,
             channels: im.channels,
             dtype: im.dtype(),
-            layout: im.layout,
-        }
-    }
-
-    /// The shape of an image in device memory.
-    pub fn of_device(im: &DeviceImage) -> ImageShape {
-        ImageShape {
-            height: im.height,
-            width: im.width,
-            channels: im.channels,
-            dtype: im.dtype,
             layout: im.layout,
         }
     }

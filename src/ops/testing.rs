@@ -1,14 +1,13 @@
 //! Helpers shared by the operators' tests (compiled for tests only): the check that an
-//! operator's host setup draws what its `run_cpu` records, and setups for GPU launches.
+//! operator's host setup draws what its `run_cpu` records.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cuda::DeviceImage;
 use crate::image::Image;
 use crate::value::Value;
 
-use super::{ImageShape, Operator, SampleContext, SampleKey, Setup, SetupInput};
+use super::{ImageShape, Operator, SampleContext, SampleKey, SetupInput};
 
 /// The sample key the tests use for sample `index` of operator `op_key`.
 pub(crate) fn key(index: usize, op_key: u64) -> SampleKey {
@@ -63,20 +62,4 @@ pub(crate) fn assert_setup_matches_run(op: &dyn Operator, im: Image, key: Sample
         setup.output,
         "{op:?}: setup predicted another output shape"
     );
-}
-
-/// One host setup per device image (sample `i` is sample index `i`), as the GPU stage makes
-/// them.
-pub(crate) fn setups_for(op: &dyn Operator, inputs: &[DeviceImage], op_key: u64) -> Vec<Setup> {
-    inputs
-        .iter()
-        .enumerate()
-        .map(|(i, im)| {
-            op.setup(
-                SetupInput::Image(ImageShape::of_device(im)),
-                &key(i, op_key),
-            )
-            .expect("setup")
-        })
-        .collect()
 }

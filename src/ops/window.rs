@@ -1,13 +1,9 @@
 //! Cutting a window out of an image, filling what lies outside with a constant: the pixel
-//! code `crop` and `pad` share (a pad is a window that starts outside the image), on the CPU
-//! and as one batched launch of the `crop_fill` kernels.
+//! code `crop` and `pad` share (a pad is a window that starts outside the image), and the
+//! fill values as the `crop_fill` kernels take them.
 
 use half::f16;
 
-use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::run::{run_geom, u32_of, GeomKernel};
-use crate::cuda::{Device, DeviceBatch, DeviceImage};
-use crate::error::Error;
 use crate::image::{DType, Image, Layout, Pixels};
 
 /// Largest magnitude of a fill value (the largest finite f16).
@@ -144,60 +140,6 @@ pub fn fill_bits(v: f64, dtype: DType) -> u32 {
         DType::F16 => u32::from(f16::from_f64(v).to_bits()),
         DType::F32 => (v as f32).to_bits(),
     }
-}
-
-/// Windows `(top, left, height, width)` of each image (negative or past the edge = filled
-/// with `fill`: one value, or one per channel up to 4 channels), as [`crop_fill`].
-pub fn window_fill_batch(
-    dev: &Device,
-    inputs: &[DeviceImage],
-    windows: &[(i64, i64, usize, usize)],
-    fill: &[f64],
-) -> Result<DeviceBatch, Error> {
-    if windows.len() != inputs.len() {
-        return Err(Error::Cuda("one window per image".into()));
-    }
-    let layout = inputs.first().map_or(Layout::Hwc, |im| im.layout);
-    let mut descs = Vec::with_capacity(inputs.len());
-    for (im, &(top, left, h, w)) in inputs.iter().zip(windows) {
-        if im.layout != layout {
-            return Err(Error::Cuda("one layout per batch".into()));
-        }
-        let mut bits = [0u32; 4];
-        match fill.len() {
-            1 => bits.fill(fill_bits(fill[0], im.dtype)),
-            n if n == im.channels && n <= 4 => {
-                for (b, &v) in bits.iter_mut().zip(fill) {
-                    *b = fill_bits(v, im.dtype);
-                }
-            }
-            n => {
-                return Err(Error::Cuda(format!(
-                    "{n} fill values for {} channels (GPU path: 1, or one per channel up to 4)",
-                    im.channels
-                )))
-            }
-        }
-        let pos =
-            |v: i64| i32::try_from(v).map_err(|_| Error::Cuda(format!("offset {v} too large")));
-        descs.push(GeomDesc {
-            src_h: u32_of(im.height, "height")?,
-            src_w: u32_of(im.width, "width")?,
-            out_h: u32_of(h, "height")?,
-            out_w: u32_of(w, "width")?,
-            top: pos(top)?,
-            left: pos(left)?,
-            channels: u32_of(im.channels, "channels")?,
-            flags: if layout == Layout::Chw {
-                geom_flags::CHW
-            } else {
-                0
-            },
-            fill: bits,
-            ..GeomDesc::default()
-        });
-    }
-    run_geom(dev, GeomKernel::CropFill, inputs, descs, layout)
 }
 
 #[cfg(test)]

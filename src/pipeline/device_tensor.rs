@@ -259,6 +259,6 @@ impl DeviceTensor {
                     .copy_to_host(streams::KERNELS, &mut bytes, b.ptr())?
             };
         }
-        Ok(crate::cuda::batch::pixels_from_bytes(&bytes, self.dtype()))
+        Ok(Pixels::from_bytes(&bytes, self.dtype()))
     }
 }

@@ -11,10 +11,9 @@
 //! as the CPU's two passes, and no scratch image in device memory. (A tile whose lines are
 //! sparse, a shrink without antialias, recomputes per pixel instead, which is cheaper there.)
 
-use crate::cuda::batch::DeviceImage;
 use crate::cuda::desc::{dtype, fused_flags, FusedDesc, JitterDesc};
 use crate::error::Error;
-use crate::image::{DType, Layout};
+use crate::image::{DType, Image, Layout};
 use crate::resample::{bilinear_taps, nearest_indices, vertical_first, Interp, Taps};
 
 /// A window `(top, left, height, width)` in pixels.
@@ -204,12 +203,12 @@ pub struct SourceDims {
 }
 
 impl SourceDims {
-    /// The dimensions of a device image, if it is u8 HWC with 1 to 4 channels.
-    pub fn of(im: &DeviceImage) -> Result<SourceDims, Error> {
-        if im.dtype != DType::U8 || im.layout != Layout::Hwc {
+    /// The dimensions of a host image packed as the decoder leaves it, if it is u8 HWC.
+    pub fn of(im: &Image) -> Result<SourceDims, Error> {
+        if im.dtype() != DType::U8 || im.layout != Layout::Hwc {
             return Err(Error::Cuda(format!(
-                "fused resize takes u8 HWC images, got {} {}",
-                im.dtype.name(),
+                "the fused chain takes u8 HWC images, got {} {}",
+                im.dtype().name(),
                 im.layout.name()
             )));
         }
@@ -217,7 +216,7 @@ impl SourceDims {
             height: im.height,
             width: im.width,
             channels: im.channels,
-            pitch: im.pitch,
+            pitch: im.width * im.channels,
         })
     }
 }
@@ -226,7 +225,7 @@ impl SourceDims {
 /// Errors on what the CPU path also rejects (window outside the image, empty sizes) and on
 /// what the fused kernel does not take (more than 4 channels). The descriptor holds the
 /// resampling, flip, normalize, dtype and layout; the jitter is applied between launches
-/// (see [`super::run_fused_batch`]).
+/// (see `launcher::JitterStages`).
 pub fn build_desc(
     im: SourceDims,
     s: &FusedSample,

@@ -1,24 +1,23 @@
-//! The fused chain kernel against the CPU operators it replaces: on the host (the kernels
-//! compiled by the host's C++ compiler), and on a GPU when there is one. Also the standalone
-//! `resize_u8` kernel, which shares the chain's resampler.
+//! The fused chain kernel against the CPU operators it replaces: through the device seam on
+//! every device (the emulated device, and a GPU when there is one), and the kernels called
+//! directly on the host (the kernels compiled by the host's C++ compiler, also with blocks of
+//! real threads). Also the standalone `resize_u8` kernel, which shares the chain's resampler.
 
+use crate::cuda::chain::on_device::run_chain;
 use crate::cuda::chain::{FusedSample, JitterSample};
-use crate::cuda::run_fused_batch;
 use crate::cuda::test_support::{
-    assert_same, check_batch, device, image_u8, run_chain_emu, run_chain_emu_threads,
-    run_fused_batch_emu, upload_all, Emu, SHAPES,
+    assert_same, devices, emu_device, image_u8, run_chain_emu, run_chain_emu_threads, Devices, Emu,
+    SHAPES,
 };
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::cast::cast_image;
 use crate::ops::color_jitter::gpu::jitter_sample;
 use crate::ops::color_jitter::{apply as jitter_cpu, ColorJitter, JitterParams};
-use crate::ops::flip::{flip_in_place, Flip};
-use crate::ops::layout::{to_layout, ToLayout};
+use crate::ops::flip::flip_in_place;
+use crate::ops::layout::to_layout;
 use crate::ops::normalize::{normalize_image, per_channel, Normalize};
 use crate::ops::random_resized_crop::choose_window;
-use crate::ops::testing::setups_for;
 use crate::ops::window::crop_fill;
-use crate::ops::{FlipParams, GpuOperator, ImageShape, OpParams, Setup};
 use crate::resample::{resize_u8, Interp};
 use crate::rng::SampleRng;
 
@@ -62,9 +61,27 @@ fn fused_cpu(im: &Image, s: &FusedSample, jitter: Option<&JitterParams>) -> Imag
     to_layout(&out, s.layout)
 }
 
+/// On every device of `devs` (a test's [`devices`]), the chain over `ims` through the device
+/// seam gives `want`.
+fn check_devices(
+    devs: &Devices,
+    ims: &[Image],
+    samples: &[FusedSample],
+    want: &[Image],
+    what: &str,
+) {
+    for (name, dev) in devs {
+        let got = run_chain(dev.as_ref(), ims, samples).expect("the chain runs");
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert_same(g, w, &format!("{what} on {name}, sample {i}"));
+        }
+    }
+}
+
 #[test]
 fn gpu_fused_chain_matches_cpu() {
-    let Some(dev) = device() else { return };
+    let devs = devices();
     let norm = Normalize::new(
         &[123.675, 116.28, 103.53],
         &[58.395, 57.12, 57.375],
@@ -129,63 +146,20 @@ fn gpu_fused_chain_matches_cpu() {
                     }
                 })
                 .collect();
-            let inputs = upload_all(&dev, &ims);
-            let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
             let want: Vec<Image> = ims
                 .iter()
                 .zip(&samples)
                 .map(|(im, s)| fused_cpu(im, s, None))
                 .collect();
-            check_batch(
-                &batch,
+            check_devices(
+                &devs,
+                &ims,
+                &samples,
                 &want,
                 &format!("fused c={c} {dtype:?} {layout:?} norm={normalize}"),
             );
         }
     }
-}
-
-#[test]
-fn gpu_batches_chain_and_return_buffers_to_the_pool() {
-    let Some(dev) = device() else { return };
-    let ims: Vec<Image> = (0..4).map(|k| image_u8(20 + k, 30, 3, k as u64)).collect();
-    let inputs = upload_all(&dev, &ims);
-    let flip_setups: Vec<Setup> = inputs
-        .iter()
-        .map(|im| Setup {
-            output: ImageShape::of_device(im),
-            params: Some(OpParams::Flip(FlipParams {
-                horizontal: true,
-                vertical: false,
-            })),
-        })
-        .collect();
-    let flipped = Flip {
-        horizontal: 1.0,
-        vertical: 0.0,
-    }
-    .launch(&dev, &inputs, &flip_setups)
-    .expect("flip");
-    let layout = ToLayout {
-        layout: Layout::Chw,
-    };
-    let mid = flipped.images();
-    let chw = layout
-        .launch(&dev, &mid, &setups_for(&layout, &mid, 0))
-        .expect("layout");
-    let want: Vec<Image> = ims
-        .iter()
-        .map(|im| {
-            let mut o = im.clone();
-            flip_in_place(&mut o, true, false);
-            to_layout(&o, Layout::Chw)
-        })
-        .collect();
-    check_batch(&chw, &want, "flip then layout");
-    let idle = dev.pool().idle_count();
-    drop(chw);
-    drop(flipped);
-    assert!(dev.pool().idle_count() > idle);
 }
 
 fn random_sample(rng: &mut SampleRng, im: &Image, k: usize) -> FusedSample {
@@ -277,11 +251,11 @@ fn fused_and_resize_kernels_match_cpu_on_the_host() {
     }
 }
 
-/// Crops after the resize (`keep`) and color jitter, through the same stages as
-/// `run_fused_batch`.
+/// Crops after the resize (`keep`) and color jitter, through the stages the GPU stage
+/// launches, on the emulated device.
 #[test]
 fn kept_windows_and_jitter_match_cpu_on_the_host() {
-    let Some(emu) = Emu::load() else { return };
+    let Some(emu) = emu_device() else { return };
     let mut rng = SampleRng::from_key(77);
     let jitter = ColorJitter::new(0.4, 0.4, 0.4, 0.1).unwrap();
     for round in 0..20 {
@@ -312,7 +286,7 @@ fn kept_windows_and_jitter_match_cpu_on_the_host() {
                 s
             })
             .collect();
-        let got = run_fused_batch_emu(&emu, &ims, &samples);
+        let got = run_chain(emu.as_ref(), &ims, &samples).expect("chain");
         for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
             assert_same(
                 g,
@@ -325,7 +299,7 @@ fn kept_windows_and_jitter_match_cpu_on_the_host() {
             .iter()
             .map(|s| FusedSample { jitter: None, ..*s })
             .collect();
-        let got = run_fused_batch_emu(&emu, &ims, &plain);
+        let got = run_chain(emu.as_ref(), &ims, &plain).expect("chain");
         for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&plain).enumerate() {
             assert_same(g, &fused_cpu(im, s, None), &format!("plain sample {k}"));
         }
@@ -340,10 +314,10 @@ fn samples_norm() -> Option<([f32; 4], [f32; 4])> {
     ))
 }
 
-/// `run_fused_batch` with kept windows and color jitter (its three-stage path) on a GPU.
+/// The chain with kept windows and color jitter (its three-stage path) on every device.
 #[test]
 fn gpu_fused_chain_with_keep_and_jitter_matches_cpu() {
-    let Some(dev) = device() else { return };
+    let devs = devices();
     let mut rng = SampleRng::from_key(78);
     let jitter = ColorJitter::new(0.4, 0.4, 0.4, 0.1).unwrap();
     let ims: Vec<Image> = SHAPES
@@ -365,15 +339,13 @@ fn gpu_fused_chain_with_keep_and_jitter_matches_cpu() {
             s
         })
         .collect();
-    let inputs = upload_all(&dev, &ims);
-    let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
     let want: Vec<Image> = ims
         .iter()
         .zip(&samples)
         .zip(&params)
         .map(|((im, s), p)| fused_cpu(im, s, p.as_ref()))
         .collect();
-    check_batch(&batch, &want, "fused with keep and jitter");
+    check_devices(&devs, &ims, &samples, &want, "fused with keep and jitter");
 }
 
 /// EXIF orientation read through by the chain (defect 3): the kernel on the image as stored,
@@ -609,10 +581,10 @@ fn launcher_tiles_are_the_kernels_tiles() {
     assert_eq!(crate::cuda::chain::launcher::tiles(33, 64), 3 * 2);
 }
 
-/// The large downscales on a GPU, one batch per dtype and layout.
+/// The large downscales on every device, one batch per dtype and layout.
 #[test]
 fn gpu_fused_chain_large_downscales_match_cpu() {
-    let Some(dev) = device() else { return };
+    let devs = devices();
     let (ims, samples) = large_downscale_cases();
     for (dtype, layout) in [(DType::U8, Layout::Chw), (DType::F32, Layout::Hwc)] {
         let samples: Vec<FusedSample> = samples
@@ -624,15 +596,15 @@ fn gpu_fused_chain_large_downscales_match_cpu() {
                 ..*s
             })
             .collect();
-        let inputs = upload_all(&dev, &ims);
-        let batch = run_fused_batch(&dev, &inputs, &samples).expect("fused");
         let want: Vec<Image> = ims
             .iter()
             .zip(&samples)
             .map(|(im, s)| fused_cpu(im, s, None))
             .collect();
-        check_batch(
-            &batch,
+        check_devices(
+            &devs,
+            &ims,
+            &samples,
             &want,
             &format!("large downscales {dtype:?} {layout:?}"),
         );

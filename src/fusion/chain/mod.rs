@@ -16,6 +16,8 @@ use crate::ops::{ImageShape, OpParams, Operator, SampleKey, SetupInput};
 
 #[cfg(test)]
 mod kernel_tests;
+#[cfg(test)]
+pub(crate) mod on_device;
 
 /// One operator of a chain, with the identity that keys its random stream.
 #[derive(Clone, Copy)]

@@ -1,13 +1,14 @@
 //! Tests of `cast`: the conversion rules, the host setup against `run_cpu`, and GPU parity
-//! (the `convert` kernel it shares with `normalize` is emulated in `crate::ops::convert_tests`).
+//! through the fused chain (the standalone `convert` kernel is emulated in
+//! `crate::ops::convert_tests`).
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::cuda::test_support::{check_batch, device, image_u8, upload_all};
+use crate::cuda::test_support::{image_u8, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::Layout;
-use crate::ops::testing::{assert_setup_matches_run, key, setups_for};
-use crate::ops::GpuOperator;
+use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::value::ImageType;
 
 #[test]
@@ -119,61 +120,28 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
-/// GPU parity (the cast part of the former `flip_layout_cast_match_cpu`), with values that
-/// exercise rounding, saturation and NaN.
+/// GPU parity through the fused chain: a cast of the decoded u8 images, and a cast after a
+/// normalize whose values exercise rounding half to even and saturation (`2x - 0.5`: halves,
+/// past 255, below 0), on every device.
 #[test]
 fn gpu_cast_matches_cpu() {
-    let Some(dev) = device() else { return };
-    let vals: Vec<f32> = vec![
-        0.5,
-        1.5,
-        2.5,
-        -0.5,
-        254.5,
-        254.51,
-        255.4,
-        300.0,
-        -3.0,
-        f32::NAN,
-        1e6,
-        1.0 + 2f32.powi(-11),
-        127.0,
-        65519.0,
-        3.3,
-    ];
-    let src = Image {
-        height: 1,
-        width: vals.len(),
-        channels: 1,
-        layout: Layout::Hwc,
-        pixels: Pixels::F32(vals),
-    };
-    for from in [DType::F32, DType::F16] {
-        let im = cast_image(&src, from);
-        let inputs = upload_all(&dev, std::slice::from_ref(&im));
-        for to in [DType::U8, DType::F16, DType::F32] {
-            let op = Cast { dtype: to };
-            let batch = op
-                .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
-                .expect("cast");
-            check_batch(
-                &batch,
-                &[cast_image(&im, to)],
-                &format!("cast {from:?}->{to:?}"),
-            );
-        }
-    }
-    let u8im = image_u8(5, 9, 3, 4);
-    let inputs = upload_all(&dev, std::slice::from_ref(&u8im));
+    let devs = devices();
+    let ims: Vec<Image> = SHAPES
+        .iter()
+        .enumerate()
+        .map(|(k, &(h, w))| image_u8(h, w, 1 + k % 3, k as u64))
+        .collect();
+    let halves = crate::ops::normalize::Normalize::new(&[0.25], &[0.5], DType::F32).unwrap();
     for to in [DType::U8, DType::F16, DType::F32] {
         let op = Cast { dtype: to };
-        let batch = op
-            .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
-            .expect("cast");
-        check_batch(
-            &batch,
-            &[cast_image(&u8im, to)],
-            &format!("cast U8->{to:?}"),
-        );
+        check_ops(&devs, &[("cast", &op)], &ims, &format!("cast u8->{to:?}"));
+        if to != DType::F32 {
+            check_ops(
+                &devs,
+                &[("normalize", &halves), ("cast", &op)],
+                &ims,
+                &format!("normalize then cast ->{to:?}"),
+            );
+        }
     }
 }

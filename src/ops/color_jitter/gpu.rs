@@ -1,16 +1,11 @@
-//! GPU form of `color_jitter`: the images are copied into the output batch, then for each of
-//! the 4 steps (in each sample's own order) one `jitter_luma_sum` launch (only when some
-//! sample applies contrast at that step; the mean depends on the image at that point) and
-//! one `jitter_step` launch, each over the whole batch (`crate::cuda::run::run_jitter`). In
-//! the fused chain, the factors as the jitter kernels take them.
+//! GPU form of `color_jitter`: in the fused chain, the factors as the jitter kernels take
+//! them (the chain runs the jitter between two launches: `crate::cuda::chain::launcher`).
 
 use super::{hue_shift, ColorJitter, JitterParams};
 use crate::cuda::chain::{ChainPiece, ChainStep, JitterSample};
 use crate::cuda::desc::JitterDesc;
-use crate::cuda::run::run_jitter;
-use crate::cuda::{Device, DeviceBatch, DeviceImage};
 use crate::error::Error;
-use crate::ops::{check_setups, GpuOperator, Setup};
+use crate::ops::{GpuOperator, Setup};
 
 /// One sample's choice as the jitter kernels take it (factors as f32, the hue as the byte
 /// added to H).
@@ -40,26 +35,6 @@ impl ColorJitter {
 }
 
 impl GpuOperator for ColorJitter {
-    /// Applies each sample's drawn adjustments to its image: u8 HWC RGB.
-    fn launch(
-        &self,
-        dev: &Device,
-        inputs: &[DeviceImage],
-        setups: &[Setup],
-    ) -> Result<DeviceBatch, Error> {
-        check_setups(inputs, setups)?;
-        let descs = inputs
-            .iter()
-            .zip(setups)
-            .map(|(im, s)| {
-                self.sample_of(s)
-                    .map_err(Error::Cuda)?
-                    .desc(im.height * im.width)
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        run_jitter(dev, inputs, descs)
-    }
-
     fn chain_step(&self) -> Result<ChainStep, String> {
         Ok(ChainStep::ColorJitter)
     }

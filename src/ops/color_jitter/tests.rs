@@ -1,5 +1,6 @@
 //! Tests of `color_jitter`: Pillow/torchvision goldens (scripts/golden/color.py), exhaustive
-//! checksums over every 24-bit color, and properties.
+//! checksums over every 24-bit color, properties, the jitter kernels on the host, and GPU
+//! parity through the fused chain.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,13 +9,11 @@ use proptest::prelude::*;
 
 use super::gpu::jitter_desc;
 use super::*;
-use crate::cuda::test_support::{
-    check_batch, device, image_u8, run_jitter_emu, upload_all, Emu, SHAPES,
-};
+use crate::cuda::test_support::{image_u8, run_jitter_emu, Emu, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::Image;
 use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::ops::SampleContext;
-use crate::ops::{GpuOperator, ImageShape, Setup};
 use crate::testutil::{golden, golden_input};
 use crate::value::ImageType;
 
@@ -430,9 +429,16 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
+/// GPU parity through the fused chain (geometry, the jitter kernels between two chain
+/// launches, the rest), on every device; odd shapes and one large image.
 #[test]
 fn gpu_color_jitter_matches_cpu() {
-    let Some(dev) = device() else { return };
+    let devs = devices();
+    let ims: Vec<Image> = SHAPES
+        .iter()
+        .map(|&(hh, ww)| image_u8(hh, ww, 3, (hh * 3 + ww) as u64))
+        .chain([image_u8(300, 401, 3, 77)])
+        .collect();
     for (b, c, s, h) in [
         (0.4, 0.4, 0.4, 0.1),
         (0.0, 0.9, 0.0, 0.0),
@@ -440,34 +446,12 @@ fn gpu_color_jitter_matches_cpu() {
         (0.0, 0.0, 0.0, 0.3),
     ] {
         let op = ColorJitter::new(b, c, s, h).unwrap();
-        let ims: Vec<Image> = SHAPES
-            .iter()
-            .map(|&(hh, ww)| image_u8(hh, ww, 3, (hh * 3 + ww) as u64))
-            .chain([image_u8(300, 401, 3, 77)])
-            .collect();
-        let params: Vec<_> = (0..ims.len())
-            .map(|k| op.choose(&mut SampleRng::from_key(k as u64 + 99)))
-            .collect();
-        let inputs = upload_all(&dev, &ims);
-        let setups: Vec<Setup> = inputs
-            .iter()
-            .zip(&params)
-            .map(|(im, p)| Setup {
-                output: ImageShape::of_device(im),
-                params: Some(p.to_op_params()),
-            })
-            .collect();
-        let batch = op.launch(&dev, &inputs, &setups).expect("jitter");
-        let want: Vec<Image> = ims
-            .iter()
-            .zip(&params)
-            .map(|(im, p)| {
-                let mut v = im.as_u8_hwc().unwrap().to_vec();
-                apply(&mut v, p);
-                Image::from_u8_hwc(im.height, im.width, 3, v)
-            })
-            .collect();
-        check_batch(&batch, &want, &format!("color_jitter {b} {c} {s} {h}"));
+        check_ops(
+            &devs,
+            &[("color_jitter", &op)],
+            &ims,
+            &format!("color_jitter {b} {c} {s} {h}"),
+        );
     }
 }
 

@@ -1,13 +1,9 @@
-//! GPU form of `crop`: one launch of the `crop_fill` kernels over the batch (the window code
-//! `pad` shares, in [`crate::ops::window`]), windows from the host setups; in the fused
-//! chain, a window of the image.
+//! GPU form of `crop`: in the fused chain, a window of the image (the chain reads inside
+//! the image only: a window reaching outside it is run by the CPU operators).
 
 use super::Crop;
 use crate::cuda::chain::{ChainPiece, ChainStep};
-use crate::cuda::{Device, DeviceBatch, DeviceImage};
-use crate::error::Error;
-use crate::ops::window::window_fill_batch;
-use crate::ops::{check_setups, CropParams, GpuOperator, Setup};
+use crate::ops::{CropParams, GpuOperator, Setup};
 
 fn window_of(setup: &Setup) -> Result<&CropParams, String> {
     setup
@@ -16,21 +12,6 @@ fn window_of(setup: &Setup) -> Result<&CropParams, String> {
 }
 
 impl GpuOperator for Crop {
-    fn launch(
-        &self,
-        dev: &Device,
-        inputs: &[DeviceImage],
-        setups: &[Setup],
-    ) -> Result<DeviceBatch, Error> {
-        check_setups(inputs, setups)?;
-        let windows = setups
-            .iter()
-            .map(|s| window_of(s).map(|c| (c.top, c.left, c.height, c.width)))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(Error::Cuda)?;
-        window_fill_batch(dev, inputs, &windows, &[self.fill])
-    }
-
     fn chain_step(&self) -> Result<ChainStep, String> {
         Ok(ChainStep::Geometry { resample: None })
     }

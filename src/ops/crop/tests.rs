@@ -1,5 +1,6 @@
 //! Tests of `crop`: the placement rules (torchvision, DALI), argument checks, the host setup
-//! against `run_cpu`, and the GPU launcher (parity on a GPU, kernels emulated on the host).
+//! against `run_cpu`, its chain piece, GPU parity through the fused chain, and the
+//! standalone `crop_fill` kernels emulated on the host.
 //! The window-with-fill pixel code is tested in `super::super::window`.
 
 use proptest::prelude::*;
@@ -7,11 +8,10 @@ use proptest::prelude::*;
 use super::*;
 use crate::cuda::chain::{ChainPiece, ChainStep};
 use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{
-    check_batch, device, image_from, image_u8, in_any, out_buf, upload_all, Emu, SHAPES,
-};
+use crate::cuda::test_support::{image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::{DType, Image, Layout};
-use crate::ops::testing::{assert_setup_matches_run, setups_for};
+use crate::ops::testing::assert_setup_matches_run;
 use crate::ops::window::fill_bits;
 use crate::ops::GpuOperator;
 
@@ -109,44 +109,37 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
-/// GPU parity (the crop half of the former `crop_and_pad_match_cpu`).
+/// GPU parity through the fused chain, on every device: windows inside each image (one
+/// reaching outside it is run by the CPU operators on the GPU path, not by the chain).
 #[test]
 fn gpu_crop_matches_cpu() {
-    let Some(dev) = device() else { return };
-    for dtype in [DType::U8, DType::F16, DType::F32] {
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for c in [1, 3] {
-                let ims: Vec<Image> = SHAPES
-                    .iter()
-                    .map(|&(h, w)| in_any(&image_u8(h, w, c, (h + w) as u64), dtype, layout))
-                    .collect();
-                let inputs = upload_all(&dev, &ims);
-                for crop in [
-                    Crop {
-                        height: 4,
-                        width: 6,
-                        anchor: Anchor::Center,
-                        fill: 7.6,
-                    },
-                    Crop {
-                        height: 30,
-                        width: 3,
-                        anchor: Anchor::Position { y: 0.25, x: 1.0 },
-                        fill: -2.5,
-                    },
-                ] {
-                    let setups = setups_for(&crop, &inputs, 1);
-                    let batch = crop.launch(&dev, &inputs, &setups).expect("crop");
-                    let want: Vec<Image> = ims
-                        .iter()
-                        .map(|im| {
-                            let (t, l) = crop.window(im.height, im.width);
-                            crop_fill(im, t, l, crop.height, crop.width, &[crop.fill]).unwrap()
-                        })
-                        .collect();
-                    check_batch(&batch, &want, &format!("crop {dtype:?} {layout:?} c={c}"));
-                }
-            }
+    let devs = devices();
+    for crop in [
+        Crop {
+            height: 4,
+            width: 6,
+            anchor: Anchor::Center,
+            fill: 7.6,
+        },
+        Crop {
+            height: 30,
+            width: 3,
+            anchor: Anchor::Position { y: 0.25, x: 1.0 },
+            fill: -2.5,
+        },
+    ] {
+        for c in [1, 3] {
+            let ims: Vec<Image> = SHAPES
+                .iter()
+                .filter(|&&(h, w)| h >= crop.height && w >= crop.width)
+                .map(|&(h, w)| image_u8(h, w, c, (h + w) as u64))
+                .collect();
+            check_ops(
+                &devs,
+                &[("crop", &crop)],
+                &ims,
+                &format!("crop {}x{} c={c}", crop.height, crop.width),
+            );
         }
     }
 }

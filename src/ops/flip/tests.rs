@@ -1,17 +1,15 @@
 //! Tests of `flip`: against a naive mirror, its probabilities, the host setup against
-//! `run_cpu`, and the GPU launcher (parity on a GPU, kernels emulated on the host).
+//! `run_cpu`, GPU parity through the fused chain, and the standalone `flip_b*` kernels
+//! emulated on the host.
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{
-    assert_same, check_batch, device, image_from, image_u8, in_any, out_buf, upload_all, Emu,
-    SHAPES,
-};
+use crate::cuda::test_support::{assert_same, image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::DType;
 use crate::ops::testing::{assert_setup_matches_run, key};
-use crate::ops::GpuOperator;
 
 fn naive(src: &[u8], h: usize, w: usize, c: usize, fh: bool, fv: bool) -> Vec<u8> {
     let mut out = vec![0; src.len()];
@@ -73,53 +71,28 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
-/// Setups carrying the given flips, as the host setup would record them.
-fn flip_setups(inputs: &[crate::cuda::DeviceImage], flips: &[(bool, bool)]) -> Vec<Setup> {
-    inputs
-        .iter()
-        .zip(flips)
-        .map(|(im, &(horizontal, vertical))| Setup {
-            output: ImageShape::of_device(im),
-            params: Some(OpParams::Flip(FlipParams {
-                horizontal,
-                vertical,
-            })),
-        })
-        .collect()
-}
-
-/// GPU parity (the flip part of the former `flip_layout_cast_match_cpu`).
+/// GPU parity through the fused chain, on every device: each mirror for certain, and both
+/// drawn per sample.
 #[test]
 fn gpu_flip_matches_cpu() {
-    let Some(dev) = device() else { return };
-    let op = Flip {
-        horizontal: 0.5,
-        vertical: 0.5,
-    };
-    for dtype in [DType::U8, DType::F16, DType::F32] {
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for c in [1, 3, 4] {
-                let ims: Vec<Image> = SHAPES
-                    .iter()
-                    .map(|&(h, w)| in_any(&image_u8(h, w, c, (h * w) as u64), dtype, layout))
-                    .collect();
-                let inputs = upload_all(&dev, &ims);
-                let flips: Vec<(bool, bool)> =
-                    (0..ims.len()).map(|k| (k % 2 == 0, k % 3 == 0)).collect();
-                let batch = op
-                    .launch(&dev, &inputs, &flip_setups(&inputs, &flips))
-                    .expect("flip");
-                let want: Vec<Image> = ims
-                    .iter()
-                    .zip(&flips)
-                    .map(|(im, &(h, v))| {
-                        let mut o = im.clone();
-                        flip_in_place(&mut o, h, v);
-                        o
-                    })
-                    .collect();
-                check_batch(&batch, &want, &format!("flip {dtype:?} {layout:?} c={c}"));
-            }
+    let devs = devices();
+    for (horizontal, vertical) in [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.5)] {
+        let op = Flip {
+            horizontal,
+            vertical,
+        };
+        for c in [1, 3, 4] {
+            let ims: Vec<Image> = SHAPES
+                .iter()
+                .chain(SHAPES)
+                .map(|&(h, w)| image_u8(h, w, c, (h * w) as u64))
+                .collect();
+            check_ops(
+                &devs,
+                &[("flip", &op)],
+                &ims,
+                &format!("flip {horizontal} {vertical} c={c}"),
+            );
         }
     }
 }

@@ -1,17 +1,16 @@
-//! Tests of `layout`: known values, round trips, the host setup against `run_cpu`, and the
-//! GPU launcher (parity on a GPU, kernels emulated on the host).
+//! Tests of `layout`: known values, round trips, the host setup against `run_cpu`, GPU
+//! parity through the fused chain, and the standalone `transpose_b*` kernels emulated on the
+//! host.
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{
-    assert_same, check_batch, device, image_from, image_u8, in_any, out_buf, upload_all, Emu,
-    SHAPES,
-};
+use crate::cuda::test_support::{assert_same, image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::DType;
-use crate::ops::testing::{assert_setup_matches_run, key, setups_for};
-use crate::ops::{GpuOperator, ImageShape};
+use crate::ops::testing::{assert_setup_matches_run, key};
+use crate::ops::ImageShape;
 
 #[test]
 fn known_values() {
@@ -40,31 +39,24 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
-/// GPU parity (the layout part of the former `flip_layout_cast_match_cpu`).
+/// GPU parity through the fused chain, on every device: the decoded HWC images in either
+/// layout.
 #[test]
 fn gpu_layout_matches_cpu() {
-    let Some(dev) = device() else { return };
-    for dtype in [DType::U8, DType::F16, DType::F32] {
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for c in [1, 3, 4] {
-                let ims: Vec<Image> = SHAPES
-                    .iter()
-                    .map(|&(h, w)| in_any(&image_u8(h, w, c, (h * w) as u64), dtype, layout))
-                    .collect();
-                let inputs = upload_all(&dev, &ims);
-                for to in [Layout::Hwc, Layout::Chw] {
-                    let op = ToLayout { layout: to };
-                    let batch = op
-                        .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
-                        .expect("layout");
-                    let want: Vec<Image> = ims.iter().map(|im| to_layout(im, to)).collect();
-                    check_batch(
-                        &batch,
-                        &want,
-                        &format!("layout {dtype:?} {layout:?}->{to:?} c={c}"),
-                    );
-                }
-            }
+    let devs = devices();
+    for c in [1, 3, 4] {
+        let ims: Vec<Image> = SHAPES
+            .iter()
+            .map(|&(h, w)| image_u8(h, w, c, (h * w) as u64))
+            .collect();
+        for to in [Layout::Hwc, Layout::Chw] {
+            let op = ToLayout { layout: to };
+            check_ops(
+                &devs,
+                &[("layout", &op)],
+                &ims,
+                &format!("layout ->{to:?} c={c}"),
+            );
         }
     }
 }

@@ -1,13 +1,13 @@
 //! Tests of `normalize`: the torchvision golden, f16 rounding, argument checks, properties,
-//! the host setup against `run_cpu`, and GPU parity (the `convert` kernel it shares with
-//! `cast` is emulated in `crate::ops::convert_tests`).
+//! the host setup against `run_cpu`, and GPU parity through the fused chain (the standalone
+//! `convert` kernel is emulated in `crate::ops::convert_tests`).
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::cuda::test_support::{check_batch, device, image_u8, in_any, upload_all, SHAPES};
-use crate::ops::testing::{assert_setup_matches_run, key, setups_for};
-use crate::ops::GpuOperator;
+use crate::cuda::test_support::{image_u8, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
+use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::testutil::{golden, golden_input, to_layout};
 use crate::value::ImageType;
 
@@ -183,33 +183,31 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
+/// GPU parity through the fused chain, on every device.
 #[test]
 fn gpu_normalize_matches_cpu() {
-    let Some(dev) = device() else { return };
-    for (mean, std) in [
-        (vec![123.675, 116.28, 103.53], vec![58.395, 57.12, 57.375]),
-        (vec![127.5], vec![0.3]),
+    let devs = devices();
+    for (mean, std, channels) in [
+        (
+            vec![123.675, 116.28, 103.53],
+            vec![58.395, 57.12, 57.375],
+            &[3][..],
+        ),
+        (vec![127.5], vec![0.3], &[1, 3, 4][..]),
     ] {
         for out in [DType::F32, DType::F16] {
             let op = Normalize::new(&mean, &std, out).unwrap();
-            for from in [DType::U8, DType::F16, DType::F32] {
-                for layout in [Layout::Hwc, Layout::Chw] {
-                    let ims: Vec<Image> = SHAPES
-                        .iter()
-                        .map(|&(h, w)| in_any(&image_u8(h, w, 3, (h ^ w) as u64), from, layout))
-                        .collect();
-                    let inputs = upload_all(&dev, &ims);
-                    let batch = op
-                        .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
-                        .expect("normalize");
-                    let want: Vec<Image> =
-                        ims.iter().map(|im| op.apply(im.clone()).unwrap()).collect();
-                    check_batch(
-                        &batch,
-                        &want,
-                        &format!("normalize {from:?}->{out:?} {layout:?} {mean:?}"),
-                    );
-                }
+            for &c in channels {
+                let ims: Vec<Image> = SHAPES
+                    .iter()
+                    .map(|&(h, w)| image_u8(h, w, c, (h ^ w) as u64))
+                    .collect();
+                check_ops(
+                    &devs,
+                    &[("normalize", &op)],
+                    &ims,
+                    &format!("normalize ->{out:?} c={c} {mean:?}"),
+                );
             }
         }
     }

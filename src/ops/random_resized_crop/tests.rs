@@ -1,5 +1,5 @@
 //! Tests of `random_resized_crop`: the window draws (torchvision's rules), crop-then-resize
-//! equivalence, the host setup against `run_cpu`, and GPU parity.
+//! equivalence, the host setup against `run_cpu`, and GPU parity through the fused chain.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,10 +7,10 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::cuda::test_support::{check_batch, device, image_u8, upload_all};
+use crate::cuda::test_support::image_u8;
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::Image;
 use crate::ops::testing::{assert_setup_matches_run, key};
-use crate::ops::{GpuOperator, ImageShape, Setup};
 use crate::resample::resize_u8;
 
 const SCALE: (f64, f64) = (0.08, 1.0);
@@ -167,74 +167,35 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
+/// GPU parity through the fused chain, on every device: the windows each sample draws,
+/// resampled with and without antialias and nearest.
 #[test]
 fn gpu_random_resized_crop_windows_match_cpu() {
-    let Some(dev) = device() else { return };
-    for c in [1, 3] {
-        let ims: Vec<Image> = (0..12)
-            .map(|k| image_u8(37 + k * 13, 53 + k * 7, c, k as u64))
-            .collect();
-        let windows: Vec<_> = ims
-            .iter()
-            .enumerate()
-            .map(|(k, im)| {
-                choose_window(
-                    im.height,
-                    im.width,
-                    (0.08, 1.0),
-                    (0.75, 4.0 / 3.0),
-                    &mut SampleRng::from_key(k as u64),
-                )
-            })
-            .collect();
+    let devs = devices();
+    for (interp, antialias) in [
+        (Interp::Bilinear, true),
+        (Interp::Bilinear, false),
+        (Interp::Nearest, false),
+    ] {
         let op = RandomResizedCrop {
             height: 24,
             width: 31,
             scale: (0.08, 1.0),
             ratio: (0.75, 4.0 / 3.0),
-            interp: Interp::Bilinear,
-            antialias: true,
+            interp,
+            antialias,
             dct_downscale: false,
         };
-        let inputs = upload_all(&dev, &ims);
-        // The windows as the host setup records them.
-        let setups: Vec<Setup> = ims
-            .iter()
-            .zip(&windows)
-            .map(|(im, &(top, left, height, width))| Setup {
-                output: ImageShape::of(im).with_size(24, 31),
-                params: Some(OpParams::Crop(CropParams {
-                    top: top as i64,
-                    left: left as i64,
-                    height,
-                    width,
-                    source_height: im.height,
-                    source_width: im.width,
-                })),
-            })
-            .collect();
-        let batch = op.launch(&dev, &inputs, &setups).expect("rrc");
-        let want: Vec<Image> = ims
-            .iter()
-            .zip(&windows)
-            .map(|(im, &win)| {
-                let v = resize_u8(
-                    im.as_u8_hwc().unwrap(),
-                    im.height,
-                    im.width,
-                    c,
-                    im.width,
-                    win,
-                    24,
-                    31,
-                    Interp::Bilinear,
-                    true,
-                )
-                .unwrap();
-                Image::from_u8_hwc(24, 31, c, v)
-            })
-            .collect();
-        check_batch(&batch, &want, &format!("rrc c={c}"));
-        assert_eq!(batch.shape(), Some([12, 24, 31, c]));
+        for c in [1, 3] {
+            let ims: Vec<Image> = (0..12)
+                .map(|k| image_u8(37 + k * 13, 53 + k * 7, c, k as u64))
+                .collect();
+            check_ops(
+                &devs,
+                &[("random_resized_crop", &op)],
+                &ims,
+                &format!("rrc {interp:?} antialias={antialias} c={c}"),
+            );
+        }
     }
 }

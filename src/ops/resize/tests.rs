@@ -1,13 +1,13 @@
-//! Tests of `resize` as an operator (the arithmetic is tested in `crate::resample`, the
-//! Pillow goldens in `crate::ops::goldens`).
+//! Tests of `resize` as an operator, and GPU parity through the fused chain (the arithmetic
+//! is tested in `crate::resample`, the Pillow goldens in `crate::ops::goldens`).
 
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::cuda::test_support::{check_batch, device, image_u8, upload_all, SHAPES};
+use crate::cuda::test_support::{image_u8, SHAPES};
+use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::{DType, Image, Layout};
-use crate::ops::testing::{assert_setup_matches_run, key, setups_for};
-use crate::ops::GpuOperator;
+use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::value::ImageType;
 
 #[test]
@@ -93,80 +93,38 @@ fn setup_draws_what_run_cpu_records() {
     }
 }
 
-/// The operator's own launch: sizes from the host setups.
-#[test]
-fn gpu_resize_operator_matches_cpu() {
-    let Some(dev) = device() else { return };
-    let op = Resize {
-        target: ResizeTarget::Shorter(8),
-        interp: Interp::Bilinear,
-        antialias: true,
-    };
-    let ims: Vec<Image> = SHAPES
-        .iter()
-        .map(|&(h, w)| image_u8(h, w, 3, (h * 7 + w) as u64))
-        .collect();
-    let inputs = upload_all(&dev, &ims);
-    let batch = op
-        .launch(&dev, &inputs, &setups_for(&op, &inputs, 1))
-        .expect("resize");
-    let want: Vec<Image> = ims
-        .iter()
-        .map(|im| {
-            let (oh, ow) = op.target.output_size(im.height, im.width);
-            resize_image(im, (0, 0, im.height, im.width), oh, ow, op.interp, true).unwrap()
-        })
-        .collect();
-    check_batch(&batch, &want, "resize operator");
-}
-
+/// GPU parity through the fused chain, on every device: sizes from the host setups (the
+/// shorter side), and fixed sizes up, down, along one axis only and with tall and wide
+/// ratios (both pass orders), each interpolation with and without antialias.
 #[test]
 fn gpu_resize_matches_cpu() {
-    let Some(dev) = device() else { return };
+    let devs = devices();
+    let targets = [
+        ResizeTarget::Shorter(8),
+        ResizeTarget::Exact(1, 1),
+        ResizeTarget::Exact(7, 5),
+        ResizeTarget::Exact(3, 40),
+        ResizeTarget::Exact(61, 19),
+        ResizeTarget::Exact(250, 93),
+    ];
     for c in [1, 3, 4] {
-        for &(h, w) in SHAPES {
-            let im = image_u8(h, w, c, (h * 131 + w) as u64);
-            // Up, down, one axis only, tall/wide ratios (both pass orders).
-            let sizes = [
-                (1, 1),
-                (h, (w / 2).max(1)),
-                ((h / 3).max(1), w),
-                (h * 2 + 1, w + 3),
-                (7, 5),
-                (3, 40),
-            ];
+        let ims: Vec<Image> = SHAPES
+            .iter()
+            .map(|&(h, w)| image_u8(h, w, c, (h * 131 + w) as u64))
+            .collect();
+        for target in targets {
             for interp in [Interp::Bilinear, Interp::Nearest] {
-                for aa in [true, false] {
-                    let ims = vec![im.clone(); sizes.len()];
-                    let inputs = upload_all(&dev, &ims);
-                    let windows = vec![(0, 0, h, w); sizes.len()];
-                    let batch = crate::cuda::chain::resize_batch(
-                        &dev, &inputs, &windows, &sizes, interp, aa,
-                    )
-                    .expect("resize");
-                    let want: Vec<Image> = sizes
-                        .iter()
-                        .map(|&(oh, ow)| {
-                            let v = resize_u8(
-                                im.as_u8_hwc().unwrap(),
-                                h,
-                                w,
-                                c,
-                                w,
-                                (0, 0, h, w),
-                                oh,
-                                ow,
-                                interp,
-                                aa,
-                            )
-                            .unwrap();
-                            Image::from_u8_hwc(oh, ow, c, v)
-                        })
-                        .collect();
-                    check_batch(
-                        &batch,
-                        &want,
-                        &format!("resize {h}x{w}x{c} {interp:?} aa={aa}"),
+                for antialias in [true, false] {
+                    let op = Resize {
+                        target,
+                        interp,
+                        antialias,
+                    };
+                    check_ops(
+                        &devs,
+                        &[("resize", &op)],
+                        &ims,
+                        &format!("resize {target:?} c={c} {interp:?} aa={antialias}"),
                     );
                 }
             }

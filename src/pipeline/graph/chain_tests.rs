@@ -1,13 +1,14 @@
 //! The shipped pipelines (`pipelines/*.toml`) composed for the GPU's fused chain: each
 //! sample's plan is the `FusedSample` the GPU parity tests build by hand, its parameters are
 //! those the CPU path records for the same sample, and the chain kernel (compiled for the
-//! host) gives the CPU operators' output.
+//! emulated device, as the GPU stage launches it) gives the CPU operators' output.
 
 use std::path::Path;
 
 use super::Graph;
+use crate::cuda::chain::on_device::run_chain;
 use crate::cuda::chain::FusedSample;
-use crate::cuda::test_support::{assert_same, image_u8, run_fused_batch_emu, Emu};
+use crate::cuda::test_support::{assert_same, emu_device, image_u8};
 use crate::fusion::chain::{ChainOp, SampleChain};
 use crate::image::{DType, Image, Layout};
 use crate::ops::crop::center_offset;
@@ -87,7 +88,7 @@ const SIZES: &[(usize, usize)] = &[(300, 400), (256, 300), (500, 260), (240, 240
 
 fn check(g: &Graph, expected: impl Fn(&Image, usize) -> FusedSample) {
     let chain = chain(g);
-    let emu = Emu::load();
+    let emu = emu_device();
     for (index, &(h, w)) in SIZES.iter().enumerate() {
         let im = image_u8(h, w, 3, index as u64);
         let setup = chain
@@ -97,7 +98,8 @@ fn check(g: &Graph, expected: impl Fn(&Image, usize) -> FusedSample) {
         assert_eq!(setup.params, recorded, "{h}x{w}: parameters");
         assert_eq!(setup.fused, expected(&im, index), "{h}x{w}: fused sample");
         if let Some(emu) = &emu {
-            let got = run_fused_batch_emu(emu, std::slice::from_ref(&im), &[setup.fused]);
+            let got =
+                run_chain(emu.as_ref(), std::slice::from_ref(&im), &[setup.fused]).expect("chain");
             assert_same(&got[0], &want, &format!("{h}x{w}: chain kernel vs CPU"));
         }
     }

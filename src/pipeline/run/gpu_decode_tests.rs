@@ -116,7 +116,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     use crate::pipeline::compare::psnr;
     use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
 
-    if crate::cuda::test_support::device().is_none() {
+    if crate::cuda::test_support::real_device().is_none() {
         return;
     }
     let dev = crate::cuda::RealDevice::new(0, 8).unwrap();

@@ -584,7 +584,7 @@ fn a_batch_held_on_a_consumer_stream_is_not_overwritten_by_later_batches() {
 /// GPU (fails under `STOKEHOLD_REQUIRE_GPU=1`).
 #[test]
 fn gpu_the_gpu_path_on_a_real_device_matches_the_cpu() {
-    if crate::cuda::test_support::device().is_none() {
+    if crate::cuda::test_support::real_device().is_none() {
         return;
     }
     let (_d, builtin) = builtin();
@@ -634,7 +634,7 @@ fn gpu_the_gpu_path_on_a_real_device_matches_the_cpu() {
 /// running out of memory as an error.
 #[test]
 fn gpu_the_real_device_keeps_the_seam_contract() {
-    if crate::cuda::test_support::device().is_none() {
+    if crate::cuda::test_support::real_device().is_none() {
         return;
     }
     let dev = crate::cuda::RealDevice::new(0, 64).unwrap();
