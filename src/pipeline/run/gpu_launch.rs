@@ -65,6 +65,7 @@ impl GpuStage {
             .map(|&k| host_image(&entries[k]).map_or(0, |im| im.pixels.as_bytes().len()))
             .map(|l| l.next_multiple_of(ALIGN))
             .sum();
+        self.split.carried(host_len);
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut host_area = None;
         if host_len > 0 {

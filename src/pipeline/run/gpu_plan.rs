@@ -238,7 +238,7 @@ impl GpuPlan {
         dev: &dyn GpuDevice,
         split: &DecoderSplit,
         bytes: Arc<Vec<u8>>,
-        (seed, epoch, index): (u64, u64, usize),
+        (seed, epoch, index, pos): (u64, u64, usize, usize),
     ) -> Prepare {
         let needs_cpu = |why: String| Err(Err(NeedsCpu(why)));
         let opts = &self.decode;
@@ -266,7 +266,9 @@ impl GpuPlan {
         let whole = fused.window == (0, 0, info.height, info.width);
         let route = match self.route(dev, &parsed) {
             // The split sends some of what the engines take to this thread's decoder.
-            Ok(_) if split.to_cpu(seed, epoch, index) => Err("share"),
+            Ok(_) if split.to_cpu(seed, (epoch, index, pos), host_bytes(fused.window)) => {
+                Err("share")
+            }
             r => r,
         };
         let source = match route {
@@ -371,4 +373,10 @@ impl GpuPlan {
             Route::Gpu(r, f) => Ok((r, f)),
         }
     }
+}
+
+/// Bytes of the pixels the CPU decoder gives for `window` (three channels at most), aligned
+/// as the upload places them.
+fn host_bytes((_, _, height, width): (usize, usize, usize, usize)) -> usize {
+    (height * width * 3).next_multiple_of(super::gpu_stage::ALIGN)
 }

@@ -94,7 +94,7 @@ impl GpuPrep {
             &*self.dev,
             &self.split,
             bytes.clone(),
-            (seed, at.epoch, index),
+            (seed, at.epoch, index, at.pos),
         );
         let spent = t0.elapsed();
         add_ns(&self.stats.gpu_prep_ns, spent);

@@ -64,9 +64,11 @@ pub(super) const ALIGN: usize = 256;
 /// host waits for the oldest (see the module docs).
 pub(super) const UPLOAD_SLOTS: usize = 4;
 
-/// The warm-up is the first epoch and at least this many batches: the split between the
-/// decoders settles within them, and with it the sizes later batches ask for (a first epoch
-/// of a few batches does not meet them). At its end every pool is sized for what it saw.
+/// The warm-up is the first epoch, at least this many batches, and two estimates of the
+/// split between the decoders ([`DecoderSplit::settled`]): the split settles within them,
+/// and with it the sizes later batches ask for (a first epoch of a few batches does not meet
+/// them). At its end every pool is sized for what it saw, and the split's share is held at
+/// or below the most it reached ([`DecoderSplit::hold`]).
 pub(super) const WARM_UP_BATCHES: u64 = 16;
 
 /// Events created when the stage starts (see [`GpuStage::new`]).
@@ -346,7 +348,7 @@ impl GpuStage {
             in_flight: Mutex::new(VecDeque::new()),
             first_epoch_over: std::sync::atomic::AtomicBool::new(false),
             warm: std::sync::atomic::AtomicBool::new(false),
-            split: Arc::new(DecoderSplit::new(workers)),
+            split: Arc::new(DecoderSplit::new(workers, batch)),
         }
     }
 
@@ -402,6 +404,7 @@ impl GpuStage {
         if self.warm.load(Ordering::Relaxed)
             || !self.first_epoch_over.load(Ordering::Relaxed)
             || self.stats.batches.load(Ordering::Relaxed) < WARM_UP_BATCHES
+            || !self.split.settled()
         {
             return Ok(());
         }
@@ -411,6 +414,8 @@ impl GpuStage {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if w.is_none() {
+            // The pools are sized for the share the split has reached; it rises no higher.
+            self.split.hold();
             for pool in self.pools.all() {
                 pool.settle()?;
             }
