@@ -18,8 +18,8 @@ use crate::ops::resize::Resize;
 use crate::ops::window::crop_fill;
 use crate::ops::{CropParams, OpParams, Operator, SampleContext};
 use crate::resample::{
-    bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_image,
-    vertical_first, Interp, SourceU8, Taps,
+    nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_image, vertical_first,
+    whole_axis_taps, Interp, SourceU8, Taps,
 };
 use crate::schema::expect_u8_hwc;
 use crate::value::{Value, ValueType};
@@ -66,10 +66,8 @@ fn cropped_resize(
     }
     match r.interp {
         Interp::Bilinear => CroppedResize::Bilinear {
-            h: (ow != w)
-                .then(|| bilinear_taps(w, 0.0, w as f32, ow, r.antialias).subset(cl..cl + cw)),
-            v: (oh != h)
-                .then(|| bilinear_taps(h, 0.0, h as f32, oh, r.antialias).subset(ct..ct + ch)),
+            h: (ow != w).then(|| whole_axis_taps(w, ow, r.antialias).subset(cl..cl + cw)),
+            v: (oh != h).then(|| whole_axis_taps(h, oh, r.antialias).subset(ct..ct + ch)),
             vertical_first: vertical_first(h, w, oh, ow),
         },
         Interp::Nearest => CroppedResize::Nearest {

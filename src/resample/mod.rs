@@ -22,7 +22,9 @@ pub use passes::{
     resample_bilinear_u8, resample_nearest_u8, resize_u8, simd_available, ResizeError, SourceU8,
     Window,
 };
-pub use taps::{bilinear_taps, nearest_indices, vertical_first, Interp, Taps, PRECISION_BITS};
+pub use taps::{
+    bilinear_taps, nearest_indices, vertical_first, whole_axis_taps, Interp, Taps, PRECISION_BITS,
+};
 
 use crate::image::Image;
 

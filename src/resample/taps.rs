@@ -3,7 +3,10 @@
 //! `normalize_coeffs_8bpc`, and `Geometry.c`, `ImagingScaleAffine`), and Pillow's pass-order
 //! rule. The CPU passes and the GPU kernels read the same tables.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Range;
+use std::rc::Rc;
 
 /// Fractional bits of the fixed-point weights (Pillow's `PRECISION_BITS`, `32 - 8 - 2`).
 pub const PRECISION_BITS: u32 = 22;
@@ -157,6 +160,39 @@ pub fn bilinear_taps(in_size: usize, in0: f32, in1: f32, out_size: usize, antial
         taps.len.push(n as u32);
     }
     taps
+}
+
+/// Whole-axis tables a thread keeps (each is a few kB; the set is cleared when full).
+const CACHED_TAPS: usize = 1024;
+
+thread_local! {
+    static WHOLE_AXIS_TAPS: RefCell<HashMap<(usize, usize, bool), Rc<Taps>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// [`bilinear_taps`] of a whole axis (`0..in_size` onto `out_size`), kept per thread: a
+/// random crop's window sizes repeat across samples (an image's sides, a scale's few
+/// hundred values), and computing the taps cost a tenth of a GPU batch's host time.
+pub fn whole_axis_taps(in_size: usize, out_size: usize, antialias: bool) -> Rc<Taps> {
+    WHOLE_AXIS_TAPS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let key = (in_size, out_size, antialias);
+        if let Some(t) = cache.get(&key) {
+            return t.clone();
+        }
+        if cache.len() >= CACHED_TAPS {
+            cache.clear();
+        }
+        let t = Rc::new(bilinear_taps(
+            in_size,
+            0.0,
+            in_size as f32,
+            out_size,
+            antialias,
+        ));
+        cache.insert(key, t.clone());
+        t
+    })
 }
 
 /// Nearest-neighbour source indices for `[in0, in1)` of an axis of `in_size` pixels onto

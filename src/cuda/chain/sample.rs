@@ -3,7 +3,7 @@
 //! descriptor built from it.
 //!
 //! Tap tables are computed on the host by the same Rust functions the CPU path uses
-//! ([`bilinear_taps`], [`nearest_indices`], [`vertical_first`]) and uploaded once per batch,
+//! ([`whole_axis_taps`], [`nearest_indices`], [`vertical_first`]) and uploaded once per batch,
 //! so the integer arithmetic on the device sees exactly the CPU's weights. The kernel
 //! reproduces Pillow's u8 rounding between the two passes by computing, per output tile, the
 //! rounded first-pass lines the tile needs into shared memory and summing the second pass
@@ -14,7 +14,7 @@
 use crate::cuda::desc::{dtype, fused_flags, FusedDesc, JitterDesc};
 use crate::error::Error;
 use crate::image::{DType, Image, Layout};
-use crate::resample::{bilinear_taps, nearest_indices, vertical_first, Interp, Taps};
+use crate::resample::{nearest_indices, vertical_first, whole_axis_taps, Interp, Taps};
 
 /// A window `(top, left, height, width)` in pixels.
 pub type Rect = (usize, usize, usize, usize);
@@ -302,16 +302,16 @@ pub fn build_desc(
             // Taps of the whole resize restricted to the kept outputs, so the pass order and
             // skipped passes are those of the whole resize (as the CPU's resize → crop).
             if s.out_w != ww {
-                let t = bilinear_taps(ww, 0.0, ww as f32, s.out_w, s.antialias).shifted(left);
-                (d.h_off, d.h_ksize) = push_taps(table, &t.subset(kl..kl + kw))?;
+                let t = whole_axis_taps(ww, s.out_w, s.antialias);
+                (d.h_off, d.h_ksize) = push_taps(table, &t.subset(kl..kl + kw).shifted(left))?;
                 d.flags |= fused_flags::H_PASS;
             } else {
                 // No horizontal pass: the kernel reads columns `win_left + x`.
                 d.win_left = u(left + kl)?;
             }
             if s.out_h != wh {
-                let t = bilinear_taps(wh, 0.0, wh as f32, s.out_h, s.antialias).shifted(top);
-                (d.v_off, d.v_ksize) = push_taps(table, &t.subset(kt..kt + kh))?;
+                let t = whole_axis_taps(wh, s.out_h, s.antialias);
+                (d.v_off, d.v_ksize) = push_taps(table, &t.subset(kt..kt + kh).shifted(top))?;
                 d.flags |= fused_flags::V_PASS;
             } else {
                 d.win_top = u(top + kt)?;

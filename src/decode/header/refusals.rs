@@ -120,14 +120,37 @@ pub(super) fn scan_end(d: &[u8], from: usize, restart_interval: u16) -> Option<u
     }
 }
 
-/// The next marker at or after `from`: the offset of its last `0xFF` and its code
-/// (`0x00` for a stuffed zero). `None` at the end of the data.
+/// The next marker at or after `from` that is not a stuffed zero (`FF 00`, part of the
+/// data): the offset of its last `0xFF` and its code. `None` at the end of the data.
+///
+/// Entropy-coded data has an `FF 00` in about every 256 bytes; finding each with memchr cost
+/// more than the search itself. A 64-byte block whose every `0xFF` is followed by `00` is
+/// passed in a few vector instructions instead (the fold has no early exit, so it
+/// vectorises): half the time on imagenet-400's photos.
 fn next_marker(d: &[u8], from: usize) -> Option<(usize, u8)> {
-    let mut i = from + memchr::memchr(0xFF, d.get(from..)?)?;
-    while d.get(i + 1) == Some(&0xFF) {
-        i += 1;
+    const BLOCK: usize = 64;
+    let mut i = from;
+    loop {
+        while i + BLOCK < d.len() {
+            let (x, y) = (&d[i..i + BLOCK], &d[i + 1..=i + BLOCK]);
+            let marker = x
+                .iter()
+                .zip(y)
+                .fold(0u8, |any, (&a, &b)| any | u8::from((a == 0xFF) & (b != 0)));
+            if marker != 0 {
+                break;
+            }
+            i += BLOCK;
+        }
+        let mut at = i + memchr::memchr(0xFF, d.get(i..)?)?;
+        while d.get(at + 1) == Some(&0xFF) {
+            at += 1;
+        }
+        match *d.get(at + 1)? {
+            0x00 => i = at + 2,
+            code => return Some((at, code)),
+        }
     }
-    Some((i, *d.get(i + 1)?))
 }
 
 /// Whether a restart marker comes at or after `from` before any marker of `0xC0` and up
@@ -142,4 +165,53 @@ fn restart_follows(d: &[u8], from: usize) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The marker search as it was: every `0xFF`, stuffed zeros included.
+    fn next_marker_naive(d: &[u8], from: usize) -> Option<(usize, u8)> {
+        let mut i = from;
+        loop {
+            let mut at = i + d.get(i..)?.iter().position(|&x| x == 0xFF)?;
+            while d.get(at + 1) == Some(&0xFF) {
+                at += 1;
+            }
+            match *d.get(at + 1)? {
+                0x00 => i = at + 2,
+                code => return Some((at, code)),
+            }
+        }
+    }
+
+    #[test]
+    fn the_marker_search_passes_stuffed_zeros_from_any_start() {
+        // Data with stuffed zeros everywhere, fill bytes, and markers at block edges and in
+        // the tail.
+        let mut d: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for at in (5..990).step_by(37) {
+            d[at] = 0xFF;
+            d[at + 1] = 0;
+        }
+        for (at, code) in [
+            (63, 0xD0),
+            (127, 0xFF),
+            (128, 0xD9),
+            (511, 0xC4),
+            (998, 0xD9),
+        ] {
+            d[at] = 0xFF;
+            d[at + 1] = code;
+        }
+        d[999] = 0xFF;
+        for from in 0..=d.len() + 1 {
+            assert_eq!(
+                next_marker(&d, from),
+                next_marker_naive(&d, from),
+                "from {from}"
+            );
+        }
+    }
 }
