@@ -31,22 +31,11 @@
 #define __shared__ static thread_local
 
 #define fused_crop_resize_normalize stokehold_emu_fused_crop_resize_normalize
-#define resize_u8 stokehold_emu_resize_u8
-#define convert stokehold_emu_convert
 #define jitter_luma_sum stokehold_emu_jitter_luma_sum
 #define jitter_step stokehold_emu_jitter_step
 #define chroma_resolve stokehold_emu_chroma_resolve
 #define chroma_guess stokehold_emu_chroma_guess
 #define chroma_upsample stokehold_emu_chroma_upsample
-#define crop_fill_b1 stokehold_emu_crop_fill_b1
-#define crop_fill_b2 stokehold_emu_crop_fill_b2
-#define crop_fill_b4 stokehold_emu_crop_fill_b4
-#define flip_b1 stokehold_emu_flip_b1
-#define flip_b2 stokehold_emu_flip_b2
-#define flip_b4 stokehold_emu_flip_b4
-#define transpose_b1 stokehold_emu_transpose_b1
-#define transpose_b2 stokehold_emu_transpose_b2
-#define transpose_b4 stokehold_emu_transpose_b4
 
 struct EmuDim3 {
     unsigned x, y, z;
@@ -80,13 +69,8 @@ static thread_local ResampleScratch* emu_block_scratch = nullptr;
 static ResampleScratch& emu_resample_scratch();
 #define RESAMPLE_SCRATCH(name) ResampleScratch& name = emu_resample_scratch()
 
-// (The geometry kernels' names are pasted by a macro; the pasted name is rescanned, so the
-// renames above reach them too.)
 #include "../chain.cu"
-#include "../resize.cu"
-#include "../convert.cu"
 #include "../color.cu"
-#include "../geometry.cu"
 #include "../chroma.cu"
 
 static ResampleScratch& emu_resample_scratch() {
@@ -104,7 +88,7 @@ extern "C" void stokehold_emu_set_block(unsigned sample, unsigned samples) {
 
 typedef void (*EmuResampleKernel)(const FusedDesc*, const i32*, u32);
 
-// Runs resampling kernel `entry` ("fused_crop_resize_normalize" or "resize_u8") over `n`
+// Runs resampling kernel `entry` ("fused_crop_resize_normalize") over `n`
 // samples as a grid of `grid_x` x n blocks of `threads` threads each, one block after
 // another. Returns 0, or -1 for an unknown entry or a bad size.
 extern "C" int stokehold_emu_launch_resample(const char* entry, const FusedDesc* descs,
@@ -112,7 +96,6 @@ extern "C" int stokehold_emu_launch_resample(const char* entry, const FusedDesc*
                                              unsigned threads) {
     EmuResampleKernel kernel = nullptr;
     if (strcmp(entry, "fused_crop_resize_normalize") == 0) kernel = fused_crop_resize_normalize;
-    if (strcmp(entry, "resize_u8") == 0) kernel = resize_u8;
     if (!kernel || threads == 0 || threads > 1024 || grid_x == 0) return -1;
     std::unique_ptr<ResampleScratch> shared(new ResampleScratch);
     for (unsigned s = 0; s < n; ++s) {

@@ -25,12 +25,6 @@ mod generated {
 pub enum KernelModule {
     /// `chain.cu`: `fused_crop_resize_normalize`, the fused chain (see `crate::cuda::chain`).
     Chain,
-    /// `resize.cu`: `resize_u8`.
-    Resize,
-    /// `geometry.cu`: `crop_fill_b{1,2,4}`, `flip_b{1,2,4}`, `transpose_b{1,2,4}`.
-    Geometry,
-    /// `convert.cu`: `convert` (normalize and cast).
-    Convert,
     /// `color.cu`: `jitter_luma_sum`, `jitter_step`.
     Color,
     /// `chroma.cu`: `chroma_resolve`, `chroma_guess`, `chroma_upsample` (fancy chroma from
@@ -40,11 +34,8 @@ pub enum KernelModule {
 
 impl KernelModule {
     /// Every module.
-    pub const ALL: [KernelModule; 6] = [
+    pub const ALL: [KernelModule; 3] = [
         KernelModule::Chain,
-        KernelModule::Resize,
-        KernelModule::Geometry,
-        KernelModule::Convert,
         KernelModule::Color,
         KernelModule::Chroma,
     ];
@@ -53,9 +44,6 @@ impl KernelModule {
     pub fn stem(self) -> &'static str {
         match self {
             KernelModule::Chain => "chain",
-            KernelModule::Resize => "resize",
-            KernelModule::Geometry => "geometry",
-            KernelModule::Convert => "convert",
             KernelModule::Color => "color",
             KernelModule::Chroma => "chroma",
         }
@@ -65,19 +53,6 @@ impl KernelModule {
     pub fn entry_points(self) -> &'static [&'static str] {
         match self {
             KernelModule::Chain => &["fused_crop_resize_normalize"],
-            KernelModule::Resize => &["resize_u8"],
-            KernelModule::Geometry => &[
-                "crop_fill_b1",
-                "crop_fill_b2",
-                "crop_fill_b4",
-                "flip_b1",
-                "flip_b2",
-                "flip_b4",
-                "transpose_b1",
-                "transpose_b2",
-                "transpose_b4",
-            ],
-            KernelModule::Convert => &["convert"],
             KernelModule::Color => &["jitter_luma_sum", "jitter_step"],
             KernelModule::Chroma => &["chroma_resolve", "chroma_guess", "chroma_upsample"],
         }

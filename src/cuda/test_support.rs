@@ -241,27 +241,17 @@ fn chain_launch(
 }
 
 /// The images an emulated chain launch wrote.
-fn chain_outputs(
-    entry: &str,
-    outs: &[Vec<u64>],
-    ims: &[Image],
-    samples: &[FusedSample],
-) -> Vec<Image> {
+fn chain_outputs(outs: &[Vec<u64>], ims: &[Image], samples: &[FusedSample]) -> Vec<Image> {
     outs.iter()
         .zip(ims.iter().zip(samples))
         .map(|(o, (im, s))| {
-            let (dt, layout) = if entry == "resize_u8" {
-                (DType::U8, Layout::Hwc)
-            } else {
-                (s.dtype, s.layout)
-            };
             let (h, w) = s.output_size();
-            image_from(o, h, w, im.channels, dt, layout)
+            image_from(o, h, w, im.channels, s.dtype, s.layout)
         })
         .collect()
 }
 
-/// Runs the chain kernel `entry` (`fused_crop_resize_normalize` or `resize_u8`) on the host
+/// Runs the chain kernel `entry` (`fused_crop_resize_normalize`) on the host
 /// over u8 HWC images, one single-thread block per sample (any mix of dtypes and layouts,
 /// unlike a device batch).
 pub(crate) fn run_chain_emu(
@@ -277,7 +267,7 @@ pub(crate) fn run_chain_emu(
         // for them; the table holds their taps.
         unsafe { kernel(descs.as_ptr(), table.as_ptr(), descs.len() as u32) }
     });
-    chain_outputs(entry, &outs, ims, samples)
+    chain_outputs(&outs, ims, samples)
 }
 
 type ResampleLaunch = unsafe extern "C" fn(
@@ -316,7 +306,7 @@ pub(crate) fn run_chain_emu_threads(
         )
     };
     assert_eq!(rc, 0, "emu_launch_resample({entry}, {grid_x}, {threads})");
-    chain_outputs(entry, &outs, ims, samples)
+    chain_outputs(&outs, ims, samples)
 }
 
 /// Runs the jitter kernels on the host over HWC RGB images in place, `descs[i]` (data

@@ -23,7 +23,7 @@ pub fn unavailable() -> Option<&'static str> {
 
 #[cfg(stokehold_emu)]
 mod ffi {
-    use crate::cuda::desc::{ChromaDesc, ConvertDesc, FusedDesc, GeomDesc, JitterDesc};
+    use crate::cuda::desc::{ChromaDesc, FusedDesc, JitterDesc};
 
     extern "C" {
         pub fn stokehold_emu_set_block(sample: u32, samples: u32);
@@ -40,22 +40,11 @@ mod ffi {
             t: *const i32,
             n: u32,
         );
-        pub fn stokehold_emu_resize_u8(d: *const FusedDesc, t: *const i32, n: u32);
         pub fn stokehold_emu_jitter_luma_sum(d: *const JitterDesc, n: u32, step: u32, s: *mut u64);
         pub fn stokehold_emu_jitter_step(d: *const JitterDesc, n: u32, step: u32, s: *const u64);
-        pub fn stokehold_emu_convert(d: *const ConvertDesc, n: u32);
         pub fn stokehold_emu_chroma_resolve(d: *const ChromaDesc, n: u32);
         pub fn stokehold_emu_chroma_guess(d: *const ChromaDesc, n: u32);
         pub fn stokehold_emu_chroma_upsample(d: *const ChromaDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b4(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b4(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b4(d: *const GeomDesc, n: u32);
     }
 }
 
@@ -71,22 +60,11 @@ pub fn symbol(entry: &str) -> Option<usize> {
             "fused_crop_resize_normalize" => {
                 stokehold_emu_fused_crop_resize_normalize as *const () as usize
             }
-            "resize_u8" => stokehold_emu_resize_u8 as *const () as usize,
             "jitter_luma_sum" => stokehold_emu_jitter_luma_sum as *const () as usize,
             "jitter_step" => stokehold_emu_jitter_step as *const () as usize,
-            "convert" => stokehold_emu_convert as *const () as usize,
             "chroma_resolve" => stokehold_emu_chroma_resolve as *const () as usize,
             "chroma_guess" => stokehold_emu_chroma_guess as *const () as usize,
             "chroma_upsample" => stokehold_emu_chroma_upsample as *const () as usize,
-            "crop_fill_b1" => stokehold_emu_crop_fill_b1 as *const () as usize,
-            "crop_fill_b2" => stokehold_emu_crop_fill_b2 as *const () as usize,
-            "crop_fill_b4" => stokehold_emu_crop_fill_b4 as *const () as usize,
-            "flip_b1" => stokehold_emu_flip_b1 as *const () as usize,
-            "flip_b2" => stokehold_emu_flip_b2 as *const () as usize,
-            "flip_b4" => stokehold_emu_flip_b4 as *const () as usize,
-            "transpose_b1" => stokehold_emu_transpose_b1 as *const () as usize,
-            "transpose_b2" => stokehold_emu_transpose_b2 as *const () as usize,
-            "transpose_b4" => stokehold_emu_transpose_b4 as *const () as usize,
             _ => return None,
         };
         Some(f)
