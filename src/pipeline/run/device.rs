@@ -100,7 +100,8 @@ pub(crate) fn open_device(
 /// the device can't be had.
 fn open_upload(
     settings: &RunSettings,
-    chosen: &Chosen) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
+    chosen: &Chosen,
+) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
     let memory = settings.batch_memory;
     if memory == BatchMemory::Auto {
         return Ok(None);
