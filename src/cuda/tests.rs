@@ -2,8 +2,9 @@
 //! descriptor layouts match the C headers. GPU parity tests are in the operator folders (`gpu_*`).
 
 use super::desc::*;
+use super::kernel::{Kernel, KernelModule};
 use super::module::{
-    cache_path, compile_cubin, cubin_cached_in, load_cached_in, nvrtc_version, Arch, KernelModule,
+    cache_path, compile_cubin, cubin_cached_in, load_cached_in, nvrtc_version, Arch,
 };
 use std::mem::{offset_of, size_of};
 
@@ -38,7 +39,7 @@ fn every_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
             let cubin = compile_cubin(m, arch).unwrap_or_else(|e| panic!("{e}"));
             // An ELF cubin that names every entry point.
             assert_eq!(&cubin[..4], b"\x7fELF", "{} for {}", m.stem(), arch.sm());
-            for entry in m.entry_points() {
+            for entry in m.kernels().map(Kernel::entry) {
                 assert!(
                     cubin.windows(entry.len()).any(|w| w == entry.as_bytes()),
                     "{} has no {entry} for {}",
@@ -102,10 +103,45 @@ fn every_module_is_embedded_and_self_contained() {
             "{} still includes a header",
             m.stem()
         );
-        for entry in m.entry_points() {
+        for entry in m.kernels().map(Kernel::entry) {
             assert!(src.contains(entry), "{} lacks {entry}", m.stem());
         }
     }
+}
+
+/// The kernel table names every `extern "C" __global__` entry of `kernels/*.cu` under its
+/// module, and no other (a kernel nothing launches is dead code); the host build renames
+/// every one of them; every `kernels/*.cu` is a module of the table.
+#[test]
+fn the_kernel_table_is_every_entry_of_the_sources() {
+    let emu = include_str!("../../kernels/host/emu.cpp");
+    for m in KernelModule::ALL {
+        let src = m.source().unwrap();
+        let mut entries: Vec<&str> = src
+            .split("extern \"C\" __global__ void ")
+            .skip(1)
+            .map(|rest| rest.split('(').next().unwrap().trim())
+            .collect();
+        entries.sort_unstable();
+        let mut table: Vec<&str> = m.kernels().map(Kernel::entry).collect();
+        table.sort_unstable();
+        assert_eq!(entries, table, "{}.cu", m.stem());
+        for entry in table {
+            let rename = format!("#define {entry} stokehold_emu_{entry}\n");
+            assert!(emu.contains(&rename), "emu.cpp lacks `{rename}`");
+        }
+    }
+    // And every source is a module of the table.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
+    let mut stems: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".cu").map(str::to_string))
+        .collect();
+    stems.sort_unstable();
+    let mut modules: Vec<&str> = KernelModule::ALL.iter().map(|m| m.stem()).collect();
+    modules.sort_unstable();
+    assert_eq!(stems, modules);
 }
 
 #[test]

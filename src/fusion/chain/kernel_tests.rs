@@ -228,7 +228,7 @@ fn fused_kernel_matches_cpu_on_the_host() {
             .map(|(k, im)| random_sample(&mut rng, im, k + round))
             .collect();
         // One batch has one dtype and layout on the device; the emulation runs any mix.
-        let got = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+        let got = run_chain_emu(&emu, &ims, &samples);
         for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
             assert_same(
                 g,
@@ -362,12 +362,7 @@ fn the_chain_reads_the_stored_image_through_its_orientation_on_the_host() {
                 orientation: o,
                 ..plain
             };
-            let got = run_chain_emu(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-            );
+            let got = run_chain_emu(&emu, std::slice::from_ref(&stored), &[through]);
             assert_same(
                 &got[0],
                 &want,
@@ -416,20 +411,9 @@ fn the_tiled_resampler_reads_through_the_orientation_on_the_host() {
                 orientation: o,
                 ..plain
             };
-            let one = run_chain_emu(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-            );
-            let blocks = run_chain_emu_threads(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-                2,
-                64,
-            );
+            let one = run_chain_emu(&emu, std::slice::from_ref(&stored), &[through]);
+            let blocks =
+                run_chain_emu_threads(&emu, std::slice::from_ref(&stored), &[through], 2, 64);
             let what = format!("orientation {o}, {c} channels, window {window:?}");
             assert_same(&one[0], &want, &format!("one thread per block, {what}"));
             assert_same(&blocks[0], &want, &format!("blocks of threads, {what}"));
@@ -484,10 +468,10 @@ fn large_downscales_match_cpu_on_the_host() {
         .zip(&samples)
         .map(|(im, s)| fused_cpu(im, s, None))
         .collect();
-    let one = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+    let one = run_chain_emu(&emu, &ims, &samples);
     // 2 blocks per sample (tiles stride over them), 48 threads: not a divisor of the tile,
     // so every block-stride loop has a partial last round.
-    let blocks = run_chain_emu_threads(&emu, "fused_crop_resize_normalize", &ims, &samples, 2, 48);
+    let blocks = run_chain_emu_threads(&emu, &ims, &samples, 2, 48);
     for (k, s) in samples.iter().enumerate() {
         assert_same(&one[k], &want[k], &format!("one thread, sample {k}: {s:?}"));
         assert_same(
@@ -517,13 +501,12 @@ fn random_chains_match_cpu_with_blocks_of_threads_on_the_host() {
             .map(|(k, im)| random_sample(&mut rng, im, k + round))
             .collect();
         let threads = [1, 7, 32, 256][round % 4];
-        let entry = "fused_crop_resize_normalize";
-        let got = run_chain_emu_threads(&emu, entry, &ims, &samples, 3, threads);
+        let got = run_chain_emu_threads(&emu, &ims, &samples, 3, threads);
         for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
             assert_same(
                 g,
                 &fused_cpu(im, s, None),
-                &format!("{entry} round {round} sample {k} ({threads} threads): {s:?}"),
+                &format!("round {round} sample {k} ({threads} threads): {s:?}"),
             );
         }
     }
