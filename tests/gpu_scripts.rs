@@ -10,6 +10,20 @@ fn read(rel: &str) -> String {
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+/// The `.rs` files under `dir`, in its subfolders too.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
 /// The test paths between `STAGE_TESTS=(` and `)` in gpu-check.sh.
 fn stage_tests() -> Vec<String> {
     let script = read("scripts/gpu-check.sh");
@@ -40,8 +54,7 @@ fn gpu_check_runs_every_real_device_test_of_the_gpu_stage() {
         assert!(docs.contains(name), "docs/gpu.md does not name {name}");
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pipeline/run");
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
+    for path in rust_files(&dir) {
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().map(str::trim).collect();
         for (k, line) in lines.iter().enumerate() {

@@ -43,47 +43,6 @@ struct FusedDesc {
 };
 static_assert(sizeof(FusedDesc) == 120, "FusedDesc size must match src/cuda/desc.rs");
 
-#define GEOM_FLIP_H 1u
-#define GEOM_FLIP_V 2u
-#define GEOM_CHW 4u
-#define GEOM_TO_CHW 8u
-
-// Crop/pad (window with fill), flip and layout change of one image of any element type.
-struct GeomDesc {
-    u64 src;
-    u64 dst;
-    u32 src_h;
-    u32 src_w;
-    u32 out_h;
-    u32 out_w;
-    i32 top;        // window origin in the source (negative = starts outside)
-    i32 left;
-    u32 channels;
-    u32 flags;
-    u32 fill[4];    // raw element bits of the fill value, per channel (low bytes used)
-};
-static_assert(sizeof(GeomDesc) == 64, "GeomDesc size must match src/cuda/desc.rs");
-
-#define CONV_CHW 1u
-#define CONV_NORMALIZE 2u
-#define CONV_UNIFORM 4u
-
-// Normalize and cast: element-wise over `count` elements.
-struct ConvertDesc {
-    u64 src;
-    u64 dst;
-    u32 count;
-    u32 channels;
-    u32 plane;      // height * width
-    u32 flags;
-    u32 src_dtype;
-    u32 dst_dtype;
-    u32 reserved[2];
-    float mean[4];
-    float inv_std[4];
-};
-static_assert(sizeof(ConvertDesc) == 80, "ConvertDesc size must match src/cuda/desc.rs");
-
 // Color jitter of one u8 HWC RGB image, in place.
 struct JitterDesc {
     u64 data;

@@ -1,4 +1,4 @@
-// Pillow-exact resampling, shared by chain.cu and resize.cu.
+// Pillow-exact resampling for the fused chain (chain.cu).
 //
 // Coordinates are those of the source as displayed: a source stored before its EXIF
 // orientation is read through it (`src_px`), so the decoded image needs no rotation pass.

@@ -31,12 +31,6 @@ __device__ __forceinline__ u16 f32_to_f16_bits(float x) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
     return r;
 }
-
-__device__ __forceinline__ float f16_bits_to_f32(u16 h) {
-    float r;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
-    return r;
-}
 #else
 // Host build of the kernels (kernels/host/emu.cpp, the emulated device): the same conversions through the compiler's
 // IEEE half type (round to nearest even, as cvt.rn). GCC 12 knows _Float16 in C++ only on
@@ -53,12 +47,6 @@ __device__ __forceinline__ u16 f32_to_f16_bits(float x) {
     memcpy(&r, &h, 2);
     return r;
 }
-
-__device__ __forceinline__ float f16_bits_to_f32(u16 b) {
-    emu_half h;
-    memcpy(&h, &b, 2);
-    return (float)h;
-}
 #endif
 
 // f32 -> u8 as `cast::f32_to_u8`: round half to even, saturate, NaN -> 0.
@@ -68,12 +56,6 @@ __device__ __forceinline__ u8 f32_to_u8(float x) {
     if (r <= 0.0f) return 0;
     if (r >= 255.0f) return 255;
     return (u8)r;
-}
-
-__device__ __forceinline__ float load_elem(const void* base, u64 i, u32 dtype) {
-    if (dtype == DT_U8) return (float)((const u8*)base)[i];
-    if (dtype == DT_F16) return f16_bits_to_f32(((const u16*)base)[i]);
-    return ((const float*)base)[i];
 }
 
 __device__ __forceinline__ void store_elem(void* base, u64 i, u32 dtype, float v) {

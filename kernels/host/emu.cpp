@@ -10,7 +10,7 @@
 //   device runs every launch: several emulated streams (and several test threads) run
 //   kernels at once, so the block coordinates, the barrier and the shared memory are
 //   thread-local.
-// - `stokehold_emu_launch_resample`: whole blocks of real threads (one host thread per CUDA
+// - `stokehold_emu_launch_chain`: whole blocks of real threads (one host thread per CUDA
 //   thread, a pthread barrier as `__syncthreads`, one resampling scratch shared by the block's
 //   threads, blocks one after another), so that a missing barrier between the resampler's
 //   shared-memory phases shows up as wrong pixels. Only the dedicated tests use it: a host
@@ -19,7 +19,6 @@
 // is fused, as on the device with --fmad=false.
 #include <math.h>
 #include <pthread.h>
-#include <string.h>
 
 #include <memory>
 #include <thread>
@@ -31,22 +30,11 @@
 #define __shared__ static thread_local
 
 #define fused_crop_resize_normalize stokehold_emu_fused_crop_resize_normalize
-#define resize_u8 stokehold_emu_resize_u8
-#define convert stokehold_emu_convert
 #define jitter_luma_sum stokehold_emu_jitter_luma_sum
 #define jitter_step stokehold_emu_jitter_step
 #define chroma_resolve stokehold_emu_chroma_resolve
 #define chroma_guess stokehold_emu_chroma_guess
 #define chroma_upsample stokehold_emu_chroma_upsample
-#define crop_fill_b1 stokehold_emu_crop_fill_b1
-#define crop_fill_b2 stokehold_emu_crop_fill_b2
-#define crop_fill_b4 stokehold_emu_crop_fill_b4
-#define flip_b1 stokehold_emu_flip_b1
-#define flip_b2 stokehold_emu_flip_b2
-#define flip_b4 stokehold_emu_flip_b4
-#define transpose_b1 stokehold_emu_transpose_b1
-#define transpose_b2 stokehold_emu_transpose_b2
-#define transpose_b4 stokehold_emu_transpose_b4
 
 struct EmuDim3 {
     unsigned x, y, z;
@@ -73,20 +61,15 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
     return old;
 }
 
-// The resampling kernels' shared scratch (RESAMPLE_SCRATCH in common/resample.cuh): the
+// The resampler's shared scratch (RESAMPLE_SCRATCH in common/resample.cuh): the
 // block's own in a whole-block launch, this thread's otherwise.
 struct ResampleScratch;
 static thread_local ResampleScratch* emu_block_scratch = nullptr;
 static ResampleScratch& emu_resample_scratch();
 #define RESAMPLE_SCRATCH(name) ResampleScratch& name = emu_resample_scratch()
 
-// (The geometry kernels' names are pasted by a macro; the pasted name is rescanned, so the
-// renames above reach them too.)
 #include "../chain.cu"
-#include "../resize.cu"
-#include "../convert.cu"
 #include "../color.cu"
-#include "../geometry.cu"
 #include "../chroma.cu"
 
 static ResampleScratch& emu_resample_scratch() {
@@ -102,18 +85,11 @@ extern "C" void stokehold_emu_set_block(unsigned sample, unsigned samples) {
     blockDim = {1, 1, 1};
 }
 
-typedef void (*EmuResampleKernel)(const FusedDesc*, const i32*, u32);
-
-// Runs resampling kernel `entry` ("fused_crop_resize_normalize" or "resize_u8") over `n`
-// samples as a grid of `grid_x` x n blocks of `threads` threads each, one block after
-// another. Returns 0, or -1 for an unknown entry or a bad size.
-extern "C" int stokehold_emu_launch_resample(const char* entry, const FusedDesc* descs,
-                                             const i32* taps, unsigned n, unsigned grid_x,
-                                             unsigned threads) {
-    EmuResampleKernel kernel = nullptr;
-    if (strcmp(entry, "fused_crop_resize_normalize") == 0) kernel = fused_crop_resize_normalize;
-    if (strcmp(entry, "resize_u8") == 0) kernel = resize_u8;
-    if (!kernel || threads == 0 || threads > 1024 || grid_x == 0) return -1;
+// Runs the chain kernel over `n` samples as a grid of `grid_x` x n blocks of `threads`
+// threads each, one block after another. Returns 0, or -1 for a bad size.
+extern "C" int stokehold_emu_launch_chain(const FusedDesc* descs, const i32* taps, unsigned n,
+                                          unsigned grid_x, unsigned threads) {
+    if (threads == 0 || threads > 1024 || grid_x == 0) return -1;
     std::unique_ptr<ResampleScratch> shared(new ResampleScratch);
     for (unsigned s = 0; s < n; ++s) {
         for (unsigned bx = 0; bx < grid_x; ++bx) {
@@ -126,7 +102,7 @@ extern "C" int stokehold_emu_launch_resample(const char* entry, const FusedDesc*
                 threadIdx = {t, 0, 0};
                 emu_barrier = &barrier;
                 emu_block_scratch = shared.get();
-                kernel(descs, taps, n);
+                fused_crop_resize_normalize(descs, taps, n);
                 emu_barrier = nullptr;
                 emu_block_scratch = nullptr;
                 blockDim = {1, 1, 1};

@@ -6,6 +6,7 @@
 //! `pipeline::run` run the same kernels on a real device.
 
 use crate::cuda::desc::ChromaDesc;
+use crate::cuda::kernel::Kernel;
 use crate::cuda::test_support::Emu;
 use crate::decode::{decode_window, ColorMode, DecodeOptions, JpegHeader, Limits, Upsampling};
 use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
@@ -40,8 +41,12 @@ pub(crate) fn rebuild_on_host(
     };
     let mut planes = vec![0u8; d.plane_bytes()];
     d.planes = planes.as_mut_ptr() as u64;
-    for entry in ["chroma_resolve", "chroma_guess", "chroma_upsample"] {
-        let k: ChromaKernel = emu.sym(entry);
+    for kernel in [
+        Kernel::ChromaResolve,
+        Kernel::ChromaGuess,
+        Kernel::ChromaUpsample,
+    ] {
+        let k: ChromaKernel = emu.kernel(kernel);
         // SAFETY: the descriptor points at `nearest` (pitch × h bytes), `out` (as many) and
         // `planes` (`plane_bytes`), all live for the call; one sample.
         emu.per_sample(1, || unsafe { k(&d, 1) });

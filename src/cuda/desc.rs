@@ -44,28 +44,6 @@ pub mod fused_flags {
     pub const CHW: u32 = 128;
 }
 
-/// Flags of [`GeomDesc::flags`] (`GEOM_*`).
-pub mod geom_flags {
-    /// Mirror left–right.
-    pub const FLIP_H: u32 = 1;
-    /// Mirror top–bottom.
-    pub const FLIP_V: u32 = 2;
-    /// Source and output are CHW (crop, flip).
-    pub const CHW: u32 = 4;
-    /// Layout change HWC → CHW (else CHW → HWC).
-    pub const TO_CHW: u32 = 8;
-}
-
-/// Flags of [`ConvertDesc::flags`] (`CONV_*`).
-pub mod conv_flags {
-    /// The image is CHW (channel = index / plane).
-    pub const CHW: u32 = 1;
-    /// Apply `(x - mean) * inv_std`.
-    pub const NORMALIZE: u32 = 2;
-    /// One mean/inv_std for all channels (`mean[0]`).
-    pub const UNIFORM: u32 = 4;
-}
-
 /// Plain-old-data descriptor types that may be copied byte for byte to the device.
 ///
 /// # Safety
@@ -134,62 +112,6 @@ pub struct FusedDesc {
     pub orientation: u32,
     /// Unused (keeps the size a multiple of 8, as in C).
     pub reserved: u32,
-}
-
-/// Crop/pad, flip, layout change of one image (C `GeomDesc`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GeomDesc {
-    /// Device address of the source.
-    pub src: u64,
-    /// Device address of the output.
-    pub dst: u64,
-    /// Source rows.
-    pub src_h: u32,
-    /// Source columns.
-    pub src_w: u32,
-    /// Output rows.
-    pub out_h: u32,
-    /// Output columns.
-    pub out_w: u32,
-    /// Window top in the source (crop/pad; negative = above the image).
-    pub top: i32,
-    /// Window left in the source.
-    pub left: i32,
-    /// Channels.
-    pub channels: u32,
-    /// [`geom_flags`].
-    pub flags: u32,
-    /// Fill value per channel as raw element bits (low bytes used).
-    pub fill: [u32; 4],
-}
-
-/// Normalize / cast of one image (C `ConvertDesc`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ConvertDesc {
-    /// Device address of the source.
-    pub src: u64,
-    /// Device address of the output.
-    pub dst: u64,
-    /// Elements.
-    pub count: u32,
-    /// Channels.
-    pub channels: u32,
-    /// `height * width`.
-    pub plane: u32,
-    /// [`conv_flags`].
-    pub flags: u32,
-    /// Source element type ([`dtype`]).
-    pub src_dtype: u32,
-    /// Output element type.
-    pub dst_dtype: u32,
-    /// Unused (keeps `mean` 16-byte aligned, as in C).
-    pub reserved: [u32; 2],
-    /// Per-channel mean.
-    pub mean: [f32; 4],
-    /// Per-channel `1 / std`.
-    pub inv_std: [f32; 4],
 }
 
 /// Color jitter of one u8 HWC RGB image in place (C `JitterDesc`).
@@ -267,8 +189,6 @@ impl ChromaDesc {
 
 const _: () = assert!(std::mem::size_of::<FusedDesc>() == 120);
 const _: () = assert!(std::mem::size_of::<ChromaDesc>() == 64);
-const _: () = assert!(std::mem::size_of::<GeomDesc>() == 64);
-const _: () = assert!(std::mem::size_of::<ConvertDesc>() == 80);
 const _: () = assert!(std::mem::size_of::<JitterDesc>() == 40);
 const _: () = assert!(std::mem::align_of::<FusedDesc>() == 8);
 
@@ -276,10 +196,6 @@ const _: () = assert!(std::mem::align_of::<FusedDesc>() == 8);
 // number of them (sizes asserted above equal the sum of the field sizes), so no padding; no
 // pointers (addresses are u64).
 unsafe impl Pod for FusedDesc {}
-// SAFETY: as above.
-unsafe impl Pod for GeomDesc {}
-// SAFETY: as above.
-unsafe impl Pod for ConvertDesc {}
 // SAFETY: as above.
 unsafe impl Pod for JitterDesc {}
 // SAFETY: as above.

@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::kernel::{Grid, Kernel};
 use crate::decode::JpegHeader;
 use crate::error::Error;
 pub use crate::nvjpeg::safe::CountersSnapshot as DeviceCounters;
@@ -48,49 +49,6 @@ impl fmt::Debug for Event {
     }
 }
 
-/// The kernels the GPU stage launches (their C signatures are in `kernels/`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
-    /// `fused_crop_resize_normalize(const FusedDesc*, const i32* taps, u32 n)`.
-    Chain,
-    /// `jitter_luma_sum(const JitterDesc*, u32 n, u32 step, u64* sums)`.
-    JitterLumaSum,
-    /// `jitter_step(const JitterDesc*, u32 n, u32 step, const u64* sums)`.
-    JitterStep,
-    /// `chroma_resolve(const ChromaDesc*, u32 n)`.
-    ChromaResolve,
-    /// `chroma_guess(const ChromaDesc*, u32 n)`.
-    ChromaGuess,
-    /// `chroma_upsample(const ChromaDesc*, u32 n)`.
-    ChromaUpsample,
-}
-
-impl Kernel {
-    /// The kernel's entry point.
-    pub fn entry(self) -> &'static str {
-        match self {
-            Kernel::Chain => "fused_crop_resize_normalize",
-            Kernel::JitterLumaSum => "jitter_luma_sum",
-            Kernel::JitterStep => "jitter_step",
-            Kernel::ChromaResolve => "chroma_resolve",
-            Kernel::ChromaGuess => "chroma_guess",
-            Kernel::ChromaUpsample => "chroma_upsample",
-        }
-    }
-
-    /// The module (`kernels/<stem>.cu`) that defines it.
-    pub fn module(self) -> super::module::KernelModule {
-        use super::module::KernelModule;
-        match self {
-            Kernel::Chain => KernelModule::Chain,
-            Kernel::JitterLumaSum | Kernel::JitterStep => KernelModule::Color,
-            Kernel::ChromaResolve | Kernel::ChromaGuess | Kernel::ChromaUpsample => {
-                KernelModule::Chroma
-            }
-        }
-    }
-}
-
 /// One kernel argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelArg {
@@ -98,19 +56,6 @@ pub enum KernelArg {
     Ptr(DevicePtr),
     /// A `u32` parameter.
     U32(u32),
-}
-
-/// Threads per block of every stokehold kernel (`jitter_luma_sum`'s reduction relies on 256).
-pub(crate) const BLOCK: u32 = 256;
-
-/// A launch over `samples` samples (grid.y), `blocks` blocks of `BLOCK` (256) threads each
-/// (grid.x).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grid {
-    /// Blocks along x (the kernels loop over the rest).
-    pub blocks: u32,
-    /// Samples (grid.y).
-    pub samples: u32,
 }
 
 /// What a device is.

@@ -1,9 +1,9 @@
 //! The CUDA layer of the GPU path: the device seam ([`GpuDevice`]) with its real
 //! ([`RealDevice`]: cudarc and nvJPEG) and emulated ([`EmuDevice`]) devices, probing, the
-//! kernel module cache (NVRTC → cubin, cached on disk), the stage's memory pools
-//! ([`pool`]), the kernel descriptors ([`desc`]) and the fused chain's composition and
-//! launch rules ([`chain`]). Kernels are launched in one place per device: the seam's
-//! `launch`.
+//! kernels' table ([`kernel`]: entry points, modules, grid rules), the kernel module cache
+//! (NVRTC → cubin, cached on disk), the stage's memory pools ([`pool`]), the kernel
+//! descriptors ([`desc`]) and the fused chain's composition and launch rules ([`chain`]).
+//! Kernels are launched in one place per device: the seam's `launch`.
 //!
 //! All `unsafe` of the GPU path except nvJPEG lives in this folder; every block says why it
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run
@@ -19,6 +19,7 @@ pub mod desc;
 mod driver;
 pub mod emu;
 pub mod gpu_device;
+pub mod kernel;
 pub mod module;
 pub mod pool;
 pub mod real;
@@ -35,5 +36,5 @@ pub(crate) use driver::cuda_err;
 pub use driver::{driver_present, nvrtc_present, probe, GpuInfo};
 pub use emu::{EmuDevice, EmuOptions};
 pub use gpu_device::{GpuDevice, StreamId};
-pub use module::KernelModule;
+pub use kernel::{Kernel, KernelModule};
 pub use real::RealDevice;

@@ -14,76 +14,16 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc_result, sys as nvrtc_sys, Ptx};
 
+use super::kernel::{Kernel, KernelModule};
 use crate::error::Error;
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 }
 
-/// The kernel modules (one per `kernels/*.cu`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KernelModule {
-    /// `chain.cu`: `fused_crop_resize_normalize`, the fused chain (see `crate::cuda::chain`).
-    Chain,
-    /// `resize.cu`: `resize_u8`.
-    Resize,
-    /// `geometry.cu`: `crop_fill_b{1,2,4}`, `flip_b{1,2,4}`, `transpose_b{1,2,4}`.
-    Geometry,
-    /// `convert.cu`: `convert` (normalize and cast).
-    Convert,
-    /// `color.cu`: `jitter_luma_sum`, `jitter_step`.
-    Color,
-    /// `chroma.cu`: `chroma_resolve`, `chroma_guess`, `chroma_upsample` (fancy chroma from
-    /// the JPEG engines' output).
-    Chroma,
-}
-
 impl KernelModule {
-    /// Every module.
-    pub const ALL: [KernelModule; 6] = [
-        KernelModule::Chain,
-        KernelModule::Resize,
-        KernelModule::Geometry,
-        KernelModule::Convert,
-        KernelModule::Color,
-        KernelModule::Chroma,
-    ];
-
-    /// The file stem in `kernels/`.
-    pub fn stem(self) -> &'static str {
-        match self {
-            KernelModule::Chain => "chain",
-            KernelModule::Resize => "resize",
-            KernelModule::Geometry => "geometry",
-            KernelModule::Convert => "convert",
-            KernelModule::Color => "color",
-            KernelModule::Chroma => "chroma",
-        }
-    }
-
-    /// The kernel entry points the module defines.
-    pub fn entry_points(self) -> &'static [&'static str] {
-        match self {
-            KernelModule::Chain => &["fused_crop_resize_normalize"],
-            KernelModule::Resize => &["resize_u8"],
-            KernelModule::Geometry => &[
-                "crop_fill_b1",
-                "crop_fill_b2",
-                "crop_fill_b4",
-                "flip_b1",
-                "flip_b2",
-                "flip_b4",
-                "transpose_b1",
-                "transpose_b2",
-                "transpose_b4",
-            ],
-            KernelModule::Convert => &["convert"],
-            KernelModule::Color => &["jitter_luma_sum", "jitter_step"],
-            KernelModule::Chroma => &["chroma_resolve", "chroma_guess", "chroma_upsample"],
-        }
-    }
-
-    fn entry(self) -> Option<&'static (&'static str, &'static str, Option<&'static str>)> {
+    /// Its row of the sources `build.rs` embedded.
+    fn embedded(self) -> Option<&'static (&'static str, &'static str, Option<&'static str>)> {
         generated::KERNEL_SOURCES
             .iter()
             .find(|(stem, _, _)| *stem == self.stem())
@@ -91,14 +31,14 @@ impl KernelModule {
 
     /// The self-contained CUDA source (includes inlined by `build.rs`).
     pub fn source(self) -> Result<&'static str, Error> {
-        self.entry().map(|e| e.1).ok_or_else(|| {
+        self.embedded().map(|e| e.1).ok_or_else(|| {
             Error::Cuda(format!("kernel source {}.cu was not embedded", self.stem()))
         })
     }
 
     /// The PTX `nvcc` produced at build time, when it was found.
     pub fn prebuilt_ptx(self) -> Option<&'static str> {
-        self.entry().and_then(|e| e.2)
+        self.embedded().and_then(|e| e.2)
     }
 }
 
@@ -334,7 +274,7 @@ pub struct ModuleCache {
     ctx: Arc<CudaContext>,
     arch: Arch,
     modules: Mutex<HashMap<KernelModule, Arc<CudaModule>>>,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    functions: Mutex<HashMap<Kernel, CudaFunction>>,
 }
 
 impl ModuleCache {
@@ -381,28 +321,25 @@ impl ModuleCache {
         Ok(loaded)
     }
 
-    /// Kernel `name` of `module`.
-    pub fn function(
-        &self,
-        module: KernelModule,
-        name: &'static str,
-    ) -> Result<CudaFunction, Error> {
+    /// `kernel`, loading its module if it was not loaded yet.
+    pub fn function(&self, kernel: Kernel) -> Result<CudaFunction, Error> {
         if let Some(f) = self
             .functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
+            .get(&kernel)
         {
             return Ok(f.clone());
         }
-        let m = self.module(module)?;
+        let name = kernel.entry();
+        let m = self.module(kernel.module())?;
         let f = m
             .load_function(name)
             .map_err(|e| super::cuda_err(&format!("kernel {name}"), e))?;
         self.functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(name, f.clone());
+            .insert(kernel, f.clone());
         Ok(f)
     }
 }

@@ -28,12 +28,12 @@ use cudarc::driver::{result as cu, CudaContext, CudaStream, LaunchConfig, PushKe
 
 use super::cuda_err;
 use super::driver::{probe, GpuInfo};
-use super::gpu_device::BLOCK;
 use super::gpu_device::{
-    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
-    KernelArg, MemoryUse, PinnedHost, StreamId,
+    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, KernelArg,
+    MemoryUse, PinnedHost, StreamId,
 };
-use super::module::{Arch, KernelModule, ModuleCache};
+use super::kernel::{Grid, Kernel, BLOCK};
+use super::module::{Arch, ModuleCache};
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
@@ -90,12 +90,8 @@ impl RealDevice {
             .new_stream()
             .map_err(|e| cuda_err("create the kernel stream", e))?;
         let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
-        for m in [
-            KernelModule::Chain,
-            KernelModule::Color,
-            KernelModule::Chroma,
-        ] {
-            modules.function(m, m.entry_points()[0])?;
+        for kernel in Kernel::ALL {
+            modules.function(kernel)?;
         }
         let decode_stream = cu
             .new_stream()
@@ -363,7 +359,7 @@ impl GpuDevice for RealDevice {
         args: &[KernelArg],
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        let func = self.modules.function(kernel.module(), kernel.entry())?;
+        let func = self.modules.function(kernel)?;
         let cfg = LaunchConfig {
             grid_dim: (grid.blocks.max(1), grid.samples, 1),
             block_dim: (BLOCK, 1, 1),

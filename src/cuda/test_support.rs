@@ -12,7 +12,7 @@
 //!
 //! The direct emulation is the kernels built for the host by `build.rs` (the emulated
 //! device's kernels, [`crate::cuda::emu::kernels`]); it runs one single-thread block per
-//! sample, so the grid-stride loops cover everything; the resampling kernels also run as
+//! sample, so the grid-stride loops cover everything; the chain kernel also runs as
 //! whole blocks of real threads ([`run_chain_emu_threads`]: a host thread per CUDA thread,
 //! a barrier per `__syncthreads`, one shared scratch per block), which checks the phases of
 //! their shared-memory tiles. What it cannot check: the CUDA intrinsics and PTX conversions
@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use super::chain::{build_desc, FusedSample, SourceDims};
 use super::desc::{FusedDesc, JitterDesc};
+use super::emu::kernels::{symbol, HostFn};
+use super::kernel::Kernel;
 use super::{EmuDevice, EmuOptions, GpuDevice, RealDevice};
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::rng::SampleRng;
@@ -161,19 +163,24 @@ impl Emu {
         }
     }
 
-    /// The kernel (or helper) `name`, typed as `T` by the caller.
-    pub(crate) fn sym<T: Copy>(&self, name: &str) -> T {
-        let addr = crate::cuda::emu::kernels::symbol(name).expect(name);
+    /// The function `f` of emu.cpp, typed as `T` by the caller.
+    pub(crate) fn sym<T: Copy>(&self, f: HostFn) -> T {
+        let addr = symbol(f).unwrap_or_else(|| panic!("{f:?}"));
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<usize>());
-        // SAFETY: `addr` is the address of the `extern "C"` function `name` of emu.cpp, and
+        // SAFETY: `addr` is the address of the `extern "C"` function `f` of emu.cpp, and
         // `T` is the function pointer type of its C parameter list, given at the call site
         // (same size as an address, checked above).
         unsafe { std::mem::transmute_copy::<usize, T>(&addr) }
     }
 
+    /// The host build of `kernel`, typed as `T` (its C parameter list) by the caller.
+    pub(crate) fn kernel<T: Copy>(&self, kernel: Kernel) -> T {
+        self.sym(HostFn::Kernel(kernel))
+    }
+
     /// Runs `f` once per sample as block (0, s), on this thread.
     pub(crate) fn per_sample(&self, n: usize, mut f: impl FnMut()) {
-        let set: SetBlock = self.sym("emu_set_block");
+        let set: SetBlock = self.sym(HostFn::SetBlock);
         for s in 0..n {
             // SAFETY: sets thread-local globals of the emulation.
             unsafe { set(s as u32, n as u32) };
@@ -241,73 +248,47 @@ fn chain_launch(
 }
 
 /// The images an emulated chain launch wrote.
-fn chain_outputs(
-    entry: &str,
-    outs: &[Vec<u64>],
-    ims: &[Image],
-    samples: &[FusedSample],
-) -> Vec<Image> {
+fn chain_outputs(outs: &[Vec<u64>], ims: &[Image], samples: &[FusedSample]) -> Vec<Image> {
     outs.iter()
         .zip(ims.iter().zip(samples))
         .map(|(o, (im, s))| {
-            let (dt, layout) = if entry == "resize_u8" {
-                (DType::U8, Layout::Hwc)
-            } else {
-                (s.dtype, s.layout)
-            };
             let (h, w) = s.output_size();
-            image_from(o, h, w, im.channels, dt, layout)
+            image_from(o, h, w, im.channels, s.dtype, s.layout)
         })
         .collect()
 }
 
-/// Runs the chain kernel `entry` (`fused_crop_resize_normalize` or `resize_u8`) on the host
-/// over u8 HWC images, one single-thread block per sample (any mix of dtypes and layouts,
-/// unlike a device batch).
-pub(crate) fn run_chain_emu(
-    emu: &Emu,
-    entry: &str,
-    ims: &[Image],
-    samples: &[FusedSample],
-) -> Vec<Image> {
-    let kernel: ChainKernel = emu.sym(entry);
+/// Runs the chain kernel on the host over u8 HWC images, one single-thread block per sample
+/// (any mix of dtypes and layouts, unlike a device batch).
+pub(crate) fn run_chain_emu(emu: &Emu, ims: &[Image], samples: &[FusedSample]) -> Vec<Image> {
+    let kernel: ChainKernel = emu.kernel(Kernel::Chain);
     let (descs, table, outs) = chain_launch(ims, samples);
     emu.per_sample(descs.len(), || {
         // SAFETY: the descriptors point at the live input images and output buffers sized
         // for them; the table holds their taps.
         unsafe { kernel(descs.as_ptr(), table.as_ptr(), descs.len() as u32) }
     });
-    chain_outputs(entry, &outs, ims, samples)
+    chain_outputs(&outs, ims, samples)
 }
 
-type ResampleLaunch = unsafe extern "C" fn(
-    *const std::ffi::c_char,
-    *const FusedDesc,
-    *const i32,
-    u32,
-    u32,
-    u32,
-) -> i32;
+type ChainLaunch = unsafe extern "C" fn(*const FusedDesc, *const i32, u32, u32, u32) -> i32;
 
 /// [`run_chain_emu`] with `grid_x` blocks per sample of `threads` real threads each, as a
 /// device launch runs the kernel (tiles striding over the blocks, phases separated by
 /// barriers).
 pub(crate) fn run_chain_emu_threads(
     emu: &Emu,
-    entry: &str,
     ims: &[Image],
     samples: &[FusedSample],
     grid_x: u32,
     threads: u32,
 ) -> Vec<Image> {
-    let launch: ResampleLaunch = emu.sym("emu_launch_resample");
+    let launch: ChainLaunch = emu.sym(HostFn::LaunchChain);
     let (descs, table, outs) = chain_launch(ims, samples);
-    let name = std::ffi::CString::new(entry).expect("entry name");
-    // SAFETY: as in `run_chain_emu`; the launcher runs the named kernel over the same
+    // SAFETY: as in `run_chain_emu`; the launcher runs the chain kernel over the same
     // descriptors and returns only when every block's threads have finished.
     let rc = unsafe {
         launch(
-            name.as_ptr(),
             descs.as_ptr(),
             table.as_ptr(),
             descs.len() as u32,
@@ -315,15 +296,15 @@ pub(crate) fn run_chain_emu_threads(
             threads,
         )
     };
-    assert_eq!(rc, 0, "emu_launch_resample({entry}, {grid_x}, {threads})");
-    chain_outputs(entry, &outs, ims, samples)
+    assert_eq!(rc, 0, "emu_launch_chain({grid_x}, {threads})");
+    chain_outputs(&outs, ims, samples)
 }
 
 /// Runs the jitter kernels on the host over HWC RGB images in place, `descs[i]` (data
 /// address filled in here) for `images[i]`.
 pub(crate) fn run_jitter_emu(emu: &Emu, images: &mut [Vec<u8>], mut descs: Vec<JitterDesc>) {
-    let reduce: JitterKernel = emu.sym("jitter_luma_sum");
-    let step: JitterKernel = emu.sym("jitter_step");
+    let reduce: JitterKernel = emu.kernel(Kernel::JitterLumaSum);
+    let step: JitterKernel = emu.kernel(Kernel::JitterStep);
     for (d, im) in descs.iter_mut().zip(images.iter_mut()) {
         d.data = im.as_mut_ptr() as u64;
     }

@@ -38,8 +38,6 @@ pub mod random_resized_crop;
 pub mod resize;
 
 #[cfg(test)]
-mod convert_tests;
-#[cfg(test)]
 mod goldens;
 #[cfg(test)]
 pub(crate) mod testing;

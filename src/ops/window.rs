@@ -1,10 +1,9 @@
 //! Cutting a window out of an image, filling what lies outside with a constant: the pixel
-//! code `crop` and `pad` share (a pad is a window that starts outside the image), and the
-//! fill values as the `crop_fill` kernels take them.
+//! code `crop` and `pad` share (a pad is a window that starts outside the image).
 
 use half::f16;
 
-use crate::image::{DType, Image, Layout, Pixels};
+use crate::image::{Image, Layout, Pixels};
 
 /// Largest magnitude of a fill value (the largest finite f16).
 pub const MAX_FILL: f64 = 65504.0;
@@ -129,16 +128,6 @@ impl Geometry {
             }
         }
         out
-    }
-}
-
-/// The raw element bits of fill value `v` in `dtype`, converted as the CPU `crop_fill`
-/// does (u8: rounded half away from zero and clamped; f16/f32: nearest).
-pub fn fill_bits(v: f64, dtype: DType) -> u32 {
-    match dtype {
-        DType::U8 => u32::from(v.round().clamp(0.0, 255.0) as u8),
-        DType::F16 => u32::from(f16::from_f64(v).to_bits()),
-        DType::F32 => (v as f32).to_bits(),
     }
 }
 

@@ -2,8 +2,10 @@
 //! when some sample has color jitter — three stages (resample and flip, jitter,
 //! then normalize, cast and lay out), because contrast needs each image's mean luma after
 //! the steps before it, which one launch cannot compute. The GPU stage
-//! (`pipeline/run/gpu_launch.rs`) launches them through the device seam.
+//! (`pipeline/run/gpu_chain.rs`) launches them through the device seam, and so do the
+//! parity tests (`on_device.rs`), over the same `chain_grid`.
 
+use crate::cuda::kernel::{Grid, Kernel};
 use crate::image::{DType, Layout};
 
 use super::sample::{FusedSample, JitterSample};
@@ -15,6 +17,20 @@ pub(crate) const TILE: (usize, usize) = (16, 32);
 /// Tiles of an `h` × `w` output: the blocks that keep every tile of it busy at once.
 pub(crate) fn tiles(h: usize, w: usize) -> u64 {
     (h.div_ceil(TILE.0) * w.div_ceil(TILE.1)) as u64
+}
+
+/// Grid of a chain launch over `samples`, and of the jitter launches between two: a block
+/// per output tile of the largest sample ([`Kernel::Chain`]'s rule).
+pub(crate) fn chain_grid(samples: &[FusedSample]) -> Grid {
+    let largest = samples
+        .iter()
+        .map(|s| {
+            let (h, w) = s.output_size();
+            tiles(h, w)
+        })
+        .max()
+        .unwrap_or(1);
+    Kernel::Chain.grid(largest, samples.len())
 }
 
 /// A batch with color jitter, as three batched steps: `geometry` (resample and flip into

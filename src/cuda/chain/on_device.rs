@@ -1,37 +1,20 @@
 //! Test-only: the fused chain over host images on any [`GpuDevice`] (the emulated device in
 //! CI, a real one on a GPU machine), launched as the GPU stage launches it
-//! (`pipeline/run/gpu_launch.rs`): one descriptor per sample from [`build_desc`], one
-//! [`Kernel::Chain`] launch over the stage's grid — or, with color jitter, the three stages of
-//! [`JitterStages`] with the jitter kernels in between under the same grid and contrast
-//! rule. The parity tests run through this so that they test the runtime's kernels and seam,
-//! not a launcher of their own. Unlike a pipeline's batch, samples may mix dtypes and
-//! layouts (each descriptor carries its own).
+//! (`pipeline/run/gpu_chain.rs`): one descriptor per sample from [`build_desc`], one
+//! [`Kernel::Chain`] launch over the stage's grid ([`chain_grid`]) — or, with color jitter,
+//! the three stages of [`JitterStages`] with the jitter kernels in between under the same
+//! grid and contrast rule. The parity tests run through this so that they test the runtime's
+//! kernels and seam, not a launcher of their own. Unlike a pipeline's batch, samples may mix
+//! dtypes and layouts (each descriptor carries its own).
 
 use crate::cuda::desc::{as_bytes, JitterDesc};
-use crate::cuda::gpu_device::{streams, DevicePtr, GpuDevice, Grid, Kernel, KernelArg, PinnedHost};
+use crate::cuda::gpu_device::{streams, DevicePtr, GpuDevice, KernelArg, PinnedHost};
+use crate::cuda::kernel::Kernel;
 use crate::error::Error;
 use crate::image::{DType, Image, Pixels};
 
-use super::launcher::{tiles, JitterStages};
+use super::launcher::{chain_grid, JitterStages};
 use super::sample::{build_desc, FusedSample, SourceDims};
-
-/// Grid of a chain launch (and of the jitter launches between two), as `gpu_launch.rs`'s
-/// `chain_grid`: a block per output tile of the largest sample (the kernel strides over the
-/// rest).
-fn chain_grid(samples: &[FusedSample]) -> Grid {
-    Grid {
-        blocks: samples
-            .iter()
-            .map(|s| {
-                let (h, w) = s.output_size();
-                tiles(h, w)
-            })
-            .max()
-            .unwrap_or(1)
-            .clamp(1, 1 << 16) as u32,
-        samples: samples.len() as u32,
-    }
-}
 
 /// Device memory and pinned staging of one run, freed once the device's work is done.
 struct Arena<'d> {

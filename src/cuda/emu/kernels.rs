@@ -3,7 +3,8 @@
 //! address a launch will touch is checked against the emulated memory first.
 
 use crate::cuda::desc::{ChromaDesc, FusedDesc, JitterDesc};
-use crate::cuda::gpu_device::{Kernel, KernelArg};
+use crate::cuda::gpu_device::KernelArg;
+use crate::cuda::kernel::Kernel;
 use crate::image::DType;
 
 use super::memory::{Access, Kind};
@@ -23,12 +24,11 @@ pub fn unavailable() -> Option<&'static str> {
 
 #[cfg(stokehold_emu)]
 mod ffi {
-    use crate::cuda::desc::{ChromaDesc, ConvertDesc, FusedDesc, GeomDesc, JitterDesc};
+    use crate::cuda::desc::{ChromaDesc, FusedDesc, JitterDesc};
 
     extern "C" {
         pub fn stokehold_emu_set_block(sample: u32, samples: u32);
-        pub fn stokehold_emu_launch_resample(
-            entry: *const std::ffi::c_char,
+        pub fn stokehold_emu_launch_chain(
             d: *const FusedDesc,
             t: *const i32,
             n: u32,
@@ -40,60 +40,49 @@ mod ffi {
             t: *const i32,
             n: u32,
         );
-        pub fn stokehold_emu_resize_u8(d: *const FusedDesc, t: *const i32, n: u32);
         pub fn stokehold_emu_jitter_luma_sum(d: *const JitterDesc, n: u32, step: u32, s: *mut u64);
         pub fn stokehold_emu_jitter_step(d: *const JitterDesc, n: u32, step: u32, s: *const u64);
-        pub fn stokehold_emu_convert(d: *const ConvertDesc, n: u32);
         pub fn stokehold_emu_chroma_resolve(d: *const ChromaDesc, n: u32);
         pub fn stokehold_emu_chroma_guess(d: *const ChromaDesc, n: u32);
         pub fn stokehold_emu_chroma_upsample(d: *const ChromaDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_crop_fill_b4(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_flip_b4(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b1(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b2(d: *const GeomDesc, n: u32);
-        pub fn stokehold_emu_transpose_b4(d: *const GeomDesc, n: u32);
     }
 }
 
-/// The address of the host build of kernel `entry` (its C name in `kernels/`), for the
-/// kernel parity tests; `None` when the emulation is not built or there is no such kernel.
-pub fn symbol(entry: &str) -> Option<usize> {
+/// A function of the host build, for the tests that call it directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostFn {
+    /// The kernel, `stokehold_emu_<entry>`, with the C parameters of its entry point.
+    Kernel(Kernel),
+    /// `stokehold_emu_set_block(u32 sample, u32 samples)`: the block the next direct call on
+    /// this thread runs as.
+    SetBlock,
+    /// `stokehold_emu_launch_chain(const FusedDesc*, const i32* taps, u32 n, u32 grid_x,
+    /// u32 threads) -> int`: the chain kernel as whole blocks of real threads.
+    LaunchChain,
+}
+
+/// The address of `f` in the host build; `None` when the emulation is not built.
+pub fn symbol(f: HostFn) -> Option<usize> {
     #[cfg(stokehold_emu)]
     {
         use ffi::*;
-        let f: usize = match entry {
-            "emu_set_block" => stokehold_emu_set_block as *const () as usize,
-            "emu_launch_resample" => stokehold_emu_launch_resample as *const () as usize,
-            "fused_crop_resize_normalize" => {
-                stokehold_emu_fused_crop_resize_normalize as *const () as usize
-            }
-            "resize_u8" => stokehold_emu_resize_u8 as *const () as usize,
-            "jitter_luma_sum" => stokehold_emu_jitter_luma_sum as *const () as usize,
-            "jitter_step" => stokehold_emu_jitter_step as *const () as usize,
-            "convert" => stokehold_emu_convert as *const () as usize,
-            "chroma_resolve" => stokehold_emu_chroma_resolve as *const () as usize,
-            "chroma_guess" => stokehold_emu_chroma_guess as *const () as usize,
-            "chroma_upsample" => stokehold_emu_chroma_upsample as *const () as usize,
-            "crop_fill_b1" => stokehold_emu_crop_fill_b1 as *const () as usize,
-            "crop_fill_b2" => stokehold_emu_crop_fill_b2 as *const () as usize,
-            "crop_fill_b4" => stokehold_emu_crop_fill_b4 as *const () as usize,
-            "flip_b1" => stokehold_emu_flip_b1 as *const () as usize,
-            "flip_b2" => stokehold_emu_flip_b2 as *const () as usize,
-            "flip_b4" => stokehold_emu_flip_b4 as *const () as usize,
-            "transpose_b1" => stokehold_emu_transpose_b1 as *const () as usize,
-            "transpose_b2" => stokehold_emu_transpose_b2 as *const () as usize,
-            "transpose_b4" => stokehold_emu_transpose_b4 as *const () as usize,
-            _ => return None,
+        let addr = match f {
+            HostFn::SetBlock => stokehold_emu_set_block as *const (),
+            HostFn::LaunchChain => stokehold_emu_launch_chain as *const (),
+            HostFn::Kernel(k) => match k {
+                Kernel::Chain => stokehold_emu_fused_crop_resize_normalize as *const (),
+                Kernel::JitterLumaSum => stokehold_emu_jitter_luma_sum as *const (),
+                Kernel::JitterStep => stokehold_emu_jitter_step as *const (),
+                Kernel::ChromaResolve => stokehold_emu_chroma_resolve as *const (),
+                Kernel::ChromaGuess => stokehold_emu_chroma_guess as *const (),
+                Kernel::ChromaUpsample => stokehold_emu_chroma_upsample as *const (),
+            },
         };
-        Some(f)
+        Some(addr as usize)
     }
     #[cfg(not(stokehold_emu))]
     {
-        let _ = entry;
+        let _ = f;
         None
     }
 }

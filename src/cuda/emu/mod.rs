@@ -38,9 +38,10 @@ use crate::nvjpeg::{
 };
 
 use super::gpu_device::{
-    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, Grid, Kernel,
-    KernelArg, MemoryUse, PinnedHost, StreamId,
+    DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, KernelArg,
+    MemoryUse, PinnedHost, StreamId,
 };
+use super::kernel::{Grid, Kernel};
 use crate::nvjpeg::safe::Counters;
 use memory::{Kind, Memory};
 use stream::{EmuEvent, EmuStream, Health};

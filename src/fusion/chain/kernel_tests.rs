@@ -1,7 +1,7 @@
 //! The fused chain kernel against the CPU operators it replaces: through the device seam on
 //! every device (the emulated device, and a GPU when there is one), and the kernels called
 //! directly on the host (the kernels compiled by the host's C++ compiler, also with blocks of
-//! real threads). Also the standalone `resize_u8` kernel, which shares the chain's resampler.
+//! real threads).
 
 use crate::cuda::chain::on_device::run_chain;
 use crate::cuda::chain::{FusedSample, JitterSample};
@@ -210,7 +210,7 @@ fn random_sample(rng: &mut SampleRng, im: &Image, k: usize) -> FusedSample {
 }
 
 #[test]
-fn fused_and_resize_kernels_match_cpu_on_the_host() {
+fn fused_kernel_matches_cpu_on_the_host() {
     let Some(emu) = Emu::load() else { return };
     let mut rng = SampleRng::from_key(2024);
     for round in 0..40 {
@@ -222,30 +222,18 @@ fn fused_and_resize_kernels_match_cpu_on_the_host() {
                 image_u8(h, w, c, rng.next_u64())
             })
             .collect();
-        let mut samples: Vec<FusedSample> = ims
+        let samples: Vec<FusedSample> = ims
             .iter()
             .enumerate()
             .map(|(k, im)| random_sample(&mut rng, im, k + round))
             .collect();
         // One batch has one dtype and layout on the device; the emulation runs any mix.
-        let got = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+        let got = run_chain_emu(&emu, &ims, &samples);
         for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
             assert_same(
                 g,
                 &fused_cpu(im, s, None),
                 &format!("fused round {round} sample {k}: {s:?}"),
-            );
-        }
-        for s in &mut samples {
-            (s.flip_h, s.flip_v, s.normalize, s.dtype, s.layout) =
-                (false, false, None, DType::U8, Layout::Hwc);
-        }
-        let got = run_chain_emu(&emu, "resize_u8", &ims, &samples);
-        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
-            assert_same(
-                g,
-                &fused_cpu(im, s, None),
-                &format!("resize round {round} sample {k}: {s:?}"),
             );
         }
     }
@@ -374,12 +362,7 @@ fn the_chain_reads_the_stored_image_through_its_orientation_on_the_host() {
                 orientation: o,
                 ..plain
             };
-            let got = run_chain_emu(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-            );
+            let got = run_chain_emu(&emu, std::slice::from_ref(&stored), &[through]);
             assert_same(
                 &got[0],
                 &want,
@@ -428,20 +411,9 @@ fn the_tiled_resampler_reads_through_the_orientation_on_the_host() {
                 orientation: o,
                 ..plain
             };
-            let one = run_chain_emu(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-            );
-            let blocks = run_chain_emu_threads(
-                &emu,
-                "fused_crop_resize_normalize",
-                std::slice::from_ref(&stored),
-                &[through],
-                2,
-                64,
-            );
+            let one = run_chain_emu(&emu, std::slice::from_ref(&stored), &[through]);
+            let blocks =
+                run_chain_emu_threads(&emu, std::slice::from_ref(&stored), &[through], 2, 64);
             let what = format!("orientation {o}, {c} channels, window {window:?}");
             assert_same(&one[0], &want, &format!("one thread per block, {what}"));
             assert_same(&blocks[0], &want, &format!("blocks of threads, {what}"));
@@ -496,10 +468,10 @@ fn large_downscales_match_cpu_on_the_host() {
         .zip(&samples)
         .map(|(im, s)| fused_cpu(im, s, None))
         .collect();
-    let one = run_chain_emu(&emu, "fused_crop_resize_normalize", &ims, &samples);
+    let one = run_chain_emu(&emu, &ims, &samples);
     // 2 blocks per sample (tiles stride over them), 48 threads: not a divisor of the tile,
     // so every block-stride loop has a partial last round.
-    let blocks = run_chain_emu_threads(&emu, "fused_crop_resize_normalize", &ims, &samples, 2, 48);
+    let blocks = run_chain_emu_threads(&emu, &ims, &samples, 2, 48);
     for (k, s) in samples.iter().enumerate() {
         assert_same(&one[k], &want[k], &format!("one thread, sample {k}: {s:?}"));
         assert_same(
@@ -529,32 +501,13 @@ fn random_chains_match_cpu_with_blocks_of_threads_on_the_host() {
             .map(|(k, im)| random_sample(&mut rng, im, k + round))
             .collect();
         let threads = [1, 7, 32, 256][round % 4];
-        for entry in ["fused_crop_resize_normalize", "resize_u8"] {
-            let plain: Vec<FusedSample>;
-            let used = if entry == "resize_u8" {
-                plain = samples
-                    .iter()
-                    .map(|s| FusedSample {
-                        flip_h: false,
-                        flip_v: false,
-                        normalize: None,
-                        dtype: DType::U8,
-                        layout: Layout::Hwc,
-                        ..*s
-                    })
-                    .collect();
-                &plain
-            } else {
-                &samples
-            };
-            let got = run_chain_emu_threads(&emu, entry, &ims, used, 3, threads);
-            for (k, ((g, im), s)) in got.iter().zip(&ims).zip(used).enumerate() {
-                assert_same(
-                    g,
-                    &fused_cpu(im, s, None),
-                    &format!("{entry} round {round} sample {k} ({threads} threads): {s:?}"),
-                );
-            }
+        let got = run_chain_emu_threads(&emu, &ims, &samples, 3, threads);
+        for (k, ((g, im), s)) in got.iter().zip(&ims).zip(&samples).enumerate() {
+            assert_same(
+                g,
+                &fused_cpu(im, s, None),
+                &format!("round {round} sample {k} ({threads} threads): {s:?}"),
+            );
         }
     }
 }

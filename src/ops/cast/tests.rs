@@ -1,6 +1,5 @@
 //! Tests of `cast`: the conversion rules, the host setup against `run_cpu`, and GPU parity
-//! through the fused chain (the standalone `convert` kernel is emulated in
-//! `crate::ops::convert_tests`).
+//! through the fused chain.
 
 use proptest::prelude::*;
 

@@ -1,18 +1,15 @@
 //! Tests of `crop`: the placement rules (torchvision, DALI), argument checks, the host setup
-//! against `run_cpu`, its chain piece, GPU parity through the fused chain, and the
-//! standalone `crop_fill` kernels emulated on the host.
+//! against `run_cpu`, its chain piece, and GPU parity through the fused chain.
 //! The window-with-fill pixel code is tested in `super::super::window`.
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::cuda::chain::{ChainPiece, ChainStep};
-use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::cuda::test_support::{image_u8, SHAPES};
 use crate::fusion::chain::on_device::{check_ops, devices};
-use crate::image::{DType, Image, Layout};
+use crate::image::Image;
 use crate::ops::testing::assert_setup_matches_run;
-use crate::ops::window::fill_bits;
 use crate::ops::GpuOperator;
 
 proptest! {
@@ -140,62 +137,6 @@ fn gpu_crop_matches_cpu() {
                 &ims,
                 &format!("crop {}x{} c={c}", crop.height, crop.width),
             );
-        }
-    }
-}
-
-type GeomKernel = unsafe extern "C" fn(*const GeomDesc, u32);
-
-/// The `crop_fill` kernels on the host (the crop part of the former geometry-kernel test).
-#[test]
-fn crop_fill_kernels_match_cpu_on_the_host() {
-    let Some(emu) = Emu::load() else { return };
-    for dt in [DType::U8, DType::F16, DType::F32] {
-        let suffix = ["b1", "b2", "", "b4"][dt.size() - 1];
-        let crop: GeomKernel = emu.sym(&format!("crop_fill_{suffix}"));
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for (h, w, c) in [(1, 1, 1), (5, 9, 3), (8, 3, 1), (7, 7, 4)] {
-                let im = in_any(&image_u8(h, w, c, (h * w + c) as u64), dt, layout);
-                let chw = if layout == Layout::Chw {
-                    geom_flags::CHW
-                } else {
-                    0
-                };
-                let base = GeomDesc {
-                    src: im.pixels.as_bytes().as_ptr() as u64,
-                    src_h: h as u32,
-                    src_w: w as u32,
-                    out_h: h as u32,
-                    out_w: w as u32,
-                    channels: c as u32,
-                    ..GeomDesc::default()
-                };
-                // Windows inside, across the edges and fully outside.
-                for (top, left, oh, ow) in [
-                    (0i64, 0i64, h, w),
-                    (-2, 1, h + 3, 2),
-                    (3, -4, 2, w + 5),
-                    (50, 50, 2, 2),
-                ] {
-                    let fill = [7.6, -2.5, 300.0, 1.5];
-                    let mut d = base;
-                    (d.top, d.left, d.out_h, d.out_w, d.flags) =
-                        (top as i32, left as i32, oh as u32, ow as u32, chw);
-                    d.fill = fill.map(|v| fill_bits(v, dt));
-                    let out = out_buf(oh * ow * c * dt.size());
-                    d.dst = out.as_ptr() as u64;
-                    emu.per_sample(1, || {
-                        // SAFETY: `d` points at the live image and an output sized for it.
-                        unsafe { crop(&d, 1) }
-                    });
-                    let want = crop_fill(&im, top, left, oh, ow, &fill[..c]).unwrap();
-                    crate::cuda::test_support::assert_same(
-                        &image_from(&out, oh, ow, c, dt, layout),
-                        &want,
-                        "crop",
-                    );
-                }
-            }
         }
     }
 }

@@ -1,14 +1,11 @@
 //! Tests of `flip`: against a naive mirror, its probabilities, the host setup against
-//! `run_cpu`, GPU parity through the fused chain, and the standalone `flip_b*` kernels
-//! emulated on the host.
+//! `run_cpu`, and GPU parity through the fused chain.
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{assert_same, image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::cuda::test_support::{image_u8, SHAPES};
 use crate::fusion::chain::on_device::{check_ops, devices};
-use crate::image::DType;
 use crate::ops::testing::{assert_setup_matches_run, key};
 
 fn naive(src: &[u8], h: usize, w: usize, c: usize, fh: bool, fv: bool) -> Vec<u8> {
@@ -93,51 +90,6 @@ fn gpu_flip_matches_cpu() {
                 &ims,
                 &format!("flip {horizontal} {vertical} c={c}"),
             );
-        }
-    }
-}
-
-type GeomKernel = unsafe extern "C" fn(*const GeomDesc, u32);
-
-/// The `flip_b*` kernels on the host (the flip part of the former geometry-kernel test).
-#[test]
-fn flip_kernels_match_cpu_on_the_host() {
-    let Some(emu) = Emu::load() else { return };
-    for dt in [DType::U8, DType::F16, DType::F32] {
-        let suffix = ["b1", "b2", "", "b4"][dt.size() - 1];
-        let flip: GeomKernel = emu.sym(&format!("flip_{suffix}"));
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for (h, w, c) in [(1, 1, 1), (5, 9, 3), (8, 3, 1), (7, 7, 4)] {
-                let im = in_any(&image_u8(h, w, c, (h * w + c) as u64), dt, layout);
-                let chw = if layout == Layout::Chw {
-                    geom_flags::CHW
-                } else {
-                    0
-                };
-                for (fh, fv) in [(true, false), (false, true), (true, true)] {
-                    let mut d = GeomDesc {
-                        src: im.pixels.as_bytes().as_ptr() as u64,
-                        src_h: h as u32,
-                        src_w: w as u32,
-                        out_h: h as u32,
-                        out_w: w as u32,
-                        channels: c as u32,
-                        ..GeomDesc::default()
-                    };
-                    d.flags = chw
-                        | if fh { geom_flags::FLIP_H } else { 0 }
-                        | if fv { geom_flags::FLIP_V } else { 0 };
-                    let out = out_buf(h * w * c * dt.size());
-                    d.dst = out.as_ptr() as u64;
-                    emu.per_sample(1, || {
-                        // SAFETY: `d` points at the live image and an output sized for it.
-                        unsafe { flip(&d, 1) }
-                    });
-                    let mut want = im.clone();
-                    flip_in_place(&mut want, fh, fv);
-                    assert_same(&image_from(&out, h, w, c, dt, layout), &want, "flip");
-                }
-            }
         }
     }
 }

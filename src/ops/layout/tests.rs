@@ -1,14 +1,11 @@
-//! Tests of `layout`: known values, round trips, the host setup against `run_cpu`, GPU
-//! parity through the fused chain, and the standalone `transpose_b*` kernels emulated on the
-//! host.
+//! Tests of `layout`: known values, round trips, the host setup against `run_cpu`, and GPU
+//! parity through the fused chain.
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::cuda::desc::{geom_flags, GeomDesc};
-use crate::cuda::test_support::{assert_same, image_from, image_u8, in_any, out_buf, Emu, SHAPES};
+use crate::cuda::test_support::{image_u8, SHAPES};
 use crate::fusion::chain::on_device::{check_ops, devices};
-use crate::image::DType;
 use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::ops::ImageShape;
 
@@ -57,54 +54,6 @@ fn gpu_layout_matches_cpu() {
                 &ims,
                 &format!("layout ->{to:?} c={c}"),
             );
-        }
-    }
-}
-
-type GeomKernel = unsafe extern "C" fn(*const GeomDesc, u32);
-
-/// The `transpose_b*` kernels on the host (the layout part of the former geometry-kernel
-/// test).
-#[test]
-fn transpose_kernels_match_cpu_on_the_host() {
-    let Some(emu) = Emu::load() else { return };
-    for dt in [DType::U8, DType::F16, DType::F32] {
-        let suffix = ["b1", "b2", "", "b4"][dt.size() - 1];
-        let transpose: GeomKernel = emu.sym(&format!("transpose_{suffix}"));
-        for layout in [Layout::Hwc, Layout::Chw] {
-            for (h, w, c) in [(1, 1, 1), (5, 9, 3), (8, 3, 1), (7, 7, 4)] {
-                let im = in_any(&image_u8(h, w, c, (h * w + c) as u64), dt, layout);
-                let to = if layout == Layout::Hwc {
-                    Layout::Chw
-                } else {
-                    Layout::Hwc
-                };
-                let mut d = GeomDesc {
-                    src: im.pixels.as_bytes().as_ptr() as u64,
-                    src_h: h as u32,
-                    src_w: w as u32,
-                    out_h: h as u32,
-                    out_w: w as u32,
-                    channels: c as u32,
-                    ..GeomDesc::default()
-                };
-                d.flags = if to == Layout::Chw {
-                    geom_flags::TO_CHW
-                } else {
-                    0
-                };
-                let out = out_buf(h * w * c * dt.size());
-                d.dst = out.as_ptr() as u64;
-                emu.per_sample(1, || {
-                    // SAFETY: `d` points at the live image and an output sized for it.
-                    unsafe { transpose(&d, 1) }
-                });
-                assert_same(
-                    &image_from(&out, h, w, c, dt, to),
-                    &to_layout(&im, to),
-                    "layout",
-                );
-            }
         }
     }
 }

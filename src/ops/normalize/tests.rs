@@ -1,6 +1,5 @@
 //! Tests of `normalize`: the torchvision golden, f16 rounding, argument checks, properties,
-//! the host setup against `run_cpu`, and GPU parity through the fused chain (the standalone
-//! `convert` kernel is emulated in `crate::ops::convert_tests`).
+//! the host setup against `run_cpu`, and GPU parity through the fused chain.
 
 use proptest::prelude::*;
 

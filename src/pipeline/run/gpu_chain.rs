@@ -4,10 +4,11 @@
 //! those are on the device, then one launch, or with color jitter three steps (geometry
 //! into u8 images, the jitter in place, the rest).
 
-use crate::cuda::chain::launcher::{tiles, JitterStages};
+use crate::cuda::chain::launcher::{chain_grid, JitterStages};
 use crate::cuda::chain::{build_desc, FusedSample, SourceDims};
 use crate::cuda::desc::{as_bytes, FusedDesc, JitterDesc};
-use crate::cuda::gpu_device::{streams, DevicePtr, Grid, Kernel, KernelArg};
+use crate::cuda::gpu_device::{streams, DevicePtr, KernelArg};
+use crate::cuda::kernel::Kernel;
 use crate::cuda::pool::DeviceBuffer;
 use crate::error::Error;
 
@@ -114,22 +115,6 @@ impl ChainDescs {
         .map(|l| l.next_multiple_of(ALIGN))
         .sum::<usize>()
             + (8 * self.places.len()).next_multiple_of(ALIGN)
-    }
-}
-
-/// Grid of a chain launch: a block per output tile of the largest sample.
-fn chain_grid(samples: &[FusedSample]) -> Grid {
-    Grid {
-        blocks: samples
-            .iter()
-            .map(|s| {
-                let (h, w) = s.output_size();
-                tiles(h, w)
-            })
-            .max()
-            .unwrap_or(1)
-            .clamp(1, 1 << 16) as u32,
-        samples: samples.len() as u32,
     }
 }
 

@@ -3,20 +3,12 @@
 //! `GpuStage::launch` (`gpu_launch.rs`).
 
 use crate::cuda::desc::{as_bytes, ChromaDesc};
-use crate::cuda::gpu_device::{streams, Grid, Kernel, KernelArg};
+use crate::cuda::gpu_device::{streams, KernelArg};
+use crate::cuda::kernel::Kernel;
 use crate::cuda::pool::DeviceBuffer;
 use crate::error::Error;
 
 use super::gpu_stage::{Decoded, Entry, GpuStage, Staging, ALIGN};
-
-/// Grid of a launch over `samples` samples of at most `elements` elements each, one thread
-/// per element: the kernels stride over what one launch doesn't cover.
-fn element_grid(elements: usize, samples: usize) -> Grid {
-    Grid {
-        blocks: elements.div_ceil(256).clamp(1, 1 << 12) as u32,
-        samples: samples as u32,
-    }
-}
 
 impl GpuStage {
     /// The samples whose chroma is rebuilt, by place, with their descriptors (addresses
@@ -115,11 +107,13 @@ impl GpuStage {
             )?
         };
         let args = [KernelArg::Ptr(desc_dst), KernelArg::U32(n as u32)];
-        for (kernel, grid) in [
-            (Kernel::ChromaResolve, element_grid(max_blocks, n)),
-            (Kernel::ChromaGuess, element_grid(max_blocks, n)),
-            (Kernel::ChromaUpsample, element_grid(max_pixels, n)),
+        // A thread per chroma block to resolve and guess, per pixel to upsample.
+        for (kernel, largest) in [
+            (Kernel::ChromaResolve, max_blocks),
+            (Kernel::ChromaGuess, max_blocks),
+            (Kernel::ChromaUpsample, max_pixels),
         ] {
+            let grid = kernel.grid(largest as u64, n);
             // SAFETY: each descriptor's source is the engines' output in a decode area of
             // this batch, its output and planes in `images` and `planes` (sized by
             // `ChromaDesc::plane_bytes` and pitch × height), all kept until the release

@@ -1,20 +1,24 @@
 //! The assembler: takes the processed samples in schedule order, applies the bad-sample and
 //! last-batch policies, builds each batch (on the buffers workers wrote into, or by copying)
-//! and hands it to the consumer; it gives credits back to the readers as it goes.
+//! and hands it to the consumer (`emit.rs`); it gives credits back to the readers as it
+//! goes. An epoch's end, with its last batches and padding, is `epoch_end.rs`.
+
+mod emit;
+mod epoch_end;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, SampleError, SampleErrorKind};
 use crate::ops::OpParams;
-use crate::pipeline::batch::{Batch, BatchOutput, SampleInfo};
+use crate::pipeline::batch::{Batch, SampleInfo};
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::OnError;
-use crate::reader::schedule::{LastBatch, Position};
+use crate::reader::schedule::Position;
 use crate::value::Value;
 
 use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
@@ -24,7 +28,7 @@ use super::gpu_stage::{DeviceFill, GpuStage};
 use super::placement::Placing;
 use super::run_settings::RunSettings;
 use super::stats::{add_ns, EpochSummary, Stats};
-use super::template::{copy_sample, Kept, Template};
+use super::template::Template;
 use super::upload::Upload;
 
 /// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
@@ -414,287 +418,5 @@ impl Assembler {
             self.filling.clear();
         }
         Ok(())
-    }
-
-    fn end_epoch(&mut self, epoch: u64) -> bool {
-        // Every sample of the epoch is taken: its tentative batches are ours alone.
-        self.links.placing.buffers.epoch_ended(epoch);
-        if let Err(e) = self.settle_device(true) {
-            return self.fail(e);
-        }
-        if let Some(gpu) = &self.links.gpu {
-            // Whatever the first epoch needed is allocated now.
-            if let Err(e) = gpu.check_warm_up(true) {
-                return self.fail(e);
-            }
-        }
-        let ok = self.finish_epoch(epoch);
-        // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
-        // carried into the next epoch's first batch.
-        self.skipped.clear();
-        let summary = std::mem::take(&mut self.summary);
-        if summary.skipped + summary.replaced > 0 {
-            tracing::warn!(
-                "epoch {epoch}: {} images in {} batches; {} bad samples skipped, {} replaced",
-                summary.images,
-                summary.batches,
-                summary.skipped,
-                summary.replaced
-            );
-        } else {
-            tracing::info!(
-                "epoch {epoch}: {} images in {} batches",
-                summary.images,
-                summary.batches
-            );
-        }
-        if let Ok(mut v) = self.links.stats.epochs.lock() {
-            v.push(EpochSummary { epoch, ..summary });
-        }
-        self.summary.epoch = epoch + 1;
-        self.batch_in_epoch = 0;
-        self.next_pos = 0;
-        ok
-    }
-
-    /// True with several ranks: then every rank yields exactly `batches_per_epoch` batches,
-    /// whatever bad samples cost it (see [`super::template`]).
-    fn evens_out(&self) -> bool {
-        self.links.graph.reader.world_size > 1
-    }
-
-    /// Hands out the rest of the epoch under the last-batch policy, then, with several ranks,
-    /// batches of padding until this rank has yielded as many as every rank does. A batch
-    /// with more of them to follow resumes at the last good sample: a run resumed there
-    /// reads it again to pad with (counting it once more), so it too yields them all.
-    fn finish_epoch(&mut self, epoch: u64) -> bool {
-        let seed = self.links.settings.seed;
-        let capacity = self.links.capacity;
-        let per_epoch = self.links.batches_per_epoch;
-        let owed = if self.evens_out() {
-            per_epoch.saturating_sub(self.batch_in_epoch)
-        } else {
-            0
-        };
-        let resume = |a: &Assembler| {
-            if a.evens_out() && a.batch_in_epoch + 1 < per_epoch {
-                Position {
-                    seed,
-                    epoch,
-                    sample: a.last_good_pos,
-                    batch: a.batch_in_epoch + 1,
-                }
-            } else {
-                Position {
-                    seed,
-                    epoch: epoch + 1,
-                    sample: 0,
-                    batch: 0,
-                }
-            }
-        };
-        if !self.samples.is_empty() {
-            let last_batch = self.links.settings.last_batch;
-            // Short of batches (bad samples skipped), the incomplete batch is one of those
-            // owed: whole, so that only an epoch's last batch is ever smaller.
-            let whole = match last_batch {
-                LastBatch::Pad => true,
-                LastBatch::Partial => owed > 1,
-                LastBatch::Drop => owed > 0,
-            };
-            if whole || last_batch == LastBatch::Partial {
-                let pad = if whole {
-                    capacity.saturating_sub(self.samples.len())
-                } else {
-                    0
-                };
-                if let Err(e) = self.pad(pad) {
-                    return self.fail(e);
-                }
-                let at = resume(self);
-                if !self.emit(epoch, pad, at) {
-                    return false;
-                }
-            } else {
-                let n = (self.samples.len() - std::mem::take(&mut self.rank_padding)) as u64;
-                self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
-                self.summary.dropped += n;
-                self.samples.clear();
-                self.filling.clear();
-            }
-        }
-        while self.evens_out() && self.batch_in_epoch < per_epoch {
-            if let Err(e) = self.fill_with_template(epoch) {
-                return self.fail(e);
-            }
-            let at = resume(self);
-            if !self.emit(epoch, capacity, at) {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Fills the batch with repeats of the kept sample (a batch of padding), or says why
-    /// there is none.
-    fn fill_with_template(&mut self, epoch: u64) -> Result<(), Error> {
-        let capacity = self.links.capacity;
-        let reader = &self.links.graph.reader;
-        let Some(t) = &self.template else {
-            return Err(Error::Dataset(format!(
-                "rank {} of {}: no sample of epoch {epoch} so far was good, so there is none to \
-                 repeat as the padding that gives this rank as many batches as the other ranks \
-                 ({} per epoch); the bad samples are listed above: fix or remove those files",
-                reader.rank, reader.world_size, self.links.batches_per_epoch
-            )));
-        };
-        let pool = self.links.placing.buffers.pool().clone();
-        let mut filling = Vec::with_capacity(t.outputs.len());
-        for kept in &t.outputs {
-            filling.push(match kept {
-                Kept::Image(im) => Filling::Images(ImageFill::start_copied(im, &pool, capacity)?),
-                Kept::Label(l) => Filling::Labels(vec![*l]),
-                Kept::Device(p) => {
-                    let mut d = DeviceFill::default();
-                    d.push(p.clone());
-                    Filling::Device(d)
-                }
-            });
-        }
-        let sample = t.sample.clone();
-        let path = sample.path.display().to_string();
-        self.filling = filling;
-        self.samples.push(sample);
-        // Submitted for decoding before its repeats join it (the device takes note of the
-        // newest sample only).
-        self.settle_device(true)?;
-        if self.samples.is_empty() {
-            return Err(Error::Dataset(format!(
-                "the sample kept to pad epoch {epoch} with ({path}) failed on the device"
-            )));
-        }
-        self.pad(capacity - 1)
-    }
-
-    /// Fills the batch with `pad` repeats of its last sample (`last_batch = "pad"`).
-    fn pad(&mut self, pad: usize) -> Result<(), Error> {
-        let pool = self.links.placing.buffers.pool().clone();
-        let capacity = self.links.capacity;
-        let last = self.samples.last().expect("non-empty").clone();
-        for _ in 0..pad {
-            for f in &mut self.filling {
-                match f {
-                    Filling::Images(b) => b.repeat_last(&pool, capacity)?,
-                    Filling::Labels(l) => l.push(*l.last().expect("non-empty")),
-                    Filling::Device(d) => d.repeat_last(),
-                }
-            }
-            self.samples.push(last.clone());
-        }
-        Ok(())
-    }
-
-    /// Hands the batch being filled to the consumer; its last `padded` samples are repeats
-    /// (`last_batch = "pad"`), after any padding of this rank's part.
-    fn emit(&mut self, epoch: u64, padded: usize, resume: Position) -> bool {
-        let t0 = Instant::now();
-        let padded = padded + std::mem::take(&mut self.rank_padding);
-        let pool = self.links.placing.buffers.pool().clone();
-        let capacity = self.links.capacity;
-        // With several ranks, a sample of each batch with a real one is kept to pad with.
-        let kept_at = (self.evens_out() && padded < self.samples.len()).then(|| {
-            self.filling
-                .iter()
-                .find_map(|f| match f {
-                    Filling::Device(d) => d.kept_index(),
-                    _ => None,
-                })
-                .unwrap_or(self.samples.len() - 1)
-        });
-        let mut old_kept = match kept_at {
-            Some(_) => self.template.take().map(|t| t.outputs).unwrap_or_default(),
-            None => Vec::new(),
-        }
-        .into_iter();
-        let mut kept = Vec::new();
-        let mut outputs = Vec::with_capacity(self.filling.len());
-        for f in std::mem::take(&mut self.filling) {
-            let mut slot = old_kept.next();
-            outputs.push(match f {
-                Filling::Images(b) => match b.finish(&pool, capacity) {
-                    Ok(t) => {
-                        if let Some(i) = kept_at {
-                            copy_sample(&t, i, &mut slot);
-                        }
-                        match &mut self.links.upload {
-                            None => BatchOutput::Images(t),
-                            Some(u) => match u.upload(t, epoch) {
-                                Ok(t) => BatchOutput::Device(t),
-                                Err(e) => return self.fail(e),
-                            },
-                        }
-                    }
-                    Err(e) => return self.fail(e),
-                },
-                Filling::Labels(l) => {
-                    slot = kept_at.and_then(|i| l.get(i)).map(|&l| Kept::Label(l));
-                    BatchOutput::Labels(l)
-                }
-                Filling::Device(d) => {
-                    slot = kept_at
-                        .and_then(|i| d.prepared(i))
-                        .map(|p| Kept::Device(Box::new(p.clone())));
-                    let gpu = self
-                        .links
-                        .gpu
-                        .clone()
-                        .expect("device fills on the GPU path");
-                    match gpu.launch(d) {
-                        Ok(t) => BatchOutput::Device(t),
-                        Err(e) => return self.fail(e),
-                    }
-                }
-            });
-            kept.extend(slot);
-        }
-        let samples = std::mem::take(&mut self.samples);
-        if let Some(i) = kept_at {
-            if kept.len() == outputs.len() {
-                self.template = Some(Template {
-                    sample: samples[i].clone(),
-                    outputs: kept,
-                });
-            }
-        }
-        let real = (samples.len() - padded) as u64;
-        let stats = &self.links.stats;
-        stats.images.fetch_add(real, Ordering::Relaxed);
-        stats.padded.fetch_add(padded as u64, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.summary.images += real;
-        self.summary.batches += 1;
-        let batch = Batch {
-            epoch,
-            index: self.batch_in_epoch,
-            names: self.names.clone(),
-            outputs,
-            samples,
-            padded,
-            skipped: std::mem::take(&mut self.skipped),
-            resume,
-        };
-        self.batch_in_epoch += 1;
-        add_ns(&stats.assemble_ns, t0.elapsed());
-        let sent = select! {
-            send(self.links.out, Ok(batch)) -> r => r.is_ok(),
-            recv(self.links.shutdown) -> _ => false,
-        };
-        self.links.placing.buffers.delivered(epoch);
-        if let Some(gpu) = &self.links.gpu {
-            if let Err(e) = gpu.check_warm_up(false) {
-                return self.fail(e);
-            }
-        }
-        sent
     }
 }
