@@ -19,7 +19,7 @@ use super::kernel::{Grid, Kernel};
 use crate::decode::JpegHeader;
 use crate::error::Error;
 pub use crate::nvjpeg::safe::CountersSnapshot as DeviceCounters;
-use crate::nvjpeg::{DecodedInfo, DeviceOutput, NvjpegError, Roi, RoiPlan, Route};
+use crate::nvjpeg::{DecodeRegion, DecodedInfo, DeviceOutput, NvjpegError, Roi, Route};
 
 /// A device address (`CUdeviceptr`; in the emulation, a host address).
 pub type DevicePtr = u64;
@@ -162,7 +162,7 @@ pub struct DecodeJob<'a> {
     pub header: &'a JpegHeader,
     /// The region to decode, in stored (not oriented) coordinates; `None` for all of it.
     pub roi: Option<Roi>,
-    /// Where to write interleaved RGB: [`GpuDevice::plan_decode`]'s `height` rows of
+    /// Where to write interleaved RGB: [`GpuDevice::region_to_decode`]'s `height` rows of
     /// `width` pixels.
     pub out: DeviceOutput,
 }
@@ -300,7 +300,11 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// `header` (host only): the output it writes (`width` × `height`, which may be larger
     /// than the region: nvJPEG before 13.3 decodes ROIs padded by an MCU) and the region's
     /// window inside it, which the kernels that read the output must read.
-    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError>;
+    fn region_to_decode(
+        &self,
+        header: &JpegHeader,
+        roi: Option<Roi>,
+    ) -> Result<DecodeRegion, NvjpegError>;
 
     /// Queues decoding each job's JPEG into its output as interleaved RGB, as stored (the
     /// EXIF orientation is not applied), chroma repeated over each block as the JPEG
@@ -313,7 +317,7 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     ///
     /// # Safety
     /// Every job's bytes stay readable and unchanged, and its output (in a live allocation
-    /// large enough for its [`GpuDevice::plan_decode`]) unused by others, until an event
+    /// large enough for its [`GpuDevice::region_to_decode`]) unused by others, until an event
     /// recorded on `stream` after this call has completed.
     unsafe fn submit_decode(
         &self,

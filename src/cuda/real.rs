@@ -11,8 +11,8 @@
 //! context) on the stage's decode stream: `submit_decode` routes each image from the header
 //! the stage read, copies the bytes into the decoder's pinned ring, queues the work and says
 //! at once what nvJPEG refused (a fault of the queued work is sticky: every later call
-//! reports it). ROIs are planned by the decoder (an MCU wider for subsampled chroma, whose
-//! interpolation the stage rebuilds): the stage reads the window the plan names. Events
+//! reports it). ROIs are chosen by the decoder (an MCU wider for subsampled chroma, whose
+//! interpolation the stage rebuilds): the stage reads the window the region names. Events
 //! come from the context's pool and allocations are counted ([`GpuDevice::counters`]).
 //!
 //! Nothing here runs without a GPU: `docs/gpu.md` lists what `scripts/gpu-check.sh` runs.
@@ -38,8 +38,8 @@ use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
 use crate::nvjpeg::{
-    needs_margin, plan_roi, route_header, CudaGpuContext, DecodedInfo, DecoderConfig, EncodedImage,
-    FallbackReason, GpuJpegDecoder, NvjpegError, Roi, RoiPlan, Route,
+    decode_region, needs_margin, route_header, CudaGpuContext, DecodeRegion, DecodedInfo,
+    DecoderConfig, EncodedImage, FallbackReason, GpuJpegDecoder, NvjpegError, Roi, Route,
 };
 
 /// The real device.
@@ -454,10 +454,14 @@ impl GpuDevice for RealDevice {
         self.fancy
     }
 
-    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        // The decoder's own rule (`BatchDecoder::plan`), without taking its lock: the prep
-        // workers plan every sample while the stage's thread submits.
-        plan_roi(
+    fn region_to_decode(
+        &self,
+        header: &JpegHeader,
+        roi: Option<Roi>,
+    ) -> Result<DecodeRegion, NvjpegError> {
+        // The decoder's own rule (`BatchDecoder::region`), without taking its lock: the prep
+        // workers region every sample while the stage's thread submits.
+        decode_region(
             header,
             roi,
             self.pads_roi || (!self.fancy && needs_margin(header)),
@@ -492,7 +496,7 @@ impl GpuDevice for RealDevice {
                 })
                 .collect();
             // SAFETY: `s` is a stream of the decoder's context (the device's); every output
-            // is device memory of it, large enough for its plan and untouched by others
+            // is device memory of it, large enough for its region and untouched by others
             // until an event after this call has completed (the caller's contract); the
             // bytes are copied into the decoder's staging ring before `submit` returns.
             match unsafe { dec.submit(s.cu_stream() as *mut c_void, &images) } {

@@ -23,7 +23,7 @@
 //! let dec = GpuJpegDecoder::probe(ctx)?;             // Err: no library / no GPU → CPU path
 //! for each batch (headers read once per sample, on the host):
 //!     route each image: route_header(&header, dec.has_hardware())  // Cpu(reason) → CPU decode
-//!     plan = dec.plan(&header, roi)                   // allocate plan.width × plan.height RGB
+//!     region = dec.region_to_decode(&header, roi)                   // allocate region.width × region.height RGB
 //!     let s = unsafe { dec.submit(stream, &images) }?; // Err: fatal (context lost) → fail
 //!     ... queue the kernels of the previous batch, etc.
 //!     let res = dec.finish(s)?;                       // waits; Err: fatal → fail the pipeline
@@ -83,8 +83,8 @@ pub use fallback::{
 };
 pub use result::{cuda_error_is_fatal, status_name, Nvjpeg, NvjpegError};
 pub use safe::{
-    needs_margin, plan_roi, BackendPreference, BatchDecoder, CudaGpuContext, DecodedInfo,
-    DecoderConfig, DeviceOutput, EncodedImage, GpuContext, Roi, RoiPlan, Submitted,
+    decode_region, needs_margin, BackendPreference, BatchDecoder, CudaGpuContext, DecodeRegion,
+    DecodedInfo, DecoderConfig, DeviceOutput, EncodedImage, GpuContext, Roi, Submitted,
 };
 
 use crate::decode::{exif, Limits};
@@ -170,13 +170,13 @@ impl GpuJpegDecoder {
     }
 
     /// How an image with `header` and region `roi` is decoded: the output to allocate and
-    /// the window of it to read ([`plan_roi`]).
-    pub fn plan(
+    /// the window of it to read ([`decode_region`]).
+    pub fn region_to_decode(
         &self,
         header: &crate::decode::JpegHeader,
         roi: Option<Roi>,
-    ) -> Result<RoiPlan, NvjpegError> {
-        self.inner.plan(header, roi)
+    ) -> Result<DecodeRegion, NvjpegError> {
+        self.inner.region_to_decode(header, roi)
     }
 
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`: components, subsampling,

@@ -172,7 +172,7 @@ thread_local! {
 
 /// [`bilinear_taps`] of a whole axis (`0..in_size` onto `out_size`), kept per thread: a
 /// random crop's window sizes repeat across samples (an image's sides, a scale's few
-/// hundred values), and computing the taps cost a tenth of a GPU batch's host time.
+/// hundred values), and computing them was a large part of a GPU batch's host time.
 pub fn whole_axis_taps(in_size: usize, out_size: usize, antialias: bool) -> Rc<Taps> {
     WHOLE_AXIS_TAPS.with(|cache| {
         let mut cache = cache.borrow_mut();

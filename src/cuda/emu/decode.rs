@@ -1,7 +1,7 @@
 //! The emulated JPEG decoder, in nvJPEG's shape: each JPEG is routed as nvJPEG on a device
 //! with JPEG engines would route it (the same host decisions, from the header the stage read:
-//! [`route_header`]), its region of interest planned as nvJPEG's is ([`plan_roi`]: padded by
-//! an MCU where the plan asks for it), then decoded by our CPU decoder on the stream's thread
+//! [`route_header`]), its region of interest chosen as nvJPEG's is ([`decode_region`]: padded by
+//! an MCU where the region asks for it), then decoded by our CPU decoder on the stream's thread
 //! into the output in device memory, as interleaved RGB as stored (no EXIF orientation),
 //! chroma repeated over each block as the JPEG engines write it (libjpeg-turbo without fancy
 //! upsampling gives the engines' bytes exactly: checked on an H100, `docs/gpu.md`). The
@@ -11,7 +11,7 @@ use crate::cuda::gpu_device::DecodeJob;
 use crate::decode::{ColorMode, DecodeOptions, JpegHeader, ParsedImage, Upsampling};
 use crate::nvjpeg::safe::output_size;
 use crate::nvjpeg::{
-    plan_roi, route_header, DecodedInfo, DeviceOutput, NvjpegError, Roi, Route, Subsampling,
+    decode_region, route_header, DecodedInfo, DeviceOutput, NvjpegError, Roi, Route, Subsampling,
 };
 
 use super::memory::{Access, Kind};
@@ -40,25 +40,25 @@ pub(crate) fn prepare(
         Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
         Route::Gpu(r, f) => (r, f),
     };
-    let plan = plan_roi(job.header, job.roi, pad)?;
-    let (width, height) = output_size(plan.width, plan.height, None, job.out)?;
+    let region = decode_region(job.header, job.roi, pad)?;
+    let (width, height) = output_size(region.width, region.height, None, job.out)?;
     let info = DecodedInfo {
         width,
         height,
-        window: plan.window,
+        window: region.window,
         stored_width: facts.width,
         stored_height: facts.height,
         components: facts.components,
         subsampling: facts.subsampling().unwrap_or(Subsampling::S444),
         orientation: facts.orientation,
-        roi: plan.decode,
+        roi: region.decode,
         route,
     };
     let q = Queued {
         bytes: job.bytes.as_ptr() as u64,
         len: job.bytes.len(),
         header: job.header.clone(),
-        roi: plan.decode,
+        roi: region.decode,
         out: job.out,
         width,
         height,

@@ -33,8 +33,8 @@ use std::time::Duration;
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::{
-    needs_margin, plan_roi, route_header, DecodedInfo, FallbackReason, NvjpegError, Roi, RoiPlan,
-    Route,
+    decode_region, needs_margin, route_header, DecodeRegion, DecodedInfo, FallbackReason,
+    NvjpegError, Roi, Route,
 };
 
 use super::gpu_device::{
@@ -504,8 +504,12 @@ impl GpuDevice for EmuDevice {
         route_header(header, true)
     }
 
-    fn plan_decode(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        plan_roi(header, roi, !self.options.exact_roi || needs_margin(header))
+    fn region_to_decode(
+        &self,
+        header: &JpegHeader,
+        roi: Option<Roi>,
+    ) -> Result<DecodeRegion, NvjpegError> {
+        decode_region(header, roi, !self.options.exact_roi || needs_margin(header))
     }
 
     unsafe fn submit_decode(

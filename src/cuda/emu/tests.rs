@@ -186,7 +186,7 @@ fn options_are_read_from_the_environment_variables() {
     );
 }
 
-/// The emulated decoder has nvJPEG's shape: routing and the ROI plan at submission (the
+/// The emulated decoder has nvJPEG's shape: routing and the ROI region at submission (the
 /// header passed in, not read again), what it refuses said when the call returns, chroma
 /// repeated over each block as the JPEG engines write it, a lost device an error for the
 /// whole call.
@@ -208,12 +208,12 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
         width: 20,
         height: 10,
     });
-    let plan = d.plan_decode(&hg, roi).unwrap();
-    let room = plan.width * plan.height * 3;
+    let region = d.region_to_decode(&hg, roi).unwrap();
+    let room = region.width * region.height * 3;
     let out: Vec<DevicePtr> = (0..4).map(|_| d.alloc(room).unwrap()).collect();
     let output = |k: usize, len: usize| DeviceOutput {
         ptr: out[k],
-        pitch: plan.width * 3,
+        pitch: region.width * 3,
         len,
     };
     let bytes = good.clone();
@@ -254,7 +254,7 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
     let info = r[0].as_ref().unwrap();
     assert_eq!(
         (info.width, info.height, info.window),
-        (plan.width, plan.height, plan.window)
+        (region.width, region.height, region.window)
     );
     assert!(
         matches!(
@@ -278,12 +278,12 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
         upsampling: Upsampling::Nearest,
         ..DecodeOptions::default()
     };
-    let (wy, wx) = (plan.window.y, plan.window.x);
+    let (wy, wx) = (region.window.y, region.window.x);
     let px = read(&d, out[0], room);
     let want = decode_window(&good, &opts, (24, 40, 10, 20)).unwrap();
     let want = want.as_u8_hwc().unwrap();
     for y in 0..10 {
-        let at = ((wy + y) * plan.width + wx) * 3;
+        let at = ((wy + y) * region.width + wx) * 3;
         assert_eq!(&px[at..at + 60], &want[y * 60..(y + 1) * 60], "row {y}");
     }
 

@@ -126,7 +126,7 @@ pub(super) fn scan_end(d: &[u8], from: usize, restart_interval: u16) -> Option<u
 /// Entropy-coded data has an `FF 00` in about every 256 bytes; finding each with memchr cost
 /// more than the search itself. A 64-byte block whose every `0xFF` is followed by `00` is
 /// passed in a few vector instructions instead (the fold has no early exit, so it
-/// vectorises): half the time on imagenet-400's photos.
+/// vectorises).
 fn next_marker(d: &[u8], from: usize) -> Option<(usize, u8)> {
     const BLOCK: usize = 64;
     let mut i = from;

@@ -241,7 +241,7 @@ impl Nvjpeg {
         }
     }
 
-    /// Whether ROI decodes must be padded (see [`super::safe::plan_roi`]): nvJPEG before
+    /// Whether ROI decodes must be padded (see [`super::safe::decode_region`]): nvJPEG before
     /// 13.3 decodes the border of a region of interest wrongly when chroma is upsampled by
     /// interpolation (fixed in 13.3). An unknown version is treated as affected.
     pub fn roi_boundary_bug(&self) -> bool {

@@ -41,7 +41,7 @@ use super::decoupled::Decoupled;
 use super::handle::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
 use super::hardware::{Hardware, HwImage, HwSlot};
 use super::ring::StagingRing;
-use super::roi::{needs_margin, plan_roi, RoiPlan};
+use super::roi::{decode_region, needs_margin, DecodeRegion};
 use crate::decode::{JpegHeader, Limits};
 
 pub use super::decoupled::GPU_HYBRID_MIN_PIXELS;
@@ -96,7 +96,7 @@ pub struct EncodedImage<'a> {
     pub header: &'a JpegHeader,
     /// The region wanted (stored coordinates), or the whole image.
     pub roi: Option<Roi>,
-    /// Where it goes: interleaved RGB, sized by [`BatchDecoder::plan`].
+    /// Where it goes: interleaved RGB, sized by [`BatchDecoder::region`].
     pub output: DeviceOutput,
 }
 
@@ -166,7 +166,7 @@ impl std::fmt::Debug for BatchDecoder {
 struct Job {
     index: usize,
     facts: JpegFacts,
-    plan: RoiPlan,
+    region: DecodeRegion,
     dest: sys::nvjpegImage_t,
     route: GpuRoute,
 }
@@ -274,7 +274,7 @@ impl BatchDecoder {
     }
 
     /// Whether ROIs are padded by an MCU (the library's ROI boundary bug; see
-    /// [`plan_roi`]).
+    /// [`decode_region`]).
     pub fn pads_roi(&self) -> bool {
         self.pad_roi
     }
@@ -292,9 +292,13 @@ impl BatchDecoder {
 
     /// How an image with `header` and region `roi` is decoded: the output to allocate
     /// (`width` × `height` interleaved RGB) and the window of it that is the region asked
-    /// for (see [`plan_roi`]).
-    pub fn plan(&self, header: &JpegHeader, roi: Option<Roi>) -> Result<RoiPlan, NvjpegError> {
-        plan_roi(
+    /// for (see [`decode_region`]).
+    pub fn region_to_decode(
+        &self,
+        header: &JpegHeader,
+        roi: Option<Roi>,
+    ) -> Result<DecodeRegion, NvjpegError> {
+        decode_region(
             header,
             roi,
             self.pad_roi || (!self.interpolated && needs_margin(header)),
@@ -375,7 +379,7 @@ impl BatchDecoder {
         for (j, job) in jobs.iter().enumerate() {
             let accepted = job.route == GpuRoute::Hardware
                 && self.hardware.as_mut().is_some_and(|hw| {
-                    hw.supports(images[job.index].bytes, job.plan.decode)
+                    hw.supports(images[job.index].bytes, job.region.decode)
                         .unwrap_or(false)
                 });
             if accepted {
@@ -391,7 +395,7 @@ impl BatchDecoder {
                     data: staged[j].0,
                     len: staged[j].1,
                     dest: jobs[j].dest,
-                    roi: jobs[j].plan.decode,
+                    roi: jobs[j].region.decode,
                 })
                 .collect();
             let queued = match (self.hardware.as_ref(), self.ring.payload_mut(k)) {
@@ -425,7 +429,7 @@ impl BatchDecoder {
                     staged[j].0,
                     staged[j].1,
                     pixels,
-                    job.plan.decode,
+                    job.region.decode,
                     &mut job.dest,
                     stream,
                 )
@@ -496,14 +500,14 @@ impl BatchDecoder {
         self.finish(submitted)
     }
 
-    /// Host checks for one image: route, ROI plan, output size.
+    /// Host checks for one image: route, ROI region, output size.
     fn prepare(&self, index: usize, im: &EncodedImage<'_>) -> Result<Job, NvjpegError> {
         let (route, facts) = match route_header(im.header, self.has_hardware()) {
             Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
             Route::Gpu(r, f) => (r, f),
         };
-        let plan = self.plan(im.header, im.roi)?;
-        output_size(plan.width, plan.height, None, im.output)?;
+        let region = self.region_to_decode(im.header, im.roi)?;
+        output_size(region.width, region.height, None, im.output)?;
         let mut dest = sys::nvjpegImage_t {
             channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
             pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
@@ -513,7 +517,7 @@ impl BatchDecoder {
         Ok(Job {
             index,
             facts,
-            plan,
+            region,
             dest,
             route,
         })
@@ -582,9 +586,9 @@ pub fn output_size(
 
 fn info(job: &Job, route: GpuRoute) -> DecodedInfo {
     DecodedInfo {
-        width: job.plan.width,
-        height: job.plan.height,
-        window: job.plan.window,
+        width: job.region.width,
+        height: job.region.height,
+        window: job.region.window,
         stored_width: job.facts.width,
         stored_height: job.facts.height,
         components: job.facts.components,
@@ -593,7 +597,7 @@ fn info(job: &Job, route: GpuRoute) -> DecodedInfo {
             .subsampling()
             .unwrap_or(super::super::fallback::Subsampling::S444),
         orientation: job.facts.orientation,
-        roi: job.plan.decode,
+        roi: job.region.decode,
         route,
     }
 }

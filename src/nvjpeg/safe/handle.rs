@@ -47,10 +47,9 @@ pub const PINNED_PADDING: usize = 256 << 10;
 pub const DEVICE_PADDING: usize = 1 << 20;
 
 /// Whether the real device decodes with repeated chroma and rebuilds libjpeg's
-/// interpolation in its own kernels (`STOKEHOLD_CHROMA_REBUILD=1`). Off by default: on the
-/// first H100 run of that path (2026-11-26) `compare --devices cpu,gpu` found some photos of
-/// imagenet-400 wrong (5 dB) and the rebuild's kernels slow, so nvJPEG interpolates — the
-/// configuration that run before proved within tolerance (`docs/performance.md`).
+/// interpolation in its own kernels (`STOKEHOLD_CHROMA_REBUILD=1`). Off by default: on a
+/// real GPU the rebuild has not yet matched the CPU path on every photo, nor been fast
+/// (`docs/gpu.md`, Chroma), while nvJPEG's own interpolation has.
 pub fn chroma_rebuild_enabled() -> bool {
     std::env::var("STOKEHOLD_CHROMA_REBUILD").is_ok_and(|v| v == "1")
 }
@@ -61,7 +60,7 @@ impl Handle {
     /// chroma is upsampled as libjpeg does (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`; a
     /// library that refuses the flag gets a handle without it); without, by repetition,
     /// nvJPEG's default, which takes a third of the host time per image on the JPEG engines
-    /// (53 against 177 µs on an H100, `docs/performance.md`) and whose chroma the GPU stage
+    /// (`docs/performance.md`) and whose chroma the GPU stage
     /// can rebuild (`kernels/chroma.cu`, [`chroma_rebuild_enabled`]).
     pub fn new(
         lib: Arc<Nvjpeg>,
@@ -406,7 +405,7 @@ pub struct DecodedInfo {
     /// Height written.
     pub height: usize,
     /// The region asked for, inside what was written (`x`, `y` from the output's corner):
-    /// the whole output, or a window of it when the ROI was padded (see [`super::plan_roi`]). The
+    /// the whole output, or a window of it when the ROI was padded (see [`super::decode_region`]). The
     /// kernel that reads the decoded image reads this window.
     pub window: Roi,
     /// Frame width as stored in the file.

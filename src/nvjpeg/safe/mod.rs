@@ -1,7 +1,7 @@
-//! Owned nvJPEG objects, each destroyed by `Drop` (`handle.rs`), and the [`BatchDecoder`] built from them
-//! (`batch.rs`, with its two paths in `decoupled.rs` and `hardware.rs`), the memory they use
-//! (`alloc.rs`, `ring.rs`), the CUDA context they belong to (`context.rs`) and the ROI plan
-//! (`roi.rs`).
+//! Owned nvJPEG objects, each destroyed by `Drop` (`handle.rs`), and the [`BatchDecoder`]
+//! built from them (`batch.rs`, with its two paths in `decoupled.rs` and `hardware.rs`), the
+//! memory they use (`alloc.rs`, `ring.rs`), the CUDA context they belong to (`context.rs`)
+//! and the region a ROI decodes (`roi.rs`).
 //!
 //! # CUDA context and stream
 //!
@@ -33,4 +33,4 @@ pub use handle::{
     chroma_rebuild_enabled, DecodeParams, DecodedInfo, Decoder, DeviceBuffer, DeviceOutput, Handle,
     JpegState, JpegStream, NvjpegImageInfo, PinnedBuffer, Roi, DEVICE_PADDING, PINNED_PADDING,
 };
-pub use roi::{needs_margin, plan_roi, RoiPlan};
+pub use roi::{decode_region, needs_margin, DecodeRegion};

@@ -11,7 +11,7 @@
 //! for to match the CPU path; fixed in 13.3, and the GPU machines' CUDA 13.0 has 13.0). With
 //! such a library the region is widened by one MCU on every side (clamped to the image), so the
 //! wrong border falls outside what is used, and the kernel that reads the decoded image
-//! reads only the [`RoiPlan::window`] (the window goes into its descriptor, as any crop).
+//! reads only the [`DecodeRegion::window`] (the window goes into its descriptor, as any crop).
 
 use super::super::result::NvjpegError;
 use super::handle::Roi;
@@ -19,7 +19,7 @@ use crate::decode::JpegHeader;
 
 /// How one image is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoiPlan {
+pub struct DecodeRegion {
     /// The region nvJPEG decodes (stored-image coordinates); `None` for the whole image.
     pub decode: Option<Roi>,
     /// Width of what is written.
@@ -38,26 +38,30 @@ pub fn needs_margin(header: &JpegHeader) -> bool {
     c.len() > 1 && c.iter().any(|k| (k.h, k.v) != (c[0].h, c[0].v))
 }
 
-/// The plan for decoding `roi` (stored-image coordinates; `None`: the whole image) of the
+/// The region to decode for `roi` (stored-image coordinates; `None`: the whole image) of the
 /// JPEG whose header is `header`; `pad` when the library has the ROI boundary bug
 /// ([`super::super::Nvjpeg::roi_boundary_bug`]) and interpolated upsampling is on. An error
 /// when the region is empty or not inside the image.
-pub fn plan_roi(header: &JpegHeader, roi: Option<Roi>, pad: bool) -> Result<RoiPlan, NvjpegError> {
+pub fn decode_region(
+    header: &JpegHeader,
+    roi: Option<Roi>,
+    pad: bool,
+) -> Result<DecodeRegion, NvjpegError> {
     let (w, h) = (header.width(), header.height());
     let mcu = header.frame.components.iter().fold((8, 8), |(mw, mh), c| {
         (mw.max(8 * usize::from(c.h)), mh.max(8 * usize::from(c.v)))
     });
-    plan(w, h, mcu, roi, pad)
+    region_in(w, h, mcu, roi, pad)
 }
 
-/// [`plan_roi`] for a `w` × `h` image whose MCU is `mcu` = (width, height) pixels.
-pub(crate) fn plan(
+/// [`decode_region`] for a `w` × `h` image whose MCU is `mcu` = (width, height) pixels.
+pub(crate) fn region_in(
     w: usize,
     h: usize,
     mcu: (usize, usize),
     roi: Option<Roi>,
     pad: bool,
-) -> Result<RoiPlan, NvjpegError> {
+) -> Result<DecodeRegion, NvjpegError> {
     let whole = Roi {
         x: 0,
         y: 0,
@@ -65,7 +69,7 @@ pub(crate) fn plan(
         height: h,
     };
     let Some(r) = roi else {
-        return Ok(RoiPlan {
+        return Ok(DecodeRegion {
             decode: None,
             width: w,
             height: h,
@@ -94,7 +98,7 @@ pub(crate) fn plan(
     } else {
         r
     };
-    Ok(RoiPlan {
+    Ok(DecodeRegion {
         // A region that covers the image is decoded as the whole image (no ROI path at all).
         decode: (decoded != whole).then_some(decoded),
         width: decoded.width,

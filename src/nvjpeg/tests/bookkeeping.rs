@@ -4,7 +4,9 @@
 //! synchronisation sent to the CPU and a lost context fatal, nvJPEG's memory from our caches
 //! and reused, ROIs padded on affected versions, the header read once by the caller.
 
-use super::super::safe::{plan_roi, DecoderConfig, EncodedImage, DEVICE_PADDING, PINNED_PADDING};
+use super::super::safe::{
+    decode_region, DecoderConfig, EncodedImage, DEVICE_PADDING, PINNED_PADDING,
+};
 use super::fake::{self, checksum, FakeGpu, Log};
 use super::*;
 use crate::decode::JpegHeader;
@@ -30,7 +32,7 @@ fn header(bytes: &[u8]) -> JpegHeader {
     JpegHeader::read(bytes, &Limits::default()).expect("a readable header")
 }
 
-/// Output buffers (host memory standing for device memory) sized by the decoder's plan,
+/// Output buffers (host memory standing for device memory) sized by the decoder's region,
 /// with their row pitch.
 fn outputs(
     dec: &BatchDecoder,
@@ -40,7 +42,7 @@ fn outputs(
     headers
         .iter()
         .zip(rois)
-        .map(|(h, r)| match dec.plan(h, *r) {
+        .map(|(h, r)| match dec.region_to_decode(h, *r) {
             Ok(p) => (vec![0u8; p.width * p.height * 3], p.width * 3),
             Err(_) => (vec![0u8; 3], 3),
         })
@@ -460,7 +462,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
         width: 50,
         height: 20,
     };
-    let padded = plan_roi(&h, Some(roi), true).unwrap();
+    let padded = decode_region(&h, Some(roi), true).unwrap();
     assert_eq!(
         padded.decode,
         Some(Roi {
@@ -481,7 +483,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
         }
     );
     // Clamped at the edges; a region that grows to the whole image is the whole image.
-    let corner = plan_roi(
+    let corner = decode_region(
         &h,
         Some(Roi {
             x: 0,
@@ -510,7 +512,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
             height: 10
         }
     );
-    let most = plan_roi(
+    let most = decode_region(
         &h,
         Some(Roi {
             x: 5,
@@ -532,13 +534,13 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
         }
     );
     // Unpadded: the ROI itself.
-    let plain = plan_roi(&h, Some(roi), false).unwrap();
+    let plain = decode_region(&h, Some(roi), false).unwrap();
     assert_eq!(
         (plain.decode, plain.window.x, plain.window.y),
         (Some(roi), 0, 0)
     );
     // Outside or empty: refused.
-    assert!(plan_roi(
+    assert!(decode_region(
         &h,
         Some(Roi {
             x: 100,
@@ -549,7 +551,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
         true
     )
     .is_err());
-    assert!(plan_roi(
+    assert!(decode_region(
         &h,
         Some(Roi {
             x: 0,
@@ -567,7 +569,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     let gpu = FakeGpu::new(1, &log);
     let mut dec = decoder(&log, &gpu, true, small_config());
     assert!(dec.pads_roi() && dec.interpolated());
-    assert_eq!(dec.plan(&h, Some(roi)).unwrap(), padded);
+    assert_eq!(dec.region_to_decode(&h, Some(roi)).unwrap(), padded);
     let headers = vec![h.clone()];
     let bytes = vec![bytes];
     let mut outs = outputs(&dec, &headers, &[Some(roi)]);
@@ -591,8 +593,8 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     // 13.3 has no such bug, and interpolated chroma needs no margin: the region as asked.
     assert!(!fixed.pads_roi() && fixed.interpolated());
     assert_eq!(
-        fixed.plan(&h, Some(roi)).unwrap(),
-        plan_roi(&h, Some(roi), false).unwrap()
+        fixed.region_to_decode(&h, Some(roi)).unwrap(),
+        decode_region(&h, Some(roi), false).unwrap()
     );
 }
 

@@ -65,7 +65,7 @@ fn gpu_decode(
     let mut bufs = Vec::new();
     let mut encoded = Vec::new();
     for (i, h) in &headers {
-        let plan = match dec.plan(h, rois[*i]) {
+        let region = match dec.region_to_decode(h, rois[*i]) {
             Ok(p) => p,
             Err(e) => {
                 results[*i] = Some(Err(e.to_string()));
@@ -73,7 +73,7 @@ fn gpu_decode(
             }
         };
         let buf = cuda
-            .alloc(plan.width * plan.height * 3)
+            .alloc(region.width * region.height * 3)
             .expect("device memory");
         encoded.push((
             *i,
@@ -83,7 +83,7 @@ fn gpu_decode(
                 roi: rois[*i],
                 output: DeviceOutput {
                     ptr: buf.ptr,
-                    pitch: plan.width * 3,
+                    pitch: region.width * 3,
                     len: buf.len,
                 },
             },
@@ -92,7 +92,7 @@ fn gpu_decode(
     }
     let batch: Vec<EncodedImage<'_>> = encoded.iter().map(|(_, e)| *e).collect();
     // SAFETY: null stream = the legacy default stream of the current (primary) context, the
-    // decoder's; the buffers are live device memory of that context, sized by the plan, and
+    // decoder's; the buffers are live device memory of that context, sized by the region, and
     // `decode_batch` waits for the batch before they are read or dropped.
     let res =
         unsafe { dec.decode_batch(std::ptr::null_mut(), &batch) }.expect("not a lost context");

@@ -58,7 +58,7 @@ pub struct Draft {
 pub struct Checked {
     /// The definition (with any adjustments), and where its parts were written.
     pub loaded: LoadedSpec,
-    /// The validated, planned graph.
+    /// The validated, built graph.
     pub graph: Graph,
 }
 

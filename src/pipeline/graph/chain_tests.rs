@@ -1,5 +1,5 @@
 //! The shipped pipelines (`pipelines/*.toml`) composed for the GPU's fused chain: each
-//! sample's plan is the `FusedSample` the GPU parity tests build by hand, its parameters are
+//! sample's chain is the `FusedSample` the GPU parity tests build by hand, its parameters are
 //! those the CPU path records for the same sample, and the chain kernel (compiled for the
 //! emulated device, as the GPU stage launches it) gives the CPU operators' output.
 
@@ -24,7 +24,7 @@ const EPOCH: u64 = 2;
 
 /// A shipped pipeline, built without CPU fusion (the operators the GPU stage sets up).
 fn shipped(name: &str) -> Graph {
-    Graph::build_unfused(&crate::testutil::shipped_pipeline(name)).expect("and plans")
+    Graph::build_unfused(&crate::testutil::shipped_pipeline(name)).expect("and builds")
 }
 
 /// The operators after the decoder.

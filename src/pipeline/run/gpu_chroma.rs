@@ -13,7 +13,7 @@ use super::gpu_stage::{Decoded, Entry, GpuStage, Staging, ALIGN};
 impl GpuStage {
     /// The samples whose chroma is rebuilt, by place, with their descriptors (addresses
     /// left 0).
-    pub(super) fn chroma_plan(&self, entries: &[Entry]) -> Vec<(usize, ChromaDesc)> {
+    pub(super) fn chroma_descs(&self, entries: &[Entry]) -> Vec<(usize, ChromaDesc)> {
         entries
             .iter()
             .enumerate()

@@ -7,7 +7,7 @@
 //! then and there (from the header read for the sample), and one that fails there too is
 //! taken out of the batch before the batch is complete, as on the CPU path.
 //!
-//! The device decodes the region its plan names (`GpuDevice::plan_decode`: an MCU wider on
+//! The device decodes the region its plan names (`GpuDevice::region_to_decode`: an MCU wider on
 //! every side for subsampled chroma, whose interpolation `gpu_stage` rebuilds); the sample's
 //! descriptor window, set when it was prepared, is the crop's place inside that.
 
@@ -113,7 +113,7 @@ impl GpuStage {
             }
         }
         // SAFETY: each output lies in `area`, laid out for its plan (the device's own
-        // `plan_decode`, in `prepare`), which nothing else uses until the kernels' release
+        // `region_to_decode`, in `prepare`), which nothing else uses until the kernels' release
         // event (the area goes back to the pool with it); each job's bytes are kept by the
         // fill's entries and then by `keep_until` below until the decodes' event.
         let pixels: u64 = jobs

@@ -42,10 +42,10 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
         width: 20,
         height: 10,
     });
-    let p = padded.plan_decode(&header, roi).unwrap();
+    let p = padded.region_to_decode(&header, roi).unwrap();
     assert_eq!((p.width, p.height), (20 + 2 * 16, 10 + 2 * 16), "{p:?}");
     assert_eq!((p.window.x, p.window.y), (16, 16), "{p:?}");
-    let e = exact.plan_decode(&header, roi).unwrap();
+    let e = exact.region_to_decode(&header, roi).unwrap();
     assert_eq!(e, p, "subsampled chroma: the margin either way");
     let full = crate::testutil::encode_jpeg(
         &crate::testutil::pattern_rgb(64, 96),
@@ -56,9 +56,9 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
         crate::testutil::Sub::S444,
     );
     let full = JpegHeader::read(&full, &Limits::default()).unwrap();
-    let p = padded.plan_decode(&full, roi).unwrap();
+    let p = padded.region_to_decode(&full, roi).unwrap();
     assert_eq!((p.width, p.height), (20 + 2 * 8, 10 + 2 * 8), "{p:?}");
-    let e = exact.plan_decode(&full, roi).unwrap();
+    let e = exact.region_to_decode(&full, roi).unwrap();
     assert_eq!((e.width, e.height, e.window.x, e.window.y), (20, 10, 0, 0));
     // Every orientation, random crops: the same batches as the CPU either way.
     let d = corpus();
@@ -156,7 +156,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     let plans: Vec<_> = files
         .iter()
         .zip(&headers)
-        .map(|((_, roi), h)| dev.plan_decode(h, *roi).unwrap())
+        .map(|((_, roi), h)| dev.region_to_decode(h, *roi).unwrap())
         .collect();
     let outs: Vec<u64> = plans
         .iter()

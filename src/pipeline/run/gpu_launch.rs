@@ -74,7 +74,7 @@ impl GpuStage {
             })?);
         }
         // Chroma descriptors (sizes only depend on the decode).
-        let chroma = self.chroma_plan(&entries);
+        let chroma = self.chroma_descs(&entries);
         let mut chain = ChainDescs::build(&entries)?;
         let desc_len = chain.device_len();
         let upload_len = host_len

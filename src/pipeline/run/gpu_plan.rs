@@ -41,11 +41,14 @@ use crate::value::ValueType;
 
 use super::gpu_split::DecoderSplit;
 
+/// Byte alignment of each image in a decode area and each sample in an output.
+pub(super) const ALIGN: usize = 256;
+
 /// Where a sample's decoded pixels come from.
 #[derive(Debug, Clone)]
 pub(crate) enum Source {
     /// The device decodes region `roi` (all of the image for `None`) of the image as stored,
-    /// as its [`GpuDevice::plan_decode`] for `roi` says: `stored` = (rows, columns) of what
+    /// as its [`GpuDevice::region_to_decode`] for `roi` says: `stored` = (rows, columns) of what
     /// it writes, which may be more than the region (nvJPEG before 13.3 pads ROIs); the chain reads
     /// the window's part of it through the EXIF orientation (the sample's [`FusedSample`]
     /// holds both). `window` is the crop window as displayed, in the whole image (what a
@@ -311,7 +314,7 @@ impl GpuPlan {
                 // What the device writes (the region, or more: padded ROIs) and where the
                 // region lies in it, read through the orientation.
                 let decoded = dev
-                    .plan_decode(&header, roi)
+                    .region_to_decode(&header, roi)
                     .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
                 let w = decoded.window;
                 fused.window = displayed_rect(
@@ -367,7 +370,7 @@ impl GpuPlan {
             }),
             Route::Gpu(_, f) if f.progressive => Err("progressive"),
             // nvJPEG's CUDA decoders do their Huffman decoding on the host as slowly as our
-            // decoder does all of it (1.5 ms per photo on an H100's host) and put their
+            // decoder does all of it (docs/performance.md) and put their
             // IDCT on the SMs the training needs: ours decodes what the engines don't take.
             Route::Gpu(GpuRoute::Hybrid, _) => Err("not-for-jpeg-engines"),
             Route::Gpu(r, f) => Ok((r, f)),
@@ -378,5 +381,5 @@ impl GpuPlan {
 /// Bytes of the pixels the CPU decoder gives for `window` (three channels at most), aligned
 /// as the upload places them.
 fn host_bytes((_, _, height, width): (usize, usize, usize, usize)) -> usize {
-    (height * width * 3).next_multiple_of(super::gpu_stage::ALIGN)
+    (height * width * 3).next_multiple_of(ALIGN)
 }

@@ -1,7 +1,7 @@
 //! Which decoder takes a JPEG the engines could take: the JPEG engines, or our CPU decoder on
 //! the worker threads (its pixels uploaded into the same batch). The JPEG engines are fed by
-//! one thread whose host work per image (nvJPEG parses every stream: 53 µs for a photo of
-//! 0.2 MP on an H100's host, and it does not spread over threads) bounds their rate; the
+//! one thread whose host work per image (nvJPEG parses every stream, and that does not
+//! spread over threads: docs/performance.md) bounds their rate; the
 //! workers have time left after preparing every sample. The split gives the CPU the share
 //! that finishes both at once, from what each measures as the run goes:
 //!

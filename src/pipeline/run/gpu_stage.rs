@@ -57,8 +57,7 @@ use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
 use super::stats::Stats;
 
-/// Byte alignment of each image in a decode area and each sample in an output.
-pub(super) const ALIGN: usize = 256;
+pub(super) use super::gpu_plan::ALIGN;
 
 /// Slots of the pinned upload ring: batches whose kernels may be queued at once before the
 /// host waits for the oldest (see the module docs).
@@ -464,8 +463,7 @@ impl GpuStage {
 }
 
 /// Samples per decoder submission for batches of `batch`: the engines take a whole batch
-/// best (one submission of 256 ran at the rate of four of 64 on an H100, and each call has
-/// a fixed cost), but a batch much larger than that is submitted in parts so that decoding
+/// best (each call has a fixed cost; `docs/performance.md` has the measurement), but a batch much larger than that is submitted in parts so that decoding
 /// starts while it fills. `STOKEHOLD_ENGINE_CHUNK` overrides it (for tuning on a GPU).
 fn engine_chunk(batch: usize) -> usize {
     std::env::var("STOKEHOLD_ENGINE_CHUNK")

@@ -106,9 +106,8 @@ impl ThreadSnapshot {
 /// The nice value the CPU path's workers and readers give themselves: below the consumer's
 /// (0), so that on a core both want, the consumer gets about 90% of it (the scheduler's
 /// weights: 1024 for nice 0, 110 for nice 10). Without it, a pipeline with a thread per
-/// core takes a fair share of the consumer's core whenever it works: a consumer computing
-/// 100 ms per batch beside 2 workers on 2 cores was slowed by 25%, at nice 10 by 0-1.2%
-/// (`stokehold bench --consumer-busy-ms`, docs/performance.md). The threads still take every
+/// core takes a fair share of the consumer's core whenever it works (measured with
+/// `stokehold bench --consumer-busy-ms`: docs/performance.md). The threads still take every
 /// idle core, and a consumer that waits for a batch leaves them its own.
 pub const WORKER_NICE: i32 = 10;
 
