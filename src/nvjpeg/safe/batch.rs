@@ -96,7 +96,7 @@ pub struct EncodedImage<'a> {
     pub header: &'a JpegHeader,
     /// The region wanted (stored coordinates), or the whole image.
     pub roi: Option<Roi>,
-    /// Where it goes: interleaved RGB, sized by [`BatchDecoder::region`].
+    /// Where it goes: interleaved RGB, sized by [`BatchDecoder::region_to_decode`].
     pub output: DeviceOutput,
 }
 
