@@ -459,7 +459,7 @@ impl GpuDevice for RealDevice {
         header: &JpegHeader,
         roi: Option<Roi>,
     ) -> Result<DecodeRegion, NvjpegError> {
-        // The decoder's own rule (`BatchDecoder::region`), without taking its lock: the prep
+        // The decoder's own rule (`BatchDecoder::region_to_decode`), without taking its lock: the prep
         // workers region every sample while the stage's thread submits.
         decode_region(
             header,
