@@ -1,7 +1,7 @@
 //! The CUDA layer of the GPU path: the device seam ([`GpuDevice`]) with its real
 //! ([`RealDevice`]: cudarc and nvJPEG) and emulated ([`EmuDevice`]) devices, probing, the
 //! kernel module cache (NVRTC → cubin, cached on disk), the stage's memory pools
-//! ([`pool`]), the kernel descriptors ([`desc`]) and the fused chain's composition and
+//! ([`pool`]), the pinned host batches handed to consumers ([`pinned_pool`]), the kernel descriptors ([`desc`]) and the fused chain's composition and
 //! launch rules ([`chain`]). Kernels are launched in one place per device: the seam's
 //! `launch`.
 //!
@@ -20,6 +20,7 @@ mod driver;
 pub mod emu;
 pub mod gpu_device;
 pub mod module;
+pub mod pinned_pool;
 pub mod pool;
 pub mod real;
 

@@ -21,6 +21,7 @@ use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
 use super::fill::ImageFill;
 use super::gather::Gather;
 use super::gpu_stage::{DeviceFill, GpuStage};
+use super::pin::Pin;
 use super::placement::Placing;
 use super::run_settings::RunSettings;
 use super::stats::{add_ns, EpochSummary, Stats};
@@ -64,6 +65,8 @@ pub(super) struct Links {
     pub(super) gpu: Option<Arc<GpuStage>>,
     /// The CPU path's uploads, with `batch_memory = "gpu"`.
     pub(super) upload: Option<Upload>,
+    /// The CPU path's pinned host batches, with `batch_memory = "pinned"`.
+    pub(super) pin: Option<Pin>,
 }
 
 pub(super) struct Assembler {
@@ -626,12 +629,16 @@ impl Assembler {
                         if let Some(i) = kept_at {
                             copy_sample(&t, i, &mut slot);
                         }
-                        match &mut self.links.upload {
-                            None => BatchOutput::Images(t),
-                            Some(u) => match u.upload(t, epoch) {
+                        match (&mut self.links.upload, &mut self.links.pin) {
+                            (Some(u), _) => match u.upload(t, epoch) {
                                 Ok(t) => BatchOutput::Device(t),
                                 Err(e) => return self.fail(e),
                             },
+                            (None, Some(p)) => match p.pin(t, epoch) {
+                                Ok(t) => BatchOutput::Pinned(t),
+                                Err(e) => return self.fail(e),
+                            },
+                            (None, None) => BatchOutput::Images(t),
                         }
                     }
                     Err(e) => return self.fail(e),
