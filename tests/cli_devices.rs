@@ -189,3 +189,86 @@ fn run_says_which_simd_the_jpeg_decoder_uses() {
         "{stderr}"
     );
 }
+
+/// `batch_memory = "emu-pinned"` in a pipeline file and `--batch-memory` on the command line:
+/// the CPU path's batches in the emulated device's pinned memory, the same digests as host
+/// batches, nothing allocated after the first epoch; `pinned` without a GPU is refused at the
+/// start, naming the setting.
+#[test]
+fn pinned_batches_from_the_file_and_the_command_line() {
+    if stokehold::cuda::emu::kernels::unavailable().is_some() {
+        skip(Need::Emu, "no emulated device in this build");
+        return;
+    }
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let file = edited_train(
+        d.path(),
+        &[(
+            "device = \"auto\"",
+            "device = \"auto\"\nbatch_memory = \"emu-pinned\"",
+        )],
+    );
+    let out = stokehold().arg("check").arg(&file).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runs on: cpu (device = \"auto\": the CPU path, as batch_memory = \"emu-pinned\" asks for its host batches; host batches pinned by emulated device"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = |args: &[&str]| {
+        let out = stokehold()
+            .arg("run")
+            .arg(&file)
+            .args([
+                "--batch",
+                "16",
+                "--epochs",
+                "2",
+                "--print-batches",
+                "--stats",
+            ])
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), stdout, stderr)
+    };
+    let batches = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("batch "))
+            .map(String::from)
+            .collect()
+    };
+    // From the file.
+    let (code, pinned, stderr) = run(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        pinned.contains("batches pinned by the CPU path"),
+        "{pinned}"
+    );
+    assert!(pinned.contains("allocations after warm-up: 0 "), "{pinned}");
+    // The command line overrides the file.
+    let (code, host, stderr) = run(&["--batch-memory", "auto"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!host.contains("pinned by"), "{host}");
+    assert_eq!(batches(&pinned).len(), 8, "{pinned}");
+    assert_eq!(
+        batches(&pinned),
+        batches(&host),
+        "the same batches and digests"
+    );
+    if stokehold::cuda::probe(0).is_err() {
+        let (code, _, stderr) = run(&["--batch-memory", "pinned"]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("batch_memory = \"pinned\": the CPU path's batches can't be pinned"),
+            "{stderr}"
+        );
+    }
+}

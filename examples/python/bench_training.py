@@ -15,6 +15,9 @@ autotuning on, batch 256 of 224x224 float16 images, fed by
   stokehold-cpu-pycopy  the CPU path's host batches, copied here (pin_memory, then
                  non-blocking .to("cuda")): what a user did before batch_memory (on a GPU
                  only, unless named in --loaders)
+  stokehold-cpu-pinned  the CPU path's host batches already in pinned memory
+                 (batch_memory="pinned"), copied here with .cuda(non_blocking=True): an
+                 asynchronous copy, no pin_memory()
   dali           NVIDIA DALI's GPU pipeline (mixed decoder), where nvidia.dali is importable
   dataloader     PyTorch's DataLoader (torchvision transforms on PIL images; a worker per
                  core, pin_memory, persistent_workers)
@@ -26,7 +29,8 @@ that saw it once would pay for in its timed steps). Each loader runs in a proces
 
 Without a GPU (mode cpu, what CI runs) the same loop trains a tiny network on 64x64 float32
 images for a few steps, stokehold-gpu runs on the emulated device (the GPU path's
-bookkeeping on the CPU), and DALI on its CPU mode. With --consumer-busy-ms the step is a
+bookkeeping on the CPU), stokehold-cpu-pinned on the emulated device's pinned memory
+(batch_memory="emu-pinned"), and DALI on its CPU mode. With --consumer-busy-ms the step is a
 fixed amount of Python computation instead, and each loader is followed by how much it
 slowed that consumer: its steps against the same steps on batches already made, timed in
 the same process just before the loader started.
@@ -48,8 +52,10 @@ import tempfile
 import time
 from pathlib import Path
 
-LOADERS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pycopy", "dali", "dataloader"]
-# Without a GPU the two CPU-path loaders are the same (host batches, no copy): one is run.
+LOADERS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pycopy", "stokehold-cpu-pinned", "dali",
+           "dataloader"]
+# Without a GPU stokehold-cpu and stokehold-cpu-pycopy are the same (host batches, no copy): one
+# is run; stokehold-cpu-pinned runs with the emulated device's pinned memory.
 CPU_MODE_LOADERS = [n for n in LOADERS if n != "stokehold-cpu-pycopy"]
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
@@ -151,15 +157,19 @@ def stokehold_spec(a, dtype):
     }
 
 
-def stokehold_batches(a, device, upload=True):
+def stokehold_batches(a, device, copy="upload"):
     """stokehold's batches on the training device: the GPU path's; or the CPU path's, uploaded
-    by the pipeline (`upload`, on a GPU: batch_memory="cuda") or else copied here."""
+    by the pipeline (copy "upload", on a GPU: batch_memory="cuda"), or copied here: from
+    ordinary memory pinned first ("pycopy"), or from pinned memory ("pinned":
+    batch_memory="pinned"; without a GPU the emulated device's, "emu-pinned")."""
     import stokehold
     import torch
     gpu = a.mode == "gpu"
     options = {}
-    if device == "cpu" and gpu and upload:
+    if device == "cpu" and gpu and copy == "upload":
         options["batch_memory"] = "cuda"
+    if device == "cpu" and copy == "pinned":
+        options["batch_memory"] = "pinned" if gpu else "emu-pinned"
     if device == "gpu" and not gpu:
         device = "emu"  # the GPU path's bookkeeping, on the CPU
     if a.threads is not None:
@@ -174,7 +184,11 @@ def stokehold_batches(a, device, upload=True):
         for b in p:
             x = torch.from_dlpack(b["images"])
             if x.device.type != target.type:
-                x = x.pin_memory().to(target, non_blocking=True)
+                # Pinned batches need no pin_memory(): the copy is asynchronous as it is, on
+                # the default stream, which the pipeline waits for before it reuses the memory.
+                if not b["images"].pinned:
+                    x = x.pin_memory()
+                x = x.to(target, non_blocking=True)
             y = torch.from_dlpack(b["labels"]).to(target, non_blocking=True)
             yield x, y
 
@@ -362,7 +376,8 @@ def child(a):
     crit = torch.nn.CrossEntropyLoss()
     make = {"synthetic": synthetic_batches, "stokehold-gpu": lambda a: stokehold_batches(a, "gpu"),
             "stokehold-cpu": lambda a: stokehold_batches(a, "cpu"),
-            "stokehold-cpu-pycopy": lambda a: stokehold_batches(a, "cpu", upload=False), "dali": dali_batches,
+            "stokehold-cpu-pycopy": lambda a: stokehold_batches(a, "cpu", copy="pycopy"),
+            "stokehold-cpu-pinned": lambda a: stokehold_batches(a, "cpu", copy="pinned"), "dali": dali_batches,
             "dataloader": dataloader_batches}[a.child]
     batches = make(a)
     if gpu:

@@ -41,6 +41,7 @@ impl PyBatch {
                     BatchOutput::Images(t) => PyTensor::images(t),
                     BatchOutput::Labels(l) => PyTensor::labels(l),
                     BatchOutput::Device(t) => PyTensor::device_images(t),
+                    BatchOutput::Pinned(t) => PyTensor::pinned_images(t),
                 };
                 Py::new(py, t)
             })

@@ -211,8 +211,9 @@ fn bad_device(py: Python<'_>, device: &str) -> PyErr {
 }
 
 /// The `batch_memory` choice and the GPU it names, if any, for `memory`: "auto" (host
-/// batches on the CPU path), "cuda"/"gpu" (this rank's GPU), "cuda:N", or "emu" (the
-/// emulated device, a test device).
+/// batches on the CPU path), "cuda"/"gpu" (this rank's GPU), "cuda:N", "emu" (the
+/// emulated device, a test device), "pinned" (host batches pinned by this rank's GPU) or
+/// "emu-pinned" (pinned by the emulated device, a test device).
 fn batch_memory(
     py: Python<'_>,
     memory: &str,
@@ -222,6 +223,8 @@ fn batch_memory(
     Ok(match m.as_str() {
         "auto" => (BatchMemory::Auto, None),
         "emu" => (BatchMemory::Emu, None),
+        "pinned" => (BatchMemory::Pinned, Some(rank.local_rank)),
+        "emu-pinned" => (BatchMemory::EmuPinned, None),
         "cuda" | "gpu" => (BatchMemory::Gpu, Some(rank.local_rank)),
         _ => match m.strip_prefix("cuda:").or_else(|| m.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
@@ -237,7 +240,7 @@ fn bad_batch_memory(py: Python<'_>, memory: &str) -> PyErr {
     pipeline_err(
         py,
         format!("batch_memory={memory:?} is not where batches can be handed out"),
-        Some("use \"auto\" (host memory on the CPU path), \"cuda\", \"cuda:N\" or \"emu\" (the emulated device)"),
+        Some("use \"auto\" (host memory on the CPU path), \"cuda\", \"cuda:N\", \"pinned\" (host memory pinned for copies to the GPU), or \"emu\" / \"emu-pinned\" (the emulated device)"),
     )
 }
 
@@ -278,7 +281,7 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
     if let Some(memory) = &o.batch_memory {
         let (m, gpu) = batch_memory(py, memory, rank)?;
         match gpu {
-            // The CPU path uploads to the GPU named here.
+            // The CPU path uploads to (or pins with) the GPU named here.
             Some(id) if choice == DeviceChoice::Cpu => device_id = id,
             Some(id) if id != device_id => {
                 return Err(pipeline_err(

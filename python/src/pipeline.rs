@@ -56,9 +56,12 @@ struct Runner {
     epochs: Option<u64>,
     batches_per_epoch: usize,
     /// Statistics of the last run, kept when its threads stop.
-    /// (statistics, (idle batch buffers, idle device buffers on the GPU path))
-    last_stats: Option<(StatsSnapshot, (usize, Option<usize>))>,
+    last_stats: Option<(StatsSnapshot, IdleBuffers)>,
 }
+
+/// Buffers back in a pipeline's pools: batch buffers, device buffers (the GPU path), pinned
+/// buffers (`batch_memory="pinned"`).
+type IdleBuffers = (usize, Option<usize>, Option<usize>);
 
 /// What one try at the next batch of an epoch gave.
 enum Step {
@@ -80,7 +83,11 @@ impl Runner {
     fn stop(&mut self) {
         self.pending = None;
         if let Some(p) = self.running.take() {
-            let idle = (p.batch_pool().idle(), p.idle_device_buffers());
+            let idle = (
+                p.batch_pool().idle(),
+                p.idle_device_buffers(),
+                p.idle_pinned_buffers(),
+            );
             self.last_stats = Some((p.stats(), idle));
         }
     }
@@ -431,12 +438,19 @@ impl PyPipeline {
         let taken = py.detach(|| {
             let r = self.lock();
             match &r.running {
-                Some(p) => Some((p.stats(), (p.batch_pool().idle(), p.idle_device_buffers()))),
+                Some(p) => Some((
+                    p.stats(),
+                    (
+                        p.batch_pool().idle(),
+                        p.idle_device_buffers(),
+                        p.idle_pinned_buffers(),
+                    ),
+                )),
                 None => r.last_stats.clone(),
             }
         });
         let d = PyDict::new(py);
-        let Some((st, (idle, idle_device))) = taken else {
+        let Some((st, (idle, idle_device, idle_pinned))) = taken else {
             return Ok(d);
         };
         d.set_item("images", st.images)?;
@@ -478,6 +492,8 @@ impl PyPipeline {
         if let Some(g) = &st.gpu {
             let gd = PyDict::new(py);
             gd.set_item("device", g.device.as_str())?;
+            // The device only pinned the CPU path's host batches (batch_memory="pinned").
+            gd.set_item("pinned_only", g.pinned_only)?;
             gd.set_item("prepare_seconds", g.prepare.as_secs_f64())?;
             gd.set_item("decode_seconds", g.decode.as_secs_f64())?;
             gd.set_item("kernel_seconds", g.kernels.as_secs_f64())?;
@@ -491,6 +507,7 @@ impl PyPipeline {
             gd.set_item("pinned_bytes", g.memory.pinned)?;
             gd.set_item("pinned_peak_bytes", g.memory.pinned_peak)?;
             gd.set_item("idle_device_buffers", idle_device)?;
+            gd.set_item("idle_pinned_buffers", idle_pinned)?;
             // Device and pinned allocations, frees and events created after the first epoch
             // (None before it ends): 0 in a steady state.
             let after = g.after_warm_up.map(|w| w.total());

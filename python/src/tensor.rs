@@ -17,6 +17,15 @@
 //! with an event recorded on every consumer stream it was exported to, so the pool hands it
 //! out again only after the consumers' work queued before that moment has run.
 //!
+//! # Pinned host batches
+//!
+//! With `batch_memory="pinned"` the CPU path's images are a [`PinnedTensor`]: host memory
+//! (`kDLCPU`: PyTorch's `from_dlpack` takes no other host device type) that the GPU pinned,
+//! so `torch.from_dlpack(t).cuda(non_blocking=True)` is an asynchronous copy. Dropping the
+//! last reference puts the buffer back on the pool's list and nothing else; the pool writes it
+//! again only after the copies queued from it on CUDA's default streams (and on any stream
+//! named with `record_stream`) have run.
+//!
 //! The emulated device (`device="emu"`, a test device) keeps its "device memory" in host
 //! memory: its batches say `kDLCPU`, so NumPy reads them in place, and an export waits on the
 //! host for the batch's ready event (the emulated kernels run on threads of their own). The
@@ -32,7 +41,7 @@ use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use stokehold::pipeline::{BatchTensor, DeviceTensor};
+use stokehold::pipeline::{BatchTensor, DeviceTensor, PinnedTensor};
 use stokehold::{DType, Layout};
 
 /// What a tensor's elements live in, and what keeps them alive.
@@ -43,6 +52,10 @@ pub enum Buffer {
     /// A batch's image output in device memory (the GPU path), which goes back to the
     /// pipeline's device pool, after its consumers' work, when this is dropped.
     Device(DeviceTensor),
+    /// A batch's image output in pinned host memory (`batch_memory="pinned"`), which goes
+    /// back to the pipeline's pinned pool when this is dropped (and is written again only
+    /// after the copies queued from it).
+    Pinned(PinnedTensor),
     /// A batch's labels in host memory.
     Labels(Vec<i64>),
 }
@@ -56,7 +69,8 @@ impl Buffer {
     /// Where the elements are.
     pub fn device(&self) -> DLDevice {
         match self {
-            Buffer::Images(_) | Buffer::Labels(_) => DLDevice::CPU,
+            // Pinned memory is host memory (`kDLCUDAHost` is not a device PyTorch takes).
+            Buffer::Images(_) | Buffer::Pinned(_) | Buffer::Labels(_) => DLDevice::CPU,
             // The emulated device's memory is host memory.
             Buffer::Device(t) if t.is_emulated() => DLDevice::CPU,
             Buffer::Device(t) => DLDevice {
@@ -71,6 +85,7 @@ impl Buffer {
         match self {
             Buffer::Images(t) => t.as_bytes().as_ptr().cast(),
             Buffer::Device(t) => t.device_ptr() as usize as *const c_void,
+            Buffer::Pinned(t) => t.as_ptr().cast(),
             Buffer::Labels(l) => l.as_ptr().cast(),
         }
     }
@@ -79,18 +94,19 @@ impl Buffer {
         match self {
             Buffer::Images(t) => t.nbytes(),
             Buffer::Device(t) => t.nbytes(),
+            Buffer::Pinned(t) => t.nbytes(),
             Buffer::Labels(l) => std::mem::size_of_val(l.as_slice()),
         }
     }
 }
 
 /// Orders the consumer named in `request` after the work that fills `buffer`. Host buffers
-/// are complete when the batch is handed out: nothing to order. A device buffer orders the
+/// (pinned ones included) are complete when the batch is handed out: nothing to order. A device buffer orders the
 /// consumer's stream after its ready event, on the device; an emulated one is waited for on
 /// the host (its consumer reads host memory).
 fn order_after(py: Python<'_>, buffer: &Buffer, request: &ExportRequest<'_>) -> PyResult<()> {
     let t = match buffer {
-        Buffer::Images(_) | Buffer::Labels(_) => return Ok(()),
+        Buffer::Images(_) | Buffer::Pinned(_) | Buffer::Labels(_) => return Ok(()),
         Buffer::Device(t) => t,
     };
     let failed = |e: stokehold::Error| crate::errors::to_py(py, e);
@@ -185,6 +201,27 @@ impl PyTensor {
             dtype_name,
             layout: Some(layout_name(t.layout())),
             buffer: Arc::new(Buffer::Device(t)),
+        }
+    }
+
+    /// The tensor of an image output in pinned host memory (`batch_memory="pinned"`).
+    pub fn pinned_images(t: PinnedTensor) -> PyTensor {
+        let shape = match t.shape() {
+            Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
+            None => {
+                let first = t.shapes().first().copied().unwrap_or_default();
+                let other = t.shapes().iter().find(|s| **s != first).copied();
+                Err((first, other.unwrap_or(first)))
+            }
+        };
+        let (dtype, dtype_name) = dtype_of(t.dtype());
+        PyTensor {
+            samples: t.len(),
+            shape,
+            dtype,
+            dtype_name,
+            layout: Some(layout_name(t.layout())),
+            buffer: Arc::new(Buffer::Pinned(t)),
         }
     }
 
@@ -306,8 +343,8 @@ impl PyTensor {
         self.layout
     }
 
-    /// Where the elements are: ``"cpu"`` (host memory, the emulated device's included), or
-    /// ``"cuda:N"``.
+    /// Where the elements are: ``"cpu"`` (host memory: pinned batches and the emulated
+    /// device's included), or ``"cuda:N"``.
     #[getter]
     fn device(&self) -> String {
         let d = self.buffer.device();
@@ -315,6 +352,39 @@ impl PyTensor {
             format!("cuda:{}", d.device_id)
         } else {
             "cpu".to_string()
+        }
+    }
+
+    /// True for host memory the GPU pinned (``batch_memory="pinned"``): a copy to the GPU
+    /// with ``non_blocking=True`` is asynchronous.
+    #[getter]
+    fn pinned(&self) -> bool {
+        matches!(*self.buffer, Buffer::Pinned(_))
+    }
+
+    /// Keeps a pinned batch's memory (``batch_memory="pinned"``) from being written again
+    /// until the work queued on ``stream`` before the last reference goes has run, as
+    /// ``torch.Tensor.record_stream`` does: call it when the batch is copied on a CUDA
+    /// stream other than the default one (the default streams need no call). ``stream``: a
+    /// ``torch.cuda.Stream`` (anything with a ``cuda_stream`` handle) or a raw ``CUstream``
+    /// handle, alive until the tensor is gone. A device batch's ``stream`` waits for the
+    /// batch to be written, as ``__dlpack__(stream=...)`` does; for host batches in
+    /// ordinary memory there is nothing to do (a copy from them has read them when it
+    /// returns).
+    fn record_stream(&self, py: Python<'_>, stream: &Bound<'_, PyAny>) -> PyResult<()> {
+        let raw: u64 = match stream.getattr("cuda_stream") {
+            Ok(handle) => handle.extract()?,
+            Err(_) => stream.extract()?,
+        };
+        let failed = |e: stokehold::Error| crate::errors::to_py(py, e);
+        match &*self.buffer {
+            // SAFETY: `raw` is the caller's live stream of the batch's device, kept alive
+            // while the tensor lives (this method's documented contract, as for
+            // `__dlpack__(stream=...)`).
+            Buffer::Pinned(t) => unsafe { t.use_on_stream(raw) }.map_err(failed),
+            // SAFETY: as above.
+            Buffer::Device(t) => unsafe { t.use_on_stream(raw) }.map_err(failed),
+            Buffer::Images(_) | Buffer::Labels(_) => Ok(()),
         }
     }
 

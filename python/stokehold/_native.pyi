@@ -30,8 +30,8 @@ class Tensor:
         consumer's CUDA stream (``1`` or omitted: legacy default, ``2``: per-thread default,
         ``-1``: no ordering); it waits on the device for the batch to be written."""
     def __dlpack_device__(self) -> Tuple[int, int]:
-        """``(1, 0)`` for host memory (the emulated device's included), ``(2, N)`` for CUDA
-        device N."""
+        """``(1, 0)`` for host memory (pinned batches and the emulated device's included),
+        ``(2, N)`` for CUDA device N."""
     @property
     def shape(self) -> Optional[Tuple[int, ...]]:
         """``(n, c, h, w)``, ``(n, h, w, c)`` or ``(n,)``; ``None`` when samples differ."""
@@ -43,7 +43,18 @@ class Tensor:
         """``"NCHW"`` or ``"NHWC"`` for images, ``None`` for labels."""
     @property
     def device(self) -> str:
-        """``"cpu"`` (host memory, the emulated device's included) or ``"cuda:N"``."""
+        """``"cpu"`` (host memory: pinned batches and the emulated device's included) or
+        ``"cuda:N"``."""
+    @property
+    def pinned(self) -> bool:
+        """True for host memory the GPU pinned (``batch_memory="pinned"``): a copy to the
+        GPU with ``non_blocking=True`` is asynchronous."""
+    def record_stream(self, stream: Any) -> None:
+        """For a pinned batch copied on a CUDA stream other than the default one: its memory
+        is not written again until the work queued on ``stream`` before the last reference
+        goes has run (as ``torch.Tensor.record_stream``). ``stream``: a
+        ``torch.cuda.Stream`` or a raw ``CUstream`` handle. Nothing to do for the default
+        streams or for batches in ordinary host memory."""
     @property
     def data_ptr(self) -> int:
         """The address of the first element."""
@@ -114,8 +125,13 @@ class Pipeline:
     (on the GPU on either path: with ``device="cpu"`` the pipeline uploads each finished batch
     itself, asynchronously, so ``batch["images"]`` is a CUDA tensor whose consumer stream
     waits for the copy on the device, no ``pin_memory()`` or ``.cuda()`` needed; a
-    ``DeviceError`` at once when there is no usable GPU), or ``"emu"`` (the same upload to the
-    emulated device, a test device)."""
+    ``DeviceError`` at once when there is no usable GPU), ``"emu"`` (the same upload to the
+    emulated device, a test device), ``"pinned"`` (host batches of the CPU path in memory this
+    rank's GPU pinned, reused from a pool, for a loop that copies them itself:
+    ``torch.from_dlpack(batch["images"]).cuda(non_blocking=True)`` is an asynchronous copy,
+    no ``pin_memory()`` needed; ``device="auto"`` takes the CPU path; a ``DeviceError`` at once
+    when there is no usable GPU), or ``"emu-pinned"`` (the same with the emulated device's
+    pinned memory, a test device)."""
 
     def __init__(
         self,

@@ -71,3 +71,87 @@ def test_an_unknown_batch_memory_is_a_pipeline_error(builtin):
     with pytest.raises(stokehold.PipelineError) as e:
         stokehold.Pipeline(EVAL, builtin, device="cpu", batch_memory="tpu")
     assert "batch_memory" in str(e.value) and "cuda" in str(e.value)
+
+
+# ``batch_memory="pinned"``: the CPU path's host batches in memory the GPU pinned, for a loop
+# that copies them itself. Checked with the emulated device's pinned memory
+# (``"emu-pinned"``): the same values as ordinary host batches, in memory of their own;
+# buffers back when the last reference goes; nothing allocated after the first epoch.
+
+@pytest.mark.parametrize("pipeline", [TRAIN, EVAL], ids=["train", "eval"])
+def test_pinned_batches_equal_the_host_batches(builtin, pipeline):
+    host = stokehold.Pipeline(pipeline, builtin, device="cpu", batch=8, threads=2, epochs=1)
+    pinned = stokehold.Pipeline(pipeline, builtin, batch_memory="emu-pinned", batch=8, threads=2, epochs=1)
+    # device="auto" takes the CPU path: the setting asks for its host batches.
+    assert pinned.device == "cpu", pinned.device_reason
+    assert "host batches pinned by emulated device" in pinned.device_reason
+    pairs = list(zip(host, pinned))
+    assert len(pairs) == len(host) == len(pinned)
+    for a, b in pairs:
+        images = b["images"]
+        assert images.pinned and not a["images"].pinned
+        assert images.__dlpack_device__() == (1, 0) and images.device == "cpu"
+        assert (images.shape, images.dtype, images.layout) == (a["images"].shape, a["images"].dtype, a["images"].layout)
+        x = np.from_dlpack(images)
+        assert x.ctypes.data == images.data_ptr, "read in place"
+        assert x.ctypes.data != a["images"].data_ptr, "pinned memory of its own"
+        assert np.array_equal(np.from_dlpack(a["images"]), x)
+        assert np.array_equal(np.from_dlpack(a["labels"]), np.from_dlpack(b["labels"]))
+        assert [s.index for s in a.samples] == [s.index for s in b.samples]
+    assert pinned.stats()["gpu"]["pinned_only"]
+
+
+def test_pinned_buffers_come_back_and_nothing_is_allocated_after_the_first_epoch(builtin):
+    p = stokehold.Pipeline(EVAL, builtin, batch_memory="emu-pinned", batch=8, threads=2, epochs=1)
+    held = list(p)  # every batch of the epoch at once: a buffer each
+    back = p.stats()["gpu"]["idle_pinned_buffers"]
+    x = np.from_dlpack(held.pop()["images"])
+    assert p.stats()["gpu"]["idle_pinned_buffers"] == back, "an array keeps it"
+    del x
+    assert p.stats()["gpu"]["idle_pinned_buffers"] == back + 1, "back with the last reference"
+    del held
+    assert p.stats()["gpu"]["idle_pinned_buffers"] == back + 8
+
+    p = stokehold.Pipeline(EVAL, builtin, batch_memory="emu-pinned", batch=8, threads=2, epochs=3)
+    kept = []
+    for _ in range(3):
+        for b in p:
+            kept = (kept + [np.from_dlpack(b["images"])])[-2:]  # a consumer a step behind
+    gpu = p.stats()["gpu"]
+    assert gpu["allocations_after_warm_up"] == 0, gpu
+    assert gpu["pinned_peak_bytes"] > 0 and gpu["device_peak_bytes"] == 0, gpu
+
+
+def test_a_pinned_batch_names_the_stream_it_is_copied_on(builtin):
+    class Stream:  # what torch.cuda.Stream offers: its CUstream handle
+        cuda_stream = 0  # the emulated device's stream 0
+
+    p = stokehold.Pipeline(EVAL, builtin, batch_memory="emu-pinned", batch=8, threads=2, epochs=1)
+    for b in p:
+        b["images"].record_stream(Stream())
+        b["images"].record_stream(0)
+        b["labels"].record_stream(0)  # host memory: nothing to do
+    with pytest.raises(stokehold.DeviceError):
+        next(iter(stokehold.Pipeline(EVAL, builtin, batch_memory="emu-pinned", batch=8, epochs=1)))["images"].record_stream(99)
+
+
+def test_without_a_gpu_pinned_batches_are_refused_naming_the_setting(builtin):
+    if _has_cuda():
+        pytest.skip("[no-gpu] a GPU is present: the pinned batches run (see the next test)")
+    with pytest.raises(stokehold.DeviceError) as e:
+        stokehold.Pipeline(EVAL, builtin, batch_memory="pinned", batch=8)
+    text = str(e.value)
+    assert 'batch_memory = "pinned"' in text and "can't be pinned" in text and 'batch_memory = "auto"' in text
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="[gpu] no CUDA device for torch")
+def test_on_a_gpu_pinned_batches_are_pinned_for_torch(builtin):
+    import torch
+    host = stokehold.Pipeline(EVAL, builtin, device="cpu", batch=8, threads=2, epochs=1)
+    pinned = stokehold.Pipeline(EVAL, builtin, batch_memory="pinned", batch=8, threads=2, epochs=1)
+    for a, b in zip(host, pinned):
+        x = torch.from_dlpack(b["images"])
+        assert x.device.type == "cpu" and x.is_pinned()
+        y = x.cuda(non_blocking=True)
+        del x, b  # dropped before the copy has run: the pool waits for it
+        assert torch.equal(y.cpu(), torch.from_dlpack(a["images"]))

@@ -20,7 +20,7 @@ LINE = re.compile(
     rf"^loader=(?P<name>[a-z-]+) batch=(?P<batch>[0-9]+) steps=(?P<steps>[0-9]+) "
     rf"throughput=(?P<throughput>{NUMBER}) img/s of_synthetic=(?P<share>{NUMBER})% "
     rf"loader_wait=(?P<wait>{NUMBER})ms/step gpu_busy=(?P<busy>{NUMBER})% peak_mem=(?P<mem>{NUMBER})GiB$")
-ALWAYS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "dataloader"]
+ALWAYS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pinned", "dataloader"]
 
 
 def bench(*args):
@@ -46,7 +46,9 @@ def test_the_cpu_mode_prints_a_line_per_loader_and_the_table(builtin):
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| loader")
             and not line.startswith("| ---")]
     assert [r.split(" | ")[0].removeprefix("| ") for r in rows] == ["synthetic", "stokehold-gpu", "stokehold-cpu",
-                                                                   "dali", "dataloader"], out
+                                                                   "stokehold-cpu-pinned", "dali", "dataloader"], out
+    # The pinned loader ran with the emulated device's pinned memory.
+    assert "batch_memory=emu-pinned" in out, out
 
 
 def test_a_busy_consumer_is_told_how_much_each_loader_slowed_it(builtin):

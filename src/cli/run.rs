@@ -145,7 +145,8 @@ fn digest(b: &Batch) -> u64 {
         h.write(&(s.index as u64).to_le_bytes());
     }
     for out in &b.outputs {
-        // A batch on the device is digested as its host copy: the same data, the same digest.
+        // A batch on the device or in pinned memory is digested as its host copy: the same
+        // data, the same digest.
         let copied;
         let out = match out {
             BatchOutput::Device(t) => match t.to_host() {
@@ -155,10 +156,14 @@ fn digest(b: &Batch) -> u64 {
                 }
                 Err(_) => continue,
             },
+            BatchOutput::Pinned(t) => {
+                copied = BatchOutput::Images(t.to_host());
+                &copied
+            }
             other => other,
         };
         match out {
-            BatchOutput::Device(_) => {}
+            BatchOutput::Device(_) | BatchOutput::Pinned(_) => {}
             BatchOutput::Images(t) => {
                 for shape in &t.shapes {
                     for d in shape {

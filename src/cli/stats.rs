@@ -53,8 +53,11 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         )?;
     }
     if let Some(g) = &st.gpu {
-        // The CPU path's uploads (`batch_memory`) decode nothing and run no kernels.
-        if g.uploads_only {
+        // The CPU path's uploads and pinned batches (`batch_memory`) decode nothing and run
+        // no kernels.
+        if g.pinned_only {
+            outln!("batches pinned by the CPU path: {}", g.device)?;
+        } else if g.uploads_only {
             outln!("batches uploaded by the CPU path: {}", g.device)?;
         } else {
             outln!("GPU path on {}:", g.device)?;

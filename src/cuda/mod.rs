@@ -1,9 +1,10 @@
 //! The CUDA layer of the GPU path: the device seam ([`GpuDevice`]) with its real
 //! ([`RealDevice`]: cudarc and nvJPEG) and emulated ([`EmuDevice`]) devices, probing, the
 //! kernels' table ([`kernel`]: entry points, modules, grid rules), the kernel module cache
-//! (NVRTC → cubin, cached on disk), the stage's memory pools ([`pool`]), the kernel
-//! descriptors ([`desc`]) and the fused chain's composition and launch rules ([`chain`]).
-//! Kernels are launched in one place per device: the seam's `launch`.
+//! (NVRTC → cubin, cached on disk), the stage's memory pools ([`pool`]), the pinned host
+//! batches handed to consumers ([`pinned_pool`]), the kernel descriptors ([`desc`]) and the
+//! fused chain's composition and launch rules ([`chain`]). Kernels are launched in one place
+//! per device: the seam's `launch`.
 //!
 //! All `unsafe` of the GPU path except nvJPEG lives in this folder; every block says why it
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run
@@ -21,6 +22,7 @@ pub mod emu;
 pub mod gpu_device;
 pub mod kernel;
 pub mod module;
+pub mod pinned_pool;
 pub mod pool;
 pub mod real;
 

@@ -79,6 +79,17 @@ impl RealDevice {
     /// for batches of up to `decode_batch` images per part (else every JPEG goes to the CPU
     /// decoder, and the description says why).
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
+        Self::open(device_id, Some(decode_batch))
+    }
+
+    /// Opens device `device_id` for host memory only (pinned batches, `batch_memory =
+    /// "pinned"`): no kernels compiled (NVRTC is not needed), no JPEG decoder.
+    pub fn for_host_memory(device_id: usize) -> Result<Arc<RealDevice>, Error> {
+        Self::open(device_id, None)
+    }
+
+    /// [`RealDevice::new`], with the kernels and decoder only for `Some(decode_batch)`.
+    fn open(device_id: usize, decode_batch: Option<usize>) -> Result<Arc<RealDevice>, Error> {
         let info: GpuInfo = probe(device_id)?;
         let cu = CudaContext::new(device_id)
             .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
@@ -90,7 +101,7 @@ impl RealDevice {
             .new_stream()
             .map_err(|e| cuda_err("create the kernel stream", e))?;
         let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
-        for kernel in Kernel::ALL {
+        for kernel in Kernel::ALL.into_iter().filter(|_| decode_batch.is_some()) {
             modules.function(kernel)?;
         }
         let decode_stream = cu
@@ -100,12 +111,19 @@ impl RealDevice {
             .map_err(|e| cuda_err("bind the context", e))?;
         let ctx = Arc::new(CudaGpuContext::from_context(cu.clone(), Arc::default()));
         let config = DecoderConfig {
-            max_batch: decode_batch.clamp(1, i32::MAX as usize),
+            max_batch: decode_batch.unwrap_or(1).clamp(1, i32::MAX as usize),
             ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(1),
             ..DecoderConfig::default()
         };
-        let (decoder, decoder_text, hardware, pads_roi, fancy) =
-            match GpuJpegDecoder::probe_with(ctx.clone(), config) {
+        let (decoder, decoder_text, hardware, pads_roi, fancy) = match decode_batch {
+            None => (
+                None,
+                "no JPEG decoder (opened to pin host memory only)".to_string(),
+                false,
+                false,
+                true,
+            ),
+            Some(_) => match GpuJpegDecoder::probe_with(ctx.clone(), config) {
                 Ok(mut d) => {
                     let text = d.describe();
                     let hw = d.has_hardware();
@@ -120,7 +138,8 @@ impl RealDevice {
                     false,
                     true,
                 ),
-            };
+            },
+        };
         let description = DeviceDescription {
             name: info.name.clone(),
             emulated: false,
@@ -277,9 +296,12 @@ impl GpuDevice for RealDevice {
             .counters()
             .pinned_allocs
             .fetch_add(1, Ordering::Relaxed);
+        // Portable: pinned for every context, so that a consumer's copies from it (pinned
+        // batches, `batch_memory = "pinned"`) are asynchronous whichever context they run in.
+        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: the memory is uninitialised; `PinnedHost` hands it out only as bytes, which
         // the stage writes before any copy reads them.
-        let mut slice = unsafe { self.cu.alloc_pinned_with_flags::<u8>(bytes.max(1), 0) }
+        let mut slice = unsafe { self.cu.alloc_pinned_with_flags::<u8>(bytes.max(1), flags) }
             .map_err(|e| cuda_err(&format!("allocate {bytes} pinned bytes"), e))?;
         let ptr = slice
             .as_mut_ptr()

@@ -10,6 +10,7 @@ use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::{ColorJitterParams, CropParams, FlipParams, OpParams};
 
 pub use super::device_tensor::DeviceTensor;
+pub use super::pinned_tensor::PinnedTensor;
 
 /// Batch buffers given back by dropped batches, reused for the next ones so that steady
 /// state allocates (and page-faults) nothing new.
@@ -362,6 +363,20 @@ impl DeviceTensor {
     }
 }
 
+impl PinnedTensor {
+    /// A copy in ordinary memory (a [`BatchTensor`], as `batch_memory = "auto"` gives).
+    pub fn to_host(&self) -> BatchTensor {
+        BatchTensor::from_parts(
+            self.dtype(),
+            self.layout(),
+            self.offsets().to_vec(),
+            self.shapes().to_vec(),
+            Pixels::from_bytes(self.as_bytes(), self.dtype()),
+            None,
+        )
+    }
+}
+
 /// One output of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchOutput {
@@ -370,6 +385,9 @@ pub enum BatchOutput {
     /// Images in device memory (the GPU path): see [`DeviceTensor`] for how to hand them
     /// to a framework.
     Device(DeviceTensor),
+    /// Images in pinned host memory (`batch_memory = "pinned"`): see [`PinnedTensor`] for
+    /// copying them to a GPU.
+    Pinned(PinnedTensor),
     /// Labels.
     Labels(Vec<i64>),
 }
@@ -488,12 +506,12 @@ impl Batch {
         self.outputs.get(k)
     }
 
-    /// An image output in host memory by name (`None` for one on the device: see
-    /// [`Batch::device_images`]).
+    /// An image output in ordinary host memory by name (`None` for one on the device or in
+    /// pinned memory: see [`Batch::device_images`], [`Batch::pinned_images`]).
     pub fn images(&self, name: &str) -> Option<&BatchTensor> {
         match self.get(name)? {
             BatchOutput::Images(t) => Some(t),
-            BatchOutput::Device(_) | BatchOutput::Labels(_) => None,
+            BatchOutput::Device(_) | BatchOutput::Pinned(_) | BatchOutput::Labels(_) => None,
         }
     }
 
@@ -501,16 +519,25 @@ impl Batch {
     pub fn device_images(&self, name: &str) -> Option<&DeviceTensor> {
         match self.get(name)? {
             BatchOutput::Device(t) => Some(t),
-            BatchOutput::Images(_) | BatchOutput::Labels(_) => None,
+            BatchOutput::Images(_) | BatchOutput::Pinned(_) | BatchOutput::Labels(_) => None,
         }
     }
 
-    /// An image output by name as host memory: the tensor itself, or a copy of a device
-    /// tensor (waits for it).
+    /// An image output in pinned host memory by name (`batch_memory = "pinned"`).
+    pub fn pinned_images(&self, name: &str) -> Option<&PinnedTensor> {
+        match self.get(name)? {
+            BatchOutput::Pinned(t) => Some(t),
+            BatchOutput::Images(_) | BatchOutput::Device(_) | BatchOutput::Labels(_) => None,
+        }
+    }
+
+    /// An image output by name as ordinary host memory: the tensor itself, or a copy of a
+    /// pinned or device tensor (a device tensor's waits for it).
     pub fn images_on_host(&self, name: &str) -> Option<Result<BatchTensor, Error>> {
         match self.get(name)? {
             BatchOutput::Images(t) => Some(Ok(t.clone())),
             BatchOutput::Device(t) => Some(t.to_host()),
+            BatchOutput::Pinned(t) => Some(Ok(t.to_host())),
             BatchOutput::Labels(_) => None,
         }
     }
@@ -519,7 +546,7 @@ impl Batch {
     pub fn labels(&self, name: &str) -> Option<&[i64]> {
         match self.get(name)? {
             BatchOutput::Labels(l) => Some(l),
-            BatchOutput::Images(_) | BatchOutput::Device(_) => None,
+            BatchOutput::Images(_) | BatchOutput::Device(_) | BatchOutput::Pinned(_) => None,
         }
     }
 }

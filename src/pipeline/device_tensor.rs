@@ -43,9 +43,14 @@ impl ConsumerStreams {
         })
     }
 
+    /// The device the streams are on.
+    pub(crate) fn device(&self) -> &Arc<dyn GpuDevice> {
+        &self.dev
+    }
+
     /// # Safety
     /// As [`GpuDevice::adopt_stream`].
-    unsafe fn adopt(&self, raw: u64) -> Result<StreamId, Error> {
+    pub(crate) unsafe fn adopt(&self, raw: u64) -> Result<StreamId, Error> {
         let mut m = self.adopted.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = m.get(&raw) {
             return Ok(*s);

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod device_tensor;
 pub mod file;
 pub mod graph;
+pub mod pinned_tensor;
 pub mod registry;
 pub mod run;
 pub mod settings;
@@ -15,6 +16,6 @@ pub mod spec;
 mod spec_data;
 
 pub use crate::reader::schedule::Position;
-pub use batch::{Batch, BatchTensor, DeviceTensor, SampleInfo};
+pub use batch::{Batch, BatchTensor, DeviceTensor, PinnedTensor, SampleInfo};
 pub use run::{DeviceReport, EpochSummary, Pipeline, Stats, StatsSnapshot, Waited};
 pub use spec::{BatchMemory, DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Settings};

@@ -250,13 +250,18 @@ pub const SETTINGS: &[Setting] = &[
                   `device_id` through a pinned staging buffer, asynchronously, and hands it \
                   out with its ready event, as the GPU path does; refused at the start, with \
                   the reason, when there is no usable GPU); \"emu\" (the same upload to the \
-                  emulated device, a test device)",
+                  emulated device, a test device); \"pinned\" (host memory page-locked by GPU \
+                  `device_id`, for a consumer that copies batches to the GPU itself, \
+                  asynchronously: the CPU path copies each finished batch into a pinned buffer \
+                  reused from a pool, and `device = \"auto\"` takes the CPU path; refused at the \
+                  start when there is no usable GPU to pin with); \"emu-pinned\" (the same with \
+                  the emulated device's pinned memory, a test device)",
         },
         unset: Unset::Never,
         flag: Flag {
             long: "batch-memory",
             value_name: "MEMORY",
-            help: "Where finished batches are handed out (gpu: the CPU path uploads them)",
+            help: "Where finished batches are handed out (gpu: the CPU path uploads them; pinned: host batches in pinned memory)",
         },
         get: |s| Some(ArgValue::Str(s.batch_memory.name().to_string())),
         set: |s, v| s.batch_memory = BatchMemory::from_name(str_of(v)).unwrap_or_default(),

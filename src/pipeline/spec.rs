@@ -101,6 +101,14 @@ pub enum BatchMemory {
     Gpu,
     /// As `Gpu`, on the emulated device (a test device: the upload without a GPU).
     Emu,
+    /// Host memory, page-locked (pinned) by the GPU `device_id`, for a consumer that copies
+    /// batches to the GPU itself: the CPU path copies each finished batch into a buffer of a
+    /// reused pinned pool, so that the consumer's copy (`.cuda(non_blocking=True)`) is a
+    /// true asynchronous DMA. `device = "auto"` then takes the CPU path. An error at the
+    /// start when there is no usable GPU to pin with.
+    Pinned,
+    /// As `Pinned`, with the emulated device's pinned memory (a test device).
+    EmuPinned,
 }
 
 impl BatchMemory {
@@ -110,11 +118,18 @@ impl BatchMemory {
             BatchMemory::Auto => "auto",
             BatchMemory::Gpu => "gpu",
             BatchMemory::Emu => "emu",
+            BatchMemory::Pinned => "pinned",
+            BatchMemory::EmuPinned => "emu-pinned",
         }
     }
 
     /// Pipeline-file and command-line names.
-    pub const NAMES: &'static [&'static str] = &["auto", "gpu", "emu"];
+    pub const NAMES: &'static [&'static str] = &["auto", "gpu", "emu", "pinned", "emu-pinned"];
+
+    /// True for host batches in pinned memory (`Pinned`, `EmuPinned`).
+    pub fn is_pinned(self) -> bool {
+        matches!(self, BatchMemory::Pinned | BatchMemory::EmuPinned)
+    }
 
     /// Parses a name.
     pub fn from_name(s: &str) -> Option<BatchMemory> {
@@ -122,6 +137,8 @@ impl BatchMemory {
             "auto" => Some(BatchMemory::Auto),
             "gpu" => Some(BatchMemory::Gpu),
             "emu" => Some(BatchMemory::Emu),
+            "pinned" => Some(BatchMemory::Pinned),
+            "emu-pinned" => Some(BatchMemory::EmuPinned),
             _ => None,
         }
     }

@@ -226,4 +226,13 @@ impl Memory {
         let m = self.map.read().unwrap_or_else(|p| p.into_inner());
         (m.device, m.device_peak, m.pinned, m.pinned_peak)
     }
+
+    /// Whether `ptr..ptr+len` lies inside one live (not freed) allocation of `kind`.
+    pub(crate) fn is_live(&self, ptr: u64, len: usize, kind: Kind) -> bool {
+        let m = self.map.read().unwrap_or_else(|p| p.into_inner());
+        let end = ptr.checked_add(len as u64);
+        m.allocs.range(..=ptr).next_back().is_some_and(|(_, a)| {
+            a.kind == kind && !a.freed && end.is_some_and(|e| e <= a.start() + a.len as u64)
+        })
+    }
 }

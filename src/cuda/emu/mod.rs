@@ -186,6 +186,12 @@ impl EmuDevice {
         Ok(())
     }
 
+    /// Whether `len` bytes at `ptr` are live pinned memory of this device (a test hook: where
+    /// a batch handed out as pinned really is).
+    pub fn is_pinned(&self, ptr: *const u8, len: usize) -> bool {
+        self.memory.is_live(ptr as u64, len, Kind::Pinned)
+    }
+
     fn stream(&self, s: StreamId) -> Result<Arc<EmuStream>, Error> {
         self.check()?;
         let v = self.streams.lock().unwrap_or_else(|p| p.into_inner());

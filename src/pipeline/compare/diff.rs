@@ -122,6 +122,7 @@ fn samples(o: &BatchOutput) -> usize {
         BatchOutput::Labels(l) => l.len(),
         BatchOutput::Images(t) => t.len(),
         BatchOutput::Device(t) => t.len(),
+        BatchOutput::Pinned(t) => t.len(),
     }
 }
 

@@ -453,11 +453,14 @@ fn lockstep(
     Ok(false)
 }
 
-/// `b` with its device-resident outputs copied to the host, where they are compared.
+/// `b` with its device-resident (and pinned) outputs copied to ordinary host memory, where
+/// they are compared.
 fn on_host(mut b: Batch) -> Result<Batch, Error> {
     for o in &mut b.outputs {
-        if let BatchOutput::Device(t) = o {
-            *o = BatchOutput::Images(t.to_host()?);
+        match o {
+            BatchOutput::Device(t) => *o = BatchOutput::Images(t.to_host()?),
+            BatchOutput::Pinned(t) => *o = BatchOutput::Images(t.to_host()),
+            BatchOutput::Images(_) | BatchOutput::Labels(_) => {}
         }
     }
     Ok(b)

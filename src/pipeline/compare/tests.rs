@@ -40,7 +40,9 @@ fn two_runs() -> (Batch, Batch, Vec<String>) {
 fn images_mut(b: &mut Batch) -> &mut Pixels {
     match &mut b.outputs[0] {
         BatchOutput::Images(t) => &mut t.data,
-        BatchOutput::Labels(_) | BatchOutput::Device(_) => panic!("host images first"),
+        BatchOutput::Labels(_) | BatchOutput::Device(_) | BatchOutput::Pinned(_) => {
+            panic!("host images first")
+        }
     }
 }
 

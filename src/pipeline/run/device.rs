@@ -11,8 +11,11 @@
 //!   compiled for the host, our CPU decoder in place of nvJPEG).
 //!
 //! Then, for the CPU path with `batch_memory = "gpu"` (or `"emu"`), the device its finished
-//! batches are uploaded to (`Chosen::upload`): opened here, so that a missing GPU is an
-//! error at the start naming the setting, not a surprise at the first batch.
+//! batches are uploaded to (`Chosen::upload`), and with `batch_memory = "pinned"` (or
+//! `"emu-pinned"`) the device that pins its host batches (`Chosen::pin`; the setting asks for
+//! the CPU path's host batches, so `device = "auto"` takes the CPU path and `"gpu"` is
+//! refused): opened here, so that a missing GPU is an error at the start naming the setting,
+//! not a surprise at the first batch.
 
 use std::sync::Arc;
 
@@ -56,6 +59,9 @@ pub(crate) struct Chosen {
     /// On the CPU path with `batch_memory = "gpu"` or `"emu"`: the device finished batches
     /// are uploaded to.
     pub(crate) upload: Option<Arc<dyn GpuDevice>>,
+    /// With `batch_memory = "pinned"` or `"emu-pinned"`: the device that pins the CPU path's
+    /// host batches.
+    pub(crate) pin: Option<Arc<dyn GpuDevice>>,
 }
 
 /// Which path pipelines with `settings` run on, and why, judging the device alone (see
@@ -75,13 +81,26 @@ pub fn choose_device_for(graph: &Graph) -> Result<DeviceReport, Error> {
 }
 
 /// Opens the device `graph` runs on with `settings` (`device`: one to use instead of
-/// opening one, for tests), and the device the CPU path uploads its batches to
-/// (`batch_memory`).
+/// opening one, for tests: the GPU path's, or with pinned batches the one that pins them),
+/// and the device the CPU path uploads its batches to, or pins them with (`batch_memory`).
 pub(crate) fn open_device(
     graph: &Graph,
     settings: &RunSettings,
     device: Option<Arc<dyn GpuDevice>>,
 ) -> Result<Chosen, Error> {
+    let memory = settings.batch_memory;
+    if memory.is_pinned() {
+        let mut chosen = open_path(graph, settings, None)?;
+        let dev = open_pin(settings, device)?;
+        chosen.report.reason = format!(
+            "{}; host batches pinned by {} (batch_memory = \"{}\")",
+            chosen.report.reason,
+            dev.describe().name,
+            memory.name()
+        );
+        chosen.pin = Some(dev);
+        return Ok(chosen);
+    }
     let mut chosen = open_path(graph, settings, device)?;
     chosen.upload = open_upload(settings, &chosen)?;
     if let Some(dev) = &chosen.upload {
@@ -89,10 +108,40 @@ pub(crate) fn open_device(
             "{}; batches uploaded to {} (batch_memory = \"{}\")",
             chosen.report.reason,
             dev.describe().name,
-            settings.batch_memory.name()
+            memory.name()
         );
     }
     Ok(chosen)
+}
+
+/// The device that pins the CPU path's host batches (`batch_memory = "pinned"`: the GPU
+/// `device_id`, opened for host memory only; `"emu-pinned"`: the emulated device; `device`:
+/// one given instead, for tests). An error naming the setting, and what to do instead, when
+/// there is none.
+fn open_pin(
+    settings: &RunSettings,
+    device: Option<Arc<dyn GpuDevice>>,
+) -> Result<Arc<dyn GpuDevice>, Error> {
+    let name = settings.batch_memory.name();
+    let opened: Result<Arc<dyn GpuDevice>, Error> = match (device, settings.batch_memory) {
+        (Some(d), _) => Ok(d),
+        (None, BatchMemory::EmuPinned) => match EmuOptions::from_env().and_then(EmuDevice::new) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e),
+        },
+        (None, _) => match RealDevice::for_host_memory(settings.device_id) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e),
+        },
+    };
+    opened.map_err(|e| {
+        Error::GpuUnavailable(format!(
+            "batch_memory = \"{name}\": the CPU path's batches can't be pinned: no GPU to pin \
+             host memory with ({}); leave batch_memory = \"auto\" for batches in ordinary host \
+             memory",
+            why(&e)
+        ))
+    })
 }
 
 /// The device the CPU path's finished batches are uploaded to: `None` for host batches, and
@@ -103,7 +152,7 @@ fn open_upload(
     chosen: &Chosen,
 ) -> Result<Option<Arc<dyn GpuDevice>>, Error> {
     let memory = settings.batch_memory;
-    if memory == BatchMemory::Auto {
+    if memory == BatchMemory::Auto || memory.is_pinned() {
         return Ok(None);
     }
     let name = memory.name();
@@ -146,7 +195,8 @@ fn open_path(
     settings: &RunSettings,
     device: Option<Arc<dyn GpuDevice>>,
 ) -> Result<Chosen, Error> {
-    if settings.device == DeviceChoice::Cpu {
+    // Pinned host batches are the CPU path's (`choose` says so, or refuses the GPU path).
+    if settings.device == DeviceChoice::Cpu || settings.batch_memory.is_pinned() {
         let (report, _) = choose(settings, Ok(()), || {
             unreachable!("the CPU path opens no device")
         })?;
@@ -154,6 +204,7 @@ fn open_path(
             report,
             gpu: None,
             upload: None,
+            pin: None,
         });
     }
     let plan = GpuPlan::new(graph, settings.batch).map(Arc::new);
@@ -182,6 +233,7 @@ fn open_path(
                 report,
                 gpu: None,
                 upload: None,
+                pin: None,
             });
         }
     }
@@ -197,6 +249,7 @@ fn open_path(
         report,
         gpu,
         upload: None,
+        pin: None,
     })
 }
 
@@ -244,6 +297,25 @@ fn choose(
             Some(dev),
         )
     };
+    let memory = settings.batch_memory;
+    if memory.is_pinned() {
+        // Host batches in pinned memory are the CPU path's.
+        let name = memory.name();
+        return match settings.device {
+            DeviceChoice::Cpu => Ok(cpu("device = \"cpu\"".into())),
+            DeviceChoice::Auto => Ok(cpu(format!(
+                "device = \"auto\": the CPU path, as batch_memory = \"{name}\" asks for its host \
+                 batches"
+            ))),
+            DeviceChoice::Gpu | DeviceChoice::Emu => Err(Error::GpuUnavailable(format!(
+                "batch_memory = \"{name}\" hands out the CPU path's host batches in pinned memory, \
+                 but device = \"{}\" runs the GPU path, whose batches are on the GPU: use \
+                 device = \"cpu\" with batch_memory = \"{name}\", or leave batch_memory = \"auto\" \
+                 for the GPU path's batches",
+                settings.device.name()
+            ))),
+        };
+    }
     match settings.device {
         DeviceChoice::Cpu => Ok(cpu("device = \"cpu\"".into())),
         DeviceChoice::Auto => {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::pinned_pool::PinnedPool;
 use crate::error::Error;
 use crate::reader::dataset::Dataset;
 use crate::reader::schedule::Position;
@@ -39,6 +40,7 @@ mod gpu_prep;
 mod gpu_split;
 mod gpu_stage;
 pub mod memory;
+mod pin;
 mod place_buffer;
 mod placement;
 mod read_stage;
@@ -55,6 +57,8 @@ mod warnings;
 mod gpu_decode_tests;
 #[cfg(test)]
 mod gpu_tests;
+#[cfg(test)]
+mod pin_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -109,6 +113,8 @@ pub struct Pipeline {
     gpu: Option<Arc<gpu_stage::GpuStage>>,
     /// The device the CPU path uploads its batches to (`batch_memory`).
     upload_device: Option<Arc<dyn GpuDevice>>,
+    /// The pool of the CPU path's pinned host batches (`batch_memory = "pinned"`).
+    pinned_pool: Option<Arc<PinnedPool>>,
     /// What the start found worth a warning.
     warnings: Vec<StartWarning>,
     finished: bool,
@@ -290,12 +296,15 @@ impl Pipeline {
         &self.device
     }
 
-    /// The device batches are handed out on: the GPU path's, or the one the CPU path uploads
-    /// to (`batch_memory`); `None` for batches in host memory. For a consumer's streams
-    /// ([`GpuDevice::new_stream`], [`crate::pipeline::batch::DeviceTensor::use_on_stream`]).
+    /// The device batches are handed out on: the GPU path's, the one the CPU path uploads
+    /// to, or the one that pins its host batches (`batch_memory`); `None` for batches in
+    /// ordinary host memory. For a consumer's streams ([`GpuDevice::new_stream`],
+    /// [`crate::pipeline::batch::DeviceTensor::use_on_stream`],
+    /// [`crate::pipeline::batch::PinnedTensor::use_on_stream`]).
     pub fn gpu_device(&self) -> Option<Arc<dyn GpuDevice>> {
         let gpu = self.gpu.as_ref().map(|g| g.device().clone());
-        gpu.or_else(|| self.upload_device.clone())
+        let pin = || self.pinned_pool.as_ref().map(|p| p.device().clone());
+        gpu.or_else(|| self.upload_device.clone()).or_else(pin)
     }
 
     /// Idle buffers in the GPU path's device pool (`None` on the CPU path): a delivered
@@ -303,6 +312,13 @@ impl Pipeline {
     /// memory) is dropped.
     pub fn idle_device_buffers(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.idle_buffers())
+    }
+
+    /// Pinned buffers back in the pool of pinned host batches (`None` unless `batch_memory
+    /// = "pinned"`): a delivered batch's pinned memory goes back there when the batch (and
+    /// every tensor sharing its memory) is dropped.
+    pub fn idle_pinned_buffers(&self) -> Option<usize> {
+        self.pinned_pool.as_ref().map(|p| p.back())
     }
 
     /// Batches made and waiting for the consumer: the queue is full at the `prefetch`

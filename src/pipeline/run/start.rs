@@ -24,6 +24,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, unbounded};
 
 use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::pinned_pool::PinnedPool;
 use crate::error::Error;
 use crate::pipeline::batch::{Batch, BatchBufferPool};
 use crate::pipeline::graph::Graph;
@@ -36,6 +37,7 @@ use super::cpu_stage::{CpuStage, Processed};
 use super::gather::Gather;
 use super::gpu_prep::GpuPrep;
 use super::gpu_stage::GpuStage;
+use super::pin::Pin;
 use super::placement::{BatchBuffers, Placing};
 use super::read_stage::{Loaded, ReadStage};
 use super::run_settings::RunSettings;
@@ -143,6 +145,14 @@ impl Pipeline {
         let upload = upload_device.clone().map(|dev| {
             let sizes = (settings.batch, settings.prefetch);
             Upload::new(dev, sizes, stats.clone(), &device.reason)
+        });
+        let pinned_pool = match chosen.pin {
+            Some(dev) => Some(PinnedPool::new(dev)?),
+            None => None,
+        };
+        let pin = pinned_pool.clone().map(|pool| {
+            let sizes = (settings.batch, settings.prefetch);
+            Pin::new(pool, sizes, stats.clone(), &device.reason)
         });
         let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
@@ -258,6 +268,7 @@ impl Pipeline {
             batches_per_epoch,
             gpu: gpu.as_ref().map(|g| g.0.clone()),
             upload,
+            pin,
         };
         let done = gathered.clone();
         threads.push(spawn(
@@ -284,6 +295,7 @@ impl Pipeline {
             scratch,
             gpu: gpu.map(|g| g.0),
             upload_device,
+            pinned_pool,
             warnings,
             finished: false,
         })

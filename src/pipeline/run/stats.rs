@@ -42,6 +42,9 @@ pub struct Stats {
     pub(super) gpu_device: Mutex<Option<String>>,
     /// True when the device only takes the CPU path's batches (`batch_memory`).
     pub(super) gpu_uploads_only: AtomicBool,
+    /// True when the device only pins the CPU path's host batches (`batch_memory =
+    /// "pinned"`).
+    pub(super) gpu_pinned_only: AtomicBool,
     /// GPU path: the most batches launched and not yet done on the device at once.
     pub(super) gpu_in_flight_max: AtomicU64,
     /// GPU path: the device's allocation counters at the end of the first epoch, and last
@@ -139,8 +142,8 @@ pub struct StatsSnapshot {
     pub consumer_wait: Duration,
     /// Skipped samples by cause.
     pub skipped_by_cause: BTreeMap<&'static str, u64>,
-    /// The device's figures: the GPU path's, or the CPU path's uploads (`batch_memory`);
-    /// `None` for host batches on the CPU path.
+    /// The device's figures: the GPU path's, or the CPU path's uploads or pinned batches
+    /// (`batch_memory`); `None` for batches in ordinary host memory on the CPU path.
     pub gpu: Option<GpuStats>,
 }
 
@@ -152,6 +155,9 @@ pub struct GpuStats {
     /// True when the device only took the CPU path's finished batches (`batch_memory`): no
     /// decode, no kernels.
     pub uploads_only: bool,
+    /// True when the device only pinned the CPU path's host batches (`batch_memory =
+    /// "pinned"`; `uploads_only` too): no copies to the device either.
+    pub pinned_only: bool,
     /// Host time preparing samples: headers, random parameters, CPU decodes (summed over
     /// the worker threads).
     pub prepare: Duration,
@@ -225,6 +231,7 @@ impl Stats {
         Some(GpuStats {
             device,
             uploads_only: self.gpu_uploads_only.load(Ordering::Relaxed),
+            pinned_only: self.gpu_pinned_only.load(Ordering::Relaxed),
             prepare: ns(&self.gpu_prep_ns),
             decode: ns(&self.gpu_decode_ns),
             kernels: ns(&self.gpu_kernels_ns),

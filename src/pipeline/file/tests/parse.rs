@@ -52,6 +52,23 @@ fn defaults_apply_when_settings_are_left_out() {
 }
 
 #[test]
+fn batch_memory_takes_each_of_its_values() {
+    for m in [
+        BatchMemory::Auto,
+        BatchMemory::Gpu,
+        BatchMemory::Emu,
+        BatchMemory::Pinned,
+        BatchMemory::EmuPinned,
+    ] {
+        let text = format!(
+            "[pipeline]\nbatch_memory = \"{}\"\noutputs = [\"x\"]\n",
+            m.name()
+        );
+        assert_eq!(ok(&text).spec.settings.batch_memory, m, "{text}");
+    }
+}
+
+#[test]
 fn argument_values_convert_to_arg_values() {
     let spec = ok(r#"[pipeline]
 outputs = ["x"]

@@ -122,7 +122,9 @@ fn pipeline_spec() -> impl Strategy<Value = PipelineSpec> {
         prop_oneof![
             Just(BatchMemory::Auto),
             Just(BatchMemory::Gpu),
-            Just(BatchMemory::Emu)
+            Just(BatchMemory::Emu),
+            Just(BatchMemory::Pinned),
+            Just(BatchMemory::EmuPinned)
         ],
     )
         .prop_map(

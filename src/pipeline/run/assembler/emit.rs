@@ -46,12 +46,16 @@ impl Assembler {
                         if let Some(i) = kept_at {
                             copy_sample(&t, i, &mut slot);
                         }
-                        match &mut self.links.upload {
-                            None => BatchOutput::Images(t),
-                            Some(u) => match u.upload(t, epoch) {
+                        match (&mut self.links.upload, &mut self.links.pin) {
+                            (Some(u), _) => match u.upload(t, epoch) {
                                 Ok(t) => BatchOutput::Device(t),
                                 Err(e) => return self.fail(e),
                             },
+                            (None, Some(p)) => match p.pin(t, epoch) {
+                                Ok(t) => BatchOutput::Pinned(t),
+                                Err(e) => return self.fail(e),
+                            },
+                            (None, None) => BatchOutput::Images(t),
                         }
                     }
                     Err(e) => return self.fail(e),

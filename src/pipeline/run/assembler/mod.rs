@@ -25,6 +25,7 @@ use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
 use super::fill::ImageFill;
 use super::gather::Gather;
 use super::gpu_stage::{DeviceFill, GpuStage};
+use super::pin::Pin;
 use super::placement::Placing;
 use super::run_settings::RunSettings;
 use super::stats::{add_ns, EpochSummary, Stats};
@@ -68,6 +69,8 @@ pub(super) struct Links {
     pub(super) gpu: Option<Arc<GpuStage>>,
     /// The CPU path's uploads, with `batch_memory = "gpu"`.
     pub(super) upload: Option<Upload>,
+    /// The CPU path's pinned host batches, with `batch_memory = "pinned"`.
+    pub(super) pin: Option<Pin>,
 }
 
 pub(super) struct Assembler {
