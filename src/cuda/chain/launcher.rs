@@ -5,7 +5,10 @@
 //! (`pipeline/run/gpu_chain.rs`) launches them through the device seam, and so do the
 //! parity tests (`on_device.rs`), over the same `chain_grid`.
 
+use crate::cuda::desc::JitterDesc;
+use crate::cuda::gpu_device::{DevicePtr, GpuDevice, KernelArg, StreamId};
 use crate::cuda::kernel::{Grid, Kernel};
+use crate::error::Error;
 use crate::image::{DType, Layout};
 
 use super::sample::{FusedSample, JitterSample};
@@ -81,4 +84,40 @@ impl JitterStages {
             rest,
         })
     }
+}
+
+/// Queues the jitter between the chain's two launches on `stream`, over the u8 images of
+/// `rest` (the chain's second part): for each of the four steps, the mean luma where some
+/// sample applies contrast at that step, then the step (in place).
+///
+/// # Safety
+/// `descs_at` holds `descs` on the device (each covering its u8 RGB image), `sums_at` one
+/// zeroed u64 per sample; all stay allocated until the queued work has run.
+pub(crate) unsafe fn launch_jitter(
+    dev: &dyn GpuDevice,
+    stream: StreamId,
+    descs: &[JitterDesc],
+    (descs_at, sums_at): (DevicePtr, DevicePtr),
+    rest: &[FusedSample],
+) -> Result<(), Error> {
+    let g = chain_grid(rest);
+    for step in 0..4u32 {
+        let args = [
+            KernelArg::Ptr(descs_at),
+            KernelArg::U32(descs.len() as u32),
+            KernelArg::U32(step),
+            KernelArg::Ptr(sums_at),
+        ];
+        let contrast = descs
+            .iter()
+            .any(|d| d.enabled & 2 != 0 && (d.order >> (8 * step)) & 255 == 1);
+        if contrast {
+            // SAFETY: the caller's promise: descriptors, images and sums live until the
+            // work has run.
+            unsafe { dev.launch(stream, Kernel::JitterLumaSum, g, &args)? };
+        }
+        // SAFETY: as above.
+        unsafe { dev.launch(stream, Kernel::JitterStep, g, &args)? };
+    }
+    Ok(())
 }

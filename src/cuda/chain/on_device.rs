@@ -13,7 +13,7 @@ use crate::cuda::kernel::Kernel;
 use crate::error::Error;
 use crate::image::{DType, Image, Pixels};
 
-use super::launcher::{chain_grid, JitterStages};
+use super::launcher::{self, chain_grid, JitterStages};
 use super::sample::{build_desc, FusedSample, SourceDims};
 
 /// Device memory and pinned staging of one run, freed once the device's work is done.
@@ -102,35 +102,9 @@ fn launch_jitter(
     let n = descs.len();
     let jd = arena.upload(as_bytes(descs))?;
     let sums = arena.upload(&vec![0u8; 8 * n])?;
-    let g = chain_grid(rest);
-    for step in 0..4u32 {
-        let args = [
-            KernelArg::Ptr(jd),
-            KernelArg::U32(n as u32),
-            KernelArg::U32(step),
-            KernelArg::Ptr(sums),
-        ];
-        // Only a step where some sample applies contrast needs its mean luma.
-        let contrast = descs
-            .iter()
-            .any(|d| d.enabled & 2 != 0 && (d.order >> (8 * step)) & 255 == 1);
-        if contrast {
-            // SAFETY: each descriptor covers its u8 RGB image in an arena buffer, `sums`
-            // one u64 per sample; all kept until the device's work has run.
-            unsafe {
-                arena
-                    .dev
-                    .launch(streams::KERNELS, Kernel::JitterLumaSum, g, &args)?
-            };
-        }
-        // SAFETY: as above.
-        unsafe {
-            arena
-                .dev
-                .launch(streams::KERNELS, Kernel::JitterStep, g, &args)?
-        };
-    }
-    Ok(())
+    // SAFETY: each descriptor covers its u8 RGB image in an arena buffer, `sums` one u64 per
+    // sample; the arena keeps all of them until the device's work has run.
+    unsafe { launcher::launch_jitter(arena.dev, streams::KERNELS, descs, (jd, sums), rest) }
 }
 
 /// Output buffers for `samples` over images of `channels`, with their sizes in bytes.

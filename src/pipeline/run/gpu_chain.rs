@@ -4,7 +4,7 @@
 //! those are on the device, then one launch, or with color jitter three steps (geometry
 //! into u8 images, the jitter in place, the rest).
 
-use crate::cuda::chain::launcher::{chain_grid, JitterStages};
+use crate::cuda::chain::launcher::{chain_grid, launch_jitter, JitterStages};
 use crate::cuda::chain::{build_desc, FusedSample, SourceDims};
 use crate::cuda::desc::{as_bytes, FusedDesc, JitterDesc};
 use crate::cuda::gpu_device::{streams, DevicePtr, KernelArg};
@@ -243,33 +243,10 @@ impl GpuStage {
         let n = jitter.len();
         let jd = self.put_desc(staging, area, as_bytes(jitter))?;
         let sums = self.put_desc(staging, area, &vec![0u8; 8 * n])?;
-        let g = chain_grid(rest);
-        for step in 0..4u32 {
-            let args = [
-                KernelArg::Ptr(jd),
-                KernelArg::U32(n as u32),
-                KernelArg::U32(step),
-                KernelArg::Ptr(sums),
-            ];
-            let contrast = jitter
-                .iter()
-                .any(|d| d.enabled & 2 != 0 && (d.order >> (8 * step)) & 255 == 1);
-            if contrast {
-                // SAFETY: each jitter descriptor covers its u8 RGB image in the batch's
-                // jitter buffer; `sums` one u64 per sample (uploaded as zeros); all kept
-                // until the release event.
-                unsafe {
-                    self.dev
-                        .launch(streams::KERNELS, Kernel::JitterLumaSum, g, &args)?
-                };
-            }
-            // SAFETY: as above.
-            unsafe {
-                self.dev
-                    .launch(streams::KERNELS, Kernel::JitterStep, g, &args)?
-            };
-        }
-        Ok(())
+        // SAFETY: each jitter descriptor covers its u8 RGB image in the batch's jitter
+        // buffer; `sums` holds one u64 per sample (uploaded as zeros); all kept until the
+        // release event.
+        unsafe { launch_jitter(&*self.dev, streams::KERNELS, jitter, (jd, sums), rest) }
     }
 }
 
