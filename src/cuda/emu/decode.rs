@@ -15,6 +15,7 @@ use crate::nvjpeg::{
 };
 
 use super::memory::{Access, Kind};
+use super::order::Use;
 
 /// One queued decode: where the bytes are and where the pixels go.
 #[derive(Debug)]
@@ -76,7 +77,12 @@ pub(crate) fn prepare(
 pub(crate) unsafe fn run(mem: &Access<'_>, q: &Queued) -> Result<(), String> {
     let row = 3 * q.width;
     let need = q.out.pitch * (q.height - 1) + row;
-    mem.check(q.out.ptr, need, Kind::Device, "a decode output")?;
+    mem.check(
+        (q.out.ptr, need),
+        Kind::Device,
+        Use::Write,
+        "a decode output",
+    )?;
     // SAFETY: per this function's contract.
     let bytes = unsafe { std::slice::from_raw_parts(q.bytes as *const u8, q.len) };
     if let Err(e) = decode_into(q, bytes, row) {

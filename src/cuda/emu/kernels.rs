@@ -8,6 +8,7 @@ use crate::cuda::kernel::Kernel;
 use crate::image::DType;
 
 use super::memory::{Access, Kind};
+use super::order::Use;
 
 /// Why the emulation is missing from this build, or `None` when it is built in.
 pub fn unavailable() -> Option<&'static str> {
@@ -117,7 +118,7 @@ fn read_descs<T: crate::cuda::desc::Pod + Default>(
     let bytes = n
         .checked_mul(std::mem::size_of::<T>())
         .ok_or("descriptor count overflows")?;
-    mem.check(ptr, bytes, Kind::Device, "the descriptors")?;
+    mem.check((ptr, bytes), Kind::Device, Use::Read, "the descriptors")?;
     if !ptr.is_multiple_of(std::mem::align_of::<T>() as u64) {
         return Err(format!("misaligned descriptors at {ptr:#x}"));
     }
@@ -153,14 +154,24 @@ fn check_fused(
         return Err(format!("bad descriptor {d:?}"));
     }
     let src_len = u64::from(d.src_pitch) * u64::from(d.src_h - 1) + u64::from(d.src_w) * ch;
-    mem.check(d.src, src_len as usize, Kind::Device, "a chain source")?;
+    mem.check(
+        (d.src, src_len as usize),
+        Kind::Device,
+        Use::Read,
+        "a chain source",
+    )?;
     let dtype = match d.out_dtype {
         0 => DType::U8,
         1 => DType::F16,
         _ => DType::F32,
     };
     let out_len = u64::from(d.out_h) * u64::from(d.out_w) * ch * dtype.size() as u64;
-    mem.check(d.dst, out_len as usize, Kind::Device, "a chain output")?;
+    mem.check(
+        (d.dst, out_len as usize),
+        Kind::Device,
+        Use::Write,
+        "a chain output",
+    )?;
     let nearest = d.flags & f::NEAREST != 0;
     let mut need = 0u64;
     if nearest || d.flags & f::H_PASS != 0 {
@@ -175,7 +186,12 @@ fn check_fused(
             table_room
         ));
     }
-    Ok(())
+    mem.check(
+        (table, need as usize * 4),
+        Kind::Device,
+        Use::Read,
+        "the tap table",
+    )
 }
 
 /// Checks a chroma descriptor's source, output and scratch.
@@ -191,9 +207,14 @@ fn check_chroma(mem: &Access<'_>, d: &ChromaDesc) -> Result<(), String> {
         return Err(format!("bad chroma descriptor {d:?}"));
     }
     let len = d.pitch as usize * (d.height as usize - 1) + 3 * d.width as usize;
-    mem.check(d.src, len, Kind::Device, "a chroma source")?;
-    mem.check(d.dst, len, Kind::Device, "a chroma output")?;
-    mem.check(d.planes, d.plane_bytes(), Kind::Device, "chroma planes")?;
+    mem.check((d.src, len), Kind::Device, Use::Read, "a chroma source")?;
+    mem.check((d.dst, len), Kind::Device, Use::Write, "a chroma output")?;
+    mem.check(
+        (d.planes, d.plane_bytes()),
+        Kind::Device,
+        Use::Write,
+        "chroma planes",
+    )?;
     Ok(())
 }
 
@@ -229,9 +250,20 @@ pub(crate) fn check(
                     "jitter launch of {samples} samples with arguments {args:?}"
                 ));
             }
-            mem.check(sums, 8 * n as usize, Kind::Device, "the luma sums")?;
+            // The sums are the first step's output and the later steps' input.
+            let sums_use = match kernel {
+                Kernel::JitterLumaSum => Use::Write,
+                _ => Use::Read,
+            };
+            mem.check(
+                (sums, 8 * n as usize),
+                Kind::Device,
+                sums_use,
+                "the luma sums",
+            )?;
             for d in read_descs::<JitterDesc>(mem, descs, n as usize)? {
-                mem.check(d.data, 3 * d.pixels as usize, Kind::Device, "jitter pixels")?;
+                let pixels = (d.data, 3 * d.pixels as usize);
+                mem.check(pixels, Kind::Device, Use::Write, "jitter pixels")?;
             }
         }
         Kernel::ChromaResolve | Kernel::ChromaGuess | Kernel::ChromaUpsample => {

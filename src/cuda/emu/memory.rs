@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
+use super::order::{Op, Touches, Use};
+
 /// The byte freed memory is filled with.
 pub const POISON: u8 = 0xA5;
 
@@ -99,37 +101,56 @@ pub(crate) struct Memory {
     map: RwLock<Map>,
     /// Most live device bytes (`None`: no cap): the simulated device size.
     cap: Mutex<Option<usize>>,
+    /// Device memory's accesses, for the check of stream order (`order.rs`).
+    touches: Touches,
 }
 
-/// A held read lock: the memory checked under it stays mapped until it drops.
-pub(crate) struct Access<'a>(RwLockReadGuard<'a, Map>);
+/// A held read lock: the memory checked under it stays mapped until it drops. With an
+/// operation, every device range checked is also checked for stream order and recorded.
+pub(crate) struct Access<'a> {
+    map: RwLockReadGuard<'a, Map>,
+    touches: &'a Touches,
+    op: Option<Op>,
+}
 
 impl Access<'_> {
     /// Whether `ptr..ptr+len` lies inside one mapped allocation of `kind` (live or
-    /// quarantined); an error naming the range otherwise.
-    pub(crate) fn check(&self, ptr: u64, len: usize, kind: Kind, what: &str) -> Result<(), String> {
+    /// quarantined), and, for device memory under an operation, whether the access is
+    /// ordered after every earlier one it conflicts with; an error naming the range
+    /// otherwise.
+    pub(crate) fn check(
+        &self,
+        (ptr, len): (u64, usize),
+        kind: Kind,
+        how: Use,
+        what: &'static str,
+    ) -> Result<(), String> {
+        if len == 0 {
+            return Ok(());
+        }
         let end = ptr.checked_add(len as u64);
-        let inside = self
-            .0
-            .allocs
-            .range(..=ptr)
-            .next_back()
-            .is_some_and(|(_, a)| {
+        let alloc =
+            self.map.allocs.range(..=ptr).next_back().filter(|(_, a)| {
                 a.kind == kind && end.is_some_and(|e| e <= a.start() + a.len as u64)
             });
-        if inside || len == 0 {
-            Ok(())
-        } else {
-            Err(format!(
+        let Some((&start, _)) = alloc else {
+            return Err(format!(
                 "illegal address: {what} touches {len} bytes at {ptr:#x}, outside every {kind:?} allocation"
-            ))
+            ));
+        };
+        match (&self.op, kind) {
+            (Some(op), Kind::Device) => {
+                self.touches
+                    .touch(start, (ptr, ptr + len as u64), how, op, what)
+            }
+            _ => Ok(()),
         }
     }
 
     /// The bytes from `ptr` to the end of its allocation (for tables whose length the
     /// kernel arguments don't say).
     pub(crate) fn room(&self, ptr: u64, kind: Kind) -> usize {
-        self.0
+        self.map
             .allocs
             .range(..=ptr)
             .next_back()
@@ -154,9 +175,20 @@ impl Memory {
         self.map.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Shared access for work that touches memory (check ranges with it, then use them).
-    pub(crate) fn access(&self) -> Access<'_> {
-        Access(self.map.read().unwrap_or_else(|p| p.into_inner()))
+    /// Shared access for work that touches memory (check ranges with it, then use them);
+    /// with `op`, the ranges are checked for stream order as that operation's.
+    pub(crate) fn access(&self, op: Option<Op>) -> Access<'_> {
+        Access {
+            map: self.map.read().unwrap_or_else(|p| p.into_inner()),
+            touches: &self.touches,
+            op,
+        }
+    }
+
+    /// Accesses on record for the check of stream order.
+    #[cfg(test)]
+    pub(crate) fn touches_on_record(&self) -> usize {
+        self.touches.len()
     }
 
     /// `len` bytes (filled with poison: nothing promises their contents). `Err` with the
@@ -176,6 +208,8 @@ impl Memory {
         }
         let a = Alloc::new(len, kind)?;
         let start = a.start();
+        // A released allocation's address may come back.
+        self.touches.forget(start);
         m.allocs.insert(start, a);
         match kind {
             Kind::Device => {
@@ -203,6 +237,8 @@ impl Memory {
         }
         a.freed = true;
         a.poison();
+        // Work still queued on it reads poison; its order no longer matters.
+        self.touches.forget(ptr);
         let (len, kind) = (a.len, a.kind);
         match kind {
             Kind::Device => m.device -= len,

@@ -7,7 +7,9 @@
 //!   kernels read addresses from descriptors; every use is checked, freed memory is
 //!   poisoned and quarantined ([`memory`]), and a cap simulates a smaller device.
 //! - **Streams**: each stream is a thread running its queue in order, asynchronously to the
-//!   host; events are flags the stream sets ([`stream`]).
+//!   host; events are flags the stream sets ([`stream`]). Every access to device memory is
+//!   checked to be ordered after those it conflicts with, as a GPU needs, whatever order the
+//!   threads happened to run them in (`order.rs`): an unordered pair is a fault.
 //! - **JPEG decoding**: nvJPEG's shape (submit, then finish at the batch's fence), the same
 //!   routing nvJPEG gets on a device with JPEG engines, ROIs padded as nvJPEG before 13.3
 //!   pads them, then our CPU decoder on the stream's thread ([`decode`]).
@@ -22,6 +24,7 @@ pub mod decode;
 pub mod kernels;
 pub mod memory;
 pub mod model;
+mod order;
 pub mod stream;
 
 pub use model::TimingModel;
@@ -44,6 +47,7 @@ use super::gpu_device::{
 use super::kernel::{Grid, Kernel};
 use crate::nvjpeg::safe::Counters;
 use memory::{Kind, Memory};
+use order::{Order, Use};
 use stream::{EmuEvent, EmuStream, Health};
 
 /// Settings of an emulated device.
@@ -117,6 +121,8 @@ pub struct EmuDevice {
     /// Events recorded before, free once only the pool holds them.
     events: Mutex<Vec<Arc<EmuEvent>>>,
     memory: Arc<Memory>,
+    /// The clocks of the check of stream order (`order.rs`).
+    order: Order,
     streams: Mutex<Vec<Arc<EmuStream>>>,
     launches: AtomicU64,
     /// Decodes still to fail at their fence (see [`EmuDevice::fail_decodes`]).
@@ -154,6 +160,7 @@ impl EmuDevice {
             counters: Arc::default(),
             events: Mutex::new(Vec::new()),
             memory,
+            order: Order::default(),
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
             failing_decodes: AtomicU64::new(0),
@@ -213,7 +220,8 @@ impl EmuDevice {
             .ok_or_else(|| Error::Cuda("an event of another device".into()))
     }
 
-    /// Queues `work` that touches memory: it runs with the memory lock held (shared).
+    /// Queues `work` that touches memory: it runs with the memory lock held (shared), its
+    /// device ranges checked for stream order as one operation of `stream`.
     fn queue_with_memory(
         &self,
         stream: StreamId,
@@ -221,7 +229,8 @@ impl EmuDevice {
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
         let mem = self.memory.clone();
-        s.push(Box::new(move || work(&mem.access())));
+        let op = self.order.op(stream.0);
+        s.push(Box::new(move || work(&mem.access(Some(op)))));
         Ok(())
     }
 }
@@ -356,8 +365,8 @@ impl GpuDevice for EmuDevice {
     ) -> Result<(), Error> {
         let src = src as u64;
         self.queue_with_memory(stream, move |mem| {
-            mem.check(src, len, Kind::Pinned, "a copy's source")?;
-            mem.check(dst, len, Kind::Device, "a copy's destination")?;
+            mem.check((src, len), Kind::Pinned, Use::Read, "a copy's source")?;
+            mem.check((dst, len), Kind::Device, Use::Write, "a copy's destination")?;
             // SAFETY: both ranges lie in mapped allocations of the right kind (checked),
             // mapped while `mem` is held; distinct allocations never overlap.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
@@ -373,8 +382,8 @@ impl GpuDevice for EmuDevice {
         len: usize,
     ) -> Result<(), Error> {
         self.queue_with_memory(stream, move |mem| {
-            mem.check(src, len, Kind::Device, "a copy's source")?;
-            mem.check(dst, len, Kind::Device, "a copy's destination")?;
+            mem.check((src, len), Kind::Device, Use::Read, "a copy's source")?;
+            mem.check((dst, len), Kind::Device, Use::Write, "a copy's destination")?;
             // SAFETY: both ranges are mapped device memory (checked) while `mem` is held;
             // `copy` allows overlap.
             unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
@@ -384,7 +393,7 @@ impl GpuDevice for EmuDevice {
 
     unsafe fn zero(&self, stream: StreamId, dst: DevicePtr, len: usize) -> Result<(), Error> {
         self.queue_with_memory(stream, move |mem| {
-            mem.check(dst, len, Kind::Device, "a memset")?;
+            mem.check((dst, len), Kind::Device, Use::Write, "a memset")?;
             // SAFETY: mapped device memory (checked) while `mem` is held.
             unsafe { std::ptr::write_bytes(dst as *mut u8, 0, len) };
             Ok(())
@@ -399,12 +408,17 @@ impl GpuDevice for EmuDevice {
     ) -> Result<(), Error> {
         let done = self.record(stream, false)?;
         self.synchronize(&done)?;
-        let mem = self.memory.access();
-        mem.check(src, dst.len(), Kind::Device, "a copy to the host")
-            .map_err(|e| {
-                self.health.fail(e.clone());
-                Error::Cuda(format!("emulated device: {e}"))
-            })?;
+        let mem = self.memory.access(Some(self.order.host_op()));
+        mem.check(
+            (src, dst.len()),
+            Kind::Device,
+            Use::Read,
+            "a copy to the host",
+        )
+        .map_err(|e| {
+            self.health.fail(e.clone());
+            Error::Cuda(format!("emulated device: {e}"))
+        })?;
         // SAFETY: mapped device memory (checked) while `mem` is held; the work queued before
         // has run (the event above), and `dst` is host memory of the same length.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
@@ -457,6 +471,7 @@ impl GpuDevice for EmuDevice {
         };
         let ev = reused.expect("an event");
         ev.reset();
+        ev.set_clock(self.order.record(stream.0));
         s.record_into(ev.clone());
         Ok(Event(ev))
     }
@@ -467,6 +482,7 @@ impl GpuDevice for EmuDevice {
             .clone()
             .downcast::<EmuEvent>()
             .map_err(|_| Error::Cuda("an event of another device".into()))?;
+        self.order.wait(stream.0, &ev.clock());
         let health = self.health.clone();
         self.stream(stream)?
             .push(Box::new(move || ev.wait(&health)));
@@ -474,14 +490,21 @@ impl GpuDevice for EmuDevice {
     }
 
     fn synchronize(&self, event: &Event) -> Result<(), Error> {
-        Self::event(event)?
-            .wait(&self.health)
-            .map_err(|f| Error::Cuda(format!("emulated device: {f}")))
+        let ev = Self::event(event)?;
+        ev.wait(&self.health)
+            .map_err(|f| Error::Cuda(format!("emulated device: {f}")))?;
+        self.order.host_saw(&ev.clock());
+        Ok(())
     }
 
     fn is_complete(&self, event: &Event) -> Result<bool, Error> {
         self.check()?;
-        Ok(Self::event(event)?.reached().is_some())
+        let ev = Self::event(event)?;
+        let complete = ev.reached().is_some();
+        if complete {
+            self.order.host_saw(&ev.clock());
+        }
+        Ok(complete)
     }
 
     fn elapsed(&self, start: &Event, end: &Event) -> Result<Duration, Error> {
@@ -503,6 +526,7 @@ impl GpuDevice for EmuDevice {
             ev.wait(&self.health)
                 .map_err(|f| Error::Cuda(format!("emulated device: {f}")))?;
         }
+        self.order.host_saw_all();
         Ok(())
     }
 
@@ -606,5 +630,7 @@ impl GpuDevice for EmuDevice {
     }
 }
 
+#[cfg(test)]
+mod order_tests;
 #[cfg(test)]
 mod tests;

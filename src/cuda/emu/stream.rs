@@ -7,6 +7,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::order::Clock;
+
 /// How often a blocked wait checks whether the device failed or is shutting down.
 const RECHECK: Duration = Duration::from_millis(5);
 
@@ -47,9 +49,21 @@ pub(crate) struct EmuEvent {
     /// When the stream got there (`None`: not yet).
     reached: Mutex<Option<Instant>>,
     cv: Condvar,
+    /// The work it stands for, as the check of stream order counts it (set when recorded).
+    clock: Mutex<Clock>,
 }
 
 impl EmuEvent {
+    /// Sets the work the event stands for (when it is recorded).
+    pub(crate) fn set_clock(&self, clock: Clock) {
+        *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = clock;
+    }
+
+    /// The work the event stands for.
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Not complete (before it is recorded again; nobody else holds it).
     pub(crate) fn reset(&self) {
         *self.reached.lock().unwrap_or_else(|p| p.into_inner()) = None;
