@@ -2,7 +2,8 @@
 # For the next GPU call: why the rebuilt chroma (STOKEHOLD_CHROMA_REBUILD=1) gave wrong photos
 # on the H100 of 2026-11-26 (compare cpu,gpu: 5 dB from the second batch on; the emulated
 # device agrees with the CPU). Carries .gpu/ (scripts/gpu-bundle.sh). Bisects with
-# `stokehold compare --devices cpu,gpu` over one factor at a time, then times the default
+# `stokehold compare --devices cpu,gpu` over one factor at a time (STOKEHOLD_DECODE_WHOLE=1:
+# no regions of interest asked of nvJPEG), then times the default
 # (nvJPEG interpolating) and the rebuild. Each line: the factors, then compare's verdict and
 # the decoded images' min PSNR.
 set -u
@@ -25,6 +26,9 @@ cmp_row STOKEHOLD_CHROMA_REBUILD=1 STOKEHOLD_CPU_DECODE_SHARE=0 STOKEHOLD_ENGINE
 cmp_row STOKEHOLD_CHROMA_REBUILD=1 STOKEHOLD_CPU_DECODE_SHARE=0 STOKEHOLD_ENGINE_CHUNK=8
 cmp_row STOKEHOLD_CHROMA_REBUILD=1 STOKEHOLD_CPU_DECODE_SHARE=1
 cmp_row STOKEHOLD_CHROMA_REBUILD=0 STOKEHOLD_CPU_DECODE_SHARE=0.5
+cmp_row STOKEHOLD_CHROMA_REBUILD=1 STOKEHOLD_DECODE_WHOLE=1
+cmp_row STOKEHOLD_CHROMA_REBUILD=1 STOKEHOLD_DECODE_WHOLE=1 STOKEHOLD_CPU_DECODE_SHARE=0 STOKEHOLD_ENGINE_SLOTS=1
+cmp_row STOKEHOLD_CHROMA_REBUILD=0 STOKEHOLD_DECODE_WHOLE=1
 echo "== speed: default against the rebuild (200 photos x 20, batch 256, f16)"
 mkdir -p /tmp/d4k
 for k in $(seq 0 19); do for f in "$P"/*; do ln -f "$f" "/tmp/d4k/$k-$(basename "$f")"; done; done

@@ -105,6 +105,9 @@ pub(crate) struct GpuPlan {
     /// The output's element type and layout.
     pub(crate) dtype: DType,
     pub(crate) layout: Layout,
+    /// Decode whole images on the device, never a region of interest
+    /// (`STOKEHOLD_DECODE_WHOLE=1`, to tell a decoder's ROI handling apart on a GPU).
+    decode_whole: bool,
 }
 
 impl std::fmt::Debug for GpuPlan {
@@ -201,6 +204,7 @@ impl GpuPlan {
             dtype: t.dtype,
             layout: t.layout,
             unfused,
+            decode_whole: std::env::var("STOKEHOLD_DECODE_WHOLE").is_ok_and(|v| v == "1"),
         };
         plan.chain().map_err(|e| {
             format!(
@@ -294,7 +298,8 @@ impl GpuPlan {
             Ok((route, facts)) => {
                 let orientation = if opts.apply_exif { info.orientation } else { 1 };
                 let window = fused.window;
-                let roi = if whole {
+                // The crop window in the image as stored.
+                let region = if whole {
                     None
                 } else {
                     let (t, l, h, w) = window;
@@ -310,13 +315,18 @@ impl GpuPlan {
                         })?;
                     Some(r)
                 };
+                let roi = region.filter(|_| !self.decode_whole);
                 let header = parsed.into_jpeg_header().expect("routed to the device");
                 // What the device writes (the region, or more: padded ROIs) and where the
                 // region lies in it, read through the orientation.
                 let decoded = dev
                     .region_to_decode(&header, roi)
                     .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
-                let w = decoded.window;
+                // Decoding the whole image for a region, the chain reads the region in it.
+                let w = match (roi, region) {
+                    (None, Some(r)) => r,
+                    _ => decoded.window,
+                };
                 fused.window = displayed_rect(
                     (w.y, w.x, w.height, w.width),
                     decoded.height,
