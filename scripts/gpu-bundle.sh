@@ -19,6 +19,7 @@
 #                        tests (tests/*.rs stay behind: they run a build-machine path)
 #   bin/stokehold        the CLI (release), stripped
 #   pipelines/           the pipeline files
+#   kernels/*.cu         the kernel sources (a test holds the kernel table against them)
 #   shared/data/imagenet-400/  the photo subset (named as the tests expect it)
 #   shared/data/jpeg-edge/     the edge cases (CMYK, arithmetic, 12-bit, EXIF, ...)
 #   gpu-check.sh         the runner (scripts/gpu-check.sh)
@@ -74,6 +75,7 @@ mkdir -p "$out/tests" "$out/bin" "$out/shared/data"
 strip --strip-debug -o "$out/tests/lib" "$lib_tests"
 strip --strip-debug -o "$out/bin/stokehold" "$cli"
 cp -rL pipelines "$out/pipelines"
+mkdir -p "$out/kernels" && cp kernels/*.cu "$out/kernels/"   # a test lists them
 if [[ -n "$nvjpeg" ]]; then
     mkdir -p "$out/lib"
     cp -L "$nvjpeg" "$out/lib/$(basename "$nvjpeg" | sed 's/\(\.so\.[0-9]*\).*/\1/')"

@@ -163,7 +163,7 @@ pub fn to_f32s(im: &crate::image::Image) -> Vec<f32> {
     }
 }
 
-/// A file of the source tree the tests read at run time (`pipelines/…`): under
+/// A file of the source tree the tests read at run time (`pipelines/…`, `kernels/`): under
 /// `STOKEHOLD_SOURCE_DIR` when set — `gpu-check.sh` sets it to the bundle, which runs on a
 /// machine without the build's checkout — else under the checkout the tests were built in.
 pub fn source_file(rel: &str) -> std::path::PathBuf {

@@ -132,9 +132,9 @@ fn the_kernel_table_is_every_entry_of_the_sources() {
         }
     }
     // And every source is a module of the table.
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
-    let mut stems: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
+    let dir = crate::testutil::source_file("kernels");
+    let mut stems: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
         .filter_map(|n| n.strip_suffix(".cu").map(str::to_string))
         .collect();
