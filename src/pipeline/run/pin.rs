@@ -95,7 +95,12 @@ impl Pin {
                 let what = || format!("the pinned buffers of batches of {len} bytes");
                 self.pool.reserve(self.buffers, len, &what)?;
             }
-            Some(first) if epoch != first => self.warmed_up()?,
+            // The end of the warm-up: every pinned buffer gets the largest size, and
+            // allocations after this are counted.
+            Some(first) if epoch != first => {
+                self.stats
+                    .end_warm_up(self.dev().as_ref(), || self.pool.settle())?;
+            }
             Some(_) => {}
         }
         let bytes = t.as_bytes();
@@ -119,20 +124,5 @@ impl Pin {
             *c = Some(self.dev().counters());
         }
         Ok(tensor)
-    }
-
-    /// Marks the end of the warm-up: every pinned buffer gets the largest size, and
-    /// allocations after this are counted.
-    fn warmed_up(&mut self) -> Result<(), Error> {
-        let mut w = self
-            .stats
-            .gpu_counters_warm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if w.is_none() {
-            self.pool.settle()?;
-            *w = Some(self.dev().counters());
-        }
-        Ok(())
     }
 }

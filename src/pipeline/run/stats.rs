@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::cuda::gpu_device::{DeviceCounters, MemoryUse};
-use crate::error::SampleError;
+use crate::cuda::gpu_device::{DeviceCounters, GpuDevice, MemoryUse};
+use crate::error::{Error, SampleError};
 
 /// Counters and stage times, shared by all threads.
 #[derive(Debug, Default)]
@@ -269,6 +269,25 @@ impl Stats {
             .ok()
             .and_then(|c| *c)
             .unwrap_or_default()
+    }
+
+    /// Ends the warm-up, once per pipeline (when is for the stage to decide): `settle` sizes
+    /// the stage's pools for what they saw, then `dev`'s counters become the baseline that
+    /// `allocations after warm-up` counts from. Later calls do nothing.
+    pub(super) fn end_warm_up(
+        &self,
+        dev: &dyn GpuDevice,
+        settle: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut baseline = self
+            .gpu_counters_warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if baseline.is_none() {
+            settle()?;
+            *baseline = Some(dev.counters());
+        }
+        Ok(())
     }
 
     /// Counts a sample's pixel source on the GPU path.

@@ -102,7 +102,12 @@ impl Upload {
                 let sample = t.shapes.iter().map(|s| s.iter().product::<usize>()).max();
                 self.prefill(sample.unwrap_or(0) * t.dtype.size() * self.batch)?;
             }
-            Some(first) if epoch != first => self.warmed_up()?,
+            // The end of the warm-up: every staging slot gets the largest size (a first
+            // epoch of one batch used one), and allocations after this are counted.
+            Some(first) if epoch != first => {
+                self.stats
+                    .end_warm_up(self.dev.as_ref(), || self.staging.settle())?;
+            }
             Some(_) => {}
         }
         let stream = streams::KERNELS;
@@ -154,21 +159,6 @@ impl Upload {
             .collect::<Result<Vec<_>, Error>>()?;
         // Back to the pool unused: no work to wait for.
         drop(made);
-        Ok(())
-    }
-
-    /// Marks the end of the warm-up: every staging slot gets the largest size (a first epoch
-    /// of one batch used one), and allocations after this are counted.
-    fn warmed_up(&mut self) -> Result<(), Error> {
-        let mut w = self
-            .stats
-            .gpu_counters_warm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if w.is_none() {
-            self.staging.settle()?;
-            *w = Some(self.dev.counters());
-        }
         Ok(())
     }
 }
