@@ -439,12 +439,7 @@ impl GpuStage {
             }
             t.pop_front();
         }
-        if let Ok(mut m) = self.stats.gpu_memory.lock() {
-            *m = Some(self.dev.memory());
-        }
-        if let Ok(mut c) = self.stats.gpu_counters.lock() {
-            *c = Some(self.dev.counters());
-        }
+        self.stats.record_device(self.dev.as_ref());
         if let Ok(mut d) = self.stats.gpu_decoders.lock() {
             let mut s = super::stats::DecoderStats::of(&self.split);
             s.modelled_limit = self

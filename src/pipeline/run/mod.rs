@@ -39,6 +39,7 @@ mod gpu_plan;
 mod gpu_prep;
 mod gpu_split;
 mod gpu_stage;
+mod handoff;
 pub mod memory;
 mod pin;
 mod place_buffer;

@@ -85,6 +85,7 @@ fn the_upload_allocates_nothing_after_the_first_epoch() {
     }
     assert_eq!(batches, 32);
     let gpu = nothing_allocated_after_warm_up(&p, "the upload");
+    assert!(gpu.uploads_only && !gpu.pinned_only, "{gpu:?}");
     assert!(
         gpu.counters.pinned_allocs > 0,
         "the staging slots are pinned"
