@@ -55,6 +55,8 @@ mod upload;
 mod warnings;
 
 #[cfg(test)]
+mod batch_memory_support;
+#[cfg(test)]
 mod gpu_decode_tests;
 #[cfg(test)]
 mod gpu_tests;
