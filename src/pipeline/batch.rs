@@ -211,13 +211,7 @@ impl BatchTensor {
 
     /// The batch shape `[n, ...sample shape]` when every sample has the same shape.
     pub fn shape(&self) -> Option<[usize; 4]> {
-        let first = *self.shapes.first()?;
-        self.shapes.iter().all(|s| *s == first).then_some([
-            self.shapes.len(),
-            first[0],
-            first[1],
-            first[2],
-        ])
+        super::tensor_meta::batch_shape(&self.shapes)
     }
 
     /// The data as `f32`, if that is its type.
@@ -352,28 +346,15 @@ fn reserve(data: &mut Pixels, more: usize) -> Result<(), Error> {
 impl DeviceTensor {
     /// A host copy of every sample (waits for the write).
     pub fn to_host(&self) -> Result<BatchTensor, Error> {
-        Ok(BatchTensor::from_parts(
-            self.dtype(),
-            self.layout(),
-            self.offsets().to_vec(),
-            self.shapes().to_vec(),
-            self.download()?,
-            None,
-        ))
+        Ok(self.meta().host_tensor(self.download()?))
     }
 }
 
 impl PinnedTensor {
     /// A copy in ordinary memory (a [`BatchTensor`], as `batch_memory = "auto"` gives).
     pub fn to_host(&self) -> BatchTensor {
-        BatchTensor::from_parts(
-            self.dtype(),
-            self.layout(),
-            self.offsets().to_vec(),
-            self.shapes().to_vec(),
-            Pixels::from_bytes(self.as_bytes(), self.dtype()),
-            None,
-        )
+        self.meta()
+            .host_tensor(Pixels::from_bytes(self.as_bytes(), self.dtype()))
     }
 }
 

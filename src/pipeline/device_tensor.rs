@@ -27,6 +27,7 @@ use crate::cuda::gpu_device::{streams, DevicePtr, Event, GpuDevice, StreamId};
 use crate::cuda::pool::DeviceBuffer;
 use crate::error::Error;
 use crate::image::{DType, Layout, Pixels};
+use crate::pipeline::tensor_meta::{tensor_meta_accessors, TensorMeta};
 
 /// The consumer streams a pipeline has seen, by raw handle (each adopted once).
 #[derive(Debug)]
@@ -43,11 +44,6 @@ impl ConsumerStreams {
         })
     }
 
-    /// The device the streams are on.
-    pub(crate) fn device(&self) -> &Arc<dyn GpuDevice> {
-        &self.dev
-    }
-
     /// # Safety
     /// As [`GpuDevice::adopt_stream`].
     pub(crate) unsafe fn adopt(&self, raw: u64) -> Result<StreamId, Error> {
@@ -62,17 +58,60 @@ impl ConsumerStreams {
     }
 }
 
+/// The consumer streams that used one tensor: each records a release event when the tensor
+/// drops, and the memory is written again only after those.
+#[derive(Debug)]
+pub(crate) struct StreamUsers {
+    streams: Arc<ConsumerStreams>,
+    used_on: Mutex<Vec<StreamId>>,
+}
+
+impl StreamUsers {
+    /// No users yet, of `streams`.
+    pub(crate) fn new(streams: Arc<ConsumerStreams>) -> StreamUsers {
+        StreamUsers {
+            streams,
+            used_on: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The device the streams are on.
+    pub(crate) fn device(&self) -> &Arc<dyn GpuDevice> {
+        &self.streams.dev
+    }
+
+    /// The pipeline's consumer streams, where a user's raw stream is adopted.
+    pub(crate) fn streams(&self) -> &ConsumerStreams {
+        &self.streams
+    }
+
+    /// Counts `s` among the users (once).
+    pub(crate) fn add(&self, s: StreamId) {
+        let mut users = self.used_on.lock().unwrap_or_else(|p| p.into_inner());
+        if !users.contains(&s) {
+            users.push(s);
+        }
+    }
+
+    /// Records a release event on every user, handing each to `used_until`; stops at the
+    /// first that can't be recorded, with its error. Recording enqueues only (events are
+    /// pooled): the consumer's thread never waits.
+    pub(crate) fn release(&self, mut used_until: impl FnMut(Event)) -> Result<(), Error> {
+        let users = std::mem::take(&mut *self.used_on.lock().unwrap_or_else(|p| p.into_inner()));
+        for s in users {
+            used_until(self.device().record(s, false)?);
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     buffer: Option<DeviceBuffer>,
-    dtype: DType,
-    layout: Layout,
-    shapes: Vec<[usize; 3]>,
-    offsets: Vec<usize>,
+    meta: TensorMeta,
     ready: Event,
-    streams: Arc<ConsumerStreams>,
-    /// Streams that read the tensor: each records a release event when it drops.
-    users: Mutex<Vec<StreamId>>,
+    /// Streams that read the tensor.
+    users: StreamUsers,
 }
 
 impl Drop for Inner {
@@ -81,17 +120,10 @@ impl Drop for Inner {
             return;
         };
         buf.used_until(self.ready.clone());
-        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|p| p.into_inner()));
-        for s in users {
-            match self.streams.dev.record(s, false) {
-                Ok(e) => buf.used_until(e),
-                Err(e) => {
-                    // Without the event the buffer can't be reused safely: leak it.
-                    tracing::warn!("a batch's release event could not be recorded: {e}");
-                    std::mem::forget(buf);
-                    return;
-                }
-            }
+        if let Err(e) = self.users.release(|e| buf.used_until(e)) {
+            // Without the event the buffer can't be reused safely: leak it.
+            tracing::warn!("a batch's release event could not be recorded: {e}");
+            std::mem::forget(buf);
         }
     }
 }
@@ -120,79 +152,30 @@ impl DeviceTensor {
         ready: Event,
         streams: Arc<ConsumerStreams>,
     ) -> DeviceTensor {
-        let mut offsets = Vec::with_capacity(shapes.len());
-        let mut at = 0;
-        for s in &shapes {
-            offsets.push(at);
-            at += s.iter().product::<usize>();
-        }
         DeviceTensor {
             inner: Arc::new(Inner {
                 buffer: Some(buffer),
-                dtype,
-                layout,
-                shapes,
-                offsets,
+                meta: TensorMeta::packed(dtype, layout, shapes),
                 ready,
-                streams,
-                users: Mutex::new(Vec::new()),
+                users: StreamUsers::new(streams),
             }),
         }
     }
 
+    /// The samples' element type, layout, shapes and offsets.
+    pub(crate) fn meta(&self) -> &TensorMeta {
+        &self.inner.meta
+    }
+
     fn dev(&self) -> &Arc<dyn GpuDevice> {
-        &self.inner.streams.dev
+        self.inner.users.device()
     }
 
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.inner.dtype
-    }
-
-    /// Layout of each sample.
-    pub fn layout(&self) -> Layout {
-        self.inner.layout
-    }
-
-    /// Each sample's shape in layout order.
-    pub fn shapes(&self) -> &[[usize; 3]] {
-        &self.inner.shapes
-    }
-
-    /// Each sample's first element, counted in elements from [`DeviceTensor::device_ptr`].
-    pub fn offsets(&self) -> &[usize] {
-        &self.inner.offsets
-    }
-
-    /// Number of samples.
-    pub fn len(&self) -> usize {
-        self.inner.shapes.len()
-    }
-
-    /// True when there are no samples (never the case for a delivered batch).
-    pub fn is_empty(&self) -> bool {
-        self.inner.shapes.is_empty()
-    }
-
-    /// `[n, ...sample shape]` when every sample has the same shape.
-    pub fn shape(&self) -> Option<[usize; 4]> {
-        let first = *self.inner.shapes.first()?;
-        self.inner.shapes.iter().all(|s| *s == first).then_some([
-            self.len(),
-            first[0],
-            first[1],
-            first[2],
-        ])
-    }
+    tensor_meta_accessors!("DeviceTensor::device_ptr");
 
     /// Bytes of all samples.
     pub fn nbytes(&self) -> usize {
-        self.inner
-            .shapes
-            .iter()
-            .map(|s| s.iter().product::<usize>())
-            .sum::<usize>()
-            * self.dtype().size()
+        self.meta().nbytes()
     }
 
     /// The device address of the first element (a `CUdeviceptr`; a host address on the
@@ -242,12 +225,9 @@ impl DeviceTensor {
     /// its owner until this tensor and its clones have dropped.
     pub unsafe fn use_on_stream(&self, raw: u64) -> Result<(), Error> {
         // SAFETY: forwarded contract.
-        let s = unsafe { self.inner.streams.adopt(raw)? };
+        let s = unsafe { self.inner.users.streams().adopt(raw)? };
         self.dev().wait(s, &self.inner.ready)?;
-        let mut users = self.inner.users.lock().unwrap_or_else(|p| p.into_inner());
-        if !users.contains(&s) {
-            users.push(s);
-        }
+        self.inner.users.add(s);
         Ok(())
     }
 

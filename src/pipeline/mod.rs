@@ -14,6 +14,7 @@ pub mod run;
 pub mod settings;
 pub mod spec;
 mod spec_data;
+mod tensor_meta;
 
 pub use crate::reader::schedule::Position;
 pub use batch::{Batch, BatchTensor, DeviceTensor, PinnedTensor, SampleInfo};

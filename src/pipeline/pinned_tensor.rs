@@ -17,24 +17,21 @@
 //! Batches are copied into the pinned buffer once, when the assembler finishes them (the
 //! workers write into ordinary batch buffers, which go back to their pool at once).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::cuda::gpu_device::{GpuDevice, StreamId};
+use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::pinned_pool::PinnedBuffer;
 use crate::error::Error;
 use crate::image::{DType, Layout};
-use crate::pipeline::device_tensor::ConsumerStreams;
+use crate::pipeline::device_tensor::{ConsumerStreams, StreamUsers};
+use crate::pipeline::tensor_meta::{tensor_meta_accessors, TensorMeta};
 
 #[derive(Debug)]
 struct Inner {
     buffer: Option<PinnedBuffer>,
-    dtype: DType,
-    layout: Layout,
-    shapes: Vec<[usize; 3]>,
-    offsets: Vec<usize>,
-    streams: Arc<ConsumerStreams>,
-    /// Streams the consumer copies on: each records a release event when this drops.
-    users: Mutex<Vec<StreamId>>,
+    meta: TensorMeta,
+    /// Streams the consumer copies on.
+    users: StreamUsers,
 }
 
 impl Drop for Inner {
@@ -42,18 +39,10 @@ impl Drop for Inner {
         let Some(mut buf) = self.buffer.take() else {
             return;
         };
-        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|p| p.into_inner()));
-        for s in users {
-            // Recording enqueues only (events are pooled): the consumer's thread never waits.
-            match self.streams.device().record(s, false) {
-                Ok(e) => buf.used_until(e),
-                Err(e) => {
-                    // Without the event the buffer can't be reused safely: leak it.
-                    tracing::warn!("a pinned batch's release event could not be recorded: {e}");
-                    std::mem::forget(buf);
-                    return;
-                }
-            }
+        if let Err(e) = self.users.release(|e| buf.used_until(e)) {
+            // Without the event the buffer can't be reused safely: leak it.
+            tracing::warn!("a pinned batch's release event could not be recorded: {e}");
+            std::mem::forget(buf);
         }
     }
 }
@@ -85,14 +74,20 @@ impl PinnedTensor {
         PinnedTensor {
             inner: Arc::new(Inner {
                 buffer: Some(buffer),
-                dtype,
-                layout,
-                shapes,
-                offsets,
-                streams,
-                users: Mutex::new(Vec::new()),
+                meta: TensorMeta {
+                    dtype,
+                    layout,
+                    shapes,
+                    offsets,
+                },
+                users: StreamUsers::new(streams),
             }),
         }
+    }
+
+    /// The samples' element type, layout, shapes and offsets.
+    pub(crate) fn meta(&self) -> &TensorMeta {
+        &self.inner.meta
     }
 
     fn buffer(&self) -> &PinnedBuffer {
@@ -103,49 +98,10 @@ impl PinnedTensor {
     }
 
     fn dev(&self) -> &Arc<dyn GpuDevice> {
-        self.inner.streams.device()
+        self.inner.users.device()
     }
 
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.inner.dtype
-    }
-
-    /// Layout of each sample.
-    pub fn layout(&self) -> Layout {
-        self.inner.layout
-    }
-
-    /// Each sample's shape in layout order.
-    pub fn shapes(&self) -> &[[usize; 3]] {
-        &self.inner.shapes
-    }
-
-    /// Each sample's first element, counted in elements from [`PinnedTensor::as_ptr`].
-    pub fn offsets(&self) -> &[usize] {
-        &self.inner.offsets
-    }
-
-    /// Number of samples.
-    pub fn len(&self) -> usize {
-        self.inner.shapes.len()
-    }
-
-    /// True when there are no samples (never the case for a delivered batch).
-    pub fn is_empty(&self) -> bool {
-        self.inner.shapes.is_empty()
-    }
-
-    /// `[n, ...sample shape]` when every sample has the same shape.
-    pub fn shape(&self) -> Option<[usize; 4]> {
-        let first = *self.inner.shapes.first()?;
-        self.inner.shapes.iter().all(|s| *s == first).then_some([
-            self.len(),
-            first[0],
-            first[1],
-            first[2],
-        ])
-    }
+    tensor_meta_accessors!("PinnedTensor::as_ptr");
 
     /// Bytes of all samples.
     pub fn nbytes(&self) -> usize {
@@ -183,11 +139,8 @@ impl PinnedTensor {
     /// alive by its owner until this tensor and its clones have dropped.
     pub unsafe fn use_on_stream(&self, raw: u64) -> Result<(), Error> {
         // SAFETY: forwarded contract.
-        let s = unsafe { self.inner.streams.adopt(raw)? };
-        let mut users = self.inner.users.lock().unwrap_or_else(|p| p.into_inner());
-        if !users.contains(&s) {
-            users.push(s);
-        }
+        let s = unsafe { self.inner.users.streams().adopt(raw)? };
+        self.inner.users.add(s);
         Ok(())
     }
 }

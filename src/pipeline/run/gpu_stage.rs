@@ -407,12 +407,7 @@ impl GpuStage {
         {
             return Ok(());
         }
-        let mut w = self
-            .stats
-            .gpu_counters_warm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if w.is_none() {
+        self.stats.end_warm_up(self.dev.as_ref(), || {
             // The pools are sized for the share the split has reached; it rises no higher.
             self.split.hold();
             for pool in self.pools.all() {
@@ -421,9 +416,8 @@ impl GpuStage {
             self.uploads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .settle()?;
-            *w = Some(self.dev.counters());
-        }
+                .settle()
+        })?;
         self.warm.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -445,12 +439,7 @@ impl GpuStage {
             }
             t.pop_front();
         }
-        if let Ok(mut m) = self.stats.gpu_memory.lock() {
-            *m = Some(self.dev.memory());
-        }
-        if let Ok(mut c) = self.stats.gpu_counters.lock() {
-            *c = Some(self.dev.counters());
-        }
+        self.stats.record_device(self.dev.as_ref());
         if let Ok(mut d) = self.stats.gpu_decoders.lock() {
             let mut s = super::stats::DecoderStats::of(&self.split);
             s.modelled_limit = self

@@ -270,6 +270,7 @@ fn rotated_progressive_gray_png_and_bad_files_under_every_policy() {
         b.unwrap();
     }
     let gpu = p.stats().gpu.expect("GPU figures");
+    assert!(!gpu.uploads_only && !gpu.pinned_only, "the GPU path runs");
     let n = |k: &str| gpu.sources.get(k).copied().unwrap_or(0);
     assert_eq!(n("cpu-decoder:progressive"), 6, "{:?}", gpu.sources);
     assert_eq!(n("cpu-decoder:not-jpeg"), 1, "the PNG: {:?}", gpu.sources);

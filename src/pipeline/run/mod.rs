@@ -39,6 +39,7 @@ mod gpu_plan;
 mod gpu_prep;
 mod gpu_split;
 mod gpu_stage;
+mod handoff;
 pub mod memory;
 mod pin;
 mod place_buffer;
@@ -53,6 +54,8 @@ pub mod threads;
 mod upload;
 mod warnings;
 
+#[cfg(test)]
+mod batch_memory_support;
 #[cfg(test)]
 mod gpu_decode_tests;
 #[cfg(test)]

@@ -17,30 +17,17 @@
 
 use std::sync::Arc;
 
-use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::pinned_pool::PinnedPool;
 use crate::error::Error;
 use crate::pipeline::batch::{BatchTensor, PinnedTensor};
-use crate::pipeline::device_tensor::ConsumerStreams;
 
-use super::stats::Stats;
-
-/// Pinned buffers made at the first batch beyond the batch queue (`prefetch`): the batch
-/// the assembler is handing on, and two held by the consumer (the one it copies and the one
-/// before, which a framework drops a step late).
-const BUFFERS_BEYOND_QUEUE: usize = 3;
+use super::handoff::Handoff;
+use super::stats::{DeviceRole, Stats};
 
 /// Pins the CPU path's finished batches (one per pipeline, on the assembler's thread).
 pub(super) struct Pin {
     pool: Arc<PinnedPool>,
-    streams: Arc<ConsumerStreams>,
-    /// Buffers to make at the first batch (see [`BUFFERS_BEYOND_QUEUE`]).
-    buffers: usize,
-    /// Samples per batch.
-    batch: usize,
-    stats: Arc<Stats>,
-    /// The epoch of the first batch: allocations are counted from the next epoch's first.
-    first_epoch: Option<u64>,
+    handoff: Handoff,
 }
 
 impl std::fmt::Debug for Pin {
@@ -58,46 +45,25 @@ impl Pin {
         stats: Arc<Stats>,
         reason: &str,
     ) -> Pin {
-        if let Ok(mut d) = stats.gpu_device.lock() {
-            *d = Some(reason.to_string());
-        }
         // The device decodes nothing and runs no kernels: it only pins.
-        stats
-            .gpu_uploads_only
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        stats
-            .gpu_pinned_only
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        Pin {
-            streams: ConsumerStreams::new(pool.device().clone()),
-            pool,
-            buffers: prefetch + BUFFERS_BEYOND_QUEUE,
-            batch,
-            stats,
-            first_epoch: None,
-        }
-    }
-
-    fn dev(&self) -> &Arc<dyn GpuDevice> {
-        self.pool.device()
+        let role = (reason, DeviceRole::Pins);
+        let handoff = Handoff::new(pool.device().clone(), (batch, prefetch), stats, role);
+        Pin { pool, handoff }
     }
 
     /// `t`, a finished batch of `epoch`, copied into pinned memory; `t`'s buffer goes back
     /// to its pool.
     pub(super) fn pin(&mut self, t: BatchTensor, epoch: u64) -> Result<PinnedTensor, Error> {
-        match self.first_epoch {
-            None => {
-                self.first_epoch = Some(epoch);
-                // A full batch of the largest sample so far (a resumed run may start with a
-                // short batch).
-                let sample = t.shapes.iter().map(|s| s.iter().product::<usize>()).max();
-                let len = sample.unwrap_or(0) * t.dtype.size() * self.batch;
+        self.handoff.warm_up(
+            &t,
+            epoch,
+            |count, len| {
                 let what = || format!("the pinned buffers of batches of {len} bytes");
-                self.pool.reserve(self.buffers, len, &what)?;
-            }
-            Some(first) if epoch != first => self.warmed_up()?,
-            Some(_) => {}
-        }
+                self.pool.reserve(count, len, &what)
+            },
+            // Every pinned buffer gets the largest size.
+            || self.pool.settle(),
+        )?;
         let bytes = t.as_bytes();
         let len = bytes.len();
         let what = || format!("a pinned batch of {len} bytes");
@@ -108,31 +74,11 @@ impl Pin {
             (t.dtype, t.layout),
             t.shapes.clone(),
             t.offsets.clone(),
-            self.streams.clone(),
+            self.handoff.streams().clone(),
         );
         // The ordinary batch buffer goes back to its pool now: its bytes are pinned.
         drop(t);
-        if let Ok(mut m) = self.stats.gpu_memory.lock() {
-            *m = Some(self.dev().memory());
-        }
-        if let Ok(mut c) = self.stats.gpu_counters.lock() {
-            *c = Some(self.dev().counters());
-        }
+        self.handoff.handed_on();
         Ok(tensor)
-    }
-
-    /// Marks the end of the warm-up: every pinned buffer gets the largest size, and
-    /// allocations after this are counted.
-    fn warmed_up(&mut self) -> Result<(), Error> {
-        let mut w = self
-            .stats
-            .gpu_counters_warm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if w.is_none() {
-            self.pool.settle()?;
-            *w = Some(self.dev().counters());
-        }
-        Ok(())
     }
 }

@@ -4,65 +4,26 @@
 //! copy still reads is not written again before the copy has run; a clear error at the start
 //! without a device to pin with, or with the GPU path.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::batch_memory_support::{
+    assert_refused_without_a_gpu, assert_same_batches_as_in_host_memory, cpu_spec, start_with,
+};
 use super::gpu_tests::{builtin, emu};
 use super::*;
 use crate::cuda::gpu_device::GpuDevice;
-use crate::cuda::EmuDevice;
 use crate::pipeline::batch::BatchOutput;
 use crate::pipeline::spec::{BatchMemory, DeviceChoice};
-
-/// A shipped pipeline file on the CPU path over `data`, batches of 8, two threads.
-fn cpu_spec(name: &str, data: &std::path::Path, memory: BatchMemory) -> PipelineSpec {
-    let mut spec = crate::testutil::shipped_pipeline(name);
-    spec.set_data(data);
-    spec.settings.threads = Some(2);
-    spec.settings.batch = 8;
-    spec.settings.device = DeviceChoice::Cpu;
-    spec.settings.batch_memory = memory;
-    spec
-}
-
-/// `spec` started with `dev` pinning its batches (a device the test can also reach).
-fn start_pinned_by(spec: &PipelineSpec, dev: &Arc<EmuDevice>) -> Pipeline {
-    let graph = Graph::build(spec).unwrap();
-    let start = crate::reader::schedule::Position {
-        seed: spec.settings.seed,
-        ..Default::default()
-    };
-    Pipeline::start_on(graph, start, Some(dev.clone() as Arc<dyn GpuDevice>)).unwrap()
-}
 
 #[test]
 fn pinned_batches_are_the_host_batches_in_pinned_memory() {
     let (_d, data) = builtin();
     let Some(dev) = emu() else { return };
-    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
-        let mut host = cpu_spec(name, &data, BatchMemory::Auto);
-        host.settings.epochs = Some(2);
-        let mut pinned = host.clone();
-        pinned.settings.batch_memory = BatchMemory::EmuPinned;
-        let host: Vec<Batch> = Pipeline::new(host).unwrap().map(Result::unwrap).collect();
-        let p = start_pinned_by(&pinned, &dev);
-        assert_eq!(p.device().device, "cpu", "{name}: the CPU path runs");
-        assert!(
-            p.device()
-                .reason
-                .contains("host batches pinned by emulated device"),
-            "{name}: {}",
-            p.device().reason
-        );
-        let out: Vec<Batch> = p.map(Result::unwrap).collect();
-        assert_eq!(host.len(), out.len(), "{name}: batches");
-        assert!(host.len() >= 16, "{name}: two epochs of 8 batches");
-        for (h, o) in host.iter().zip(&out) {
-            let what = format!("{name}: epoch {} batch {}", h.epoch, h.index);
-            assert_eq!((h.epoch, h.index), (o.epoch, o.index), "{what}");
-            let index = |b: &Batch| b.samples.iter().map(|s| s.index).collect::<Vec<_>>();
-            assert_eq!(index(h), index(o), "{what}: samples");
-            assert_eq!(h.labels("labels"), o.labels("labels"), "{what}: labels");
+    assert_same_batches_as_in_host_memory(
+        (&data, BatchMemory::EmuPinned),
+        |spec| start_with(&spec, dev.clone()),
+        "host batches pinned by emulated device",
+        |what, h, o| {
             assert!(o.images("images").is_none(), "{what}: not ordinary memory");
             assert!(
                 o.device_images("images").is_none(),
@@ -83,8 +44,8 @@ fn pinned_batches_are_the_host_batches_in_pinned_memory() {
             // Exact equality, not a tolerance: the same bytes, copied once.
             assert!(t.as_bytes() == h.as_bytes(), "{what}: pixels");
             assert_eq!(&t.to_host(), h, "{what}: as a host tensor");
-        }
-    }
+        },
+    );
 }
 
 #[test]
@@ -158,7 +119,7 @@ fn a_pinned_batch_is_not_written_again_before_the_consumer_copies_from_it_have_r
             .map(|b| b.unwrap().images("images").unwrap().as_bytes().to_vec())
             .collect()
     };
-    let p = start_pinned_by(&spec, &dev);
+    let p = start_with(&spec, dev.clone());
     let stream = dev.new_stream().unwrap();
     let raw = dev.raw_stream(stream);
     let mut copies = Vec::new();
@@ -197,29 +158,18 @@ fn a_pinned_batch_is_not_written_again_before_the_consumer_copies_from_it_have_r
 #[test]
 fn batch_memory_pinned_pins_with_the_gpu_or_is_refused_at_the_start() {
     let (_d, data) = builtin();
-    for device in [DeviceChoice::Cpu, DeviceChoice::Auto] {
-        let mut spec = cpu_spec("resnet50-eval.toml", &data, BatchMemory::Pinned);
-        spec.settings.device = device;
-        if crate::cuda::probe(0).is_ok() {
-            let p = Pipeline::new(spec).unwrap();
-            assert_eq!(p.device().device, "cpu", "{device:?}");
-            let b = p.into_iter().next().unwrap().unwrap();
-            let t = b.pinned_images("images").expect("pinned");
-            assert!(!t.is_emulated(), "{device:?}");
-            continue;
-        }
-        let e = Pipeline::new(spec).err().expect("refused");
-        let text = e.to_string();
-        assert!(matches!(e, Error::GpuUnavailable(_)), "{device:?}: {e:?}");
-        for part in [
-            "batch_memory = \"pinned\"",
-            "can't be pinned",
-            "no GPU to pin host memory with",
-            "batch_memory = \"auto\"",
-        ] {
-            assert!(text.contains(part), "{device:?}: {part:?} in {text}");
-        }
-    }
+    let parts = [
+        "batch_memory = \"pinned\"",
+        "can't be pinned",
+        "no GPU to pin host memory with",
+        "batch_memory = \"auto\"",
+    ];
+    assert_refused_without_a_gpu((&data, BatchMemory::Pinned), &parts, |device, p| {
+        assert_eq!(p.device().device, "cpu", "{device:?}");
+        let b = p.into_iter().next().unwrap().unwrap();
+        let t = b.pinned_images("images").expect("pinned");
+        assert!(!t.is_emulated(), "{device:?}");
+    });
 }
 
 /// Pinned host batches are the CPU path's: `device = "auto"` takes it (saying why), and the

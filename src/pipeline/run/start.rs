@@ -42,7 +42,7 @@ use super::placement::{BatchBuffers, Placing};
 use super::read_stage::{Loaded, ReadStage};
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
-use super::stats::Stats;
+use super::stats::{DeviceRole, Stats};
 use super::upload::Upload;
 use super::{device, memory, Pipeline};
 
@@ -135,9 +135,7 @@ impl Pipeline {
             Some(_) => Placing::without_places(&graph, buffers),
         });
         let gpu = chosen.gpu.map(|(dev, plan)| {
-            if let Ok(mut d) = stats.gpu_device.lock() {
-                *d = Some(device.reason.clone());
-            }
+            stats.set_device(&device.reason, DeviceRole::GpuPath);
             (
                 Arc::new(GpuStage::new(
                     dev.clone(),

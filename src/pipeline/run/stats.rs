@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::cuda::gpu_device::{DeviceCounters, MemoryUse};
-use crate::error::SampleError;
+use crate::cuda::gpu_device::{DeviceCounters, GpuDevice, MemoryUse};
+use crate::error::{Error, SampleError};
 
 /// Counters and stage times, shared by all threads.
 #[derive(Debug, Default)]
@@ -53,6 +53,17 @@ pub struct Stats {
     pub(super) gpu_counters: Mutex<Option<DeviceCounters>>,
     /// GPU path: the decoders' shares and rates, last read.
     pub(super) gpu_decoders: Mutex<Option<DecoderStats>>,
+}
+
+/// What a pipeline's device does, as the statistics report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DeviceRole {
+    /// The GPU path: decodes and kernels.
+    GpuPath,
+    /// Only takes the CPU path's finished batches (`batch_memory = "gpu"`).
+    Uploads,
+    /// Only pins the CPU path's host batches (`batch_memory = "pinned"`).
+    Pins,
 }
 
 /// What each decoder of the GPU path took (see `gpu_split`): the JPEG engines, fed by one
@@ -269,6 +280,46 @@ impl Stats {
             .ok()
             .and_then(|c| *c)
             .unwrap_or_default()
+    }
+
+    /// Names the pipeline's device, `reason` (the device report), and what it does.
+    pub(super) fn set_device(&self, reason: &str, role: DeviceRole) {
+        if let Ok(mut d) = self.gpu_device.lock() {
+            *d = Some(reason.to_string());
+        }
+        let uploads_only = matches!(role, DeviceRole::Uploads | DeviceRole::Pins);
+        self.gpu_uploads_only.store(uploads_only, Ordering::Relaxed);
+        self.gpu_pinned_only
+            .store(role == DeviceRole::Pins, Ordering::Relaxed);
+    }
+
+    /// Reads `dev`'s memory and allocation counters (after each batch).
+    pub(super) fn record_device(&self, dev: &dyn GpuDevice) {
+        if let Ok(mut m) = self.gpu_memory.lock() {
+            *m = Some(dev.memory());
+        }
+        if let Ok(mut c) = self.gpu_counters.lock() {
+            *c = Some(dev.counters());
+        }
+    }
+
+    /// Ends the warm-up, once per pipeline (when is for the stage to decide): `settle` sizes
+    /// the stage's pools for what they saw, then `dev`'s counters become the baseline that
+    /// `allocations after warm-up` counts from. Later calls do nothing.
+    pub(super) fn end_warm_up(
+        &self,
+        dev: &dyn GpuDevice,
+        settle: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut baseline = self
+            .gpu_counters_warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if baseline.is_none() {
+            settle()?;
+            *baseline = Some(dev.counters());
+        }
+        Ok(())
     }
 
     /// Counts a sample's pixel source on the GPU path.

@@ -4,52 +4,24 @@
 
 use std::sync::Arc;
 
-use super::gpu_tests::{builtin, emu, images_of, nothing_allocated_after_warm_up};
+use super::batch_memory_support::{
+    assert_refused_without_a_gpu, assert_same_batches_as_in_host_memory, cpu_spec,
+};
+use super::gpu_tests::{builtin, emu, emu_pipeline, images_of, nothing_allocated_after_warm_up};
 use super::*;
 use crate::cuda::gpu_device::GpuDevice;
-use crate::cuda::EmuDevice;
 use crate::pipeline::batch::BatchOutput;
 use crate::pipeline::spec::{BatchMemory, DeviceChoice};
-
-/// A shipped pipeline file on the CPU path over `data`, batches of 8, two threads.
-fn cpu_spec(name: &str, data: &std::path::Path, memory: BatchMemory) -> PipelineSpec {
-    let mut spec = crate::testutil::shipped_pipeline(name);
-    spec.set_data(data);
-    spec.settings.threads = Some(2);
-    spec.settings.batch = 8;
-    spec.settings.device = DeviceChoice::Cpu;
-    spec.settings.batch_memory = memory;
-    spec
-}
 
 #[test]
 fn uploaded_batches_are_the_host_batches_byte_for_byte() {
     let (_d, data) = builtin();
     let Some(_) = emu() else { return };
-    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
-        let mut host = cpu_spec(name, &data, BatchMemory::Auto);
-        host.settings.epochs = Some(2);
-        let mut on_device = host.clone();
-        on_device.settings.batch_memory = BatchMemory::Emu;
-        let host: Vec<Batch> = Pipeline::new(host).unwrap().map(Result::unwrap).collect();
-        let p = Pipeline::new(on_device).unwrap();
-        assert_eq!(p.device().device, "cpu", "{name}: the CPU path runs");
-        assert!(
-            p.device()
-                .reason
-                .contains("batches uploaded to emulated device"),
-            "{name}: {}",
-            p.device().reason
-        );
-        let uploaded: Vec<Batch> = p.map(Result::unwrap).collect();
-        assert_eq!(host.len(), uploaded.len(), "{name}: batches");
-        assert!(host.len() >= 16, "{name}: two epochs of 8 batches");
-        for (h, u) in host.iter().zip(&uploaded) {
-            let what = format!("{name}: epoch {} batch {}", h.epoch, h.index);
-            assert_eq!((h.epoch, h.index), (u.epoch, u.index), "{what}");
-            let index = |b: &Batch| b.samples.iter().map(|s| s.index).collect::<Vec<_>>();
-            assert_eq!(index(h), index(u), "{what}: samples");
-            assert_eq!(h.labels("labels"), u.labels("labels"), "{what}: labels");
+    assert_same_batches_as_in_host_memory(
+        (&data, BatchMemory::Emu),
+        |spec| Pipeline::new(spec).unwrap(),
+        "batches uploaded to emulated device",
+        |what, h, u| {
             assert!(
                 matches!(h.outputs[0], BatchOutput::Images(_)),
                 "{what}: host"
@@ -59,8 +31,8 @@ fn uploaded_batches_are_the_host_batches_byte_for_byte() {
             assert_eq!(t.shape().map(|s| s[0]), Some(h.samples.len()), "{what}");
             // `images_of` downloads (waiting for the copy); exact equality, not a tolerance.
             assert_eq!(images_of(h), images_of(u), "{what}: pixels");
-        }
-    }
+        },
+    );
 }
 
 #[test]
@@ -85,6 +57,7 @@ fn the_upload_allocates_nothing_after_the_first_epoch() {
     }
     assert_eq!(batches, 32);
     let gpu = nothing_allocated_after_warm_up(&p, "the upload");
+    assert!(gpu.uploads_only && !gpu.pinned_only, "{gpu:?}");
     assert!(
         gpu.counters.pinned_allocs > 0,
         "the staging slots are pinned"
@@ -96,26 +69,16 @@ fn the_upload_allocates_nothing_after_the_first_epoch() {
 #[test]
 fn batch_memory_gpu_uploads_to_the_gpu_or_is_refused_at_the_start() {
     let (_d, data) = builtin();
-    for device in [DeviceChoice::Cpu, DeviceChoice::Auto] {
-        let mut spec = cpu_spec("resnet50-eval.toml", &data, BatchMemory::Gpu);
-        spec.settings.device = device;
-        if crate::cuda::probe(0).is_ok() {
-            let b = Pipeline::new(spec).unwrap().next().unwrap().unwrap();
-            let t = b.device_images("images").expect("on the GPU");
-            assert!(!t.is_emulated() && t.wait().is_ok(), "{device:?}");
-            continue;
-        }
-        let e = Pipeline::new(spec).err().expect("refused");
-        let text = e.to_string();
-        assert!(matches!(e, Error::GpuUnavailable(_)), "{device:?}: {e:?}");
-        for part in [
-            "batch_memory = \"gpu\"",
-            "can't be uploaded",
-            "batch_memory = \"auto\"",
-        ] {
-            assert!(text.contains(part), "{device:?}: {part:?} in {text}");
-        }
-    }
+    let parts = [
+        "batch_memory = \"gpu\"",
+        "can't be uploaded",
+        "batch_memory = \"auto\"",
+    ];
+    assert_refused_without_a_gpu((&data, BatchMemory::Gpu), &parts, |device, p| {
+        let b = p.into_iter().next().unwrap().unwrap();
+        let t = b.device_images("images").expect("on the GPU");
+        assert!(!t.is_emulated() && t.wait().is_ok(), "{device:?}");
+    });
 }
 
 #[test]
@@ -125,12 +88,7 @@ fn on_the_gpu_path_batch_memory_changes_nothing() {
     let mut spec = cpu_spec("resnet50-eval.toml", &data, BatchMemory::Emu);
     spec.settings.device = DeviceChoice::Emu;
     spec.settings.epochs = Some(1);
-    let graph = Graph::build(&spec).unwrap();
-    let start = crate::reader::schedule::Position {
-        seed: spec.settings.seed,
-        ..Default::default()
-    };
-    let p = Pipeline::start_on(graph, start, Some(dev as Arc<EmuDevice>)).unwrap();
+    let p = emu_pipeline(&spec, dev).unwrap();
     assert_eq!(p.device().device, "emu");
     assert!(
         !p.device().reason.contains("uploaded"),
