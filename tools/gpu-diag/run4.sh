@@ -41,3 +41,14 @@ for r in 1 2; do
         echo "rebuild=$rebuild $(grep -E 'kernels \(device\)' "$O/bench-$rebuild-$r.log") $(grep throughput= "$O/bench-$rebuild-$r.log")"
     done
 done
+echo "== each kernel's device time with the rebuild (ncu, the 200 photos in one batch)"
+# On the emulated device (imagenet-400, train): 163k of the chroma blocks need chroma_guess,
+# at most 48,841 candidates one block (35 blocks over 4,096): the guess alone should not cost
+# 67 ms a batch; this says which kernel does.
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+STOKEHOLD_CHROMA_REBUILD=1 timeout 120 "$NCU" --metrics gpu__time_duration.sum --csv --print-units base \
+    "$G/bin/stokehold" run /tmp/train16.toml --data "$P" --device gpu --batch 256 --epochs 1 \
+    > "$O/ncu-rebuild.csv" 2> "$O/ncu-rebuild.err"
+awk -F'","' 'NR > 1 && $0 ~ /gpu__time_duration/ { t[$5] += $NF; n[$5]++ }
+    END { for (k in t) printf "  %-40s %4d launches %10.3f ms\n", k, n[k], t[k] / 1e6 }' \
+    "$O/ncu-rebuild.csv" | tr -d '"'
