@@ -163,65 +163,49 @@ fn layout_name(l: Layout) -> &'static str {
 impl PyTensor {
     /// The tensor of an image output.
     pub fn images(t: BatchTensor) -> PyTensor {
-        let shape = match t.shape() {
-            Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
-            None => {
-                let first = t.shapes.first().copied().unwrap_or_default();
-                let other = t.shapes.iter().find(|s| **s != first).copied();
-                Err((first, other.unwrap_or(first)))
-            }
-        };
-        let (dtype, dtype_name) = dtype_of(t.dtype);
-        let layout = layout_name(t.layout);
-        PyTensor {
-            samples: t.len(),
-            buffer: Arc::new(Buffer::Images(t)),
-            shape,
-            dtype,
-            dtype_name,
-            layout: Some(layout),
-        }
+        let tensor_of = PyTensor::image_output(t.dtype, t.layout, &t.shapes, t.shape());
+        tensor_of(Buffer::Images(t))
     }
 
     /// The tensor of an image output in device memory (the GPU path).
     pub fn device_images(t: DeviceTensor) -> PyTensor {
-        let shape = match t.shape() {
-            Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
-            None => {
-                let first = t.shapes().first().copied().unwrap_or_default();
-                let other = t.shapes().iter().find(|s| **s != first).copied();
-                Err((first, other.unwrap_or(first)))
-            }
-        };
-        let (dtype, dtype_name) = dtype_of(t.dtype());
-        PyTensor {
-            samples: t.len(),
-            shape,
-            dtype,
-            dtype_name,
-            layout: Some(layout_name(t.layout())),
-            buffer: Arc::new(Buffer::Device(t)),
-        }
+        let tensor_of = PyTensor::image_output(t.dtype(), t.layout(), t.shapes(), t.shape());
+        tensor_of(Buffer::Device(t))
     }
 
     /// The tensor of an image output in pinned host memory (`batch_memory="pinned"`).
     pub fn pinned_images(t: PinnedTensor) -> PyTensor {
-        let shape = match t.shape() {
+        let tensor_of = PyTensor::image_output(t.dtype(), t.layout(), t.shapes(), t.shape());
+        tensor_of(Buffer::Pinned(t))
+    }
+
+    /// What the tensor of an image output says, from the output's metadata (`shape`: the
+    /// batch shape when every sample of `shapes` has the same one), whatever memory holds
+    /// it; it takes the buffer afterwards, since the metadata is borrowed from the buffer.
+    fn image_output(
+        dtype: DType,
+        layout: Layout,
+        shapes: &[[usize; 3]],
+        shape: Option<[usize; 4]>,
+    ) -> impl FnOnce(Buffer) -> PyTensor {
+        let shape = match shape {
             Some(s) => Ok(s.iter().map(|&d| dim(d)).collect()),
             None => {
-                let first = t.shapes().first().copied().unwrap_or_default();
-                let other = t.shapes().iter().find(|s| **s != first).copied();
+                let first = shapes.first().copied().unwrap_or_default();
+                let other = shapes.iter().find(|s| **s != first).copied();
                 Err((first, other.unwrap_or(first)))
             }
         };
-        let (dtype, dtype_name) = dtype_of(t.dtype());
-        PyTensor {
-            samples: t.len(),
+        let (dtype, dtype_name) = dtype_of(dtype);
+        let layout = Some(layout_name(layout));
+        let samples = shapes.len();
+        move |buffer| PyTensor {
+            buffer: Arc::new(buffer),
             shape,
             dtype,
             dtype_name,
-            layout: Some(layout_name(t.layout())),
-            buffer: Arc::new(Buffer::Pinned(t)),
+            layout,
+            samples,
         }
     }
 

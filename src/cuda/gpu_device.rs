@@ -341,3 +341,15 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// The raw handle of `event` (`CUevent` on a real device; 0 in the emulation).
     fn raw_event(&self, event: &Event) -> u64;
 }
+
+impl dyn GpuDevice {
+    /// Creates `count` events now, all held at once and then dropped to the device's free
+    /// list, so that a steady state keeping up to `count` alive records them again rather
+    /// than creating any. One that fails now is created when first needed instead.
+    pub(crate) fn create_events_ahead(&self, count: usize) {
+        let held: Vec<Event> = (0..count)
+            .filter_map(|_| self.record(streams::KERNELS, false).ok())
+            .collect();
+        drop(held);
+    }
+}

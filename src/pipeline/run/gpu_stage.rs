@@ -326,13 +326,7 @@ impl GpuStage {
         // The events a steady state keeps alive at once (per batch in flight: a sub-batch's
         // two, the kernels' two, a consumer's release), created now: later batches record
         // them again rather than create more.
-        let warm: Vec<_> = (0..EVENTS_AHEAD)
-            .filter_map(|_| {
-                dev.record(crate::cuda::gpu_device::streams::KERNELS, false)
-                    .ok()
-            })
-            .collect();
-        drop(warm);
+        dev.create_events_ahead(EVENTS_AHEAD);
         GpuStage {
             pools: Pools::new(&dev),
             uploads: Mutex::new(PinnedRing::new(dev.clone(), UPLOAD_SLOTS)),

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use crate::cuda::gpu_device::{streams, Event, GpuDevice};
+use crate::cuda::gpu_device::{streams, GpuDevice};
 use crate::cuda::pool::{DevicePool, PinnedRing};
 use crate::error::Error;
 use crate::pipeline::batch::BatchTensor;
@@ -60,10 +60,7 @@ impl Upload {
         stats: Arc<Stats>,
         reason: &str,
     ) -> Upload {
-        let warm: Vec<Event> = (0..EVENTS_AHEAD)
-            .filter_map(|_| dev.record(streams::KERNELS, false).ok())
-            .collect();
-        drop(warm);
+        dev.create_events_ahead(EVENTS_AHEAD);
         Upload {
             outputs: DevicePool::new(dev.clone()),
             staging: PinnedRing::new(dev.clone(), STAGING_SLOTS),
