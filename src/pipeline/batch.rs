@@ -346,16 +346,30 @@ fn reserve(data: &mut Pixels, more: usize) -> Result<(), Error> {
 impl DeviceTensor {
     /// A host copy of every sample (waits for the write).
     pub fn to_host(&self) -> Result<BatchTensor, Error> {
-        Ok(self.meta().host_tensor(self.download()?))
+        Ok(host_tensor(self.meta(), self.download()?))
     }
 }
 
 impl PinnedTensor {
     /// A copy in ordinary memory (a [`BatchTensor`], as `batch_memory = "auto"` gives).
     pub fn to_host(&self) -> BatchTensor {
-        self.meta()
-            .host_tensor(Pixels::from_bytes(self.as_bytes(), self.dtype()))
+        host_tensor(
+            self.meta(),
+            Pixels::from_bytes(self.as_bytes(), self.dtype()),
+        )
     }
+}
+
+/// The samples `data` holds as `meta` describes them, in ordinary memory.
+fn host_tensor(meta: &super::tensor_meta::TensorMeta, data: Pixels) -> BatchTensor {
+    BatchTensor::from_parts(
+        meta.dtype,
+        meta.layout,
+        meta.offsets.clone(),
+        meta.shapes.clone(),
+        data,
+        None,
+    )
 }
 
 /// One output of a batch.

@@ -3,8 +3,7 @@
 //! [`PinnedTensor`](super::PinnedTensor), whose accessors for it are written once
 //! ([`tensor_meta_accessors!`]).
 
-use crate::image::{DType, Layout, Pixels};
-use crate::pipeline::batch::BatchTensor;
+use crate::image::{DType, Layout};
 
 /// The element type, the layout and each sample's shape and first element of one image
 /// output of a batch.
@@ -48,18 +47,6 @@ impl TensorMeta {
             .map(|s| s.iter().product::<usize>())
             .sum();
         elements * self.dtype.size()
-    }
-
-    /// The samples `data` holds as described, in ordinary memory.
-    pub(crate) fn host_tensor(&self, data: Pixels) -> BatchTensor {
-        BatchTensor::from_parts(
-            self.dtype,
-            self.layout,
-            self.offsets.clone(),
-            self.shapes.clone(),
-            data,
-            None,
-        )
     }
 }
 
