@@ -206,6 +206,15 @@ impl GpuPlan {
             unfused,
             decode_whole: std::env::var("STOKEHOLD_DECODE_WHOLE").is_ok_and(|v| v == "1"),
         };
+        if plan.decode_whole {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(
+                    "STOKEHOLD_DECODE_WHOLE=1: the GPU path decodes whole images and crops in \
+                     its kernels (no region of interest asked of the decoder)"
+                )
+            });
+        }
         plan.chain().map_err(|e| {
             format!(
                 "operator '{}' can't run in the fused GPU chain: {}",
