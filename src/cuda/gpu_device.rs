@@ -162,6 +162,9 @@ pub struct DecodeJob<'a> {
     pub header: &'a JpegHeader,
     /// The region to decode, in stored (not oriented) coordinates; `None` for all of it.
     pub roi: Option<Roi>,
+    /// The stage rebuilds interpolated chroma from this decode: its region was planned by
+    /// [`GpuDevice::region_to_decode`] with `rebuilt` (a margin for subsampled chroma).
+    pub rebuilt: bool,
     /// Where to write interleaved RGB: [`GpuDevice::region_to_decode`]'s `height` rows of
     /// `width` pixels.
     pub out: DeviceOutput,
@@ -299,11 +302,15 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// How the device decodes region `roi` (stored coordinates; `None`: all) of a JPEG with
     /// `header` (host only): the output it writes (`width` × `height`, which may be larger
     /// than the region: nvJPEG before 13.3 decodes ROIs padded by an MCU) and the region's
-    /// window inside it, which the kernels that read the output must read.
+    /// window inside it, which the kernels that read the output must read. With `rebuilt`
+    /// (the stage rebuilds interpolated chroma from repeated chroma, which reads the
+    /// neighbouring chroma blocks) a subsampled image's region is decoded an MCU wider on
+    /// every side ([`crate::nvjpeg::needs_margin`]).
     fn region_to_decode(
         &self,
         header: &JpegHeader,
         roi: Option<Roi>,
+        rebuilt: bool,
     ) -> Result<DecodeRegion, NvjpegError>;
 
     /// Queues decoding each job's JPEG into its output as interleaved RGB, as stored (the

@@ -34,7 +34,7 @@ use super::gpu_device::{
 };
 use super::kernel::{Grid, Kernel, BLOCK};
 use super::module::{Arch, ModuleCache};
-use crate::decode::JpegHeader;
+use crate::decode::{JpegHeader, Upsampling};
 use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
 use crate::nvjpeg::{
@@ -78,8 +78,22 @@ impl RealDevice {
     /// the stage launches now (never in the middle of a run) and loads nvJPEG when it can,
     /// for batches of up to `decode_batch` images per part (else every JPEG goes to the CPU
     /// decoder, and the description says why).
+    /// The JPEG decoder interpolates chroma as libjpeg does, unless `STOKEHOLD_CHROMA_REBUILD=1`
+    /// (repeated, for the stage to rebuild); see [`RealDevice::with_upsampling`].
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
-        Self::open(device_id, Some(decode_batch))
+        Self::open(device_id, Some((decode_batch, Upsampling::Fancy)))
+    }
+
+    /// [`RealDevice::new`] for pipelines that decode with `upsampling`: with
+    /// [`Upsampling::Nearest`] the JPEG decoder repeats chroma over each block (its default,
+    /// and a third of the host time per image of interpolating), which is then the pipeline's
+    /// output as it is the CPU path's.
+    pub fn with_upsampling(
+        device_id: usize,
+        decode_batch: usize,
+        upsampling: Upsampling,
+    ) -> Result<Arc<RealDevice>, Error> {
+        Self::open(device_id, Some((decode_batch, upsampling)))
     }
 
     /// Opens device `device_id` for host memory only (pinned batches, `batch_memory =
@@ -88,8 +102,15 @@ impl RealDevice {
         Self::open(device_id, None)
     }
 
-    /// [`RealDevice::new`], with the kernels and decoder only for `Some(decode_batch)`.
-    fn open(device_id: usize, decode_batch: Option<usize>) -> Result<Arc<RealDevice>, Error> {
+    /// [`RealDevice::new`], with the kernels and decoder only for `Some((decode_batch,
+    /// upsampling))`.
+    fn open(
+        device_id: usize,
+        decoding: Option<(usize, Upsampling)>,
+    ) -> Result<Arc<RealDevice>, Error> {
+        let decode_batch = decoding.map(|(batch, _)| batch);
+        let interpolate = decoding.is_some_and(|(_, u)| u == Upsampling::Fancy)
+            && !crate::nvjpeg::safe::chroma_rebuild_enabled();
         let info: GpuInfo = probe(device_id)?;
         let cu = CudaContext::new(device_id)
             .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
@@ -113,6 +134,7 @@ impl RealDevice {
         let config = DecoderConfig {
             max_batch: decode_batch.unwrap_or(1).clamp(1, i32::MAX as usize),
             ring_depth: env_count("STOKEHOLD_ENGINE_SLOTS").unwrap_or(1),
+            interpolate,
             ..DecoderConfig::default()
         };
         let (decoder, decoder_text, hardware, pads_roi, fancy) = match decode_batch {
@@ -125,10 +147,18 @@ impl RealDevice {
             ),
             Some(_) => match GpuJpegDecoder::probe_with(ctx.clone(), config) {
                 Ok(mut d) => {
-                    let text = d.describe();
                     let hw = d.has_hardware();
                     let pads = d.batch_decoder().pads_roi();
                     let fancy = d.batch_decoder().interpolated();
+                    let wanted = decoding.map(|(_, u)| u);
+                    let chroma = match (fancy, wanted) {
+                        (true, _) => "chroma interpolated by nvJPEG",
+                        (false, Some(Upsampling::Nearest)) => {
+                            "chroma repeated (upsampling = \"nearest\")"
+                        }
+                        (false, _) => "chroma repeated, interpolated by our kernels",
+                    };
+                    let text = format!("{}; {chroma}", d.describe());
                     (Some(Mutex::new(d)), text, hw, pads, fancy)
                 }
                 Err(e) => (
@@ -480,13 +510,14 @@ impl GpuDevice for RealDevice {
         &self,
         header: &JpegHeader,
         roi: Option<Roi>,
+        rebuilt: bool,
     ) -> Result<DecodeRegion, NvjpegError> {
-        // The decoder's own rule (`BatchDecoder::region_to_decode`), without taking its lock: the prep
-        // workers region every sample while the stage's thread submits.
+        // The decoder's own rule (`BatchDecoder::region_to_decode`), without taking its lock:
+        // the prep workers region every sample while the stage's thread submits.
         decode_region(
             header,
             roi,
-            self.pads_roi || (!self.fancy && needs_margin(header)),
+            self.pads_roi || (rebuilt && needs_margin(header)),
         )
     }
 
@@ -514,6 +545,7 @@ impl GpuDevice for RealDevice {
                     bytes: j.bytes,
                     header: j.header,
                     roi: j.roi,
+                    chroma_margin: j.rebuilt,
                     output: j.out,
                 })
                 .collect();

@@ -42,15 +42,42 @@ impl EntropyDecoder {
     }
 }
 
-/// How chroma stored at a lower resolution (4:2:0, 4:2:2, 4:4:0) is brought to full size.
+/// How chroma stored at a lower resolution (4:2:0, 4:2:2, 4:4:0) is brought to full size
+/// (the `decode` operator's `upsampling`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Upsampling {
-    /// libjpeg's interpolation ("fancy upsampling"), as Pillow decodes: the reference.
+    /// libjpeg's interpolation ("fancy upsampling"), as Pillow and torchvision decode: the
+    /// reference.
     #[default]
     Fancy,
     /// Each chroma sample repeated over its block, as the JPEG engines of A100/H100/H200
-    /// write it (the GPU path rebuilds the fancy result from that: `kernels/chroma.cu`).
+    /// write it by default and libjpeg's `-nosmooth` does (DALI's GPU decoder too, unless
+    /// asked for `jpeg_fancy_upsampling`). On the GPU path the engines' own output: no
+    /// interpolation for nvJPEG to do on the host, nothing for the kernels to rebuild
+    /// (`docs/gpu.md`, Chroma).
     Nearest,
+}
+
+impl Upsampling {
+    /// The names of the choices, as the `decode` operator's arguments take them.
+    pub const NAMES: &'static [&'static str] = &["fancy", "nearest"];
+
+    /// The name the `decode` operator's arguments use (`"fancy"`, `"nearest"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Upsampling::Fancy => "fancy",
+            Upsampling::Nearest => "nearest",
+        }
+    }
+
+    /// The choice [`Upsampling::name`] names.
+    pub fn from_name(name: &str) -> Option<Upsampling> {
+        match name {
+            "fancy" => Some(Upsampling::Fancy),
+            "nearest" => Some(Upsampling::Nearest),
+            _ => None,
+        }
+    }
 }
 
 /// How to decode. Each pipeline (each `decode` operator) has its own: two pipelines in one

@@ -23,7 +23,7 @@
 //! let dec = GpuJpegDecoder::probe(ctx)?;             // Err: no library / no GPU → CPU path
 //! for each batch (headers read once per sample, on the host):
 //!     route each image: route_header(&header, dec.has_hardware())  // Cpu(reason) → CPU decode
-//!     region = dec.region_to_decode(&header, roi)                   // allocate region.width × region.height RGB
+//!     region = dec.region_to_decode(&header, roi, false)            // allocate region.width × region.height RGB
 //!     let s = unsafe { dec.submit(stream, &images) }?; // Err: fatal (context lost) → fail
 //!     ... queue the kernels of the previous batch, etc.
 //!     let res = dec.finish(s)?;                       // waits; Err: fatal → fail the pipeline
@@ -170,13 +170,15 @@ impl GpuJpegDecoder {
     }
 
     /// How an image with `header` and region `roi` is decoded: the output to allocate and
-    /// the window of it to read ([`decode_region`]).
+    /// the window of it to read ([`decode_region`]; `chroma_margin` as
+    /// [`EncodedImage::chroma_margin`]).
     pub fn region_to_decode(
         &self,
         header: &crate::decode::JpegHeader,
         roi: Option<Roi>,
+        chroma_margin: bool,
     ) -> Result<DecodeRegion, NvjpegError> {
-        self.inner.region_to_decode(header, roi)
+        self.inner.region_to_decode(header, roi, chroma_margin)
     }
 
     /// Header facts as nvJPEG reads them (`nvjpegGetImageInfo`: components, subsampling,

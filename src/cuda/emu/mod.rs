@@ -538,8 +538,13 @@ impl GpuDevice for EmuDevice {
         &self,
         header: &JpegHeader,
         roi: Option<Roi>,
+        rebuilt: bool,
     ) -> Result<DecodeRegion, NvjpegError> {
-        decode_region(header, roi, !self.options.exact_roi || needs_margin(header))
+        decode_region(
+            header,
+            roi,
+            !self.options.exact_roi || (rebuilt && needs_margin(header)),
+        )
     }
 
     unsafe fn submit_decode(
@@ -560,7 +565,7 @@ impl GpuDevice for EmuDevice {
                 results.push(Err(NvjpegError::CpuFallback(why)));
                 continue;
             }
-            let pad = !self.options.exact_roi || needs_margin(j.header);
+            let pad = !self.options.exact_roi || (j.rebuilt && needs_margin(j.header));
             match decode::prepare(j, pad) {
                 Ok((info, q)) => {
                     results.push(Ok(info));

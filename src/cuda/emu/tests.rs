@@ -208,7 +208,7 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
         width: 20,
         height: 10,
     });
-    let region = d.region_to_decode(&hg, roi).unwrap();
+    let region = d.region_to_decode(&hg, roi, true).unwrap();
     let room = region.width * region.height * 3;
     let out: Vec<DevicePtr> = (0..4).map(|_| d.alloc(room).unwrap()).collect();
     let output = |k: usize, len: usize| DeviceOutput {
@@ -221,6 +221,7 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
         bytes: &good,
         header: &hg,
         roi,
+        rebuilt: true,
         out: output(3, room),
     };
     let r = {
@@ -229,18 +230,21 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
                 bytes: &bytes,
                 header: &hg,
                 roi,
+                rebuilt: true,
                 out: output(0, room),
             },
             DecodeJob {
                 bytes: &rgb,
                 header: &hr,
                 roi: None,
+                rebuilt: true,
                 out: output(1, room),
             },
             DecodeJob {
                 bytes: &good,
                 header: &hg,
                 roi,
+                rebuilt: true,
                 out: output(2, room / 2),
             },
             later,

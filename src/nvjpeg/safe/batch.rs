@@ -73,6 +73,10 @@ pub struct DecoderConfig {
     /// (width, height) the hardware states are allocated for up front
     /// (`nvjpegDecodeBatchedPreAllocate`); larger images grow them.
     pub preallocate: (usize, usize),
+    /// Chroma interpolated as libjpeg does (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, a
+    /// third of the engines' speed on the host); else repeated over each block. Default: on,
+    /// unless `STOKEHOLD_CHROMA_REBUILD=1` ([`super::chroma_rebuild_enabled`]).
+    pub interpolate: bool,
 }
 
 impl Default for DecoderConfig {
@@ -83,6 +87,7 @@ impl Default for DecoderConfig {
             ring_depth: 2,
             decoupled_slots: 4,
             preallocate: (512, 512),
+            interpolate: !super::chroma_rebuild_enabled(),
         }
     }
 }
@@ -96,6 +101,10 @@ pub struct EncodedImage<'a> {
     pub header: &'a JpegHeader,
     /// The region wanted (stored coordinates), or the whole image.
     pub roi: Option<Roi>,
+    /// Decode a subsampled image's region an MCU wider on every side, for a caller that
+    /// rebuilds interpolated chroma from repeated chroma ([`needs_margin`]); what
+    /// [`BatchDecoder::region_to_decode`] assumes without interpolation.
+    pub chroma_margin: bool,
     /// Where it goes: interleaved RGB, sized by [`BatchDecoder::region_to_decode`].
     pub output: DeviceOutput,
 }
@@ -192,7 +201,7 @@ impl BatchDecoder {
         let memory = Allocators::new(ctx.clone());
         let hardware = match config.backend {
             BackendPreference::Hybrid => None,
-            pref => match Hardware::new(&lib, &memory, !super::chroma_rebuild_enabled()) {
+            pref => match Hardware::new(&lib, &memory, config.interpolate) {
                 Ok(hw) => Some(hw),
                 Err(e) if pref == BackendPreference::Hardware => return Err(e),
                 Err(e) => {
@@ -203,12 +212,11 @@ impl BatchDecoder {
                 }
             },
         };
-        let interpolate = !super::chroma_rebuild_enabled();
         let default = Handle::new(
             lib.clone(),
             sys::NVJPEG_BACKEND_DEFAULT,
             memory.clone(),
-            interpolate,
+            config.interpolate,
         )?;
         let decoupled = Decoupled::new(&default, config.decoupled_slots)?;
         let payloads = (0..config.ring_depth.max(1))
@@ -292,16 +300,18 @@ impl BatchDecoder {
 
     /// How an image with `header` and region `roi` is decoded: the output to allocate
     /// (`width` × `height` interleaved RGB) and the window of it that is the region asked
-    /// for (see [`decode_region`]).
+    /// for (see [`decode_region`]); with `chroma_margin` as [`EncodedImage::chroma_margin`]
+    /// (the image is then submitted with the same).
     pub fn region_to_decode(
         &self,
         header: &JpegHeader,
         roi: Option<Roi>,
+        chroma_margin: bool,
     ) -> Result<DecodeRegion, NvjpegError> {
         decode_region(
             header,
             roi,
-            self.pad_roi || (!self.interpolated && needs_margin(header)),
+            self.pad_roi || (chroma_margin && needs_margin(header)),
         )
     }
 
@@ -506,7 +516,7 @@ impl BatchDecoder {
             Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
             Route::Gpu(r, f) => (r, f),
         };
-        let region = self.region_to_decode(im.header, im.roi)?;
+        let region = self.region_to_decode(im.header, im.roi, im.chroma_margin)?;
         output_size(region.width, region.height, None, im.output)?;
         let mut dest = sys::nvjpegImage_t {
             channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],

@@ -42,7 +42,7 @@ fn outputs(
     headers
         .iter()
         .zip(rois)
-        .map(|(h, r)| match dec.region_to_decode(h, *r) {
+        .map(|(h, r)| match dec.region_to_decode(h, *r, false) {
             Ok(p) => (vec![0u8; p.width * p.height * 3], p.width * 3),
             Err(_) => (vec![0u8; 3], 3),
         })
@@ -64,6 +64,7 @@ fn encoded<'a>(
             bytes: b,
             header: h,
             roi: *r,
+            chroma_margin: false,
             output: DeviceOutput {
                 ptr: o.as_mut_ptr() as u64,
                 pitch: *pitch,
@@ -569,7 +570,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     let gpu = FakeGpu::new(1, &log);
     let mut dec = decoder(&log, &gpu, true, small_config());
     assert!(dec.pads_roi() && dec.interpolated());
-    assert_eq!(dec.region_to_decode(&h, Some(roi)).unwrap(), padded);
+    assert_eq!(dec.region_to_decode(&h, Some(roi), false).unwrap(), padded);
     let headers = vec![h.clone()];
     let bytes = vec![bytes];
     let mut outs = outputs(&dec, &headers, &[Some(roi)]);
@@ -593,7 +594,7 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     // 13.3 has no such bug, and interpolated chroma needs no margin: the region as asked.
     assert!(!fixed.pads_roi() && fixed.interpolated());
     assert_eq!(
-        fixed.region_to_decode(&h, Some(roi)).unwrap(),
+        fixed.region_to_decode(&h, Some(roi), false).unwrap(),
         decode_region(&h, Some(roi), false).unwrap()
     );
 }

@@ -6,6 +6,14 @@ use crate::pipeline::compare::psnr;
 /// A driver with a current context and a decoder bound to it, or `None` (skip), or a
 /// failure when `STOKEHOLD_REQUIRE_GPU=1` (a GPU machine: nothing may skip there).
 fn gpu_setup(max_batch: usize) -> Option<(Cuda, GpuJpegDecoder)> {
+    gpu_setup_with(DecoderConfig {
+        max_batch,
+        ..DecoderConfig::default()
+    })
+}
+
+/// [`gpu_setup`] with a decoder of `config`.
+fn gpu_setup_with(config: DecoderConfig) -> Option<(Cuda, GpuJpegDecoder)> {
     let skip = |why: String| {
         if std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() == Ok("1") {
             panic!("STOKEHOLD_REQUIRE_GPU=1 but {why}");
@@ -22,10 +30,6 @@ fn gpu_setup(max_batch: usize) -> Option<(Cuda, GpuJpegDecoder)> {
     let ctx = match CudaGpuContext::new(0) {
         Ok(c) => Arc::new(c),
         Err(e) => return skip(e.to_string()),
-    };
-    let config = DecoderConfig {
-        max_batch,
-        ..DecoderConfig::default()
     };
     match GpuJpegDecoder::probe_with(ctx, config) {
         Ok(d) => {
@@ -65,7 +69,7 @@ fn gpu_decode(
     let mut bufs = Vec::new();
     let mut encoded = Vec::new();
     for (i, h) in &headers {
-        let region = match dec.region_to_decode(h, rois[*i]) {
+        let region = match dec.region_to_decode(h, rois[*i], false) {
             Ok(p) => p,
             Err(e) => {
                 results[*i] = Some(Err(e.to_string()));
@@ -81,6 +85,7 @@ fn gpu_decode(
                 bytes: images[*i],
                 header: h,
                 roi: rois[*i],
+                chroma_margin: false,
                 output: DeviceOutput {
                     ptr: buf.ptr,
                     pitch: region.width * 3,
@@ -238,18 +243,42 @@ fn gpu_bad_image_in_a_batch_fails_alone() {
     );
 }
 
+/// Regions of interest against the CPU decoder's crop, chroma interpolated (ROIs padded on
+/// nvJPEG before 13.3) and repeated (`upsampling = "nearest"`: exact ROIs) against the CPU
+/// decoder's of the same upsampling.
 #[test]
 fn gpu_roi_decode_matches_cpu_crop() {
-    let Some((cuda, mut dec)) = gpu_setup(4) else {
-        return;
-    };
+    for interpolate in [true, false] {
+        let config = DecoderConfig {
+            max_batch: 4,
+            interpolate,
+            ..DecoderConfig::default()
+        };
+        let Some((cuda, mut dec)) = gpu_setup_with(config) else {
+            return;
+        };
+        eprintln!(
+            "interpolated chroma: {}",
+            dec.batch_decoder().interpolated()
+        );
+        roi_decodes_match_cpu_crops(&cuda, &mut dec);
+    }
+}
+
+fn roi_decodes_match_cpu_crops(cuda: &Cuda, dec: &mut GpuJpegDecoder) {
     let (h, w) = (96, 128);
     let jpegs = [
         encode_jpeg(&pattern_rgb(h, w), h, w, 3, 95, Sub::S444),
         fixture(Sub::S420, true),
     ];
+    let upsampling = if dec.batch_decoder().interpolated() {
+        crate::decode::Upsampling::Fancy
+    } else {
+        crate::decode::Upsampling::Nearest
+    };
     let opts = DecodeOptions {
         apply_exif: false,
+        upsampling,
         ..DecodeOptions::default()
     };
     for j in &jpegs {
@@ -261,7 +290,7 @@ fn gpu_roi_decode_matches_cpu_crop() {
             width: fw / 2,
             height: fh / 2,
         };
-        let got = gpu_decode(&cuda, &mut dec, &[j], &[Some(roi)]);
+        let got = gpu_decode(cuda, dec, &[j], &[Some(roi)]);
         let (px, gw, gh) = got[0].as_ref().expect("ROI decode");
         assert_eq!((*gw, *gh), (roi.width, roi.height));
         let want = crop(full.as_u8_hwc().unwrap(), fw, 3, roi);

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::{EmuDevice, EmuOptions, RealDevice};
+use crate::decode::Upsampling;
 use crate::error::Error;
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::{BatchMemory, DeviceChoice, Settings};
@@ -69,7 +70,7 @@ pub(crate) struct Chosen {
 /// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
     let settings = RunSettings::from(settings);
-    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(&settings) };
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(&settings, Upsampling::Fancy) };
     choose(&settings, Ok(()), device).map(|c| c.0)
 }
 
@@ -237,14 +238,27 @@ fn open_path(
             });
         }
     }
+    // The device's JPEG decoder repeats chroma or interpolates it as the pipeline asks.
+    let upsampling = plan
+        .as_ref()
+        .map_or(Upsampling::Fancy, |p| p.decode_options().upsampling);
     let (report, dev) = choose(settings, composes, || match device {
         Some(d) => Ok(d),
-        None => open(settings),
+        None => open(settings, upsampling),
     })?;
     let gpu = match (dev, plan) {
         (Some(d), Ok(p)) => Some((d, p)),
         _ => None,
     };
+    if let Some((d, _)) = gpu.as_ref().filter(|_| upsampling == Upsampling::Nearest) {
+        if d.decodes_fancy_chroma() {
+            return Err(Error::GpuUnavailable(format!(
+                "upsampling = \"nearest\": the device's JPEG decoder ({}) was opened to \
+                 interpolate chroma; open it for this pipeline (RealDevice::with_upsampling)",
+                d.describe().decoder
+            )));
+        }
+    }
     Ok(Chosen {
         report,
         gpu,
@@ -253,11 +267,16 @@ fn open_path(
     })
 }
 
-/// Opens the device `settings` ask for (real or emulated).
-fn open(settings: &RunSettings) -> Result<Arc<dyn GpuDevice>, Error> {
+/// Opens the device `settings` ask for (real or emulated), its JPEG decoder for a pipeline
+/// that decodes with `upsampling` (the emulated one always repeats chroma).
+fn open(settings: &RunSettings, upsampling: Upsampling) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
         DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
-        _ => Ok(RealDevice::new(settings.device_id, settings.batch)?),
+        _ => Ok(RealDevice::with_upsampling(
+            settings.device_id,
+            settings.batch,
+            upsampling,
+        )?),
     }
 }
 

@@ -62,6 +62,7 @@ impl GpuStage {
         // Lay out the area: each image at an aligned offset.
         let mut area_len = 0usize;
         let mut at = Vec::with_capacity(pending.len());
+        let rebuilt = self.plan.rebuilds_chroma(&*self.dev);
         for &i in &pending {
             let Entry::Sample {
                 prepared:
@@ -104,6 +105,7 @@ impl GpuStage {
                     bytes: bytes.as_slice(),
                     header,
                     roi: *roi,
+                    rebuilt,
                     out: DeviceOutput {
                         ptr: area.ptr() + offset as u64,
                         pitch: stored.1 * 3,
@@ -169,10 +171,10 @@ impl GpuStage {
                     continue;
                 }
             };
-            let rebuild = if self.dev.decodes_fancy_chroma() {
-                None
-            } else {
+            let rebuild = if rebuilt {
                 Rebuild::of(header, info.roi, info.width, info.height)
+            } else {
+                None
             };
             *decoded = Some(Decoded {
                 ptr: area.ptr() + offset as u64,

@@ -42,11 +42,14 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
         width: 20,
         height: 10,
     });
-    let p = padded.region_to_decode(&header, roi).unwrap();
+    let p = padded.region_to_decode(&header, roi, true).unwrap();
     assert_eq!((p.width, p.height), (20 + 2 * 16, 10 + 2 * 16), "{p:?}");
     assert_eq!((p.window.x, p.window.y), (16, 16), "{p:?}");
-    let e = exact.region_to_decode(&header, roi).unwrap();
+    let e = exact.region_to_decode(&header, roi, true).unwrap();
     assert_eq!(e, p, "subsampled chroma: the margin either way");
+    // Repeated chroma kept as it is (`upsampling = "nearest"`) needs no margin.
+    let e = exact.region_to_decode(&header, roi, false).unwrap();
+    assert_eq!((e.width, e.height, e.window.x, e.window.y), (20, 10, 0, 0));
     let full = crate::testutil::encode_jpeg(
         &crate::testutil::pattern_rgb(64, 96),
         64,
@@ -56,9 +59,9 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
         crate::testutil::Sub::S444,
     );
     let full = JpegHeader::read(&full, &Limits::default()).unwrap();
-    let p = padded.region_to_decode(&full, roi).unwrap();
+    let p = padded.region_to_decode(&full, roi, true).unwrap();
     assert_eq!((p.width, p.height), (20 + 2 * 8, 10 + 2 * 8), "{p:?}");
-    let e = exact.region_to_decode(&full, roi).unwrap();
+    let e = exact.region_to_decode(&full, roi, true).unwrap();
     assert_eq!((e.width, e.height, e.window.x, e.window.y), (20, 10, 0, 0));
     // Every orientation, random crops: the same batches as the CPU either way.
     let d = corpus();
@@ -119,7 +122,9 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     if crate::cuda::test_support::real_device().is_none() {
         return;
     }
-    let dev = crate::cuda::RealDevice::new(0, 8).unwrap();
+    // Chroma repeated, as `upsampling = "nearest"` opens it: our CPU decoder's pixels.
+    let nearest = crate::decode::Upsampling::Nearest;
+    let dev = crate::cuda::RealDevice::with_upsampling(0, 8, nearest).unwrap();
     let described = dev.describe();
     eprintln!("GPU stage decoder: {}", described.decoder);
     if described.decoder.starts_with("no nvJPEG") {
@@ -156,7 +161,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     let plans: Vec<_> = files
         .iter()
         .zip(&headers)
-        .map(|((_, roi), h)| dev.region_to_decode(h, *roi).unwrap())
+        .map(|((_, roi), h)| dev.region_to_decode(h, *roi, false).unwrap())
         .collect();
     let outs: Vec<u64> = plans
         .iter()
@@ -170,6 +175,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
             bytes,
             header,
             roi: *roi,
+            rebuilt: false,
             out: DeviceOutput {
                 ptr,
                 pitch: p.width * 3,
@@ -182,7 +188,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     let results = unsafe { dev.submit_decode(streams::DECODE, &jobs).unwrap() };
     dev.synchronize(&dev.record(streams::DECODE, false).unwrap())
         .unwrap();
-    // The engines repeat chroma over each block (the stage rebuilds the interpolation).
+    // The engines repeat chroma over each block, as the CPU decoder does with `Nearest`.
     let opts = DecodeOptions {
         color: ColorMode::Rgb,
         apply_exif: false,

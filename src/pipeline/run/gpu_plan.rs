@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::cuda::chain::FusedSample;
 use crate::cuda::gpu_device::GpuDevice;
 use crate::decode::exif::displayed_rect;
-use crate::decode::{ColorMode, DecodeOptions, ImageInfo, JpegHeader, ParsedImage};
+use crate::decode::{ColorMode, DecodeOptions, ImageInfo, JpegHeader, ParsedImage, Upsampling};
 use crate::error::SampleErrorKind;
 use crate::fusion::chain::{ChainOp, SampleChain};
 use crate::image::{DType, Image, Layout};
@@ -239,6 +239,12 @@ impl GpuPlan {
         )
     }
 
+    /// Whether the stage rebuilds libjpeg's interpolated chroma from what `dev` decodes: the
+    /// pipeline asks for it (`upsampling = "fancy"`) and the device repeats chroma.
+    pub(crate) fn rebuilds_chroma(&self, dev: &dyn GpuDevice) -> bool {
+        self.decode.upsampling == Upsampling::Fancy && !dev.decodes_fancy_chroma()
+    }
+
     /// The decoder's options.
     pub(crate) fn decode_options(&self) -> &DecodeOptions {
         &self.decode
@@ -329,7 +335,7 @@ impl GpuPlan {
                 // What the device writes (the region, or more: padded ROIs) and where the
                 // region lies in it, read through the orientation.
                 let decoded = dev
-                    .region_to_decode(&header, roi)
+                    .region_to_decode(&header, roi, self.rebuilds_chroma(dev))
                     .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
                 // Decoding the whole image for a region, the chain reads the region in it.
                 let w = match (roi, region) {

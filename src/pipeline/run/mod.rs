@@ -66,6 +66,8 @@ mod pin_tests;
 mod tests;
 #[cfg(test)]
 mod upload_tests;
+#[cfg(test)]
+mod upsampling_tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
 pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};

@@ -1,0 +1,119 @@
+//! `upsampling = "nearest"` (chroma repeated over each block, as the JPEG engines write it):
+//! the CPU path honours it, and the GPU path gives its pixels bit for bit on the emulated
+//! device, with nothing rebuilt and no margin decoded around regions.
+
+use super::gpu_tests::{builtin, corpus, emu, images_of, on, run, shipped};
+use crate::decode::Upsampling;
+use crate::pipeline::compare::{compare, CompareOptions, Decoder};
+use crate::pipeline::spec::{DeviceChoice, PipelineSpec};
+use crate::schema::ArgValue;
+
+/// `spec` with its decoder repeating chroma.
+fn nearest(mut spec: PipelineSpec) -> PipelineSpec {
+    for op in spec.ops.iter_mut().filter(|op| op.kind == "decode") {
+        let name = Upsampling::Nearest.name().to_string();
+        op.args.insert("upsampling".into(), ArgValue::Str(name));
+    }
+    spec
+}
+
+#[test]
+fn nearest_chroma_gives_the_cpu_batches_bit_for_bit_on_the_emulated_device() {
+    if emu().is_none() {
+        return;
+    }
+    // Every subsampling, progressive or not (`corpus`), and the built-in set's saturated
+    // synthetic images, where the rebuilt fancy chroma is not exact (50 dB): equal here.
+    let corpus = corpus();
+    let (_d, builtin) = builtin();
+    for data in [corpus.path(), builtin.as_path()] {
+        for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+            let mut spec = nearest(shipped(name, data));
+            spec.settings.batch = 8;
+            let options = CompareOptions {
+                devices: [DeviceChoice::Cpu, DeviceChoice::Emu],
+                ..CompareOptions::default()
+            };
+            let c = compare(&spec, &options).expect("both devices run");
+            let what = format!("{name} on {}", data.display());
+            assert_eq!(c.decoders, [Decoder::Cpu, Decoder::Cpu], "{what}");
+            assert!(c.samples >= 8 && c.within_tolerance(), "{what}: {c}");
+            for d in c.outputs.iter().chain(&c.decode) {
+                assert_eq!(d.max_abs, 0.0, "{what}: {} differs\n{c}", d.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn nearest_chroma_is_not_the_fancy_chroma_on_the_cpu() {
+    let corpus = corpus();
+    // The eval pipeline's centre crops: the same samples and windows both ways.
+    let mut spec = shipped("resnet50-eval.toml", corpus.path());
+    spec.settings.batch = 4;
+    let fancy = run(&on(&spec, DeviceChoice::Cpu));
+    let repeated = run(&on(&nearest(spec), DeviceChoice::Cpu));
+    assert_eq!(fancy.len(), repeated.len());
+    let mut differ = 0;
+    for (f, r) in fancy.iter().zip(&repeated) {
+        let (f, r) = (f.as_ref().unwrap(), r.as_ref().unwrap());
+        assert_eq!(f.samples, r.samples);
+        let (a, b) = (images_of(f), images_of(r));
+        assert_eq!(a.shapes, b.shapes);
+        differ += usize::from(a.data != b.data);
+    }
+    assert!(
+        differ > 0,
+        "every batch the same with fancy and repeated chroma"
+    );
+}
+
+#[test]
+fn an_unknown_upsampling_is_an_error_naming_the_choices() {
+    let corpus = corpus();
+    let mut spec = shipped("resnet50-eval.toml", corpus.path());
+    for op in spec.ops.iter_mut().filter(|op| op.kind == "decode") {
+        op.args
+            .insert("upsampling".into(), ArgValue::Str("bilinear".into()));
+    }
+    let Err(e) = super::Pipeline::new(spec) else {
+        panic!("upsampling = \"bilinear\" accepted");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("upsampling") && e.contains("fancy") && e.contains("nearest"),
+        "{e}"
+    );
+}
+
+/// On a real device (a GPU machine: `scripts/gpu-check.sh`), with the JPEG engines' own
+/// repeated chroma: the CPU path's samples and parameters, and pixels within `compare`'s
+/// tolerance for nvJPEG (40 dB; its IDCT is not the CPU's). Skips visibly without a GPU
+/// (fails under `STOKEHOLD_REQUIRE_GPU=1`).
+#[test]
+fn gpu_nearest_chroma_on_a_real_device_matches_the_cpu() {
+    if crate::cuda::test_support::real_device().is_none() {
+        return;
+    }
+    let (_d, builtin) = builtin();
+    let mut folders = vec![builtin];
+    if let Some(shared) = crate::testutil::shared_data_part() {
+        folders.extend(crate::testutil::skip::shared_folder(
+            &shared,
+            "imagenet-400",
+        ));
+    }
+    for data in &folders {
+        for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+            let options = CompareOptions {
+                devices: [DeviceChoice::Cpu, DeviceChoice::Gpu],
+                ..CompareOptions::default()
+            };
+            let c = compare(&nearest(shipped(name, data)), &options).expect("both devices run");
+            let what = format!("{name} on {}", data.display());
+            let min = c.decode.as_ref().map_or(f64::NAN, |d| d.min_psnr());
+            eprintln!("nearest chroma, {what}: decoded min {min:.1} dB");
+            assert!(c.within_tolerance(), "{what}: {c}");
+        }
+    }
+}
