@@ -166,6 +166,7 @@ STAGE_TESTS=(
     pipeline::run::gpu_tests::gpu_the_real_device_keeps_the_seam_contract
     pipeline::run::gpu_decode_tests::gpu_the_real_device_decodes_through_the_seam
     pipeline::run::gpu_tests::gpu_the_gpu_path_on_a_real_device_matches_the_cpu
+    pipeline::run::upsampling_tests::gpu_nearest_chroma_on_a_real_device_matches_the_cpu
 )
 
 # ---------------------------------------------------------------------------------------
@@ -292,7 +293,8 @@ echo "== 6. compare"
 compare() {
     local name="$1" devices="$2" pipeline="$3" data="$4"
     local log="$logs/compare-$name.log"
-    "$cli" compare "pipelines/$pipeline" --data "$data" --devices "$devices" >"$log" 2>&1
+    [[ "$pipeline" == */* ]] || pipeline="pipelines/$pipeline"
+    "$cli" compare "$pipeline" --data "$data" --devices "$devices" >"$log" 2>&1
     local rc=$?
     local verdict
     verdict="$(tail -n1 "$log")"
@@ -311,6 +313,14 @@ compare gpu-train-photos cpu,gpu resnet50-train.toml "$photos"
 compare gpu-eval-photos cpu,gpu resnet50-eval.toml "$photos"
 compare gpu-train-edge cpu,gpu resnet50-train.toml "$edge"
 compare gpu-eval-edge cpu,gpu resnet50-eval.toml "$edge"
+# `upsampling = "nearest"`: the engines' repeated chroma is the pipeline's (docs/gpu.md).
+nearest="$logs/pipelines-nearest"
+mkdir -p "$nearest"
+for p in resnet50-train.toml resnet50-eval.toml; do
+    sed 's/^output = "decoded"$/&\nupsampling = "nearest"/' "pipelines/$p" >"$nearest/$p"
+done
+compare gpu-train-photos-nearest cpu,gpu "$nearest/resnet50-train.toml" "$photos"
+compare gpu-eval-photos-nearest cpu,gpu "$nearest/resnet50-eval.toml" "$photos"
 compare emu-train-photos cpu,emu resnet50-train.toml "$photos"
 compare emu-eval-edge cpu,emu resnet50-eval.toml "$edge"
 

@@ -3,7 +3,7 @@
 
   bench_training.py [--data DIR] [--repeat N] [--loaders synthetic,stokehold-gpu,...]
                     [--batch B] [--steps N] [--warmup N] [--threads N] [--workers N]
-                    [--mode auto|gpu|cpu] [--consumer-busy-ms MS]
+                    [--mode auto|gpu|cpu] [--upsampling fancy|nearest] [--consumer-busy-ms MS]
 
 On a GPU (mode gpu): torchvision's ResNet-50, bf16 autocast, channels_last, SGD, cuDNN
 autotuning on, batch 256 of 224x224 float16 images, fed by
@@ -26,6 +26,17 @@ flip, normalize) on the same list of files and drops each epoch's last, smaller 
 every step has the same input shape (a new shape makes cuDNN tune again, which a loop
 that saw it once would pay for in its timed steps). Each loader runs in a process of its own
 (a fresh CUDA context); the warm-up steps span an epoch boundary.
+
+Chroma (--upsampling): how subsampled JPEGs' chroma is brought to full size, the same for
+every loader that can choose. "fancy" (the default) is libjpeg's interpolation, as Pillow and
+torchvision decode; "nearest" repeats each chroma sample over its block (libjpeg's -nosmooth),
+what the GPU's JPEG engines write natively and what DALI's GPU ("mixed") decoder outputs by
+default. It sets the decode op's `upsampling` in every stokehold loader's pipeline and DALI's
+`jpeg_fancy_upsampling` (True for fancy, False for nearest); the DataLoader (torchvision on
+Pillow) always decodes fancy, and so does DALI's CPU mode (its CPU decoder ignores
+jpeg_fancy_upsampling), which the header line says. On stokehold's GPU path "nearest"
+costs about a third of the host time per image of "fancy" (docs/gpu.md, Chroma): compare
+with DALI's GPU figures like for like with --upsampling nearest.
 
 Without a GPU (mode cpu, what CI runs) the same loop trains a tiny network on 64x64 float32
 images for a few steps, stokehold-gpu runs on the emulated device (the GPU path's
@@ -61,6 +72,10 @@ MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 RESULT = "RESULT "
+# The decode op's `upsampling` choices (the first is its default); DALI's jpeg_fancy_upsampling
+# is True for "fancy". Pillow, and so the DataLoader, always decodes fancy; so does DALI's CPU
+# decoder, whatever jpeg_fancy_upsampling says (DALI 2.4: the same pixels as Pillow either way).
+UPSAMPLING = ["fancy", "nearest"]
 
 
 def parse_args(argv=None):
@@ -75,6 +90,11 @@ def parse_args(argv=None):
     ap.add_argument("--steps", type=int, help="timed steps; default: 100 (gpu), 6 (cpu)")
     ap.add_argument("--warmup", type=int, help="warm-up steps at least; raised to span an epoch boundary; default: 10 (gpu), 2 (cpu)")
     ap.add_argument("--size", type=int, help="image side; default: 224 (gpu), 64 (cpu)")
+    ap.add_argument("--upsampling", choices=UPSAMPLING, default="fancy",
+                    help="chroma upsampling of subsampled JPEGs for stokehold (the decode op's upsampling) and DALI "
+                         "(jpeg_fancy_upsampling): fancy (libjpeg's interpolation, as Pillow) or nearest (chroma "
+                         "repeated, as the GPU's JPEG engines and DALI's GPU decoder by default); the DataLoader "
+                         "(Pillow) always decodes fancy")
     ap.add_argument("--threads", type=int, help="stokehold's worker threads (default: its own, a thread per core)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="DataLoader workers and DALI threads (default: a core each)")
     ap.add_argument("--prefetch", type=int, help="stokehold's prefetch (default: its own)")
@@ -141,12 +161,12 @@ def read_list(path: Path):
 
 def stokehold_spec(a, dtype):
     """The shipped training pipeline (pipelines/resnet50-train.toml), with the last partial
-    batch dropped, the bench's image size and dtype."""
+    batch dropped, the bench's image size and dtype, and its chroma upsampling."""
     return {
         "pipeline": {"batch": a.batch, "seed": 1, "on_error": "skip", "outputs": ["images", "labels"]},
         "op": [
             {"kind": "file_reader", "outputs": ["jpegs", "labels"], "shuffle": True, "last_batch": "drop"},
-            {"kind": "decode", "input": "jpegs", "output": "decoded"},
+            {"kind": "decode", "input": "jpegs", "output": "decoded", "upsampling": a.upsampling},
             {"kind": "random_resized_crop", "input": "decoded", "output": "cropped", "size": a.size,
              "scale": [0.08, 1.0], "ratio": [3 / 4, 4 / 3], "interp": "bilinear", "antialias": True},
             {"kind": "flip", "input": "cropped", "output": "flipped", "horizontal": 0.5},
@@ -203,8 +223,10 @@ def dali_batches(a):
     @pipeline_def(batch_size=a.batch, num_threads=a.workers, device_id=0 if gpu else None, seed=1, prefetch_queue_depth=2)
     def pipe():
         jpegs, y = fn.readers.file(files=list(files), labels=list(labels), random_shuffle=True, seed=1, name="Reader")
+        # jpeg_fancy_upsampling=False (DALI's default) is chroma repeated, as the engines write it.
         images = fn.decoders.image_random_crop(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
-                                               random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3])
+                                               random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3],
+                                               jpeg_fancy_upsampling=a.upsampling == "fancy")
         images = fn.resize(images, resize_x=a.size, resize_y=a.size, antialias=True)
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16 if gpu else types.FLOAT, output_layout="CHW",
                                           mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
@@ -450,7 +472,7 @@ def run_loader(a, name):
         return {"loader": name, "skipped": "nvidia.dali is not importable"}
     cmd = [sys.executable, __file__, "--child", name, "--list", str(a.list), "--mode", a.mode,
            "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup), "--size", str(a.size),
-           "--workers", str(a.workers)]
+           "--workers", str(a.workers), "--upsampling", a.upsampling]
     for flag, value in (("--threads", a.threads), ("--prefetch", a.prefetch), ("--torch-threads", a.torch_threads),
                         ("--consumer-busy-ms", a.consumer_busy_ms)):
         if value is not None:
@@ -488,7 +510,8 @@ def main():
             "ResNet-50 (bf16 autocast, channels_last, SGD)" if a.mode == "gpu" else "a tiny CNN (bf16 autocast, SGD)")
         print(f"mode={a.mode} ({what}; torch {torch.__version__}, torch threads {torch.get_num_threads()}); "
               f"step: {model}; {len(pairs)} files from {a.data}; every loader drops each epoch's last "
-              f"partial batch (equal shapes)", flush=True)
+              f"partial batch (equal shapes); upsampling={a.upsampling} (DataLoader: Pillow, always fancy"
+              f"{'' if a.mode == 'gpu' else '; DALI CPU: always fancy'})", flush=True)
         results = [run_loader(a, name) for name in loaders]
     base = next((r["throughput"] for r in results if r["loader"] == "synthetic" and "throughput" in r), None)
     for r in results:

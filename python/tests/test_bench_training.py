@@ -58,3 +58,12 @@ def test_a_busy_consumer_is_told_how_much_each_loader_slowed_it(builtin):
     assert {m["name"] for m in map(LINE.match, out.splitlines()) if m} == {"synthetic", "stokehold-cpu"}, out
     assert re.search(rf"^loader=stokehold-cpu consumer slowed by {NUMBER}% \(pipeline threads {NUMBER} ms CPU "
                      rf"and {NUMBER} wake-ups per step\)$", out, re.M), out
+
+
+def test_the_chroma_upsampling_is_chosen_for_every_loader_and_said_in_the_header(builtin):
+    # stokehold's decode op (and DALI's jpeg_fancy_upsampling) take it; the DataLoader's Pillow
+    # always decodes fancy, and so does DALI's CPU decoder, which the header says.
+    out = bench("--data", str(builtin), "--batch", "16", "--steps", "2", "--loaders", "stokehold-cpu",
+                "--threads", "1", "--upsampling", "nearest")
+    assert "; upsampling=nearest (DataLoader: Pillow, always fancy; DALI CPU: always fancy)" in out, out
+    assert {m["name"] for m in map(LINE.match, out.splitlines()) if m} == {"synthetic", "stokehold-cpu"}, out
