@@ -96,9 +96,10 @@ impl RealDevice {
         Self::open(device_id, Some((decode_batch, upsampling)))
     }
 
-    /// Opens device `device_id` for host memory only (pinned batches, `batch_memory =
-    /// "pinned"`): no kernels compiled (NVRTC is not needed), no JPEG decoder.
-    pub fn for_host_memory(device_id: usize) -> Result<Arc<RealDevice>, Error> {
+    /// Opens device `device_id` for memory, copies and events only (the CPU path's batches
+    /// pinned, `batch_memory = "pinned"`, or uploaded, `"gpu"`): no kernels compiled (NVRTC is
+    /// not needed), no JPEG decoder (none of nvJPEG's memory).
+    pub fn for_copies(device_id: usize) -> Result<Arc<RealDevice>, Error> {
         Self::open(device_id, None)
     }
 
@@ -140,7 +141,7 @@ impl RealDevice {
         let (decoder, decoder_text, hardware, pads_roi, fancy) = match decode_batch {
             None => (
                 None,
-                "no JPEG decoder (opened to pin host memory only)".to_string(),
+                "no JPEG decoder (opened for copies only: pinned or uploaded batches)".to_string(),
                 false,
                 false,
                 true,

@@ -130,7 +130,7 @@ fn open_pin(
             Ok(d) => Ok(d),
             Err(e) => Err(e),
         },
-        (None, _) => match RealDevice::for_host_memory(settings.device_id) {
+        (None, _) => match RealDevice::for_copies(settings.device_id) {
             Ok(d) => Ok(d),
             Err(e) => Err(e),
         },
@@ -174,7 +174,8 @@ fn open_upload(
             Ok(d) => Ok(d),
             Err(e) => Err(e),
         },
-        _ => match RealDevice::new(settings.device_id, settings.batch) {
+        // The uploads only copy: no kernels, no JPEG decoder.
+        _ => match RealDevice::for_copies(settings.device_id) {
             Ok(d) => Ok(d),
             Err(e) => Err(e),
         },
