@@ -235,7 +235,10 @@ impl BatchDecoder {
             ring: StagingRing::new(memory.clone(), payloads),
             decoupled,
             hardware,
-            pad_roi: interpolated && lib.roi_boundary_bug(),
+            // The bug is known with interpolated chroma; padding costs the engines an MCU
+            // around the region and the host nothing (its time is the stream's parse), so
+            // repeated chroma is padded on those libraries too rather than trusted untried.
+            pad_roi: lib.roi_boundary_bug(),
             interpolated,
             default,
             memory,

@@ -8,9 +8,10 @@
 //!
 //! nvJPEG before 13.3 decodes the border of a region of interest wrongly when chroma is
 //! upsampled by interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, which we ask
-//! for to match the CPU path; fixed in 13.3, and the GPU machines' CUDA 13.0 has 13.0). With
-//! such a library the region is widened by one MCU on every side (clamped to the image), so the
-//! wrong border falls outside what is used, and the kernel that reads the decoded image
+//! for `upsampling = "fancy"`; fixed in 13.3, and the GPU machines' CUDA 13.0 has 13.0). With
+//! such a library the region is widened by one MCU on every side (clamped to the image),
+//! repeated chroma included (untried there, and nearly free), so the wrong border falls
+//! outside what is used, and the kernel that reads the decoded image
 //! reads only the [`DecodeRegion::window`] (the window goes into its descriptor, as any crop).
 
 use super::super::result::NvjpegError;
@@ -40,7 +41,7 @@ pub fn needs_margin(header: &JpegHeader) -> bool {
 
 /// The region to decode for `roi` (stored-image coordinates; `None`: the whole image) of the
 /// JPEG whose header is `header`; `pad` when the library has the ROI boundary bug
-/// ([`super::super::Nvjpeg::roi_boundary_bug`]) and interpolated upsampling is on. An error
+/// ([`super::super::Nvjpeg::roi_boundary_bug`]) or the caller needs a margin. An error
 /// when the region is empty or not inside the image.
 pub fn decode_region(
     header: &JpegHeader,

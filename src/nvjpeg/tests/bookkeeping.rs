@@ -570,6 +570,14 @@ fn rois_of_subsampled_chroma_are_padded_by_an_mcu() {
     let gpu = FakeGpu::new(1, &log);
     let mut dec = decoder(&log, &gpu, true, small_config());
     assert!(dec.pads_roi() && dec.interpolated());
+    // Repeated chroma (`upsampling = "nearest"`) is padded there too.
+    let repeated = DecoderConfig {
+        interpolate: false,
+        ..small_config()
+    };
+    let near = decoder(&log, &FakeGpu::new(3, &log), true, repeated);
+    assert!(near.pads_roi() && !near.interpolated());
+    assert_eq!(near.region_to_decode(&h, Some(roi), false).unwrap(), padded);
     assert_eq!(dec.region_to_decode(&h, Some(roi), false).unwrap(), padded);
     let headers = vec![h.clone()];
     let bytes = vec![bytes];

@@ -243,9 +243,8 @@ fn gpu_bad_image_in_a_batch_fails_alone() {
     );
 }
 
-/// Regions of interest against the CPU decoder's crop, chroma interpolated (ROIs padded on
-/// nvJPEG before 13.3) and repeated (`upsampling = "nearest"`: exact ROIs) against the CPU
-/// decoder's of the same upsampling.
+/// Regions of interest against the CPU decoder's crop of the same upsampling, chroma
+/// interpolated and repeated (`upsampling = "nearest"`); ROIs padded on nvJPEG before 13.3.
 #[test]
 fn gpu_roi_decode_matches_cpu_crop() {
     for interpolate in [true, false] {
