@@ -49,7 +49,8 @@ ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $wheels" >&2; 
 # the Python package's copy).
 rm -rf "$out"/p[0-9]* "$out"/stream.tar.*
 tar -chf - -C "$wheels" . -C "$shared/peers" rn50_train.py -C "$root/.gpu/bin" stokehold \
-    -C "$root" pipelines -C "$shared" data/imagenet-400 |
+    -C "$root" pipelines -C "$root/tools/gpu-diag" dali_upsampling.py \
+    -C "$shared" data/imagenet-400 |
     split -b "${part_mb}M" -d -a 2 - "$out/stream.tar."
 n=0
 for f in "$out"/stream.tar.*; do
@@ -66,6 +67,8 @@ for ((k = 1; k < n; k++)); do
 done
 cat <<EOF
 # Call $n: the last part, then join, install and run DALI's GPU pipeline and our bench on the
-# same photos, batch 256, alternated (our CLI and the pipeline files travel in the parts).
-run carry=["$out/p$n"] command='mkdir -p /tmp/dali && cp $out/p$n/* /tmp/dali/ && cd /tmp/dali && cat stream.tar.* | tar -x && python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/dali/*.whl && for r in 1 2; do PYTHONPATH=/tmp/site python3 rn50_train.py dali --device gpu --data data/imagenet-400 --batch 256; ./stokehold bench pipelines/resnet50-train.toml --data data/imagenet-400 --device gpu --batch 256; done'
+# same photos, batch 256, alternated (our CLI and the pipeline files travel in the parts),
+# like for like in chroma: DALI's default (repeated) beside upsampling = "nearest", and
+# DALI's jpeg_fancy_upsampling=True beside our default (docs/performance.md, GPU path).
+run carry=["$out/p$n"] command='mkdir -p /tmp/dali && cp $out/p$n/* /tmp/dali/ && cd /tmp/dali && cat stream.tar.* | tar -x && python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/dali/*.whl && sed "s/^output = \"decoded\"\$/&\nupsampling = \"nearest\"/" pipelines/resnet50-train.toml > train-nearest.toml && for r in 1 2; do PYTHONPATH=/tmp/site timeout 60 python3 rn50_train.py dali --device gpu --data data/imagenet-400 --batch 256; timeout 60 ./stokehold bench train-nearest.toml --data data/imagenet-400 --device gpu --batch 256; PYTHONPATH=/tmp/site timeout 60 python3 dali_upsampling.py data/imagenet-400 --upsampling fancy; timeout 60 ./stokehold bench pipelines/resnet50-train.toml --data data/imagenet-400 --device gpu --batch 256; done'
 EOF
