@@ -78,6 +78,7 @@ impl RealDevice {
     /// the stage launches now (never in the middle of a run) and loads nvJPEG when it can,
     /// for batches of up to `decode_batch` images per part (else every JPEG goes to the CPU
     /// decoder, and the description says why).
+    ///
     /// The JPEG decoder interpolates chroma as libjpeg does, unless `STOKEHOLD_CHROMA_REBUILD=1`
     /// (repeated, for the stage to rebuild); see [`RealDevice::with_upsampling`].
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
