@@ -17,7 +17,8 @@
 #   (c) DALI's GPU pipeline (dali_upsampling.py) on /tmp/d4k, jpeg_fancy_upsampling False then
 #       True, where nvidia.dali is importable;
 #   (d) the training benchmark (examples/python/bench_training.py --mode gpu --upsampling
-#       nearest --steps 40): synthetic, stokehold-gpu, stokehold-cpu-pinned, dataloader (and
+#       nearest --steps 40): synthetic, stokehold-gpu, stokehold-cpu (uploaded by the pipeline),
+#       stokehold-cpu-pinned, dataloader (and
 #       dali where importable).
 set -u
 O="${OUT:-/tmp/out}"; mkdir -p "$O"
@@ -124,7 +125,7 @@ if compgen -G "$D/stokehold-*.whl" > /dev/null; then
 fi
 PY_PATH="$SITE${DALI:+:$DALI}${PYTHONPATH:+:$PYTHONPATH}"
 if PYTHONPATH="$PY_PATH" python3 -c 'import stokehold' 2> /dev/null; then
-    loaders=synthetic,stokehold-gpu,stokehold-cpu-pinned,dataloader${DALI:+,dali}
+    loaders=synthetic,stokehold-gpu,stokehold-cpu,stokehold-cpu-pinned,dataloader${DALI:+,dali}
     PYTHONPATH="$PY_PATH" timed 240 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
         --upsampling nearest --loaders "$loaders" --steps 40 > "$O/training.log" 2>&1
     echo "rc=$?"
