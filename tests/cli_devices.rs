@@ -8,6 +8,18 @@ mod common;
 use common::skip::{skip, Need};
 use common::{compare, edited_train, stokehold};
 
+/// The built-in sample data (in a temporary folder, kept while the first value lives), or
+/// `None` after saying why when this build has no emulated device.
+fn emu_and_samples() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if stokehold::cuda::emu::kernels::unavailable().is_some() {
+        skip(Need::Emu, "no emulated device in this build");
+        return None;
+    }
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    Some((samples, data))
+}
+
 #[test]
 fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
     if let Some(why) = stokehold::cuda::emu::kernels::unavailable() {
@@ -77,12 +89,9 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
 
 #[test]
 fn a_simulated_device_failure_from_the_environment_is_an_error_not_a_hang() {
-    if stokehold::cuda::emu::kernels::unavailable().is_some() {
-        skip(Need::Emu, "no emulated device in this build");
+    let Some((_samples, data)) = emu_and_samples() else {
         return;
-    }
-    let samples = tempfile::tempdir().unwrap();
-    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    };
     for (var, value, says) in [
         ("STOKEHOLD_EMU_LOSE_AFTER", "2", "lost"),
         ("STOKEHOLD_EMU_MEMORY", "2M", "device out of memory"),
@@ -105,12 +114,9 @@ fn a_simulated_device_failure_from_the_environment_is_an_error_not_a_hang() {
 /// and gives the same pixels within compare's tolerance.
 #[test]
 fn whole_image_decodes_give_the_cpu_batches_too() {
-    if stokehold::cuda::emu::kernels::unavailable().is_some() {
-        skip(Need::Emu, "no emulated device in this build");
+    let Some((_samples, data)) = emu_and_samples() else {
         return;
-    }
-    let samples = tempfile::tempdir().unwrap();
-    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    };
     // Said on stderr (a diagnostic that changes what the device decodes).
     let out = stokehold()
         .args(["run", "pipelines/resnet50-train.toml", "--device", "emu"])
@@ -240,12 +246,9 @@ fn run_says_which_simd_the_jpeg_decoder_uses() {
 /// start, naming the setting.
 #[test]
 fn pinned_batches_from_the_file_and_the_command_line() {
-    if stokehold::cuda::emu::kernels::unavailable().is_some() {
-        skip(Need::Emu, "no emulated device in this build");
+    let Some((_samples, data)) = emu_and_samples() else {
         return;
-    }
-    let samples = tempfile::tempdir().unwrap();
-    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    };
     let d = tempfile::tempdir().unwrap();
     let file = edited_train(
         d.path(),

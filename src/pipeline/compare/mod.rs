@@ -44,12 +44,13 @@ use std::path::PathBuf;
 pub use diff::{median, psnr, OutputDiff};
 
 use super::batch::{Batch, BatchOutput};
+use super::graph::Graph;
 use super::run::{DeviceReport, Pipeline};
 use super::spec::{DeviceChoice, PipelineSpec};
 use crate::decode::Upsampling;
 use crate::error::Error;
 use crate::image::DType;
-use crate::schema::ArgValue;
+use crate::ops::decode::Decode;
 
 /// The documented tolerance (module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -363,13 +364,15 @@ impl fmt::Display for Comparison {
     }
 }
 
-/// Whether `spec`'s decoder repeats chroma (`upsampling = "nearest"`).
+/// Whether `spec`'s decoder repeats chroma (`upsampling = "nearest"`), as the `decode`
+/// operator reads its arguments.
 fn repeats_chroma(spec: &PipelineSpec) -> bool {
-    spec.ops
-        .iter()
-        .filter(|op| op.kind == "decode")
-        .filter_map(|op| op.args.get("upsampling"))
-        .any(|v| matches!(v, ArgValue::Str(s) if s == Upsampling::Nearest.name()))
+    Graph::build_unfused(spec).is_ok_and(|g| {
+        g.nodes
+            .iter()
+            .filter(|n| n.kind == "decode")
+            .any(|n| Decode::from_args(&n.args).options().upsampling == Upsampling::Nearest)
+    })
 }
 
 /// The part of `spec` up to its (first) decoder: that operator and those it depends on,

@@ -138,6 +138,21 @@ fn compare(spec: &PipelineSpec, what: &str) -> Vec<Result<Batch, Error>> {
     emu
 }
 
+/// The built-in data (in a temporary folder, kept while the first value lives), then those of
+/// `shared`'s folders that are here (each missing one skipped visibly).
+pub(super) fn builtin_and_shared(shared: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let (d, data) = builtin();
+    let mut folders = vec![data];
+    if let Some(root) = crate::testutil::shared_data_part() {
+        folders.extend(
+            shared
+                .iter()
+                .filter_map(|f| crate::testutil::skip::shared_folder(&root, f)),
+        );
+    }
+    (d, folders)
+}
+
 pub(super) fn builtin() -> (tempfile::TempDir, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let data = crate::builtin_data::ensure(&d.path().join("s")).unwrap();
@@ -588,15 +603,7 @@ fn gpu_the_gpu_path_on_a_real_device_matches_the_cpu() {
     if crate::cuda::test_support::real_device().is_none() {
         return;
     }
-    let (_d, builtin) = builtin();
-    let mut folders = vec![builtin];
-    if let Some(shared) = crate::testutil::shared_data_part() {
-        folders.extend(
-            ["imagenet-400", "jpeg-edge"]
-                .iter()
-                .filter_map(|f| crate::testutil::skip::shared_folder(&shared, f)),
-        );
-    }
+    let (_d, folders) = builtin_and_shared(&["imagenet-400", "jpeg-edge"]);
     for data in &folders {
         for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
             let spec = shipped(name, data);

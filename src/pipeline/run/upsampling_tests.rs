@@ -2,7 +2,7 @@
 //! the CPU path honours it, and the GPU path gives its pixels bit for bit on the emulated
 //! device, with nothing rebuilt and no margin decoded around regions.
 
-use super::gpu_tests::{builtin, corpus, emu, images_of, on, run, shipped};
+use super::gpu_tests::{builtin, builtin_and_shared, corpus, emu, images_of, on, run, shipped};
 use crate::decode::Upsampling;
 use crate::pipeline::compare::{compare, CompareOptions, Decoder};
 use crate::pipeline::spec::{DeviceChoice, PipelineSpec};
@@ -95,14 +95,7 @@ fn gpu_nearest_chroma_on_a_real_device_matches_the_cpu() {
     if crate::cuda::test_support::real_device().is_none() {
         return;
     }
-    let (_d, builtin) = builtin();
-    let mut folders = vec![builtin];
-    if let Some(shared) = crate::testutil::shared_data_part() {
-        folders.extend(crate::testutil::skip::shared_folder(
-            &shared,
-            "imagenet-400",
-        ));
-    }
+    let (_d, folders) = builtin_and_shared(&["imagenet-400"]);
     for data in &folders {
         for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
             let options = CompareOptions {
