@@ -98,7 +98,11 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             rate(d.cpu_images, d.cpu_busy),
             d.cpu_busy.as_secs_f64()
         )?;
-            outln!("  batches in flight: max {}", g.batches_in_flight)?;
+            outln!(
+                "  batches in flight: max {}; host waits for a decode area: {}",
+                g.batches_in_flight,
+                g.decode_area_waits
+            )?;
         }
         let c = &g.counters;
         match &g.after_warm_up {

@@ -10,6 +10,14 @@
 //! ([`GpuDevice::wait`]: on the device, the host does not block). The pool prefers buffers
 //! whose release events are complete, so a new batch's work rarely waits at all.
 //!
+//! The JPEG engines don't wait for their stream: they write their outputs when nvJPEG is
+//! called, before the work queued ahead of them and whatever events the stream waits for
+//! (`docs/gpu.md`, "The JPEG engines and stream order"). Their outputs come from a pool made
+//! with [`DevicePool::for_engines`], which hands out only buffers whose release events the
+//! host has seen complete: during the warm-up it allocates another rather than wait, so that
+//! it settles with enough of them for the batches in flight; after, where none is done yet,
+//! the host waits ([`DevicePool::host_waits`] counts it).
+//!
 //! Sizes are rounded up to a size class ([`crate::size_class::size_class`]: at most 1/8 more than
 //! asked), a new buffer is at least as large as the largest the pool made (a quarter more
 //! than asked), and any idle buffer large enough serves a request: use one pool per role
@@ -47,8 +55,25 @@ pub struct DevicePool {
     idle: Mutex<Vec<Idle>>,
     /// The largest buffer allocated so far.
     high_water: Mutex<usize>,
-    /// Capacities of the buffers handed out and not back yet, and the most at once.
+    /// Capacities of the buffers handed out and not back yet, and the most at once (with
+    /// [`Reuse::AfterHost`], idle buffers whose work was not done when one was taken count
+    /// as handed out: they could not be).
     out: Mutex<(Vec<usize>, usize)>,
+    reuse: Reuse,
+    /// [`DevicePool::settle`] has run.
+    settled: std::sync::atomic::AtomicBool,
+    /// Takes that waited on the host for a buffer's release events.
+    host_waits: std::sync::atomic::AtomicU64,
+}
+
+/// When an idle buffer may be handed out again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reuse {
+    /// At once: its next user's stream waits for the release events on the device.
+    InStreamOrder,
+    /// Once the host has seen its release events complete (for the JPEG engines, which don't
+    /// wait for their stream).
+    AfterHost,
 }
 
 impl std::fmt::Debug for DevicePool {
@@ -60,14 +85,33 @@ impl std::fmt::Debug for DevicePool {
 }
 
 impl DevicePool {
-    /// An empty pool on `dev`.
+    /// An empty pool on `dev`, for work that keeps stream order.
     pub fn new(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
+        Self::with_reuse(dev, Reuse::InStreamOrder)
+    }
+
+    /// An empty pool on `dev` for what the JPEG engines write: a buffer is handed out only
+    /// once the host has seen its last users' work complete (see the module docs).
+    pub fn for_engines(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
+        Self::with_reuse(dev, Reuse::AfterHost)
+    }
+
+    fn with_reuse(dev: Arc<dyn GpuDevice>, reuse: Reuse) -> Arc<DevicePool> {
         Arc::new(DevicePool {
             dev,
             idle: Mutex::new(Vec::new()),
             high_water: Mutex::new(0),
             out: Mutex::new((Vec::new(), 0)),
+            reuse,
+            settled: Default::default(),
+            host_waits: Default::default(),
         })
+    }
+
+    /// How many takes made the host wait for a buffer's last users (only a pool
+    /// [`for_engines`](Self::for_engines) waits, and only once it has settled).
+    pub fn host_waits(&self) -> u64 {
+        self.host_waits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The device.
@@ -88,7 +132,9 @@ impl DevicePool {
 
     /// A buffer of at least `len` bytes for work on `stream` (contents unspecified): an idle
     /// one when one fits (`stream` then waits, on the device, for its last users), else a new
-    /// one. `what` names the buffer in an out-of-memory error.
+    /// one. A pool [`for_engines`](Self::for_engines) hands out an idle buffer only once its
+    /// last users' work is done: before it settles it allocates rather than wait; after, the
+    /// host waits. `what` names the buffer in an out-of-memory error.
     pub fn take(
         self: &Arc<Self>,
         len: usize,
@@ -98,10 +144,13 @@ impl DevicePool {
         let cap = size_class(len.max(1))
             .and_then(|c| c.checked_next_multiple_of(256))
             .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
+        let after_host = self.reuse == Reuse::AfterHost;
+        let settled = self.settled.load(std::sync::atomic::Ordering::Relaxed);
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let fits = |b: &Idle| b.cap >= cap;
-            // Among those that fit, the smallest whose work is done; else the smallest.
+            // Among those that fit, the smallest whose work is done; else the smallest (for
+            // the engines, only once settled: until then a new one).
             let smallest = |done: bool| {
                 idle.iter()
                     .enumerate()
@@ -109,13 +158,28 @@ impl DevicePool {
                     .min_by_key(|(_, b)| b.cap)
                     .map(|(i, _)| i)
             };
-            smallest(true)
-                .or_else(|| smallest(false))
+            let found = smallest(true);
+            if found.is_none() && after_host && !settled {
+                // The idle buffers still in use count as handed out: settling keeps enough.
+                let busy = idle.iter().filter(|b| !self.is_done(&b.release)).count();
+                let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+                out.1 = out.1.max(out.0.len() + busy + 1);
+            }
+            found
+                .or_else(|| (!after_host || settled).then(|| smallest(false)).flatten())
                 .map(|i| idle.swap_remove(i))
         };
         if let Some(b) = reused {
             for e in &b.release {
-                self.dev.wait(stream, e)?;
+                if after_host {
+                    if !self.dev.is_complete(e).unwrap_or(false) {
+                        self.host_waits
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    self.dev.synchronize(e)?;
+                } else {
+                    self.dev.wait(stream, e)?;
+                }
             }
             self.handed_out(b.cap);
             return Ok(DeviceBuffer {
@@ -236,6 +300,8 @@ impl DevicePool {
     /// crops vary in size) find one. Idle buffers smaller than that size are freed (waiting
     /// for their work: once per run). Returns the buffers allocated.
     pub fn settle(&self) -> Result<usize, Error> {
+        self.settled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let high = *self.high_water.lock().unwrap_or_else(|p| p.into_inner());
         let (out_large, most) = {
             let out = self.out.lock().unwrap_or_else(|p| p.into_inner());

@@ -56,3 +56,58 @@ fn a_settled_ring_has_every_slot_at_its_largest_size() {
     }
     assert_eq!(dev.counters().pinned_allocs, before.pinned_allocs);
 }
+
+/// A pool for the JPEG engines' outputs hands out a buffer only once the host has seen its
+/// last users done (the engines don't wait for their stream): during the warm-up it
+/// allocates another instead, and settles with enough of them; after, the host waits, and
+/// the pool counts it.
+#[test]
+fn a_pool_for_the_engines_hands_out_only_buffers_whose_work_is_done() {
+    use std::time::Duration;
+    let Some(emu) = crate::cuda::test_support::Emu::load()
+        .map(|_| EmuDevice::new(EmuOptions::default()).expect("emulated device"))
+    else {
+        return;
+    };
+    let dev: Arc<dyn GpuDevice> = emu.clone();
+    let pool = DevicePool::for_engines(dev.clone());
+    let what = || "a decode area".to_string();
+    let size = 1 << 20;
+    // Used by a slow kernel-stream read, then given back.
+    let busy_until = |b: &mut DeviceBuffer| {
+        emu.delay(streams::KERNELS, Duration::from_millis(50))
+            .unwrap();
+        b.used_until(dev.record(streams::KERNELS, false).unwrap());
+    };
+    let mut a = pool.take(size, streams::DECODE, &what).unwrap();
+    let a_ptr = a.ptr();
+    busy_until(&mut a);
+    drop(a);
+    let b = pool.take(size, streams::DECODE, &what).unwrap();
+    assert_ne!(b.ptr(), a_ptr, "a buffer still read was handed out");
+    assert_eq!(dev.counters().device_allocs, 2);
+    assert_eq!(
+        pool.host_waits(),
+        0,
+        "the warm-up allocates rather than wait"
+    );
+    drop(b);
+    pool.settle().unwrap();
+    // Settled with the two the warm-up needed at once and a spare.
+    assert_eq!(pool.idle_count(), 3);
+    dev.synchronize_all().unwrap();
+    let before = dev.counters();
+    let mut held: Vec<_> = (0..3)
+        .map(|_| pool.take(size, streams::DECODE, &what).unwrap())
+        .collect();
+    for b in &mut held {
+        busy_until(b);
+    }
+    drop(held);
+    // All three still read: the host waits for one, and allocates nothing.
+    let c = pool.take(size, streams::DECODE, &what).unwrap();
+    assert_eq!(pool.host_waits(), 1);
+    assert_eq!(dev.counters().device_allocs, before.device_allocs);
+    drop(c);
+    dev.synchronize_all().unwrap();
+}

@@ -36,7 +36,7 @@ use std::time::Duration;
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::{
-    decode_region, needs_margin, route_header, DecodeRegion, DecodedInfo, FallbackReason,
+    decode_region, needs_margin, route_header, DecodeRegion, DecodedInfo, FallbackReason, GpuRoute,
     NvjpegError, Roi, Route,
 };
 
@@ -227,9 +227,19 @@ impl EmuDevice {
         stream: StreamId,
         work: impl FnOnce(&memory::Access<'_>) -> Result<(), String> + Send + 'static,
     ) -> Result<(), Error> {
+        let op = self.order.op(stream.0);
+        self.queue_as(stream, op, work)
+    }
+
+    /// Queues `work` on `stream` as the operation `op` of the check of stream order.
+    fn queue_as(
+        &self,
+        stream: StreamId,
+        op: order::Op,
+        work: impl FnOnce(&memory::Access<'_>) -> Result<(), String> + Send + 'static,
+    ) -> Result<(), Error> {
         let s = self.stream(stream)?;
         let mem = self.memory.clone();
-        let op = self.order.op(stream.0);
         s.push(Box::new(move || work(&mem.access(Some(op)))));
         Ok(())
     }
@@ -555,6 +565,7 @@ impl GpuDevice for EmuDevice {
         self.stream(stream)?;
         let mut results = Vec::with_capacity(jobs.len());
         let mut queued = Vec::new();
+        let mut engines = false;
         for j in jobs {
             let refuse = self
                 .failing_decodes
@@ -568,6 +579,7 @@ impl GpuDevice for EmuDevice {
             let pad = !self.options.exact_roi || (j.rebuilt && needs_margin(j.header));
             match decode::prepare(j, pad) {
                 Ok((info, q)) => {
+                    engines |= info.route == GpuRoute::Hardware;
                     results.push(Ok(info));
                     queued.push(q);
                 }
@@ -587,8 +599,15 @@ impl GpuDevice for EmuDevice {
             self.delay(stream, model.engine_time(&mp))?;
             return Ok(results);
         }
+        // The JPEG engines write when they are called, whatever the stream waits for (the
+        // CUDA decoders keep stream order): `order::Order::engines_op`.
+        let op = if engines {
+            self.order.engines_op(stream.0)
+        } else {
+            self.order.op(stream.0)
+        };
         let threads = self.threads;
-        self.queue_with_memory(stream, move |mem| {
+        self.queue_as(stream, op, move |mem| {
             let chunk = queued.len().div_ceil(threads.max(1)).max(1);
             let faults: Vec<String> = std::thread::scope(|scope| {
                 let parts: Vec<_> = queued

@@ -1,7 +1,9 @@
 //! The emulated device's check of stream order: each access that a queued copy, decode or
 //! kernel makes to device memory must be ordered after every earlier access it conflicts
 //! with (either one writes) — by running on the same stream, by an event its stream waited
-//! for, or by a wait of the host before the work was queued. That is all a GPU promises.
+//! for, or by a wait of the host before the work was queued. That is all a GPU promises, and
+//! the JPEG engines' writes keep less: only the host's waits order them
+//! ([`Order::engines_op`]).
 //! The emulation's stream threads may happen to run two unordered accesses in a harmless
 //! order where a GPU runs them in the other (a decode still writing while a kernel reads),
 //! so the emulated device faults on the first unordered pair, naming both.
@@ -49,12 +51,14 @@ pub(crate) struct Op {
     lane: usize,
     seq: u64,
     view: Arc<Clock>,
+    /// Starts after its stream's earlier work (every operation but the JPEG engines').
+    stream_ordered: bool,
 }
 
 impl Op {
     /// Whether operation `seq` of `lane` happened before this one.
     fn after(&self, lane: usize, seq: u64) -> bool {
-        lane == self.lane || self.view.get(lane).is_some_and(|&v| v >= seq)
+        (self.stream_ordered && lane == self.lane) || self.view.get(lane).is_some_and(|&v| v >= seq)
     }
 }
 
@@ -111,6 +115,30 @@ impl Order {
                 lane,
                 seq: clock[lane],
                 view: Arc::new(clock.clone()),
+                stream_ordered: true,
+            }
+        })
+    }
+
+    /// A new operation queued on `stream` that starts without waiting for the stream's
+    /// earlier work or the events it waits for: the JPEG engines write their outputs when
+    /// nvJPEG is called (measured on H100s with nvJPEG 12.3 to 13.2: `docs/gpu.md`, "The
+    /// JPEG engines and stream order"), so only what the host saw complete comes before
+    /// it. Later work on the stream, and events recorded there, still come after it.
+    pub(crate) fn engines_op(&self, stream: usize) -> Op {
+        let lane = lane_of(stream);
+        self.with_lanes(lane, |lanes| {
+            let host = lanes[HOST].clone();
+            let clock = Self::caught_up(lanes, lane);
+            if clock.len() <= lane {
+                clock.resize(lane + 1, 0);
+            }
+            clock[lane] += 1;
+            Op {
+                lane,
+                seq: clock[lane],
+                view: Arc::new(host),
+                stream_ordered: false,
             }
         })
     }
@@ -127,6 +155,7 @@ impl Order {
                 lane: HOST,
                 seq: clock[HOST],
                 view: Arc::new(clock.clone()),
+                stream_ordered: true,
             }
         })
     }

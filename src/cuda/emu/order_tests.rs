@@ -117,3 +117,59 @@ fn the_record_stays_as_small_as_the_work_in_flight() {
     let on_record = d.memory.touches_on_record();
     assert!(on_record <= 17, "{on_record} accesses on record");
 }
+
+/// The JPEG engines write their outputs when nvJPEG is called (as measured on H100s:
+/// `docs/gpu.md`): an event their stream waits for does not order them after a kernel still
+/// reading the output; a host wait for it does.
+#[test]
+fn the_jpeg_engines_write_after_host_waits_only() {
+    use crate::decode::{JpegHeader, Limits};
+    use crate::nvjpeg::DeviceOutput;
+    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+
+    let (h, w) = (32, 48);
+    let jpeg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
+    let header = JpegHeader::read(&jpeg, &Limits::default()).unwrap();
+    let len = h * w * 3;
+    // A slow kernel-stream read of an area (an earlier batch's chain), then a decode into
+    // it after a wait for that read: on the device (as a stream-ordered pool has it) or on
+    // the host. A fault is sticky, so each way gets a device of its own.
+    let decode_after_read = |host_waits: bool| -> Option<Result<(), String>> {
+        let d = dev()?;
+        let (area, copy) = (d.alloc(len).unwrap(), d.alloc(len).unwrap());
+        d.delay(streams::KERNELS, Duration::from_millis(30))
+            .unwrap();
+        // SAFETY: live allocations of `len` bytes.
+        unsafe { d.copy_on_device(streams::KERNELS, copy, area, len).unwrap() };
+        let read = d.record(streams::KERNELS, false).unwrap();
+        if host_waits {
+            d.synchronize(&read).unwrap();
+        } else {
+            d.wait(streams::DECODE, &read).unwrap();
+        }
+        let job = DecodeJob {
+            bytes: &jpeg,
+            header: &header,
+            roi: None,
+            rebuilt: false,
+            out: DeviceOutput {
+                ptr: area,
+                pitch: w * 3,
+                len,
+            },
+        };
+        // SAFETY: `area` holds the whole image; the bytes outlive the waits below.
+        let r = unsafe { d.submit_decode(streams::DECODE, &[job]).unwrap() };
+        assert!(r[0].is_ok(), "{:?}", r[0]);
+        Some(finish(&d, streams::DECODE).and_then(|()| finish(&d, streams::KERNELS)))
+    };
+    let Some(device_wait) = decode_after_read(false) else {
+        return;
+    };
+    let e = device_wait.expect_err("the engines wrote with only a device-side wait before them");
+    assert!(
+        e.contains("stream order") && e.contains("a decode output"),
+        "{e}"
+    );
+    decode_after_read(true).unwrap().unwrap();
+}

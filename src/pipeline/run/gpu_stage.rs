@@ -19,8 +19,10 @@
 //! in the kernels, queued for the consumer — bounded by the batch queue (`prefetch`) and by
 //! the pinned upload ring, whose next slot the host waits for only when every slot's batch is
 //! still on the device. Buffers come from pools that keep them (with release events, waited
-//! for on the device), so after the first batches nothing is allocated; `--stats` counts
-//! it (`allocations after warm-up`).
+//! for on the device — except the decode areas, which the JPEG engines write without
+//! waiting for their stream, so the host must have seen them free: `DevicePool::for_engines`),
+//! so after the first batches nothing is allocated; `--stats` counts it (`allocations after
+//! warm-up`).
 //!
 //! # Memory bound
 //!
@@ -152,7 +154,7 @@ impl Pools {
     fn new(dev: &Arc<dyn GpuDevice>) -> Pools {
         Pools {
             outputs: DevicePool::new(dev.clone()),
-            decoded: DevicePool::new(dev.clone()),
+            decoded: DevicePool::for_engines(dev.clone()),
             host: DevicePool::new(dev.clone()),
             rebuilt: DevicePool::new(dev.clone()),
             planes: DevicePool::new(dev.clone()),
@@ -380,6 +382,9 @@ impl GpuStage {
             .gpu_in_flight_max
             .fetch_max(q.len() as u64, Ordering::Relaxed);
         drop(q);
+        self.stats
+            .gpu_area_waits
+            .store(self.pools.decoded.host_waits(), Ordering::Relaxed);
         // Here, not where a consumer drops a batch: freeing waits for the whole device.
         for p in self.pools.all() {
             p.trim_done();

@@ -47,6 +47,9 @@ pub struct Stats {
     pub(super) gpu_pinned_only: AtomicBool,
     /// GPU path: the most batches launched and not yet done on the device at once.
     pub(super) gpu_in_flight_max: AtomicU64,
+    /// GPU path: the times the host waited for a decode area's earlier batch to be done
+    /// (`DevicePool::host_waits`).
+    pub(super) gpu_area_waits: AtomicU64,
     /// GPU path: the device's allocation counters at the end of the first epoch, and last
     /// read.
     pub(super) gpu_counters_warm: Mutex<Option<DeviceCounters>>,
@@ -185,6 +188,11 @@ pub struct GpuStats {
     /// The most batches in flight at once: launched (decodes and kernels queued) and not
     /// yet done on the device.
     pub batches_in_flight: u64,
+    /// The times the host waited for an earlier batch's kernels to be done with a decode
+    /// area before the JPEG engines could write it (they don't wait for their stream:
+    /// `docs/gpu.md`). Only after the warm-up, which allocates rather than wait; zero in a
+    /// steady state with enough areas.
+    pub decode_area_waits: u64,
     /// The device's allocations, frees and event creations so far.
     pub counters: DeviceCounters,
     /// Of those, the ones after the first epoch (`None` before it ends): zero in a steady
@@ -258,6 +266,7 @@ impl Stats {
                 .and_then(|m| *m)
                 .unwrap_or_default(),
             batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
+            decode_area_waits: self.gpu_area_waits.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),
             decoders: self
                 .gpu_decoders
