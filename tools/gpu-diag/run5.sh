@@ -10,7 +10,8 @@
 # wheels) or on PYTHONPATH. In order, each step under `timeout` and within a budget for the
 # whole call (RUN5_BUDGET seconds, default 560), its log under $OUT:
 #   (a) `stokehold compare --devices cpu,gpu` on the bundle's imagenet-400 photos, train and
-#       eval pipelines with upsampling = "nearest": the verdict lines;
+#       eval pipelines with upsampling = "nearest", then the train pipeline's chroma rebuilt
+#       (STOKEHOLD_CHROMA_REBUILD=1): the verdict lines;
 #   (b) speed, alternated twice: `stokehold bench --device gpu --stats` on the f16 train
 #       pipeline over /tmp/d4k (the photos hard-linked 20 times), nearest then fancy: the
 #       throughput, `decoders:` and `kernels (device)` lines;
@@ -79,6 +80,13 @@ for which in train eval; do
     sed -n '/^output /,$p' "$log" | sed 's/^/  /'
     grep -q '^output ' "$log" || tail -n 3 "$log"
 done
+# The rebuilt chroma gave 5 dB from the second batch on (2026-11-26): the decode areas were
+# reused in stream order, which the JPEG engines don't keep (docs/gpu.md). Guarded since.
+log="$O/compare-train-rebuild.log"
+STOKEHOLD_CHROMA_REBUILD=1 timed 90 "$S" compare "$G/pipelines/resnet50-train.toml" --data "$P" \
+    --devices cpu,gpu > "$log" 2>&1
+echo "rc=$? train (fancy, rebuilt by the kernels): $(grep -E '^compared ' "$log")"
+sed -n '/^output /,$p' "$log" | sed 's/^/  /'
 
 say "(b) speed: nearest against fancy (d4k: the photos x 20, batch 256, f16), two rounds"
 mkdir -p /tmp/d4k
