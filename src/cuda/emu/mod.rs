@@ -283,7 +283,9 @@ impl GpuDevice for EmuDevice {
             device_id: 0,
             total_memory: self.memory.cap().unwrap_or(0),
             decoder: format!(
-                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines{}{}",
+                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines; chroma \
+                 repeated, as the engines write it (for upsampling = \"fancy\" our kernels \
+                 interpolate it){}{}",
                 if self.options.exact_roi {
                     ""
                 } else {
