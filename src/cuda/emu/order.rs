@@ -104,20 +104,7 @@ impl Order {
 
     /// A new operation queued on `stream`.
     pub(crate) fn op(&self, stream: usize) -> Op {
-        let lane = lane_of(stream);
-        self.with_lanes(lane, |lanes| {
-            let clock = Self::caught_up(lanes, lane);
-            if clock.len() <= lane {
-                clock.resize(lane + 1, 0);
-            }
-            clock[lane] += 1;
-            Op {
-                lane,
-                seq: clock[lane],
-                view: Arc::new(clock.clone()),
-                stream_ordered: true,
-            }
-        })
+        self.queued(stream, true)
     }
 
     /// A new operation queued on `stream` that starts without waiting for the stream's
@@ -126,6 +113,12 @@ impl Order {
     /// JPEG engines and stream order"), so only what the host saw complete comes before
     /// it. Later work on the stream, and events recorded there, still come after it.
     pub(crate) fn engines_op(&self, stream: usize) -> Op {
+        self.queued(stream, false)
+    }
+
+    /// The next operation of `stream`'s lane, ordered after its stream's earlier work or
+    /// only after what the host saw.
+    fn queued(&self, stream: usize, stream_ordered: bool) -> Op {
         let lane = lane_of(stream);
         self.with_lanes(lane, |lanes| {
             let host = lanes[HOST].clone();
@@ -137,8 +130,8 @@ impl Order {
             Op {
                 lane,
                 seq: clock[lane],
-                view: Arc::new(host),
-                stream_ordered: false,
+                view: Arc::new(if stream_ordered { clock.clone() } else { host }),
+                stream_ordered,
             }
         })
     }
