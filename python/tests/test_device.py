@@ -76,7 +76,10 @@ def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin
     later = [b["images"].data_ptr for b in it]
     assert later and ptr not in later
     assert np.array_equal(kept, snapshot)
-    assert isinstance(p.stats()["gpu"]["idle_device_buffers"], int)
+    gpu = p.stats()["gpu"]
+    assert isinstance(gpu["idle_device_buffers"], int)
+    assert gpu["batches_in_flight"] >= 1, gpu
+    assert isinstance(gpu["decode_area_waits"], int), gpu
     del kept
     gc.collect()
     # Back in the pool: the next epochs hand it out again (the pool takes its oldest idle
