@@ -28,6 +28,7 @@
 //! own thread ([`DevicePool::trim_done`]), and only once their work is done (`cuMemFree`
 //! would wait for the whole device, the training loop's work included).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::gpu_device::{DevicePtr, Event, GpuDevice, PinnedHost, StreamId};
@@ -61,9 +62,9 @@ pub struct DevicePool {
     out: Mutex<(Vec<usize>, usize)>,
     reuse: Reuse,
     /// [`DevicePool::settle`] has run.
-    settled: std::sync::atomic::AtomicBool,
+    settled: AtomicBool,
     /// Takes that waited on the host for a buffer's release events.
-    host_waits: std::sync::atomic::AtomicU64,
+    host_waits: AtomicU64,
 }
 
 /// When an idle buffer may be handed out again.
@@ -111,7 +112,7 @@ impl DevicePool {
     /// How many takes made the host wait for a buffer's last users (only a pool
     /// [`for_engines`](Self::for_engines) waits, and only once it has settled).
     pub fn host_waits(&self) -> u64 {
-        self.host_waits.load(std::sync::atomic::Ordering::Relaxed)
+        self.host_waits.load(Ordering::Relaxed)
     }
 
     /// The device.
@@ -145,7 +146,7 @@ impl DevicePool {
             .and_then(|c| c.checked_next_multiple_of(256))
             .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
         let after_host = self.reuse == Reuse::AfterHost;
-        let settled = self.settled.load(std::sync::atomic::Ordering::Relaxed);
+        let settled = self.settled.load(Ordering::Relaxed);
         let reused = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             let fits = |b: &Idle| b.cap >= cap;
@@ -170,12 +171,11 @@ impl DevicePool {
                 .map(|i| idle.swap_remove(i))
         };
         if let Some(b) = reused {
+            if after_host && !self.is_done(&b.release) {
+                self.host_waits.fetch_add(1, Ordering::Relaxed);
+            }
             for e in &b.release {
                 if after_host {
-                    if !self.dev.is_complete(e).unwrap_or(false) {
-                        self.host_waits
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
                     self.dev.synchronize(e)?;
                 } else {
                     self.dev.wait(stream, e)?;
@@ -300,8 +300,7 @@ impl DevicePool {
     /// crops vary in size) find one. Idle buffers smaller than that size are freed (waiting
     /// for their work: once per run). Returns the buffers allocated.
     pub fn settle(&self) -> Result<usize, Error> {
-        self.settled
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.settled.store(true, Ordering::Relaxed);
         let high = *self.high_water.lock().unwrap_or_else(|p| p.into_inner());
         let (out_large, most) = {
             let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
