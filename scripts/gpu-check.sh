@@ -167,6 +167,7 @@ STAGE_TESTS=(
     pipeline::run::gpu_decode_tests::gpu_the_real_device_decodes_through_the_seam
     pipeline::run::gpu_tests::gpu_the_gpu_path_on_a_real_device_matches_the_cpu
     pipeline::run::upsampling_tests::gpu_nearest_chroma_on_a_real_device_matches_the_cpu
+    pipeline::run::gpu_decode_tests::gpu_the_jpeg_engines_write_when_called
 )
 
 # ---------------------------------------------------------------------------------------
@@ -218,7 +219,8 @@ elif ((skipped > 0)); then
 else
     row "GPU stage tests (real device)" ok "$detail"
 fi
-grep -E '^(GPU stage |GPU: |.* batch [0-9]+ PSNR )' "$logs/stage-tests.log" | head -n 12 | sed 's/^/    /'
+grep -E '^(GPU stage |GPU: |JPEG engines |.* batch [0-9]+ PSNR )' "$logs/stage-tests.log" | head -n 16 |
+    sed 's/^/    /'
 
 # ---------------------------------------------------------------------------------------
 echo "== 4. run --device gpu --stats, and check"
