@@ -513,7 +513,7 @@ impl PyPipeline {
             let after = g.after_warm_up.map(|w| w.total());
             gd.set_item("allocations_after_warm_up", after)?;
             // The most batches launched and not yet done on the device at once, and the
-            // host's waits for a decode area an earlier batch still used (0 in a steady state).
+            // host's waits for a decode area an earlier batch still used (few or none).
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
             gd.set_item("decode_area_waits", g.decode_area_waits)?;
             d.set_item("gpu", gd)?;

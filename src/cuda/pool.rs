@@ -48,6 +48,9 @@ struct Idle {
     ptr: DevicePtr,
     cap: usize,
     release: Vec<Event>,
+    /// When it came back (a count): of two equally fitting buffers still in use, the one
+    /// back first is likely done first.
+    back: u64,
 }
 
 /// A pool of device buffers on one device.
@@ -65,6 +68,8 @@ pub struct DevicePool {
     settled: AtomicBool,
     /// Takes that waited on the host for a buffer's release events.
     host_waits: AtomicU64,
+    /// Buffers given back so far (each idle buffer's [`Idle::back`]).
+    returns: AtomicU64,
 }
 
 /// When an idle buffer may be handed out again.
@@ -106,6 +111,7 @@ impl DevicePool {
             reuse,
             settled: Default::default(),
             host_waits: Default::default(),
+            returns: Default::default(),
         })
     }
 
@@ -146,53 +152,17 @@ impl DevicePool {
             .and_then(|c| c.checked_next_multiple_of(256))
             .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
         let after_host = self.reuse == Reuse::AfterHost;
-        let settled = self.settled.load(Ordering::Relaxed);
-        let reused = {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let fits = |b: &Idle| b.cap >= cap;
-            // Among those that fit, the smallest whose work is done; else the smallest (for
-            // the engines, only once settled: until then a new one).
-            let smallest = |done: bool| {
-                idle.iter()
-                    .enumerate()
-                    .filter(|(_, b)| fits(b) && (!done || self.is_done(&b.release)))
-                    .min_by_key(|(_, b)| b.cap)
-                    .map(|(i, _)| i)
-            };
-            let found = smallest(true);
-            if found.is_none() && after_host && !settled {
-                // The idle buffers still in use count as handed out: settling keeps enough.
-                let busy = idle.iter().filter(|b| !self.is_done(&b.release)).count();
-                let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-                out.1 = out.1.max(out.0.len() + busy + 1);
-            }
-            found
-                .or_else(|| (!after_host || settled).then(|| smallest(false)).flatten())
-                .map(|i| idle.swap_remove(i))
+        // A pool for the engines waits for a buffer still in use only once settled: until
+        // then it allocates another (and settles with enough).
+        let may_wait = !after_host || self.settled.load(Ordering::Relaxed);
+        let busy = match self.idle_that_fits(cap, may_wait) {
+            Ok(b) => return self.hand_out_idle(b, len, stream),
+            Err(busy) => busy,
         };
-        if let Some(b) = reused {
-            if after_host && !self.is_done(&b.release) {
-                self.host_waits.fetch_add(1, Ordering::Relaxed);
-            }
-            for e in &b.release {
-                if after_host {
-                    self.dev.synchronize(e)?;
-                } else {
-                    self.dev.wait(stream, e)?;
-                }
-            }
-            self.handed_out(b.cap);
-            return Ok(DeviceBuffer {
-                ptr: b.ptr,
-                len,
-                cap: b.cap,
-                release: Vec::new(),
-                pool: self.clone(),
-            });
-        }
         // A new buffer is as large as the largest this pool made, and a quarter more than
         // asked: the areas of a role (a pool each) vary in size with the batches' random
         // crops, and once every buffer has the high-water size any later request fits.
+        let asked = cap;
         let cap = {
             let mut high = self.high_water.lock().unwrap_or_else(|p| p.into_inner());
             let c = size_class((cap + cap / 4).max(*high)).unwrap_or(cap);
@@ -202,6 +172,10 @@ impl DevicePool {
         let ptr = match self.dev.alloc(cap) {
             Ok(p) => p,
             Err(Error::DeviceOutOfMemory { .. }) => {
+                // No room for another: a buffer still in use, once done, serves as well.
+                if let Ok(b) = self.idle_that_fits(asked, true) {
+                    return self.hand_out_idle(b, len, stream);
+                }
                 // Idle buffers of other sizes may be what stands in the way.
                 self.trim(0)?;
                 self.dev.alloc(cap).map_err(|e| match e {
@@ -215,6 +189,11 @@ impl DevicePool {
             }
             Err(e) => return Err(e),
         };
+        if after_host && busy > 0 {
+            // The idle buffers still in use were out too, in effect: settling keeps enough.
+            let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+            out.1 = out.1.max(out.0.len() + busy + 1);
+        }
         self.handed_out(cap);
         Ok(DeviceBuffer {
             ptr,
@@ -223,6 +202,56 @@ impl DevicePool {
             release: Vec::new(),
             pool: self.clone(),
         })
+    }
+
+    /// Takes out the idle buffer that best serves a request of `cap` bytes: among those
+    /// that fit, the smallest whose work is done; else, if `may_wait`, the smallest, back
+    /// first. `Err`: none was taken, with the number of idle buffers still in use.
+    fn idle_that_fits(&self, cap: usize, may_wait: bool) -> Result<Idle, usize> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let best = |done: bool| {
+            idle.iter()
+                .enumerate()
+                .filter(|(_, b)| b.cap >= cap && (!done || self.is_done(&b.release)))
+                .min_by_key(|(_, b)| (b.cap, b.back))
+                .map(|(i, _)| i)
+        };
+        match best(true).or_else(|| best(false).filter(|_| may_wait)) {
+            Some(i) => Ok(idle.swap_remove(i)),
+            None => Err(idle.iter().filter(|b| !self.is_done(&b.release)).count()),
+        }
+    }
+
+    /// Hands out idle buffer `b` for work on `stream`, after its last users: `stream` waits
+    /// for them on the device, or, in a pool for the engines, the host does (counted).
+    fn hand_out_idle(
+        self: &Arc<Self>,
+        b: Idle,
+        len: usize,
+        stream: StreamId,
+    ) -> Result<DeviceBuffer, Error> {
+        let after_host = self.reuse == Reuse::AfterHost;
+        if after_host && !self.is_done(&b.release) {
+            self.host_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        let buffer = DeviceBuffer {
+            ptr: b.ptr,
+            len,
+            cap: b.cap,
+            release: Vec::new(),
+            pool: self.clone(),
+        };
+        self.handed_out(b.cap);
+        for e in &b.release {
+            // On error the buffer goes back to the idle list, with no release events: a
+            // failed device runs nothing more.
+            if after_host {
+                self.dev.synchronize(e)?;
+            } else {
+                self.dev.wait(stream, e)?;
+            }
+        }
+        Ok(buffer)
     }
 
     /// Frees idle buffers until at most `keep` are left (oldest first), waiting for their
@@ -290,8 +319,14 @@ impl DevicePool {
                 out.0.swap_remove(i);
             }
         }
+        let back = self.returns.fetch_add(1, Ordering::Relaxed);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.push(Idle { ptr, cap, release });
+        idle.push(Idle {
+            ptr,
+            cap,
+            release,
+            back,
+        });
     }
 
     /// Ends the warm-up: from what it needed, the pool holds enough buffers of the largest
@@ -328,15 +363,24 @@ impl DevicePool {
         let spare = usize::from(high < SPARE_UNDER);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let want = (most + spare).saturating_sub(out_large + idle.len());
+        let mut made = 0;
         for _ in 0..want {
-            let ptr = self.dev.alloc(high)?;
+            let ptr = match self.dev.alloc(high) {
+                Ok(p) => p,
+                // The engines' pool counted buffers it could have waited for: without room
+                // for them, later takes wait (counted) rather than fail.
+                Err(Error::DeviceOutOfMemory { .. }) if self.reuse == Reuse::AfterHost => break,
+                Err(e) => return Err(e),
+            };
             idle.push(Idle {
                 ptr,
                 cap: high,
                 release: Vec::new(),
+                back: 0,
             });
+            made += 1;
         }
-        Ok(want)
+        Ok(made)
     }
 }
 

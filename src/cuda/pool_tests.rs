@@ -59,8 +59,8 @@ fn a_settled_ring_has_every_slot_at_its_largest_size() {
 
 /// A pool for the JPEG engines' outputs hands out a buffer only once the host has seen its
 /// last users done (the engines don't wait for their stream): during the warm-up it
-/// allocates another instead, and settles with enough of them; after, the host waits, and
-/// the pool counts it.
+/// allocates another instead, and settles with enough of them; after, the host waits for the
+/// one given back first, and the pool counts it.
 #[test]
 fn a_pool_for_the_engines_hands_out_only_buffers_whose_work_is_done() {
     use std::time::Duration;
@@ -73,15 +73,16 @@ fn a_pool_for_the_engines_hands_out_only_buffers_whose_work_is_done() {
     let pool = DevicePool::for_engines(dev.clone());
     let what = || "a decode area".to_string();
     let size = 1 << 20;
-    // Used by a slow kernel-stream read, then given back.
+    // Used by a slow kernel-stream read (long enough for a loaded machine), then given back.
     let busy_until = |b: &mut DeviceBuffer| {
-        emu.delay(streams::KERNELS, Duration::from_millis(50))
+        emu.delay(streams::KERNELS, Duration::from_millis(300))
             .unwrap();
-        b.used_until(dev.record(streams::KERNELS, false).unwrap());
+        let e = dev.record(streams::KERNELS, false).unwrap();
+        b.used_until(e.clone());
+        (b.ptr(), e)
     };
     let mut a = pool.take(size, streams::DECODE, &what).unwrap();
-    let a_ptr = a.ptr();
-    busy_until(&mut a);
+    let (a_ptr, _) = busy_until(&mut a);
     drop(a);
     let b = pool.take(size, streams::DECODE, &what).unwrap();
     assert_ne!(b.ptr(), a_ptr, "a buffer still read was handed out");
@@ -100,13 +101,21 @@ fn a_pool_for_the_engines_hands_out_only_buffers_whose_work_is_done() {
     let mut held: Vec<_> = (0..3)
         .map(|_| pool.take(size, streams::DECODE, &what).unwrap())
         .collect();
-    for b in &mut held {
-        busy_until(b);
-    }
+    // Read one after the other: the first given back is done first.
+    let used: Vec<_> = held.iter_mut().map(busy_until).collect();
     drop(held);
-    // All three still read: the host waits for one, and allocates nothing.
+    // All three still read: the host waits for the first, and allocates nothing.
     let c = pool.take(size, streams::DECODE, &what).unwrap();
     assert_eq!(pool.host_waits(), 1);
+    assert_eq!(c.ptr(), used[0].0, "the buffer back first");
+    assert!(
+        dev.is_complete(&used[0].1).unwrap(),
+        "handed out before its work was done"
+    );
+    assert!(
+        !dev.is_complete(&used[2].1).unwrap(),
+        "the test's reads ended too early"
+    );
     assert_eq!(dev.counters().device_allocs, before.device_allocs);
     drop(c);
     dev.synchronize_all().unwrap();

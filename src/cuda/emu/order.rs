@@ -10,7 +10,8 @@
 //!
 //! Vector clocks: lane 0 is the host (what it saw complete, and its own copies to the host),
 //! lane `s + 1` stream `s`. Each queued operation gets its lane's next number and a view:
-//! its stream's clock joined with the host's when it was queued. Each touched range of an
+//! its stream's clock joined with the host's when it was queued (for the JPEG engines' writes,
+//! the host's alone: [`Order::engines_op`]). Each touched range of an
 //! allocation keeps the accesses not yet superseded (a later ordered write over the same
 //! bytes supersedes all, a later ordered read the reads), so the record stays as small as
 //! the work in flight.

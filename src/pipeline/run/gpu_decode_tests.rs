@@ -12,6 +12,28 @@ use crate::decode::{JpegHeader, Limits};
 use crate::nvjpeg::Roi;
 use crate::pipeline::spec::DeviceChoice;
 
+/// A decode area is written again only once the host has seen the kernels that read it
+/// done, however slow the kernel stream (each launch waits 15 ms): the emulated device lets
+/// the JPEG engines' writes wait for nothing but the host, as nvJPEG's do (`docs/gpu.md`,
+/// "The JPEG engines and stream order"), so an area reused behind a device-side wait would
+/// fault; the run gives the CPU's batches, several epochs over the pool's settling.
+#[test]
+fn decode_areas_are_reused_only_once_the_host_saw_their_kernels_done() {
+    let (_d, data) = builtin();
+    let Some(_) = emu() else { return };
+    let dev = EmuDevice::new(EmuOptions {
+        launch_delay: Some(std::time::Duration::from_millis(15)),
+        ..EmuOptions::default()
+    })
+    .unwrap();
+    let mut spec = shipped("resnet50-train.toml", &data);
+    spec.settings.batch = 4;
+    spec.settings.epochs = Some(3);
+    let cpu = run(&on(&spec, DeviceChoice::Cpu));
+    let slow: Vec<_> = emu_pipeline(&spec, dev).unwrap().collect();
+    assert_same_runs(&cpu, &slow, "a slow kernel stream");
+}
+
 #[test]
 fn padded_and_exact_rois_both_give_the_cpu_batches() {
     let Some(padded) = emu() else { return };

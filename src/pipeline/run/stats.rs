@@ -190,8 +190,9 @@ pub struct GpuStats {
     pub batches_in_flight: u64,
     /// The times the host waited for an earlier batch's kernels to be done with a decode
     /// area before the JPEG engines could write it (they don't wait for their stream:
-    /// `docs/gpu.md`). Only after the warm-up, which allocates rather than wait; zero in a
-    /// steady state with enough areas.
+    /// `docs/gpu.md`). Only after the warm-up, which allocates rather than wait (or where
+    /// the device had no room for another area); few or none: the pool settles with as
+    /// many areas as the warm-up had in use at once, and one to spare under 64 MB.
     pub decode_area_waits: u64,
     /// The device's allocations, frees and event creations so far.
     pub counters: DeviceCounters,
