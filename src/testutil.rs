@@ -323,3 +323,23 @@ pub fn encode_rgb_stored_jpeg(src: &[u8], h: usize, w: usize, mark: RgbMark) -> 
     }
     out
 }
+
+/// The decode job of the whole of `jpeg` (whose header is `header`) into `out`, device memory
+/// of height × width × 3 bytes, as the GPU stage submits one.
+pub fn whole_image_job<'a>(
+    (jpeg, header): (&'a [u8], &'a crate::decode::JpegHeader),
+    out: u64,
+) -> crate::cuda::gpu_device::DecodeJob<'a> {
+    let (h, w) = (header.height(), header.width());
+    crate::cuda::gpu_device::DecodeJob {
+        bytes: jpeg,
+        header,
+        roi: None,
+        rebuilt: false,
+        out: crate::nvjpeg::DeviceOutput {
+            ptr: out,
+            pitch: w * 3,
+            len: h * w * 3,
+        },
+    }
+}

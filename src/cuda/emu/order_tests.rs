@@ -124,8 +124,7 @@ fn the_record_stays_as_small_as_the_work_in_flight() {
 #[test]
 fn the_jpeg_engines_write_after_host_waits_only() {
     use crate::decode::{JpegHeader, Limits};
-    use crate::nvjpeg::DeviceOutput;
-    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+    use crate::testutil::{encode_jpeg, pattern_rgb, whole_image_job, Sub};
 
     let (h, w) = (32, 48);
     let jpeg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
@@ -147,17 +146,7 @@ fn the_jpeg_engines_write_after_host_waits_only() {
         } else {
             d.wait(streams::DECODE, &read).unwrap();
         }
-        let job = DecodeJob {
-            bytes: &jpeg,
-            header: &header,
-            roi: None,
-            rebuilt: false,
-            out: DeviceOutput {
-                ptr: area,
-                pitch: w * 3,
-                len,
-            },
-        };
+        let job = whole_image_job((&jpeg, &header), area);
         // SAFETY: `area` holds the whole image; the bytes outlive the waits below.
         let r = unsafe { d.submit_decode(streams::DECODE, &[job]).unwrap() };
         assert!(r[0].is_ok(), "{:?}", r[0]);

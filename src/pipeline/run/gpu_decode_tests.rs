@@ -269,11 +269,10 @@ fn gpu_the_real_device_decodes_through_the_seam() {
 /// image (≥ 40 dB against our CPU decoder).
 #[test]
 fn gpu_the_jpeg_engines_write_when_called() {
-    use crate::cuda::gpu_device::{streams, DecodeJob};
+    use crate::cuda::gpu_device::streams;
     use crate::decode::{ColorMode, DecodeOptions, ParsedImage};
-    use crate::nvjpeg::DeviceOutput;
     use crate::pipeline::compare::psnr;
-    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+    use crate::testutil::{encode_jpeg, pattern_rgb, whole_image_job, Sub};
 
     if crate::cuda::test_support::real_device().is_none() {
         return;
@@ -290,17 +289,7 @@ fn gpu_the_jpeg_engines_write_when_called() {
     let header = JpegHeader::read(&jpeg, &Limits::default()).unwrap();
     let len = h * w * 3;
     let out = dev.alloc(len).unwrap();
-    let job = DecodeJob {
-        bytes: &jpeg,
-        header: &header,
-        roi: None,
-        rebuilt: false,
-        out: DeviceOutput {
-            ptr: out,
-            pitch: w * 3,
-            len,
-        },
-    };
+    let job = whole_image_job((&jpeg, &header), out);
     let decode = || {
         // SAFETY: `out` holds the whole image; the bytes outlive the waits below.
         let r = unsafe { dev.submit_decode(streams::DECODE, &[job]).unwrap() };
