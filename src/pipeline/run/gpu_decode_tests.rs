@@ -127,6 +127,24 @@ fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
     }
 }
 
+/// The real device opened with chroma repeated, as `upsampling = "nearest"` opens it (our CPU
+/// decoder's pixels), or `None` after a visible skip: no GPU, or `lacks` says what the device
+/// lacks for the test.
+fn nearest_real_device(
+    lacks: impl Fn(&crate::cuda::gpu_device::DeviceDescription) -> Option<String>,
+) -> Option<std::sync::Arc<crate::cuda::RealDevice>> {
+    crate::cuda::test_support::real_device()?;
+    let nearest = crate::decode::Upsampling::Nearest;
+    let dev = crate::cuda::RealDevice::with_upsampling(0, 8, nearest).unwrap();
+    let described = dev.describe();
+    eprintln!("GPU stage decoder: {}", described.decoder);
+    if let Some(why) = lacks(&described) {
+        crate::testutil::skip::skip(crate::testutil::skip::Need::Gpu, why);
+        return None;
+    }
+    Some(dev)
+}
+
 /// The real device's decode (a GPU machine: `scripts/gpu-check.sh`): nvJPEG through the seam
 /// as the stage drives it — the header read once and passed in, the plan's output (padded
 /// ROIs before nvJPEG 13.3), submit on the decode stream, then wait for its event — gives
@@ -141,19 +159,13 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     use crate::pipeline::compare::psnr;
     use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
 
-    if crate::cuda::test_support::real_device().is_none() {
+    let Some(dev) = nearest_real_device(|d| {
+        d.decoder
+            .starts_with("no nvJPEG")
+            .then(|| format!("no nvJPEG ({})", d.decoder))
+    }) else {
         return;
-    }
-    // Chroma repeated, as `upsampling = "nearest"` opens it: our CPU decoder's pixels.
-    let nearest = crate::decode::Upsampling::Nearest;
-    let dev = crate::cuda::RealDevice::with_upsampling(0, 8, nearest).unwrap();
-    let described = dev.describe();
-    eprintln!("GPU stage decoder: {}", described.decoder);
-    if described.decoder.starts_with("no nvJPEG") {
-        use crate::testutil::skip::{skip, Need};
-        skip(Need::Gpu, format!("no nvJPEG ({})", described.decoder));
-        return;
-    }
+    };
     let mut files = Vec::new();
     for (k, (h, w, sub)) in [
         (64, 96, Sub::S420),
@@ -274,16 +286,12 @@ fn gpu_the_jpeg_engines_write_when_called() {
     use crate::pipeline::compare::psnr;
     use crate::testutil::{encode_jpeg, pattern_rgb, whole_image_job, Sub};
 
-    if crate::cuda::test_support::real_device().is_none() {
-        return;
-    }
     let nearest = crate::decode::Upsampling::Nearest;
-    let dev = crate::cuda::RealDevice::with_upsampling(0, 8, nearest).unwrap();
-    if !dev.describe().hardware_decoder {
-        use crate::testutil::skip::{skip, Need};
-        skip(Need::Gpu, "no JPEG engines on this device".to_string());
+    let Some(dev) = nearest_real_device(|d| {
+        (!d.hardware_decoder).then(|| "no JPEG engines on this device".to_string())
+    }) else {
         return;
-    }
+    };
     let (h, w) = (256, 384);
     let jpeg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
     let header = JpegHeader::read(&jpeg, &Limits::default()).unwrap();
