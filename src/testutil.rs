@@ -332,6 +332,8 @@ pub fn whole_image_job<'a>(
 ) -> crate::cuda::gpu_device::DecodeJob<'a> {
     let (h, w) = (header.height(), header.width());
     crate::cuda::gpu_device::DecodeJob {
+        engines_checked: false,
+        pinned: false,
         bytes: jpeg,
         header,
         roi: None,

@@ -197,6 +197,7 @@ def stokehold_batches(a, device, copy="upload"):
     if a.prefetch is not None:
         options["prefetch"] = a.prefetch
     p = stokehold.Pipeline(stokehold_spec(a, "f16" if gpu else "f32"), a.list, device=device, batch=a.batch, **options)
+    a.pipeline = p  # for its stats at the end
     a.describe = f"device={p.device} threads={p.threads}" + (
         f" batch_memory={options['batch_memory']}" if "batch_memory" in options else "")
     target = torch.device("cuda" if gpu else "cpu")
@@ -360,6 +361,20 @@ def premade_steps(busy, steps):
     return time.perf_counter() - t0
 
 
+def pipeline_summary(p):
+    """A stokehold pipeline's own view of the run (its GPU stage's, where it has one): why a
+    loader wait happened shows here, not in the loop's timings."""
+    if p is None:
+        return None
+    gpu = p.stats().get("gpu")
+    if not gpu or "decoders" not in gpu:
+        return None
+    split = gpu["decoders"]
+    return {"batches_in_flight": gpu["batches_in_flight"], "decode_area_waits": gpu["decode_area_waits"],
+            "allocations_after_warm_up": gpu["allocations_after_warm_up"], "cpu_share": split["cpu_share"],
+            "feed": split.get("feed")}
+
+
 def peak_host_memory_gib():
     import resource
     # ru_maxrss is in KiB on Linux.
@@ -405,6 +420,7 @@ def child(a):
     if gpu:
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(a.steps)]
     step_seconds = waited = 0.0
+    waits = []
     images = 0
     threads_at_start = None
     for i in range(warmup + a.steps):
@@ -433,6 +449,7 @@ def child(a):
                 events[i - warmup][1].record()
         if timed:
             waited += got - asked
+            waits.append(got - asked)
             step_seconds += time.perf_counter() - got
             images += x.shape[0]
     if gpu:
@@ -451,6 +468,8 @@ def child(a):
         "gpu_busy": 100 * busy_seconds / wall, "peak_mem_gib": peak, "describe": getattr(a, "describe", ""),
         "pipeline_cpu_ms": 1000 * cpu / a.steps, "pipeline_wakeups": wakeups / a.steps,
         "slowed_pct": None if alone is None else 100 * (wall / alone - 1),
+        "wait_median_ms": 1000 * sorted(waits)[len(waits) // 2], "wait_max_ms": 1000 * max(waits),
+        "pipeline": pipeline_summary(getattr(a, "pipeline", None)),
     }), flush=True)
     # DataLoader workers and DALI threads need not be joined: the figures are out.
     sys.stdout.flush()
@@ -535,7 +554,8 @@ def line_of(r, base):
     share = f"{100 * r['throughput'] / base:.1f}%" if base else "n/a"
     return (f"loader={r['loader']} batch={r['batch']} steps={r['steps']} throughput={r['throughput']:.1f} img/s "
             f"of_synthetic={share} loader_wait={r['loader_wait_ms']:.2f}ms/step gpu_busy={r['gpu_busy']:.1f}% "
-            f"peak_mem={r['peak_mem_gib']:.2f}GiB")
+            f"peak_mem={r['peak_mem_gib']:.2f}GiB wait_median={r['wait_median_ms']:.2f}ms wait_max={r['wait_max_ms']:.1f}ms"
+            + ("" if not r.get("pipeline") else " pipeline=" + json.dumps(r["pipeline"], separators=(",", ":"))))
 
 
 def print_table(results, base):

@@ -516,6 +516,27 @@ impl PyPipeline {
             // host's waits for a decode area an earlier batch still used (few or none).
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
             gd.set_item("decode_area_waits", g.decode_area_waits)?;
+            // The split between the JPEG engines and the CPU decoder, and where the thread
+            // feeding the engines spent its time (seconds, summed since the start).
+            let dec = &g.decoders;
+            let split = PyDict::new(py);
+            split.set_item("engine_images", dec.engine_images)?;
+            split.set_item("engine_busy_seconds", dec.engine_busy.as_secs_f64())?;
+            split.set_item("cpu_images", dec.cpu_images)?;
+            split.set_item("cpu_busy_seconds", dec.cpu_busy.as_secs_f64())?;
+            split.set_item("cpu_share", dec.cpu_share)?;
+            if let Some(f) = dec.engine_feed {
+                let feed = PyDict::new(py);
+                feed.set_item("calls", f.calls)?;
+                feed.set_item("slot_wait_seconds", f.slot_wait.as_secs_f64())?;
+                feed.set_item("staging_seconds", f.staging.as_secs_f64())?;
+                feed.set_item("pinned_images", f.pinned_images)?;
+                feed.set_item("check_seconds", f.checks.as_secs_f64())?;
+                feed.set_item("engines_call_seconds", f.engines_call.as_secs_f64())?;
+                feed.set_item("one_by_one_seconds", f.decoupled.as_secs_f64())?;
+                split.set_item("feed", feed)?;
+            }
+            gd.set_item("decoders", split)?;
             d.set_item("gpu", gd)?;
         }
         Ok(d)

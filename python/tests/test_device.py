@@ -80,6 +80,11 @@ def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin
     assert isinstance(gpu["idle_device_buffers"], int)
     assert gpu["batches_in_flight"] >= 1, gpu
     assert isinstance(gpu["decode_area_waits"], int), gpu
+    # The split between the (emulated) engines and the CPU decoder, and the feeding
+    # thread's calls, are counted.
+    split = gpu["decoders"]
+    assert split["engine_images"] + split["cpu_images"] > 0, split
+    assert split["feed"]["calls"] >= 1 and split["feed"]["engines_call_seconds"] > 0, split
     del kept
     gc.collect()
     # Back in the pool: the next epochs hand it out again (the pool takes its oldest idle

@@ -338,11 +338,20 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         } else {
             f64::INFINITY
         };
-        let limit = device.min(host);
+        // The serial bound: one thread assembles every batch, feeding the engines and
+        // launching the kernels (its own time per image, modelled waits included).
+        let busy_us = m.stats.assembler_busy.as_secs_f64() * 1e6 / m.stats.images.max(1) as f64;
+        let serial = if busy_us > 0.0 {
+            1e6 / busy_us
+        } else {
+            f64::INFINITY
+        };
+        let limit = device.min(host).min(serial);
         outln!(
             "modelled limit: {limit:.0} img/s, reached {:.1}% (the timing model's device with \
              these workers: {device:.0}; {cores} cores at the pipeline's {cpu_us:.1} µs of CPU \
-             per image: {host:.0})",
+             per image: {host:.0}; the assembling thread, which feeds the engines and launches \
+             the kernels, at {busy_us:.1} µs an image: {serial:.0})",
             100.0 * m.throughput() / limit
         )?;
     }

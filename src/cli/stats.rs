@@ -98,6 +98,25 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             rate(d.cpu_images, d.cpu_busy),
             d.cpu_busy.as_secs_f64()
         )?;
+            if let Some(f) = d.engine_feed.filter(|f| f.calls > 0) {
+                let per_image =
+                    |t: std::time::Duration| t.as_secs_f64() * 1e6 / f.engine_images.max(1) as f64;
+                outln!(
+                    "  feeding thread in the decoder: {} calls; waiting for a staging slot {:.3} s, \
+                     copying {:.3} s ({} images read in place from the workers' copies), support \
+                     checks {:.3} s ({:.1} µs an image), the engines' call {:.3} s ({:.1} µs an \
+                     image), one by one {:.3} s",
+                    f.calls,
+                    f.slot_wait.as_secs_f64(),
+                    f.staging.as_secs_f64(),
+                    f.pinned_images,
+                    f.checks.as_secs_f64(),
+                    per_image(f.checks),
+                    f.engines_call.as_secs_f64(),
+                    per_image(f.engines_call),
+                    f.decoupled.as_secs_f64()
+                )?;
+            }
             outln!(
                 "  batches in flight: max {}; host waits for a decode area: {}",
                 g.batches_in_flight,

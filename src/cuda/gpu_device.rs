@@ -19,7 +19,7 @@ use super::kernel::{Grid, Kernel};
 use crate::decode::JpegHeader;
 use crate::error::Error;
 pub use crate::nvjpeg::safe::CountersSnapshot as DeviceCounters;
-use crate::nvjpeg::{DecodeRegion, DecodedInfo, DeviceOutput, NvjpegError, Roi, Route};
+use crate::nvjpeg::{DecodeRegion, DecodedInfo, DeviceOutput, FeedTimes, NvjpegError, Roi, Route};
 
 /// A device address (`CUdeviceptr`; in the emulation, a host address).
 pub type DevicePtr = u64;
@@ -168,6 +168,12 @@ pub struct DecodeJob<'a> {
     /// Where to write interleaved RGB: [`GpuDevice::region_to_decode`]'s `height` rows of
     /// `width` pixels.
     pub out: DeviceOutput,
+    /// [`GpuDevice::engines_accept`] said yes for these bytes and region: the decoder does
+    /// not ask again.
+    pub engines_checked: bool,
+    /// `bytes` are pinned host memory (a worker's copy): the decoder reads them in place
+    /// rather than copying them into its own.
+    pub pinned: bool,
 }
 
 /// A GPU as the GPU stage uses it. Both implementations are `Send + Sync`: the stage's
@@ -191,6 +197,20 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     /// `kernels/chroma.cu` rebuilds the interpolation.
     fn decodes_fancy_chroma(&self) -> bool {
         false
+    }
+
+    /// Whether the device's JPEG engines take `bytes`, decoding region `roi` (stored
+    /// coordinates, [`GpuDevice::region_to_decode`]'s `decode`), asked on the calling thread
+    /// (a prep worker's, so that the thread submitting the batch need not): `Some(answer)`,
+    /// or `None` where it is only known at submission (no engines, or the check failed).
+    fn engines_accept(&self, _bytes: &[u8], _roi: Option<Roi>) -> Option<bool> {
+        None
+    }
+
+    /// Where the thread calling [`GpuDevice::submit_decode`] spent its time, by phase;
+    /// `None` for a device that decodes nothing.
+    fn feed_times(&self) -> Option<FeedTimes> {
+        None
     }
 
     /// The timing model an emulated device takes a real device's time from, if any.

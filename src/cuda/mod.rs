@@ -25,6 +25,7 @@ pub mod module;
 pub mod pinned_pool;
 pub mod pool;
 pub mod real;
+pub mod staging;
 
 #[cfg(test)]
 mod chroma_tests;

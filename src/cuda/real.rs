@@ -39,7 +39,8 @@ use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
 use crate::nvjpeg::{
     decode_region, needs_margin, route_header, CudaGpuContext, DecodeRegion, DecodedInfo,
-    DecoderConfig, EncodedImage, FallbackReason, GpuJpegDecoder, NvjpegError, Roi, Route,
+    DecoderConfig, EncodedImage, FallbackReason, FeedTimes, GpuJpegDecoder, NvjpegError, Roi,
+    Route, SupportChecks,
 };
 
 /// The real device.
@@ -53,6 +54,8 @@ pub struct RealDevice {
     /// By [`StreamId`]: decode, kernels, then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
     decoder: Option<Mutex<GpuJpegDecoder>>,
+    /// The engines' support checks, asked without the decoder's lock.
+    checks: Option<Arc<SupportChecks>>,
     /// Whether the decoder pads ROIs by an MCU (nvJPEG before 13.3).
     pads_roi: bool,
     /// nvJPEG interpolates chroma (no rebuild: [`GpuDevice::decodes_fancy_chroma`]).
@@ -172,6 +175,14 @@ impl RealDevice {
                 ),
             },
         };
+        // The prep workers ask nvJPEG whether the engines take each image, beside the thread
+        // that submits (`GpuDevice::engines_accept`).
+        let checks = decoder.as_ref().and_then(|d| {
+            d.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .batch_decoder()
+                .support_checks()
+        });
         let description = DeviceDescription {
             name: info.name.clone(),
             emulated: false,
@@ -186,6 +197,7 @@ impl RealDevice {
             modules,
             ctx,
             decoder,
+            checks,
             pads_roi,
             fancy,
             description,
@@ -508,6 +520,23 @@ impl GpuDevice for RealDevice {
         self.fancy
     }
 
+    fn engines_accept(&self, bytes: &[u8], roi: Option<Roi>) -> Option<bool> {
+        let checks = self.checks.as_ref()?;
+        match checks.accepts(bytes, roi) {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                tracing::debug!("nvJPEG's support check failed ({e}); asked again at submission");
+                None
+            }
+        }
+    }
+
+    fn feed_times(&self) -> Option<FeedTimes> {
+        let decoder = self.decoder.as_ref()?;
+        let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
+        Some(dec.batch_decoder().feed_times())
+    }
+
     fn region_to_decode(
         &self,
         header: &JpegHeader,
@@ -549,6 +578,8 @@ impl GpuDevice for RealDevice {
                     roi: j.roi,
                     chroma_margin: j.rebuilt,
                     output: j.out,
+                    engines_checked: j.engines_checked,
+                    pinned: j.pinned,
                 })
                 .collect();
             // SAFETY: `s` is a stream of the decoder's context (the device's); every output

@@ -84,7 +84,8 @@ pub use fallback::{
 pub use result::{cuda_error_is_fatal, status_name, Nvjpeg, NvjpegError};
 pub use safe::{
     decode_region, needs_margin, BackendPreference, BatchDecoder, CudaGpuContext, DecodeRegion,
-    DecodedInfo, DecoderConfig, DeviceOutput, EncodedImage, GpuContext, Roi, Submitted,
+    DecodedInfo, DecoderConfig, DeviceOutput, EncodedImage, FeedTimes, GpuContext, Roi, Submitted,
+    SupportChecks,
 };
 
 use crate::decode::{exif, Limits};

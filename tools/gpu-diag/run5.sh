@@ -22,44 +22,14 @@
 #       stokehold-cpu-pinned, dataloader (and
 #       dali where importable).
 set -u
-O="${OUT:-/tmp/out}"; mkdir -p "$O"
-exec > >(tee "$O/run5.log") 2>&1
-exec 3>&1  # the console, for what `timed` says while a step's output goes to its log
-G=.gpu; D=.diag; HERE=tools/gpu-diag
 BUDGET="${RUN5_BUDGET:-560}"
-t0=$(date +%s)
-say() { echo; echo "=== [t=$(( $(date +%s) - t0 ))s] $*"; }
-# A step's time limit: what it asks for, or what is left of the budget (less 5 s) if that is
-# less; 0 when nothing is left (the step is skipped).
-limit() {
-    local left=$(( BUDGET - ($(date +%s) - t0) - 5 ))
-    (( left < 0 )) && left=0
-    echo $(( $1 < left ? $1 : left ))
-}
-# Runs "$@" under `timeout` of limit($1); says so when the budget is spent or it timed out.
-timed() {
-    local want=$1; shift
-    local s; s=$(limit "$want")
-    if (( s < 5 )); then echo "skipped (budget of ${BUDGET}s spent): $*" >&3; return 124; fi
-    timeout "$s" "$@"
-    local rc=$?
-    (( rc == 124 )) && echo "timed out after ${s}s: $*" >&3
-    return "$rc"
-}
+HERE=tools/gpu-diag
+# shellcheck source=tools/gpu-diag/lib.sh
+source "$HERE/lib.sh" run5
 
 say machine
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "cores $(nproc); bundle: $(head -n2 "$G/MANIFEST" | tr '\n' ' ')"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export STOKEHOLD_NVJPEG=/usr/local/cuda/lib64/libnvjpeg.so.13
-export STOKEHOLD_KERNEL_CACHE=/tmp/stokehold-kernel-cache
-P="$G/shared/data/imagenet-400"
-S="$G/bin/stokehold"
-# The pipelines: the decode node's `output = "decoded"` followed by the upsampling.
-with_upsampling() {  # pipeline file, choice, result
-    sed "s/^output = \"decoded\"\$/&\nupsampling = \"$2\"/" "$1" > "$3"
-    grep -q "^upsampling = \"$2\"\$" "$3" || { echo "error: no decode node's output = \"decoded\" in $1"; exit 1; }
-}
 with_upsampling "$G/pipelines/resnet50-train.toml" nearest /tmp/train-nearest.toml
 with_upsampling "$G/pipelines/resnet50-eval.toml" nearest /tmp/eval-nearest.toml
 sed 's/dtype = "f32"/dtype = "f16"/' "$G/pipelines/resnet50-train.toml" > /tmp/train16.toml
@@ -89,10 +59,7 @@ echo "rc=$? train (fancy, rebuilt by the kernels): $(grep -E '^compared ' "$log"
 sed -n '/^output /,$p' "$log" | sed 's/^/  /'
 
 say "(b) speed: nearest against fancy (d4k: the photos x 20, batch 256, f16), two rounds"
-mkdir -p /tmp/d4k
-for k in $(seq 0 19); do for f in "$P"/*; do ln -f "$f" "/tmp/d4k/$k-$(basename "$f")"; done; done
-echo "d4k: $(find /tmp/d4k -maxdepth 1 -type f | wc -l) files, $(du -sh /tmp/d4k | cut -f1)"
-cat /tmp/d4k/* > /dev/null
+make_d4k
 for r in 1 2; do
     for u in nearest fancy; do
         log="$O/bench-$u-$r.log"
@@ -126,11 +93,7 @@ else
 fi
 
 say "(d) training benchmark, upsampling nearest"
-SITE=/tmp/stokehold-site
-if compgen -G "$D/stokehold-*.whl" > /dev/null; then
-    rm -rf "$SITE"
-    timed 60 python3 -m pip install -q --no-index --no-deps --target "$SITE" "$D"/stokehold-*.whl
-fi
+install_wheel
 PY_PATH="$SITE${DALI:+:$DALI}${PYTHONPATH:+:$PYTHONPATH}"
 if PYTHONPATH="$PY_PATH" python3 -c 'import stokehold' 2> /dev/null; then
     loaders=synthetic,stokehold-gpu,stokehold-cpu,stokehold-cpu-pinned,dataloader${DALI:+,dali}

@@ -36,7 +36,7 @@ use std::time::Duration;
 use crate::decode::JpegHeader;
 use crate::error::Error;
 use crate::nvjpeg::{
-    decode_region, needs_margin, route_header, DecodeRegion, DecodedInfo, FallbackReason, GpuRoute,
+    decode_region, needs_margin, route_header, DecodeRegion, DecodedInfo, FeedTimes, GpuRoute,
     NvjpegError, Roi, Route,
 };
 
@@ -127,6 +127,11 @@ pub struct EmuDevice {
     launches: AtomicU64,
     /// Decodes still to fail at their fence (see [`EmuDevice::fail_decodes`]).
     failing_decodes: AtomicU64,
+    /// Support checks still to answer no (see [`EmuDevice::refuse_engine_checks`]).
+    refused_checks: AtomicU64,
+    /// The time of the threads calling `submit_decode` (all of it counted as the engines'
+    /// call: the emulation has no staging or checks of its own).
+    feed: Mutex<FeedTimes>,
     options: EmuOptions,
     threads: usize,
 }
@@ -145,6 +150,17 @@ fn emu_err(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl EmuDevice {
+    /// The next `n` support checks ([`GpuDevice::engines_accept`]) answer that the engines
+    /// don't take the image, as nvJPEG does for a bitstream its engines can't decode.
+    pub fn refuse_engine_checks(&self, n: u64) {
+        self.refused_checks.store(n, Ordering::Relaxed);
+    }
+
+    /// Kernels launched so far.
+    pub fn launches(&self) -> u64 {
+        self.launches.load(Ordering::Relaxed)
+    }
+
     /// A new emulated device, or why there can be none in this build.
     pub fn new(options: EmuOptions) -> Result<Arc<EmuDevice>, Error> {
         if let Some(why) = kernels::unavailable() {
@@ -164,6 +180,8 @@ impl EmuDevice {
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
             failing_decodes: AtomicU64::new(0),
+            refused_checks: AtomicU64::new(0),
+            feed: Mutex::default(),
             options,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         };
@@ -565,80 +583,35 @@ impl GpuDevice for EmuDevice {
         jobs: &[DecodeJob<'_>],
     ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
         self.stream(stream)?;
-        let mut results = Vec::with_capacity(jobs.len());
-        let mut queued = Vec::new();
-        let mut engines = false;
-        for j in jobs {
-            let refuse = self
-                .failing_decodes
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
-                .is_ok();
-            if refuse {
-                let why = FallbackReason::NvjpegFailed("simulated decoder failure".into());
-                results.push(Err(NvjpegError::CpuFallback(why)));
-                continue;
-            }
-            let pad = !self.options.exact_roi || (j.rebuilt && needs_margin(j.header));
-            match decode::prepare(j, pad) {
-                Ok((info, q)) => {
-                    engines |= info.route == GpuRoute::Hardware;
-                    results.push(Ok(info));
-                    queued.push(q);
-                }
-                Err(e) => results.push(Err(e)),
-            }
-        }
-        if queued.is_empty() {
-            return Ok(results);
-        }
-        if let Some(model) = &self.options.model {
-            // The host's time now, on the caller's thread; the engines' on the stream.
-            let mp: Vec<f64> = queued
+        let t0 = std::time::Instant::now();
+        // SAFETY: forwarded contract (each job's output device memory of this emulation,
+        // its bytes kept until an event after the decode).
+        let out = unsafe { self.queue_decodes(stream, jobs) };
+        let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+        feed.calls += 1;
+        feed.pinned_images += jobs.iter().filter(|j| j.pinned).count() as u64;
+        if let Ok(results) = &out {
+            feed.engine_images += results
                 .iter()
-                .map(|q| (q.header.width() * q.header.height()) as f64 / 1e6)
-                .collect();
-            std::thread::sleep(model.submit_time(&mp));
-            self.delay(stream, model.engine_time(&mp))?;
-            return Ok(results);
+                .filter(|r| r.as_ref().is_ok_and(|i| i.route == GpuRoute::Hardware))
+                .count() as u64;
         }
-        // The JPEG engines write when they are called, whatever the stream waits for (the
-        // CUDA decoders keep stream order): `order::Order::engines_op`.
-        let op = if engines {
-            self.order.engines_op(stream.0)
-        } else {
-            self.order.op(stream.0)
-        };
-        let threads = self.threads;
-        self.queue_as(stream, op, move |mem| {
-            let chunk = queued.len().div_ceil(threads.max(1)).max(1);
-            let faults: Vec<String> = std::thread::scope(|scope| {
-                let parts: Vec<_> = queued
-                    .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            for q in part {
-                                // SAFETY: the caller keeps each job's bytes readable and
-                                // unchanged until an event after this decode completes
-                                // (`submit_decode`'s contract): the decode runs before it.
-                                if let Err(fault) = unsafe { decode::run(mem, q) } {
-                                    return Some(fault);
-                                }
-                            }
-                            None
-                        })
-                    })
-                    .collect();
-                parts
-                    .into_iter()
-                    .filter_map(|h| h.join().ok().flatten())
-                    .collect()
-            });
-            match faults.into_iter().next() {
-                Some(f) => Err(f),
-                None => Ok(()),
-            }
-        })?;
-        Ok(results)
+        feed.engines_call += t0.elapsed();
+        out
+    }
+
+    fn engines_accept(&self, _bytes: &[u8], _roi: Option<Roi>) -> Option<bool> {
+        // The emulated engines take what the header routes to them, but for the refusals
+        // asked for.
+        let refuse = self
+            .refused_checks
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
+            .is_ok();
+        Some(!refuse)
+    }
+
+    fn feed_times(&self) -> Option<FeedTimes> {
+        Some(*self.feed.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {
@@ -655,6 +628,8 @@ impl GpuDevice for EmuDevice {
         0
     }
 }
+
+mod submit;
 
 #[cfg(test)]
 mod order_tests;

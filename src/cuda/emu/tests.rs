@@ -218,6 +218,8 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
     };
     let bytes = good.clone();
     let later = DecodeJob {
+        engines_checked: false,
+        pinned: false,
         bytes: &good,
         header: &hg,
         roi,
@@ -227,6 +229,8 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
     let r = {
         let jobs = [
             DecodeJob {
+                engines_checked: false,
+                pinned: false,
                 bytes: &bytes,
                 header: &hg,
                 roi,
@@ -234,6 +238,8 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
                 out: output(0, room),
             },
             DecodeJob {
+                engines_checked: false,
+                pinned: false,
                 bytes: &rgb,
                 header: &hr,
                 roi: None,
@@ -241,6 +247,8 @@ fn decodes_are_submitted_as_the_jpeg_engines_take_them() {
                 out: output(1, room),
             },
             DecodeJob {
+                engines_checked: false,
+                pinned: false,
                 bytes: &good,
                 header: &hg,
                 roi,

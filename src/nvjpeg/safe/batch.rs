@@ -31,6 +31,7 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::super::fallback::{classify, route_header, FallbackReason, GpuRoute, JpegFacts, Route};
 use super::super::result::{Nvjpeg, NvjpegError};
@@ -39,7 +40,7 @@ use super::alloc::{Allocators, CacheStats};
 use super::context::{Fence, GpuContext};
 use super::decoupled::Decoupled;
 use super::handle::{DecodedInfo, DeviceOutput, Handle, NvjpegImageInfo, Roi};
-use super::hardware::{Hardware, HwImage, HwSlot};
+use super::hardware::{Hardware, HwImage, HwSlot, SupportChecks};
 use super::ring::StagingRing;
 use super::roi::{decode_region, needs_margin, DecodeRegion};
 use crate::decode::{JpegHeader, Limits};
@@ -107,6 +108,40 @@ pub struct EncodedImage<'a> {
     pub chroma_margin: bool,
     /// Where it goes: interleaved RGB, sized by [`BatchDecoder::region_to_decode`].
     pub output: DeviceOutput,
+    /// The caller asked [`SupportChecks::accepts`] (for this region) and the engines take
+    /// it: `submit` does not ask again on its thread.
+    pub engines_checked: bool,
+    /// `bytes` are pinned host memory that the caller leaves unchanged until the host has
+    /// seen this batch's fence: `submit` hands them to nvJPEG in place instead of copying
+    /// them into its staging ring.
+    pub pinned: bool,
+}
+
+/// Where the submitting thread's time inside [`BatchDecoder::submit`] went, summed since the
+/// decoder was made: the JPEG engines are fed by one thread, so these phases bound their
+/// rate (`docs/gpu.md`, The engines' feeding thread).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeedTimes {
+    /// Calls to `submit`.
+    pub calls: u64,
+    /// Images queued for the engines in one batched call.
+    pub engine_images: u64,
+    /// Waiting for a staging slot's previous batch to be decoded (the host reuses its
+    /// pinned copy and nvJPEG state only then).
+    pub slot_wait: Duration,
+    /// Copying the encoded bytes into the slot's pinned block.
+    pub staging: Duration,
+    /// Images whose bytes the caller had in pinned memory already (read in place, not
+    /// copied: [`EncodedImage::pinned`]).
+    pub pinned_images: u64,
+    /// nvJPEG's per-image support checks (`nvjpegJpegStreamParseHeader` and
+    /// `nvjpegDecodeBatchedSupportedEx`) of images the caller did not check before.
+    pub checks: Duration,
+    /// `nvjpegDecodeBatchedInitialize` and `nvjpegDecodeBatchedEx`: nvJPEG's own host work
+    /// for the engines (it parses every image again).
+    pub engines_call: Duration,
+    /// Images decoded one by one (the decoupled decoders).
+    pub decoupled: Duration,
 }
 
 /// A batch queued by [`BatchDecoder::submit`]; [`BatchDecoder::finish`] says how it went.
@@ -158,6 +193,8 @@ pub struct BatchDecoder {
     /// Set when a batch's fence could not be recorded: its work can't be known done, so the
     /// staging memory can't be reused safely, and the decoder refuses further batches.
     broken: Option<NvjpegError>,
+    /// The submitting thread's time, by phase.
+    feed: FeedTimes,
 }
 
 impl std::fmt::Debug for BatchDecoder {
@@ -201,7 +238,7 @@ impl BatchDecoder {
         let memory = Allocators::new(ctx.clone());
         let hardware = match config.backend {
             BackendPreference::Hybrid => None,
-            pref => match Hardware::new(&lib, &memory, config.interpolate) {
+            pref => match Hardware::new(&lib, &ctx, &memory, config.interpolate) {
                 Ok(hw) => Some(hw),
                 Err(e) if pref == BackendPreference::Hardware => return Err(e),
                 Err(e) => {
@@ -246,6 +283,7 @@ impl BatchDecoder {
             config,
             limits: Limits::default(),
             broken: None,
+            feed: FeedTimes::default(),
         })
     }
 
@@ -288,6 +326,18 @@ impl BatchDecoder {
     /// [`decode_region`]).
     pub fn pads_roi(&self) -> bool {
         self.pad_roi
+    }
+
+    /// The engines' support checks, for the threads that prepare images (`None` without the
+    /// engines): an image they accepted goes to [`Self::submit`] with
+    /// [`EncodedImage::engines_checked`].
+    pub fn support_checks(&self) -> Option<Arc<SupportChecks>> {
+        self.hardware.as_ref().map(|hw| hw.checks().clone())
+    }
+
+    /// Where the submitting thread's time went so far.
+    pub fn feed_times(&self) -> FeedTimes {
+        self.feed
     }
 
     /// What nvJPEG's own allocations (device, pinned) have cost so far.
@@ -366,34 +416,64 @@ impl BatchDecoder {
                 results: results.into_iter().map(finished).collect(),
             });
         }
+        self.feed.calls += 1;
+        let t = Instant::now();
         let k = self.ring.begin()?;
+        self.feed.slot_wait += t.elapsed();
+        let t = Instant::now();
         let staged = {
-            let bytes: Vec<&[u8]> = jobs.iter().map(|j| images[j.index].bytes).collect();
-            match self.ring.stage(k, &bytes) {
-                Ok(s) => s,
-                Err(e) if e.is_fatal() => return Err(e),
-                // No pinned memory for the copies: this batch is decoded on the CPU.
-                Err(e) => {
-                    let reason = FallbackReason::NvjpegFailed(format!("staging: {e}"));
-                    for job in &jobs {
-                        results[job.index] = Some(Err(NvjpegError::CpuFallback(reason.clone())));
+            // What the caller staged in pinned memory is read in place; the rest is copied.
+            let to_copy: Vec<&[u8]> = jobs
+                .iter()
+                .map(|j| &images[j.index])
+                .filter(|im| !im.pinned)
+                .map(|im| im.bytes)
+                .collect();
+            let copies = if to_copy.is_empty() {
+                Vec::new()
+            } else {
+                match self.ring.stage(k, &to_copy) {
+                    Ok(s) => s,
+                    Err(e) if e.is_fatal() => return Err(e),
+                    // No pinned memory for the copies: this batch is decoded on the CPU.
+                    Err(e) => {
+                        let reason = FallbackReason::NvjpegFailed(format!("staging: {e}"));
+                        for job in &jobs {
+                            results[job.index] =
+                                Some(Err(NvjpegError::CpuFallback(reason.clone())));
+                        }
+                        return Ok(Submitted {
+                            fence: None,
+                            results: results.into_iter().map(finished).collect(),
+                        });
                     }
-                    return Ok(Submitted {
-                        fence: None,
-                        results: results.into_iter().map(finished).collect(),
-                    });
                 }
-            }
+            };
+            let mut copies = copies.into_iter();
+            let staged: Vec<(*const u8, usize)> = jobs
+                .iter()
+                .map(|j| {
+                    let im = &images[j.index];
+                    match im.pinned {
+                        true => (im.bytes.as_ptr(), im.bytes.len()),
+                        false => copies.next().expect("a copy per image not pinned"),
+                    }
+                })
+                .collect();
+            self.feed.pinned_images += (jobs.len() - to_copy.len()) as u64;
+            staged
         };
+        self.feed.staging += t.elapsed();
         // Engines first: what they accept goes in one call; the rest, or all of it if the
         // call fails, goes the decoupled way.
+        let t = Instant::now();
         let mut decoupled: Vec<usize> = Vec::new();
         let mut hw_jobs: Vec<usize> = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
+            let im = &images[job.index];
             let accepted = job.route == GpuRoute::Hardware
-                && self.hardware.as_mut().is_some_and(|hw| {
-                    hw.supports(images[job.index].bytes, job.region.decode)
-                        .unwrap_or(false)
+                && self.hardware.as_ref().is_some_and(|hw| {
+                    im.engines_checked || hw.supports(im.bytes, job.region.decode).unwrap_or(false)
                 });
             if accepted {
                 hw_jobs.push(j);
@@ -401,6 +481,8 @@ impl BatchDecoder {
                 decoupled.push(j);
             }
         }
+        self.feed.checks += t.elapsed();
+        let t = Instant::now();
         if !hw_jobs.is_empty() {
             let batch: Vec<HwImage> = hw_jobs
                 .iter()
@@ -420,6 +502,7 @@ impl BatchDecoder {
             };
             match queued {
                 Ok(()) => {
+                    self.feed.engine_images += hw_jobs.len() as u64;
                     for &j in &hw_jobs {
                         let job = &jobs[j];
                         results[job.index] = Some(Ok(info(job, GpuRoute::Hardware)));
@@ -431,6 +514,8 @@ impl BatchDecoder {
                 }
             }
         }
+        self.feed.engines_call += t.elapsed();
+        let t = Instant::now();
         for j in decoupled {
             let job = &mut jobs[j];
             let pixels = job.facts.width * job.facts.height;
@@ -452,6 +537,7 @@ impl BatchDecoder {
                 r => results[job.index] = Some(r.map(|()| info(job, GpuRoute::Hybrid))),
             }
         }
+        self.feed.decoupled += t.elapsed();
         let fence = match self.ctx.record(stream) {
             Ok(f) => f,
             Err(e) => {

@@ -4,21 +4,72 @@
 //! A batch's state and parameters may be read by the queued work, so each staging-ring slot
 //! carries its own ([`HwSlot`]), reused once the slot's fence is done; the state's internal
 //! buffers are allocated up front (`nvjpegDecodeBatchedPreAllocate`), which also puts the
-//! engines on their memory pool. The support checks are host-only and use one parsed stream.
+//! engines on their memory pool. The support checks are host-only ([`SupportChecks`]): any
+//! thread may ask, each caller with a parsed stream of its own, so the prep workers ask while
+//! the batch fills and the thread feeding the engines only makes the batched call.
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::super::result::{self, Nvjpeg, NvjpegError};
 use super::super::sys;
 use super::alloc::Allocators;
+use super::context::GpuContext;
 use super::handle::{DecodeParams, Handle, JpegState, JpegStream, Roi};
 
-/// The engines' handle and what the support checks use.
+/// The engines' handle and its support checks.
 pub(crate) struct Hardware {
-    check_params: DecodeParams,
-    check_stream: JpegStream,
+    checks: Arc<SupportChecks>,
     handle: Arc<Handle>,
+}
+
+/// nvJPEG's answer to "do the JPEG engines take these bytes, decoding this region?"
+/// (`nvjpegJpegStreamParseHeader`, then `nvjpegDecodeBatchedSupportedEx`), on any thread:
+/// each concurrent caller gets a parsed stream and parameters of its own, made the first time
+/// and kept for the next (as many as callers at once: the prep workers).
+pub struct SupportChecks {
+    handle: Arc<Handle>,
+    ctx: Arc<dyn GpuContext>,
+    idle: Mutex<Vec<(DecodeParams, JpegStream)>>,
+}
+
+impl std::fmt::Debug for SupportChecks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SupportChecks")
+    }
+}
+
+impl SupportChecks {
+    /// Whether the engines take `bytes` decoding region `roi` (stored coordinates, as the
+    /// decode will ask for it; `None` for the whole image). Host only; makes the decoder's
+    /// context current on the calling thread.
+    pub fn accepts(&self, bytes: &[u8], roi: Option<Roi>) -> Result<bool, NvjpegError> {
+        self.ctx.bind()?;
+        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let (mut params, stream) = match taken {
+            Some(pair) => pair,
+            None => (
+                DecodeParams::new(&self.handle)?,
+                JpegStream::new(&self.handle)?,
+            ),
+        };
+        let answer = (|| {
+            params.set_output_rgbi()?;
+            params.set_roi(roi)?;
+            let lib = &self.handle.lib;
+            // SAFETY: handle, stream and parameters are live and this caller's alone; `bytes`
+            // is only read during the calls.
+            unsafe {
+                result::jpeg_stream::parse_header(lib, self.handle.raw, bytes, stream.raw)?;
+                result::batched::supports(lib, self.handle.raw, stream.raw, params.raw)
+            }
+        })();
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((params, stream));
+        answer
+    }
 }
 
 impl std::fmt::Debug for Hardware {
@@ -53,6 +104,7 @@ impl Hardware {
     /// The engines' handle (context current), or the error `nvjpegCreateExV2` gave.
     pub(crate) fn new(
         lib: &Arc<Nvjpeg>,
+        ctx: &Arc<dyn GpuContext>,
         memory: &Arc<Allocators>,
         interpolate: bool,
     ) -> Result<Self, NvjpegError> {
@@ -62,11 +114,24 @@ impl Hardware {
             memory.clone(),
             interpolate,
         )?;
-        Ok(Hardware {
-            check_params: DecodeParams::new(&handle)?,
-            check_stream: JpegStream::new(&handle)?,
-            handle,
-        })
+        let checks = Arc::new(SupportChecks {
+            handle: handle.clone(),
+            ctx: ctx.clone(),
+            idle: Mutex::default(),
+        });
+        // One checker made now, for the thread that submits.
+        let first = (DecodeParams::new(&handle)?, JpegStream::new(&handle)?);
+        checks
+            .idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(first);
+        Ok(Hardware { checks, handle })
+    }
+
+    /// The support checks, for any thread.
+    pub(crate) fn checks(&self) -> &Arc<SupportChecks> {
+        &self.checks
     }
 
     /// The handle.
@@ -106,20 +171,8 @@ impl Hardware {
     }
 
     /// Whether the batched decoder takes `bytes` with region `roi` (host only).
-    pub(crate) fn supports(&mut self, bytes: &[u8], roi: Option<Roi>) -> Result<bool, NvjpegError> {
-        self.check_params.set_output_rgbi()?;
-        self.check_params.set_roi(roi)?;
-        let lib = &self.handle.lib;
-        // SAFETY: all live; `bytes` is only read during the calls.
-        unsafe {
-            result::jpeg_stream::parse_header(lib, self.handle.raw, bytes, self.check_stream.raw)?;
-            result::batched::supports(
-                lib,
-                self.handle.raw,
-                self.check_stream.raw,
-                self.check_params.raw,
-            )
-        }
+    pub(crate) fn supports(&self, bytes: &[u8], roi: Option<Roi>) -> Result<bool, NvjpegError> {
+        self.checks.accepts(bytes, roi)
     }
 
     /// Queues one `nvjpegDecodeBatchedEx` over `images` with `slot`'s state and parameters.

@@ -22,8 +22,8 @@ mod roi;
 
 pub use alloc::{Allocators, BlockCache, CacheStats, MAX_IDLE};
 pub use batch::{
-    output_size, BackendPreference, BatchDecoder, DecoderConfig, EncodedImage, Submitted,
-    GPU_HYBRID_MIN_PIXELS,
+    output_size, BackendPreference, BatchDecoder, DecoderConfig, EncodedImage, FeedTimes,
+    Submitted, GPU_HYBRID_MIN_PIXELS,
 };
 pub use context::{
     Counters, CountersSnapshot, CudaGpuContext, EventPool, Fence, GpuContext, MemoryKind,
@@ -33,4 +33,5 @@ pub use handle::{
     chroma_rebuild_enabled, DecodeParams, DecodedInfo, Decoder, DeviceBuffer, DeviceOutput, Handle,
     JpegState, JpegStream, NvjpegImageInfo, PinnedBuffer, Roi, DEVICE_PADDING, PINNED_PADDING,
 };
+pub use hardware::SupportChecks;
 pub use roi::{decode_region, needs_margin, DecodeRegion};

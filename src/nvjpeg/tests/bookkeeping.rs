@@ -13,7 +13,7 @@ use crate::decode::JpegHeader;
 
 /// A baseline (engine-routed) or progressive (decoupled) JPEG of size `h` × `w`; the size
 /// makes each one's bytes, and so its checksum, different.
-fn jpeg(h: usize, w: usize, progressive: bool) -> Vec<u8> {
+pub(super) fn jpeg(h: usize, w: usize, progressive: bool) -> Vec<u8> {
     encode_jpeg_opts(
         &pattern_rgb(h, w),
         h,
@@ -28,13 +28,13 @@ fn jpeg(h: usize, w: usize, progressive: bool) -> Vec<u8> {
     )
 }
 
-fn header(bytes: &[u8]) -> JpegHeader {
+pub(super) fn header(bytes: &[u8]) -> JpegHeader {
     JpegHeader::read(bytes, &Limits::default()).expect("a readable header")
 }
 
 /// Output buffers (host memory standing for device memory) sized by the decoder's region,
 /// with their row pitch.
-fn outputs(
+pub(super) fn outputs(
     dec: &BatchDecoder,
     headers: &[JpegHeader],
     rois: &[Option<Roi>],
@@ -49,7 +49,7 @@ fn outputs(
         .collect()
 }
 
-fn encoded<'a>(
+pub(super) fn encoded<'a>(
     bytes: &'a [Vec<u8>],
     headers: &'a [JpegHeader],
     rois: &[Option<Roi>],
@@ -61,6 +61,8 @@ fn encoded<'a>(
         .zip(rois)
         .zip(outs.iter_mut())
         .map(|(((b, h), r), (o, pitch))| EncodedImage {
+            engines_checked: false,
+            pinned: false,
             bytes: b,
             header: h,
             roi: *r,
@@ -79,7 +81,7 @@ fn firsts(outs: &[(Vec<u8>, usize)]) -> Vec<[u8; 3]> {
     outs.iter().map(|(o, _)| [o[0], o[1], o[2]]).collect()
 }
 
-fn decoder(
+pub(super) fn decoder(
     log: &Arc<Log>,
     gpu: &Arc<FakeGpu>,
     hardware: bool,
@@ -90,7 +92,7 @@ fn decoder(
     BatchDecoder::new(lib, gpu.clone(), config).expect("a decoder on the fake")
 }
 
-fn small_config() -> DecoderConfig {
+pub(super) fn small_config() -> DecoderConfig {
     DecoderConfig {
         max_batch: 16,
         ring_depth: 2,

@@ -82,6 +82,8 @@ fn gpu_decode(
         encoded.push((
             *i,
             EncodedImage {
+                engines_checked: false,
+                pinned: false,
                 bytes: images[*i],
                 header: h,
                 roi: rois[*i],
@@ -302,4 +304,47 @@ fn roi_decodes_match_cpu_crops(cuda: &Cuda, dec: &mut GpuJpegDecoder) {
         eprintln!("ROI {roi:?} of {fw}x{fh}: PSNR {p:.2} dB");
         assert!(p >= 35.0, "ROI PSNR {p:.2}");
     }
+}
+
+/// The engines' support checks, asked from worker threads at once as the prep workers ask
+/// them: a baseline 4:2:0 photo is the engines', whole and by region; what they say of a
+/// progressive one is printed (routed to the CPU by its header before anyone asks).
+#[test]
+fn gpu_the_engines_support_checks_answer_on_worker_threads() {
+    let Some((_cuda, mut dec)) = gpu_setup(8) else {
+        return;
+    };
+    let Some(checks) = dec.batch_decoder().support_checks() else {
+        assert!(
+            std::env::var("STOKEHOLD_REQUIRE_GPU").as_deref() != Ok("1"),
+            "no JPEG engines on a GPU machine that must have them"
+        );
+        eprintln!("skipped: this GPU has no JPEG engines");
+        return;
+    };
+    let (h, w) = (96, 128);
+    let baseline = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420);
+    let progressive = fixture(Sub::S420, true);
+    let roi = Some(Roi {
+        x: 16,
+        y: 16,
+        width: 64,
+        height: 48,
+    });
+    let answers: Vec<(bool, bool, bool)> = std::thread::scope(|s| {
+        let asks: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (
+                        checks.accepts(&baseline, None).expect("an answer"),
+                        checks.accepts(&baseline, roi).expect("an answer"),
+                        checks.accepts(&progressive, None).unwrap_or(false),
+                    )
+                })
+            })
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    eprintln!("answers (whole, region, progressive) per thread: {answers:?}");
+    assert!(answers.iter().all(|&(whole, region, _)| whole && region));
 }

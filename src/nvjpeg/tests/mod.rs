@@ -3,11 +3,13 @@
 //! `STOKEHOLD_NVJPEG` points at a libnvjpeg; GPU tests skip (`testutil::skip`: "skipped: no
 //! nvJPEG / no GPU") when there is no driver, GPU or library.
 //!
-//! By subject: the library loader and status codes (here), the CPU/GPU routing
+//! By subject: the library loader and status codes (here), the decoder's bookkeeping and its
+//! support checks on other threads against a fake nvJPEG (`bookkeeping`, `checks`), the CPU/GPU routing
 //! (`routing`), orientation and ROI mapping with the output checks (`roi`), and decoding on
 //! a GPU (`gpu`).
 
 mod bookkeeping;
+mod checks;
 mod fake;
 mod gpu;
 mod roi;

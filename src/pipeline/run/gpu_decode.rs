@@ -11,8 +11,6 @@
 //! every side for subsampled chroma, whose interpolation `gpu_stage` rebuilds); the sample's
 //! descriptor window, set when it was prepared, is the crop's place inside that.
 
-use std::sync::Arc;
-
 use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{streams, DecodeJob};
 use crate::decode::ParsedImage;
@@ -94,6 +92,8 @@ impl GpuStage {
                                 header,
                                 roi,
                                 stored,
+                                engines_checked,
+                                staged,
                                 ..
                             },
                         ..
@@ -102,10 +102,14 @@ impl GpuStage {
             } = &fill.entries[i]
             {
                 jobs.push(DecodeJob {
-                    bytes: bytes.as_slice(),
+                    // The worker's pinned copy, read in place; else the file's bytes, which
+                    // the decoder copies.
+                    bytes: staged.as_ref().map_or(bytes.as_slice(), |s| s.as_slice()),
+                    pinned: staged.is_some(),
                     header,
                     roi: *roi,
                     rebuilt,
+                    engines_checked: *engines_checked,
                     out: DeviceOutput {
                         ptr: area.ptr() + offset as u64,
                         pitch: stored.1 * 3,
@@ -128,16 +132,7 @@ impl GpuStage {
         drop(jobs);
         let end = self.dev.record(streams::DECODE, true)?;
         area.used_until(end.clone());
-        self.keep_until(
-            &end,
-            pending.iter().filter_map(|&i| match &fill.entries[i] {
-                Entry::Sample {
-                    prepared: Prepared::Chain { bytes, .. },
-                    ..
-                } => Some(bytes.clone()),
-                _ => None,
-            }),
-        );
+        self.keep_until(&end, pending.iter().map(|&i| &fill.entries[i]));
         self.push_timing(false, start, end.clone());
         let mut failed = Vec::new();
         for ((&i, &offset), r) in pending.iter().zip(&at).zip(outcome) {
@@ -198,15 +193,33 @@ impl GpuStage {
         tracing::debug!("the device's decoder refused an image ({why}); decoding on the CPU");
     }
 
-    /// Keeps `bytes` alive until `event` (the device reads them until then).
-    fn keep_until(
+    /// Keeps the encoded bytes of `entries` (the files' and their pinned copies) alive
+    /// until the host has seen `event` complete (the device reads them until then; the JPEG
+    /// engines read when called, which only the host's view orders).
+    fn keep_until<'e>(
         &self,
         event: &crate::cuda::gpu_device::Event,
-        bytes: impl Iterator<Item = Arc<Vec<u8>>>,
+        entries: impl Iterator<Item = &'e Entry>,
     ) {
+        let (mut files, mut copies) = (Vec::new(), Vec::new());
+        for e in entries {
+            if let Entry::Sample {
+                prepared: Prepared::Chain { bytes, source, .. },
+                ..
+            } = e
+            {
+                files.push(bytes.clone());
+                if let Source::Device {
+                    staged: Some(s), ..
+                } = source
+                {
+                    copies.push(s.clone());
+                }
+            }
+        }
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        kept.retain(|(e, _)| !self.dev.is_complete(e).unwrap_or(false));
-        kept.push((event.clone(), bytes.collect()));
+        kept.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
+        kept.push((event.clone(), files, copies));
     }
 
     /// Turns a sample the device refused into one decoded on the CPU (the crop window, as

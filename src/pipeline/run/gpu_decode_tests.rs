@@ -34,6 +34,77 @@ fn decode_areas_are_reused_only_once_the_host_saw_their_kernels_done() {
     assert_same_runs(&cpu, &slow, "a slow kernel stream");
 }
 
+/// The device times of a finished run count every batch, the last ones too, whose kernels
+/// may still run when the consumer has its batches (reading the time between events the
+/// device has not reached is an error, on a real device one that compute-sanitizer reports):
+/// each launch waits 30 ms on the kernel stream, inside some batch's timed span.
+#[test]
+fn a_finished_runs_kernel_time_counts_every_launch() {
+    let (_d, data) = builtin();
+    let Some(_) = emu() else { return };
+    let delay = std::time::Duration::from_millis(30);
+    let dev = EmuDevice::new(EmuOptions {
+        launch_delay: Some(delay),
+        ..EmuOptions::default()
+    })
+    .unwrap();
+    let mut spec = shipped("resnet50-eval.toml", &data);
+    spec.settings.batch = 4;
+    spec.settings.epochs = Some(1);
+    let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
+    // Kept, not waited for: the last batches' kernels still run when the epoch ends.
+    let batches: Vec<_> = p.by_ref().map(Result::unwrap).collect();
+    let gpu = p.stats().gpu.expect("the GPU stage's stats");
+    let launches = dev.launches() as u32;
+    assert!(launches >= 2, "{launches} launches");
+    assert!(
+        gpu.kernels >= delay * launches,
+        "kernel time {:?} for {launches} launches of at least {delay:?}",
+        gpu.kernels
+    );
+    let feed = gpu
+        .decoders
+        .engine_feed
+        .expect("the feeding thread's times");
+    assert!(feed.calls >= batches.len() as u64, "{feed:?}");
+}
+
+/// The workers copy what the engines decode into pinned slabs, and the decoder reads it
+/// there: none is copied on the feeding thread, and the pixels are the CPU path's (over
+/// three epochs: slabs reused once their images are decoded, none made after the warm-up).
+#[test]
+fn the_engines_read_the_workers_pinned_copies() {
+    let (_d, data) = builtin();
+    let Some(dev) = emu() else { return };
+    let mut spec = shipped("resnet50-train.toml", &data);
+    spec.settings.batch = 4;
+    spec.settings.epochs = Some(3);
+    let cpu = run(&on(&spec, DeviceChoice::Cpu));
+    let mut p = emu_pipeline(&spec, dev).unwrap();
+    let got: Vec<_> = p.by_ref().collect();
+    assert_same_runs(&cpu, &got, "decoded from pinned copies");
+    let gpu = p.stats().gpu.expect("GPU figures");
+    let engines = gpu
+        .sources
+        .get("device-decoder:hardware")
+        .copied()
+        .unwrap_or(0);
+    let feed = gpu
+        .decoders
+        .engine_feed
+        .expect("the feeding thread's times");
+    assert!(engines > 0, "{:?}", gpu.sources);
+    assert_eq!(
+        feed.pinned_images, engines,
+        "every image the engines took: {feed:?}"
+    );
+    let after = gpu.after_warm_up.expect("three epochs end the warm-up");
+    assert_eq!(
+        after.pinned_allocs, 0,
+        "no slab made after the warm-up: {after:?}"
+    );
+}
+
 #[test]
 fn padded_and_exact_rois_both_give_the_cpu_batches() {
     let Some(padded) = emu() else { return };
@@ -103,8 +174,10 @@ fn padded_and_exact_rois_both_give_the_cpu_batches() {
     }
 }
 
-#[test]
-fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
+/// Refusals the emulated device is told to make (`refuse`, five or three of them) cost
+/// nothing but the CPU decoding those images: the same batches as the CPU path, each refusal
+/// counted under `source`, for both shipped pipelines.
+fn refusals_give_the_cpu_batches(refuse: impl Fn(&EmuDevice) -> u64, source: &str) {
     let (_d, data) = builtin();
     let Some(dev) = emu() else { return };
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
@@ -112,19 +185,44 @@ fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
         spec.settings.batch = 8;
         spec.settings.epochs = Some(1);
         let cpu = run(&on(&spec, DeviceChoice::Cpu));
-        dev.fail_decodes(5);
+        let n = refuse(&dev);
         let mut p = emu_pipeline(&spec, dev.clone()).unwrap();
-        // Nothing refused yet: the hook takes the first five images the device is given.
         let got: Vec<_> = p.by_ref().collect();
         assert_same_runs(&cpu, &got, name);
         let gpu = p.stats().gpu.expect("GPU figures");
         assert_eq!(
-            gpu.sources.get("device-decoder-refused").copied(),
-            Some(5),
+            gpu.sources.get(source).copied(),
+            Some(n),
             "{name}: {:?}",
             gpu.sources
         );
     }
+}
+
+/// Images the decoder refuses when their batch is submitted (the first five it is given) are
+/// decoded on the CPU then.
+#[test]
+fn images_the_decoder_refuses_are_decoded_on_the_cpu() {
+    refusals_give_the_cpu_batches(
+        |dev| {
+            dev.fail_decodes(5);
+            5
+        },
+        "device-decoder-refused",
+    );
+}
+
+/// What the JPEG engines refuse at the support check (asked on the prep workers) the worker
+/// decodes then and there.
+#[test]
+fn images_the_engines_refuse_at_the_check_are_decoded_on_the_workers() {
+    refusals_give_the_cpu_batches(
+        |dev| {
+            dev.refuse_engine_checks(3);
+            3
+        },
+        "cpu-decoder:refused-by-jpeg-engines",
+    );
 }
 
 /// The real device opened with chroma repeated, as `upsampling = "nearest"` opens it (our CPU
@@ -206,6 +304,8 @@ fn gpu_the_real_device_decodes_through_the_seam() {
         .zip(&headers)
         .zip(plans.iter().zip(&outs))
         .map(|(((bytes, roi), header), (p, &ptr))| DecodeJob {
+            engines_checked: false,
+            pinned: false,
             bytes,
             header,
             roi: *roi,

@@ -40,6 +40,7 @@ use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
 use super::gpu_split::DecoderSplit;
+use crate::cuda::staging::{StagedBytes, StagingSlabs};
 
 /// Byte alignment of each image in a decode area and each sample in an output.
 pub(super) const ALIGN: usize = 256;
@@ -60,6 +61,12 @@ pub(crate) enum Source {
         window: crate::cuda::chain::Rect,
         stored: (usize, usize),
         route: GpuRoute,
+        /// The device's JPEG engines were asked on the prep worker and take it
+        /// ([`GpuDevice::engines_accept`]).
+        engines_checked: bool,
+        /// The file's bytes copied into pinned memory by the worker, which the decoder reads
+        /// in place (`None`: the feeding thread copies them).
+        staged: Option<StagedBytes>,
     },
     /// Decoded on the CPU (u8 HWC, as displayed), uploaded; `cause` says why.
     Host { image: Image, cause: &'static str },
@@ -258,7 +265,7 @@ impl GpuPlan {
         &self,
         chain: &SampleChain<'_>,
         dev: &dyn GpuDevice,
-        split: &DecoderSplit,
+        (split, staging): (&DecoderSplit, &StagingSlabs),
         bytes: Arc<Vec<u8>>,
         (seed, epoch, index, pos): (u64, u64, usize, usize),
     ) -> Prepare {
@@ -293,23 +300,25 @@ impl GpuPlan {
             }
             r => r,
         };
-        let source = match route {
-            Err(cause) => {
-                let t0 = std::time::Instant::now();
-                let decoded = if whole {
-                    parsed.decode()
-                } else {
-                    parsed.decode_window(fused.window)
-                };
-                let image = decoded.map_err(|e| Ok(SampleErrorKind::Decode(e)))?;
-                if !whole {
-                    fused.window = (0, 0, image.height, image.width);
-                }
-                if cause == "share" {
-                    split.decoded_on_cpu(t0.elapsed());
-                }
-                Source::Host { image, cause }
+        // The CPU decodes the sample (its crop window) on this thread, for `cause`.
+        let on_host = |parsed: ParsedImage<'_>, window: &mut crate::cuda::chain::Rect, cause| {
+            let t0 = std::time::Instant::now();
+            let decoded = if whole {
+                parsed.decode()
+            } else {
+                parsed.decode_window(*window)
+            };
+            let image = decoded.map_err(|e| Ok(SampleErrorKind::Decode(e)))?;
+            if !whole {
+                *window = (0, 0, image.height, image.width);
             }
+            if cause == "share" {
+                split.decoded_on_cpu(t0.elapsed());
+            }
+            Ok(Source::Host { image, cause })
+        };
+        let source = match route {
+            Err(cause) => on_host(parsed, &mut fused.window, cause)?,
             Ok((route, facts)) => {
                 let orientation = if opts.apply_exif { info.orientation } else { 1 };
                 let window = fused.window;
@@ -331,12 +340,38 @@ impl GpuPlan {
                     Some(r)
                 };
                 let roi = region.filter(|_| !self.decode_whole);
-                let header = parsed.into_jpeg_header().expect("routed to the device");
                 // What the device writes (the region, or more: padded ROIs) and where the
                 // region lies in it, read through the orientation.
                 let decoded = dev
-                    .region_to_decode(&header, roi, self.rebuilds_chroma(dev))
+                    .region_to_decode(
+                        parsed.jpeg_header().expect("routed to the device"),
+                        roi,
+                        self.rebuilds_chroma(dev),
+                    )
                     .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
+                // nvJPEG's own support check, here rather than on the thread that feeds the
+                // engines; what they refuse this thread decodes now.
+                let engines_checked = match dev.engines_accept(&bytes, decoded.decode) {
+                    Some(false) => {
+                        let source = on_host(parsed, &mut fused.window, "refused-by-jpeg-engines")?;
+                        return Ok((
+                            Prepared::Chain {
+                                bytes,
+                                source,
+                                fused,
+                            },
+                            plan.params,
+                        ));
+                    }
+                    Some(true) => true,
+                    None => false,
+                };
+                // The copy the engines read, made here rather than on the feeding thread.
+                let staged = staging.stage(&bytes).unwrap_or_else(|e| {
+                    tracing::debug!("no pinned slab for an encoded file ({e}): copied later");
+                    None
+                });
+                let header = parsed.into_jpeg_header().expect("routed to the device");
                 // Decoding the whole image for a region, the chain reads the region in it.
                 let w = match (roi, region) {
                     (None, Some(r)) => r,
@@ -355,6 +390,8 @@ impl GpuPlan {
                     window,
                     stored: (decoded.height, decoded.width),
                     route,
+                    engines_checked,
+                    staged,
                 }
             }
         };

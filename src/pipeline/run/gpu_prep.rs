@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::staging::StagingSlabs;
 use crate::error::SampleErrorKind;
 use crate::pipeline::graph::Graph;
 use crate::reader::source::Source as DataSource;
@@ -45,6 +46,8 @@ pub(super) struct GpuPrep {
     pub(super) dev: Arc<dyn GpuDevice>,
     /// Which decoder takes what the engines could.
     pub(super) split: Arc<DecoderSplit>,
+    /// Where the engines' encoded files are copied (pinned memory).
+    pub(super) staging: Arc<StagingSlabs>,
 }
 
 impl GpuPrep {
@@ -92,7 +95,7 @@ impl GpuPrep {
         let prepared = self.plan.prepare(
             chain,
             &*self.dev,
-            &self.split,
+            (&self.split, &self.staging),
             bytes.clone(),
             (seed, at.epoch, index, at.pos),
         );

@@ -36,7 +36,9 @@
 //!        + idle pool buffers                     reused before anything is allocated
 //!        + nvJPEG's own buffers                  from its caches, bounded by its ring slots
 //! pinned ≤ K × (descriptors + tap tables + pixels decoded or computed on the CPU)
-//!        + ring_depth × encoded bytes of a sub-batch (nvJPEG's staging ring)
+//!        + ring_depth × encoded bytes of a sub-batch (nvJPEG's staging ring; only of
+//!          what the workers could not stage)
+//!        + the staging slabs: ≤ 32 × 8 MB, as many as the warm-up filled at once
 //! ```
 //! where `out_batch` = B × output sample bytes, `decoded_batch` = Σ over the batch of
 //! 3 × (the region the decoder writes, in pixels: the crop window's region of interest, an
@@ -51,6 +53,7 @@ use std::sync::{Arc, Mutex};
 use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{DevicePtr, Event, GpuDevice};
 use crate::cuda::pool::{DevicePool, PinnedLease, PinnedRing};
+use crate::cuda::staging::{StagedBytes, StagingSlabs};
 use crate::decode::JpegHeader;
 use crate::nvjpeg::Roi;
 use crate::pipeline::device_tensor::ConsumerStreams;
@@ -75,8 +78,15 @@ pub(super) const WARM_UP_BATCHES: u64 = 16;
 /// Events created when the stage starts (see [`GpuStage::new`]).
 const EVENTS_AHEAD: usize = 64;
 
-/// Encoded bytes the decoder still reads, until the event.
-type KeptBytes = (Event, Vec<Arc<Vec<u8>>>);
+/// Encoded bytes the decoder still reads (the files', and their pinned copies), until the
+/// event.
+type KeptBytes = (Event, Vec<Arc<Vec<u8>>>, Vec<StagedBytes>);
+
+/// The pinned slabs the workers copy encoded files into for the JPEG engines
+/// ([`StagingSlabs`]): 8 MB each, at most 32 (256 MB; what finds no room is copied by the
+/// feeding thread).
+const SLAB_LEN: usize = 8 << 20;
+const MAX_SLABS: usize = 32;
 
 /// Host bytes staged for the kernel stream: appended to one pinned lease, copied up at once
 /// into one device buffer (for descriptors and tables) or straight to their place.
@@ -124,6 +134,8 @@ pub(crate) struct GpuStage {
     warm: std::sync::atomic::AtomicBool,
     /// Which decoder takes what the engines could (shared with the workers).
     pub(super) split: Arc<DecoderSplit>,
+    /// Where the workers copy the engines' encoded files (shared with them).
+    pub(super) staging: Arc<StagingSlabs>,
 }
 
 impl std::fmt::Debug for GpuStage {
@@ -330,6 +342,7 @@ impl GpuStage {
         // them again rather than create more.
         dev.create_events_ahead(EVENTS_AHEAD);
         GpuStage {
+            staging: Arc::new(StagingSlabs::new(dev.clone(), SLAB_LEN, MAX_SLABS)),
             pools: Pools::new(&dev),
             uploads: Mutex::new(PinnedRing::new(dev.clone(), UPLOAD_SLOTS)),
             streams: ConsumerStreams::new(dev.clone()),
@@ -409,6 +422,7 @@ impl GpuStage {
         self.stats.end_warm_up(self.dev.as_ref(), || {
             // The pools are sized for the share the split has reached; it rises no higher.
             self.split.hold();
+            self.staging.settle();
             for pool in self.pools.all() {
                 pool.settle()?;
             }
@@ -425,10 +439,17 @@ impl GpuStage {
     pub(crate) fn read_timings(&self, wait: bool) {
         let mut t = self.timings.lock().unwrap_or_else(|p| p.into_inner());
         while let Some((kernels, start, end)) = t.front() {
-            if !wait && !self.dev.is_complete(end).unwrap_or(true) {
+            // Elapsed times exist only once both events are reached: at the end of a run the
+            // last ones are waited for (cuEventElapsedTime on an unreached event is an error).
+            let reached = if wait {
+                self.dev.synchronize(end).is_ok()
+            } else {
+                self.dev.is_complete(end).unwrap_or(true)
+            };
+            if !wait && !reached {
                 break;
             }
-            if let Ok(d) = self.dev.elapsed(start, end) {
+            if let Some(d) = reached.then(|| self.dev.elapsed(start, end).ok()).flatten() {
                 let counter = if *kernels {
                     &self.stats.gpu_kernels_ns
                 } else {
@@ -445,6 +466,7 @@ impl GpuStage {
                 .dev
                 .timing_model()
                 .and_then(|m| self.split.modelled_limit(&m, self.batch));
+            s.engine_feed = self.dev.feed_times();
             *d = Some(s);
         }
     }

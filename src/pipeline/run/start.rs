@@ -251,6 +251,7 @@ impl Pipeline {
                     plan: plan.clone(),
                     dev: dev.clone(),
                     split: stage.split.clone(),
+                    staging: stage.staging.clone(),
                 };
                 for t in 0..worker_threads {
                     let w = worker.clone();

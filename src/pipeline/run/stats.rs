@@ -22,6 +22,10 @@ pub struct Stats {
     pub(super) read_bytes: AtomicU64,
     pub(super) op_ns: Vec<AtomicU64>,
     pub(super) assemble_ns: AtomicU64,
+    /// When the assembling thread started, and its time since waiting for samples or for
+    /// room in the batch queue.
+    pub(super) assembler_start: Mutex<Option<std::time::Instant>>,
+    pub(super) assembler_wait_ns: AtomicU64,
     pub(super) in_place: AtomicU64,
     pub(super) batch_images: AtomicU64,
     pub(super) consumer_wait_ns: AtomicU64,
@@ -86,6 +90,9 @@ pub struct DecoderStats {
     /// On an emulated device with a timing model: the images per second the modelled device
     /// and the workers allow (see `gpu_split`).
     pub modelled_limit: Option<f64>,
+    /// The feeding thread's time inside the device's decoder, by phase (`None` before the
+    /// first submission is read).
+    pub engine_feed: Option<crate::nvjpeg::FeedTimes>,
 }
 
 impl DecoderStats {
@@ -97,6 +104,7 @@ impl DecoderStats {
             cpu_busy: Duration::from_nanos(s.cpu_ns.load(Ordering::Relaxed)),
             cpu_share: s.cpu_share(),
             modelled_limit: None,
+            engine_feed: None,
         }
     }
 }
@@ -148,6 +156,10 @@ pub struct StatsSnapshot {
     pub ops: Vec<(String, Duration)>,
     /// Time spent assembling batches.
     pub assemble: Duration,
+    /// The assembling thread's time since it started, less its waits for samples and for
+    /// room in the batch queue: the time of its own work (on the GPU path also feeding the
+    /// JPEG engines and launching the kernels), which one thread does for every batch.
+    pub assembler_busy: Duration,
     /// Images put into batches (padding excluded), counted per image output.
     pub batch_images: u64,
     /// Of those, the images a worker wrote straight into their place in the batch (no copy).
@@ -234,6 +246,14 @@ impl Stats {
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             ops: op_names.zip(&self.op_ns).map(|(n, t)| (n, ns(t))).collect(),
             assemble: ns(&self.assemble_ns),
+            assembler_busy: self
+                .assembler_start
+                .lock()
+                .ok()
+                .and_then(|s| *s)
+                .map_or(Duration::ZERO, |s| {
+                    s.elapsed().saturating_sub(ns(&self.assembler_wait_ns))
+                }),
             batch_images: self.batch_images.load(Ordering::Relaxed),
             in_place: self.in_place.load(Ordering::Relaxed),
             consumer_wait: ns(&self.consumer_wait_ns),

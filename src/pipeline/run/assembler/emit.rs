@@ -109,10 +109,12 @@ impl Assembler {
         };
         self.batch_in_epoch += 1;
         add_ns(&stats.assemble_ns, t0.elapsed());
+        let waited = std::time::Instant::now();
         let sent = select! {
             send(self.links.out, Ok(batch)) -> r => r.is_ok(),
             recv(self.links.shutdown) -> _ => false,
         };
+        add_ns(&stats.assembler_wait_ns, waited.elapsed());
         self.links.placing.buffers.delivered(epoch);
         if let Some(gpu) = &self.links.gpu {
             if let Err(e) = gpu.check_warm_up(false) {

@@ -126,6 +126,9 @@ impl Assembler {
         let mut arrived = Vec::new();
         let mut next = 0u64;
         let batch = self.links.settings.batch;
+        if let Ok(mut s) = self.links.stats.assembler_start.lock() {
+            *s = Some(std::time::Instant::now());
+        }
         loop {
             // Sleep until a few samples have come (never more than would finish the batch
             // being filled, were every one good and in order; epoch ends and failures wake us
@@ -139,7 +142,10 @@ impl Assembler {
                     Err(crossbeam_channel::TryRecvError::Disconnected)
                 )
             };
-            if !done.take(want, &mut arrived, shut_down) {
+            let waited = std::time::Instant::now();
+            let more = done.take(want, &mut arrived, shut_down);
+            add_ns(&self.links.stats.assembler_wait_ns, waited.elapsed());
+            if !more {
                 return;
             }
             for d in arrived.drain(..) {

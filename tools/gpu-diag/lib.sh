@@ -1,0 +1,53 @@
+# shellcheck shell=bash disable=SC2034  # (its variables are the sourcing script's)
+# Shared by the GPU calls' scripts (run5.sh, run6.sh): sourced after `set -u`, with the
+# script's name as $1. Sets O (the call's output folder, $OUT), G (.gpu: the bundle),
+# D (.diag: the wheel), P (the bundle's imagenet-400 photos), S (the bundle's CLI), t0 and
+# BUDGET (RUN*_BUDGET seconds for the whole call, default 560); tees the script's output to
+# $O/$1.log. Functions: say, limit, timed, with_upsampling, make_d4k, install_wheel.
+O="${OUT:-/tmp/out}"; mkdir -p "$O"
+exec > >(tee "$O/$1.log") 2>&1
+exec 3>&1  # the console, for what `timed` says while a step's output goes to its log
+G=.gpu; D=.diag
+t0=$(date +%s)
+say() { echo; echo "=== [t=$(( $(date +%s) - t0 ))s] $*"; }
+# A step's time limit: what it asks for, or what is left of the budget (less 5 s) if that is
+# less; 0 when nothing is left (the step is skipped).
+limit() {
+    local left=$(( BUDGET - ($(date +%s) - t0) - 5 ))
+    (( left < 0 )) && left=0
+    echo $(( $1 < left ? $1 : left ))
+}
+# Runs "$@" under `timeout` of limit($1); says so when the budget is spent or it timed out.
+timed() {
+    local want=$1; shift
+    local s; s=$(limit "$want")
+    if (( s < 5 )); then echo "skipped (budget of ${BUDGET}s spent): $*" >&3; return 124; fi
+    timeout "$s" "$@"
+    local rc=$?
+    (( rc == 124 )) && echo "timed out after ${s}s: $*" >&3
+    return "$rc"
+}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export STOKEHOLD_NVJPEG=/usr/local/cuda/lib64/libnvjpeg.so.13
+export STOKEHOLD_KERNEL_CACHE=/tmp/stokehold-kernel-cache
+P="$G/shared/data/imagenet-400"
+S="$G/bin/stokehold"
+# A pipeline file with the decode node's upsampling set: file, choice, result.
+with_upsampling() {
+    sed "s/^output = \"decoded\"\$/&\nupsampling = \"$2\"/" "$1" > "$3"
+    grep -q "^upsampling = \"$2\"\$" "$3" || { echo "error: no decode node's output = \"decoded\" in $1"; exit 1; }
+}
+# /tmp/d4k: the bundle's photos hard-linked 20 times (4,000 files), read once into the cache.
+make_d4k() {
+    mkdir -p /tmp/d4k
+    for k in $(seq 0 19); do for f in "$P"/*; do ln -f "$f" "/tmp/d4k/$k-$(basename "$f")"; done; done
+    echo "d4k: $(find /tmp/d4k -maxdepth 1 -type f | wc -l) files, $(du -sh /tmp/d4k | cut -f1)"
+    cat /tmp/d4k/* > /dev/null
+}
+# The stokehold wheel of $D installed into $SITE (/tmp/stokehold-site); fails without one.
+SITE=/tmp/stokehold-site
+install_wheel() {
+    compgen -G "$D/stokehold-*.whl" > /dev/null || return 1
+    rm -rf "$SITE"
+    timed 60 python3 -m pip install -q --no-index --no-deps --target "$SITE" "$D"/stokehold-*.whl
+}
