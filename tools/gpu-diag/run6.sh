@@ -43,6 +43,7 @@ bench() {
     env "$@" timeout "$(limit 40)" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
         --epochs 5 --threads "$threads" --stats > "$log" 2>&1
     echo "$name rc=$? $(grep -E 'throughput=' "$log" | tail -n1 | grep -oE 'threads=.*')"
+    grep -qE 'throughput=' "$log" || tail -n 2 "$log" | sed 's/^/    /'
     grep -E 'decoders:|feeding thread|kernels \(device\)|batches in flight|allocations after' "$log" \
         | sed 's/^ */    /'
 }
@@ -87,11 +88,11 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
     PYTHONPATH="$SITE" timed 150 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
         --upsampling nearest --loaders synthetic,stokehold-gpu,stokehold-cpu --steps 60 > "$L/training.log" 2>&1
     echo "rc=$?"
-    grep -E '^mode=|^loader=' "$L/training.log"
+    grep -E '^mode=|^loader=' "$L/training.log" || tail -n 3 "$L/training.log"
     PYTHONPATH="$SITE" timed 80 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
         --upsampling nearest --loaders stokehold-gpu --threads 16 --steps 60 > "$L/training-t16.log" 2>&1
     echo "rc=$? (threads 16)"
-    grep -E '^loader=' "$L/training-t16.log"
+    grep -E '^loader=' "$L/training-t16.log" || tail -n 3 "$L/training-t16.log"
 else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
 fi
