@@ -15,7 +15,11 @@
 #   (d) the 1.8 MP set (make_big.py, the photos at 3x, hard-linked 5 times): nearest at 4 and
 #       16 threads, fancy at 16;
 #   (e) the training benchmark, nearest: synthetic, stokehold-gpu (its own threads, then 16),
-#       stokehold-cpu; each stokehold loader's pipeline stats on its line.
+#       stokehold-cpu (and dali where importable); each stokehold loader's pipeline stats on
+#       its line;
+#   (f) where DALI is importable from /tmp/site (carried before in parts: docs/gpu-machine.md),
+#       DALI's GPU pipeline on /tmp/d4k (its default: nearest, then fancy) alternated with
+#       ours at 16 threads.
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
 # Everything under $OUT/logs, packed into $OUT/logs.tar.gz at the end (the device tool brings
 # back only a few files).
@@ -83,10 +87,15 @@ else
     echo "make_big.py failed: $(tail -n 2 "$L/make-big.log")"
 fi
 
+DALI=""
+PYTHONPATH=/tmp/site python3 -c 'import nvidia.dali' 2> /dev/null && DALI=/tmp/site
+echo "DALI: ${DALI:-not importable from /tmp/site}"
+
 say "(e) training benchmark, nearest"
 if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then
-    PYTHONPATH="$SITE" timed 150 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
-        --upsampling nearest --loaders synthetic,stokehold-gpu,stokehold-cpu --steps 60 > "$L/training.log" 2>&1
+    PYTHONPATH="$SITE${DALI:+:$DALI}" timed 170 python3 examples/python/bench_training.py --mode gpu \
+        --data /tmp/d4k --upsampling nearest --loaders "synthetic,stokehold-gpu,stokehold-cpu${DALI:+,dali}" \
+        --steps 60 > "$L/training.log" 2>&1
     echo "rc=$?"
     grep -E '^mode=|^loader=' "$L/training.log" || tail -n 3 "$L/training.log"
     PYTHONPATH="$SITE" timed 80 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
@@ -95,5 +104,20 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
     grep -E '^loader=' "$L/training-t16.log" || tail -n 3 "$L/training-t16.log"
 else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
+fi
+
+say "(f) DALI against stokehold, d4k, 16 threads"
+if [[ -n "$DALI" ]]; then
+    for r in 1 2; do
+        for u in nearest fancy; do
+            PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/d4k --upsampling "$u" \
+                --batch 256 --epochs 5 --threads 16 > "$L/dali-$u-$r.log" 2>&1
+            echo "dali $u r$r rc=$? $(grep -oE 'threads=.*' "$L/dali-$u-$r.log" | tail -n1)"
+            grep -qE 'throughput=' "$L/dali-$u-$r.log" || tail -n 2 "$L/dali-$u-$r.log"
+        done
+        bench "dali-round-nearest-t16-r$r" /tmp/d4k /tmp/train16-nearest.toml 16
+    done
+else
+    echo "skipped: DALI not importable"
 fi
 say "done"
