@@ -585,7 +585,9 @@ impl GpuDevice for RealDevice {
             // SAFETY: `s` is a stream of the decoder's context (the device's); every output
             // is device memory of it, large enough for its region and untouched by others
             // until an event after this call has completed (the caller's contract); the
-            // bytes are copied into the decoder's staging ring before `submit` returns.
+            // bytes are copied into the decoder's staging ring before `submit` returns, but
+            // for pinned ones (a worker's copy), which the caller keeps until that event
+            // completes on the host (`submit_decode`'s contract).
             match unsafe { dec.submit(s.cu_stream() as *mut c_void, &images) } {
                 // What nvJPEG refused is known now; its queued work is the stream's.
                 Ok(submitted) => results.extend(submitted.into_results()),

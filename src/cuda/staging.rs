@@ -120,16 +120,18 @@ impl StagingSlabs {
                 .as_ref()
                 .is_some_and(|(_, used)| used + len <= self.slab_len);
             if !fits {
-                // The full slab stays alive as long as its images need it.
-                st.current = None;
-                let host = match self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+                let free = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let host = match free {
                     Some(h) => h,
+                    // No room: the current slab stays, for smaller files.
                     None if st.settled || st.made >= self.max_slabs => return Ok(None),
                     None => {
+                        let h = self.dev.alloc_pinned(self.slab_len)?;
                         st.made += 1;
-                        self.dev.alloc_pinned(self.slab_len)?
+                        h
                     }
                 };
+                // The full slab stays alive as long as its images need it.
                 let slab = Arc::new(Slab {
                     host: Some(host),
                     free: self.free.clone(),

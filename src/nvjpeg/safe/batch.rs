@@ -111,9 +111,9 @@ pub struct EncodedImage<'a> {
     /// The caller asked [`SupportChecks::accepts`] (for this region) and the engines take
     /// it: `submit` does not ask again on its thread.
     pub engines_checked: bool,
-    /// `bytes` are pinned host memory that the caller leaves unchanged until the host has
-    /// seen this batch's fence: `submit` hands them to nvJPEG in place instead of copying
-    /// them into its staging ring.
+    /// `bytes` are pinned host memory, handed to nvJPEG in place instead of copied into the
+    /// staging ring: the caller must then keep them alive and unchanged until the host has
+    /// seen this batch's fence complete ([`BatchDecoder::submit`]'s safety contract).
     pub pinned: bool,
 }
 
@@ -375,7 +375,8 @@ impl BatchDecoder {
     }
 
     /// Queues the decode of every image on `stream` and returns at once, the encoded bytes
-    /// already copied (the caller's may go). Per image, [`Self::finish`] then gives the
+    /// already copied (the caller's may go), but for those marked
+    /// [`EncodedImage::pinned`], read in place. Per image, [`Self::finish`] then gives the
     /// decoded size, or [`NvjpegError::CpuFallback`] for an image to decode on the CPU
     /// (decided on the host first, or nvJPEG failed on it). `Err` for the whole batch: too
     /// many images (a caller error) or a lost CUDA context (fatal).
@@ -386,6 +387,8 @@ impl BatchDecoder {
     ///   anything else until the batch is finished (or its fence done).
     /// - The batch is finished (or its fence waited on) before the outputs are read or
     ///   freed.
+    /// - The bytes of every image marked [`EncodedImage::pinned`] are pinned host memory
+    ///   that stays alive and unchanged until the host has seen the batch's fence complete.
     pub unsafe fn submit(
         &mut self,
         stream: *mut c_void,

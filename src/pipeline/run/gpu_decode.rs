@@ -127,10 +127,19 @@ impl GpuStage {
             .map(|j| (j.header.width() * j.header.height()) as u64)
             .sum();
         let t0 = std::time::Instant::now();
-        let outcome = unsafe { self.dev.submit_decode(streams::DECODE, &jobs)? };
+        let queued = unsafe { self.dev.submit_decode(streams::DECODE, &jobs) }
+            .and_then(|outcome| Ok((outcome, self.dev.record(streams::DECODE, true)?)));
+        let (outcome, end) = match queued {
+            Ok(q) => q,
+            Err(e) => {
+                // Part of it may be queued, reading the bytes the entries hold: the device
+                // is done with them before they go (the error fails the pipeline anyway).
+                let _ = self.dev.synchronize_all();
+                return Err(e);
+            }
+        };
         self.split.submitted(jobs.len(), pixels, t0.elapsed());
         drop(jobs);
-        let end = self.dev.record(streams::DECODE, true)?;
         area.used_until(end.clone());
         self.keep_until(&end, pending.iter().map(|&i| &fill.entries[i]));
         self.push_timing(false, start, end.clone());

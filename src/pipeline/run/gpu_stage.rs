@@ -138,6 +138,19 @@ pub(crate) struct GpuStage {
     pub(super) staging: Arc<StagingSlabs>,
 }
 
+impl Drop for GpuStage {
+    fn drop(&mut self) {
+        // The decoder may still read encoded bytes (the workers' pinned copies among them,
+        // whose slabs are freed with the stage): they go only once their decodes are done.
+        let kept = std::mem::take(self.kept.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (event, _, _) in &kept {
+            if let Err(e) = self.dev.synchronize(event) {
+                tracing::debug!("waiting for a decode before dropping its bytes: {e}");
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for GpuStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuStage").field("dev", &self.dev).finish()
