@@ -4,7 +4,7 @@
 //! the CPU.
 
 use super::gpu_tests::{
-    assert_same_runs, builtin, corpus, corpus_spec, emu, emu_pipeline, on, run, shipped,
+    assert_same_runs, builtin, corpus, corpus_spec, emu, emu_pipeline, on, run, shipped, slow_emu,
 };
 use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::{EmuDevice, EmuOptions};
@@ -20,12 +20,9 @@ use crate::pipeline::spec::DeviceChoice;
 #[test]
 fn decode_areas_are_reused_only_once_the_host_saw_their_kernels_done() {
     let (_d, data) = builtin();
-    let Some(_) = emu() else { return };
-    let dev = EmuDevice::new(EmuOptions {
-        launch_delay: Some(std::time::Duration::from_millis(15)),
-        ..EmuOptions::default()
-    })
-    .unwrap();
+    let Some(dev) = slow_emu(std::time::Duration::from_millis(15)) else {
+        return;
+    };
     let mut spec = shipped("resnet50-train.toml", &data);
     spec.settings.batch = 4;
     spec.settings.epochs = Some(3);
@@ -41,13 +38,8 @@ fn decode_areas_are_reused_only_once_the_host_saw_their_kernels_done() {
 #[test]
 fn a_finished_runs_kernel_time_counts_every_launch() {
     let (_d, data) = builtin();
-    let Some(_) = emu() else { return };
     let delay = std::time::Duration::from_millis(30);
-    let dev = EmuDevice::new(EmuOptions {
-        launch_delay: Some(delay),
-        ..EmuOptions::default()
-    })
-    .unwrap();
+    let Some(dev) = slow_emu(delay) else { return };
     let mut spec = shipped("resnet50-eval.toml", &data);
     spec.settings.batch = 4;
     spec.settings.epochs = Some(1);

@@ -21,6 +21,17 @@ pub(super) fn emu() -> Option<Arc<EmuDevice>> {
     Some(EmuDevice::new(EmuOptions::default()).expect("emulated device"))
 }
 
+/// An emulated device whose every kernel launch waits `delay` on its stream (a slow kernel
+/// stream), or `None` as [`emu`].
+pub(super) fn slow_emu(delay: Duration) -> Option<Arc<EmuDevice>> {
+    emu()?;
+    let options = EmuOptions {
+        launch_delay: Some(delay),
+        ..EmuOptions::default()
+    };
+    Some(EmuDevice::new(options).expect("emulated device"))
+}
+
 /// A shipped pipeline file pointed at `data`, with two threads.
 pub(super) fn shipped(name: &str, data: &Path) -> PipelineSpec {
     let mut spec = crate::testutil::shipped_pipeline(name);
@@ -752,12 +763,9 @@ fn nothing_is_allocated_after_the_first_epoch() {
 #[test]
 fn dropping_a_batch_on_a_busy_consumer_stream_returns_at_once() {
     let (_d, data) = builtin();
-    let Some(_) = emu() else { return };
-    let dev = EmuDevice::new(EmuOptions {
-        launch_delay: Some(Duration::from_millis(20)),
-        ..EmuOptions::default()
-    })
-    .unwrap();
+    let Some(dev) = slow_emu(Duration::from_millis(20)) else {
+        return;
+    };
     let mut spec = shipped("resnet50-eval.toml", &data);
     spec.settings.batch = 8;
     spec.settings.epochs = Some(1);
