@@ -338,20 +338,24 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         } else {
             f64::INFINITY
         };
-        // The serial bound: one thread assembles every batch, feeding the engines and
-        // launching the kernels (its own time per image, modelled waits included).
-        let busy_us = m.stats.assembler_busy.as_secs_f64() * 1e6 / m.stats.images.max(1) as f64;
-        let serial = if busy_us > 0.0 {
-            1e6 / busy_us
-        } else {
-            f64::INFINITY
-        };
-        let limit = device.min(host).min(serial);
+        // The serial bounds: one thread assembles every batch and launches its kernels,
+        // one feeds the engines every image they decode (their own time per image,
+        // modelled waits included).
+        let since_start = m.stats.images.max(1) as f64;
+        let per_image = |t: std::time::Duration| t.as_secs_f64() * 1e6 / since_start;
+        let rate = |us: f64| if us > 0.0 { 1e6 / us } else { f64::INFINITY };
+        let (busy_us, feed_us) = (
+            per_image(m.stats.assembler_busy),
+            per_image(m.stats.feeder_busy),
+        );
+        let (serial, feed) = (rate(busy_us), rate(feed_us));
+        let limit = device.min(host).min(serial).min(feed);
         outln!(
             "modelled limit: {limit:.0} img/s, reached {:.1}% (the timing model's device with \
              these workers: {device:.0}; {cores} cores at the pipeline's {cpu_us:.1} µs of CPU \
-             per image: {host:.0}; the assembling thread, which feeds the engines and launches \
-             the kernels, at {busy_us:.1} µs an image: {serial:.0})",
+             per image: {host:.0}; the feeding thread, which submits the engines' decodes, at \
+             {feed_us:.1} µs an image: {feed:.0}; the assembling thread, which launches the \
+             kernels, at {busy_us:.1} µs an image: {serial:.0})",
             100.0 * m.throughput() / limit
         )?;
     }

@@ -329,6 +329,14 @@ impl DevicePool {
         });
     }
 
+    /// Counts at least `n` buffers out at once, whatever the warm-up saw: for a role whose
+    /// most at once is known beforehand (the batches a consumer's queue holds), so that
+    /// [`DevicePool::settle`] keeps enough for it.
+    pub fn expect_out(&self, n: usize) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        out.1 = out.1.max(n);
+    }
+
     /// Ends the warm-up: from what it needed, the pool holds enough buffers of the largest
     /// size for the most it handed out at once, and one to spare where that costs less than
     /// [`SPARE_UNDER`] (batches in flight vary by one), so that later batches (whose random

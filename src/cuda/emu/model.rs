@@ -1,8 +1,8 @@
 //! A timing model for the emulated device (`STOKEHOLD_EMU_MODEL=h100`): instead of computing
 //! pixels it takes the time a real device took, so that the GPU executor's design — batches
 //! in flight, the decoders' split, what the host waits for — can be measured on a machine
-//! without a GPU. Decoding costs the submitting thread its host time (nvJPEG parses every
-//! stream before the engines start), then the engines' time on the decode stream; each
+//! without a GPU. Decoding costs the submitting thread its host time, busy on a core as
+//! nvJPEG's call is (it parses every stream before the engines start), then the engines' time on the decode stream; each
 //! kernel launch costs the kernel stream its time. Nothing else changes: the CPU decoder's
 //! share runs for real on the workers.
 //!
@@ -104,6 +104,15 @@ impl TimingModel {
             launches * self.launch_us + 3.0 * self.launch_us_per_sample * batch as f64;
         let kernels = batch as f64 * 1e6 / per_batch_us.max(1.0);
         feed.min(engines).min(kernels)
+    }
+}
+
+/// Keeps the calling thread busy for `d`: nvJPEG's host call is CPU time (the probe's
+/// figure), so the model takes a core for it, as the real call does, rather than sleep.
+pub fn busy_for(d: Duration) {
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
     }
 }
 

@@ -52,7 +52,7 @@ impl EmuDevice {
                 .iter()
                 .map(|q| (q.header.width() * q.header.height()) as f64 / 1e6)
                 .collect();
-            std::thread::sleep(model.submit_time(&mp));
+            super::model::busy_for(model.submit_time(&mp));
             self.delay(stream, model.engine_time(&mp))?;
             return Ok(results);
         }

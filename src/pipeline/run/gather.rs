@@ -75,6 +75,13 @@ impl<T> Gather<T> {
         }
     }
 
+    /// Wakes the receiver now (from a thread that is not a sender: it has something else
+    /// for it), or makes its next wait return at once.
+    pub(crate) fn nudge(&self) {
+        self.lock().urgent = true;
+        self.ready.notify_one();
+    }
+
     /// Stops the senders and wakes the receiver.
     pub(crate) fn close(&self) {
         self.lock().closed = true;

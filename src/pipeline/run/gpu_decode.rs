@@ -1,15 +1,18 @@
-//! The GPU stage's first half, the decode: the samples of the batch being filled
-//! ([`DeviceFill`]) that the device's JPEG decoder takes are submitted in sub-batches as they
-//! arrive ([`GpuStage::offer`]: every `engine_chunk` samples, then the rest when the batch
-//! is complete, [`GpuStage::resolve`]), each into a decode area of its own, and the host
-//! goes on at once: the kernels wait for the decodes on the device (`gpu_stage`). A refusal
-//! is known when the call returns, so an image the decoder refuses is decoded on the CPU
-//! then and there (from the header read for the sample), and one that fails there too is
-//! taken out of the batch before the batch is complete, as on the CPU path.
+//! The GPU stage's first half, the decode. The feeding thread submits the samples the
+//! device's JPEG decoder takes in groups as they arrive, ahead of the assembler
+//! (`assembler::ahead`, [`GpuStage::decode`]): each group into a decode area of its own, and
+//! the thread goes on at once: the kernels wait for the decodes on the device (`gpu_stage`).
+//! A refusal is known when the call returns, so an image the decoder refuses is decoded on
+//! the CPU then and there (from the header read for the sample), and one that fails there too
+//! reaches the assembler as a failed sample, before its batch is drawn up, as on the CPU path.
+//! A padding repeat's sample, which the assembler adds itself, is submitted from its fill
+//! ([`GpuStage::resolve`]).
 //!
 //! The device decodes the region its plan names (`GpuDevice::region_to_decode`: an MCU wider on
 //! every side for subsampled chroma, whose interpolation `gpu_stage` rebuilds); the sample's
 //! descriptor window, set when it was prepared, is the crop's place inside that.
+
+use std::sync::Arc;
 
 use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{streams, DecodeJob};
@@ -18,7 +21,9 @@ use crate::error::{Error, SampleErrorKind};
 use crate::nvjpeg::DeviceOutput;
 
 use super::gpu_plan::{Prepared, Source};
-use super::gpu_stage::{Decoded, DeviceFill, Entry, GpuStage, Rebuild, ALIGN};
+use super::gpu_stage::{
+    DecodeArea, Decoded, DeviceDecoded, DeviceFill, Entry, GpuStage, Rebuild, ALIGN,
+};
 
 impl GpuStage {
     /// Takes note of the fill's newest sample and submits the device's pending samples once
@@ -47,8 +52,8 @@ impl GpuStage {
         self.submit_pending(fill)
     }
 
-    /// One decode submission of the pending samples into a decode area of their own;
-    /// refusals decoded on the CPU at once.
+    /// One decode submission of the fill's pending samples (those the feeding thread did
+    /// not take ahead: a padding repeat's sample).
     fn submit_pending(
         &self,
         fill: &mut DeviceFill,
@@ -57,49 +62,75 @@ impl GpuStage {
         if pending.is_empty() {
             return Ok(Vec::new());
         }
+        let mut samples = Vec::with_capacity(pending.len());
+        for (i, e) in fill.entries.iter_mut().enumerate() {
+            if let Entry::Sample { prepared, .. } = e {
+                if pending.binary_search(&i).is_ok() {
+                    samples.push(prepared);
+                }
+            }
+        }
+        if samples.len() != pending.len() {
+            return Err(Error::Cuda("a pending sample is not the device's".into()));
+        }
+        let outcome = self.decode(&mut samples)?;
+        let mut failed = Vec::new();
+        for (&i, r) in pending.iter().zip(outcome) {
+            match r {
+                Some(kind) => failed.push((i, kind)),
+                None => fill.adopt(i),
+            }
+        }
+        Ok(failed)
+    }
+
+    /// One decode submission of `samples` (each decoded by the device: [`Source::Device`])
+    /// into a decode area of their own, which each sample's source then points into; an image
+    /// the device refuses is decoded on the CPU at once (its source becomes
+    /// [`Source::Host`]). Returns, for each sample, the CPU's error when it can't be decoded
+    /// at all. Called by the feeding thread ahead of the assembler (`assembler::ahead`).
+    pub(crate) fn decode(
+        &self,
+        samples: &mut [&mut Prepared],
+    ) -> Result<Vec<Option<SampleErrorKind>>, Error> {
+        if samples.is_empty() {
+            return Ok(Vec::new());
+        }
         // Lay out the area: each image at an aligned offset.
         let mut area_len = 0usize;
-        let mut at = Vec::with_capacity(pending.len());
+        let mut at = Vec::with_capacity(samples.len());
         let rebuilt = self.plan.rebuilds_chroma(&*self.dev);
-        for &i in &pending {
-            let Entry::Sample {
-                prepared:
-                    Prepared::Chain {
-                        source: Source::Device { stored, .. },
-                        ..
-                    },
+        for p in samples.iter() {
+            let Prepared::Chain {
+                source: Source::Device { stored, .. },
                 ..
-            } = &fill.entries[i]
+            } = &**p
             else {
-                return Err(Error::Cuda("a pending sample is not the device's".into()));
+                return Err(Error::Cuda("a sample to decode is not the device's".into()));
             };
             at.push(area_len);
             area_len = (area_len + stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
-        let (batch, n) = (self.batch, pending.len());
+        let (batch, n) = (self.batch, samples.len());
         let mut area = self.pools.decoded.take(area_len, streams::DECODE, &|| {
             format!("the decoded images of a batch of {batch} samples ({n} decoded at once)")
         })?;
         let start = self.dev.record(streams::DECODE, true)?;
         let mut jobs = Vec::with_capacity(n);
-        for (&i, &offset) in pending.iter().zip(&at) {
-            if let Entry::Sample {
-                prepared:
-                    Prepared::Chain {
-                        bytes,
-                        source:
-                            Source::Device {
-                                header,
-                                roi,
-                                stored,
-                                engines_checked,
-                                staged,
-                                ..
-                            },
+        for (p, &offset) in samples.iter().zip(&at) {
+            if let Prepared::Chain {
+                bytes,
+                source:
+                    Source::Device {
+                        header,
+                        roi,
+                        stored,
+                        engines_checked,
+                        staged,
                         ..
                     },
                 ..
-            } = &fill.entries[i]
+            } = &**p
             {
                 jobs.push(DecodeJob {
                     // The worker's pinned copy, read in place; else the file's bytes, which
@@ -120,8 +151,8 @@ impl GpuStage {
         }
         // SAFETY: each output lies in `area`, laid out for its plan (the device's own
         // `region_to_decode`, in `prepare`), which nothing else uses until the kernels' release
-        // event (the area goes back to the pool with it); each job's bytes are kept by the
-        // fill's entries and then by `keep_until` below until the decodes' event.
+        // events (the area goes back to the pool with them); each job's bytes are kept by
+        // `samples` and then by `keep_until` below until the decodes' event.
         let pixels: u64 = jobs
             .iter()
             .map(|j| (j.header.width() * j.header.height()) as u64)
@@ -132,7 +163,7 @@ impl GpuStage {
         let (outcome, end) = match queued {
             Ok(q) => q,
             Err(e) => {
-                // Part of it may be queued, reading the bytes the entries hold: the device
+                // Part of it may be queued, reading the bytes the samples hold: the device
                 // is done with them before they go (the error fails the pipeline anyway).
                 let _ = self.dev.synchronize_all();
                 return Err(e);
@@ -141,18 +172,27 @@ impl GpuStage {
         self.split.submitted(jobs.len(), pixels, t0.elapsed());
         drop(jobs);
         area.used_until(end.clone());
-        self.keep_until(&end, pending.iter().map(|&i| &fill.entries[i]));
+        self.keep_until(&end, samples.iter().map(|p| &**p));
         self.push_timing(false, start, end.clone());
-        let mut failed = Vec::new();
-        for ((&i, &offset), r) in pending.iter().zip(&at).zip(outcome) {
-            let Entry::Sample {
-                prepared: Prepared::Chain { source, .. },
-                decoded,
-            } = &mut fill.entries[i]
-            else {
+        let base = area.ptr();
+        let area = Arc::new(DecodeArea {
+            buffer: std::sync::Mutex::new(area),
+            end,
+        });
+        let mut failed = Vec::with_capacity(n);
+        for ((p, &offset), r) in samples.iter_mut().zip(&at).zip(outcome) {
+            let Prepared::Chain { source, .. } = &mut **p else {
+                failed.push(None);
                 continue;
             };
-            let Source::Device { header, stored, .. } = &*source else {
+            let Source::Device {
+                header,
+                stored,
+                decoded,
+                ..
+            } = source
+            else {
+                failed.push(None);
                 continue;
             };
             let info = match r {
@@ -162,16 +202,12 @@ impl GpuStage {
                         "the device would write {}x{}, its plan said {}x{}",
                         info.width, info.height, stored.1, stored.0
                     ));
-                    if let Err(kind) = self.decode_on_cpu(&mut fill.entries[i]) {
-                        failed.push((i, kind));
-                    }
+                    failed.push(self.decode_on_cpu(p).err());
                     continue;
                 }
                 Err(e) => {
                     self.refused(&e.to_string());
-                    if let Err(kind) = self.decode_on_cpu(&mut fill.entries[i]) {
-                        failed.push((i, kind));
-                    }
+                    failed.push(self.decode_on_cpu(p).err());
                     continue;
                 }
             };
@@ -180,19 +216,21 @@ impl GpuStage {
             } else {
                 None
             };
-            *decoded = Some(Decoded {
-                ptr: area.ptr() + offset as u64,
-                dims: SourceDims {
-                    height: stored.0,
-                    width: stored.1,
-                    channels: 3,
-                    pitch: stored.1 * 3,
+            *decoded = Some(DeviceDecoded {
+                at: Decoded {
+                    ptr: base + offset as u64,
+                    dims: SourceDims {
+                        height: stored.0,
+                        width: stored.1,
+                        channels: 3,
+                        pitch: stored.1 * 3,
+                    },
+                    rebuild,
                 },
-                rebuild,
+                area: area.clone(),
             });
+            failed.push(None);
         }
-        fill.areas.push(area);
-        fill.decoded_at.push(end);
         Ok(failed)
     }
 
@@ -202,21 +240,17 @@ impl GpuStage {
         tracing::debug!("the device's decoder refused an image ({why}); decoding on the CPU");
     }
 
-    /// Keeps the encoded bytes of `entries` (the files' and their pinned copies) alive
+    /// Keeps the encoded bytes of `samples` (the files' and their pinned copies) alive
     /// until the host has seen `event` complete (the device reads them until then; the JPEG
     /// engines read when called, which only the host's view orders).
     fn keep_until<'e>(
         &self,
         event: &crate::cuda::gpu_device::Event,
-        entries: impl Iterator<Item = &'e Entry>,
+        samples: impl Iterator<Item = &'e Prepared>,
     ) {
         let (mut files, mut copies) = (Vec::new(), Vec::new());
-        for e in entries {
-            if let Entry::Sample {
-                prepared: Prepared::Chain { bytes, source, .. },
-                ..
-            } = e
-            {
+        for p in samples {
+            if let Prepared::Chain { bytes, source, .. } = p {
                 files.push(bytes.clone());
                 if let Source::Device {
                     staged: Some(s), ..
@@ -233,16 +267,12 @@ impl GpuStage {
 
     /// Turns a sample the device refused into one decoded on the CPU (the crop window, as
     /// displayed, from the header read for the sample), or returns the CPU decoder's error.
-    fn decode_on_cpu(&self, entry: &mut Entry) -> Result<(), SampleErrorKind> {
-        let Entry::Sample {
-            prepared:
-                Prepared::Chain {
-                    bytes,
-                    source,
-                    fused,
-                },
-            ..
-        } = entry
+    fn decode_on_cpu(&self, prepared: &mut Prepared) -> Result<(), SampleErrorKind> {
+        let Prepared::Chain {
+            bytes,
+            source,
+            fused,
+        } = prepared
         else {
             return Ok(());
         };

@@ -10,6 +10,8 @@
 //! table into one device buffer, so each is sized before the first pass
 //! (`ChainDescs::build`).
 
+use std::sync::Arc;
+
 use crate::cuda::chain::SourceDims;
 use crate::cuda::desc::ChromaDesc;
 use crate::cuda::gpu_device::{streams, DevicePtr, Event};
@@ -20,7 +22,7 @@ use crate::pipeline::device_tensor::DeviceTensor;
 
 use super::gpu_chain::{ChainDescs, DescArea};
 use super::gpu_plan::{Prepared, Source};
-use super::gpu_stage::{Decoded, DeviceFill, Entry, GpuStage, Staging, ALIGN};
+use super::gpu_stage::{DecodeArea, Decoded, DeviceFill, Entry, GpuStage, Staging, ALIGN};
 
 /// Where each entry of a batch goes in its output.
 struct OutputLayout {
@@ -42,10 +44,7 @@ impl GpuStage {
     pub(crate) fn launch(&self, fill: DeviceFill) -> Result<DeviceTensor, Error> {
         let (dtype, layout) = (self.plan.dtype, self.plan.layout);
         let DeviceFill {
-            mut entries,
-            mut areas,
-            decoded_at,
-            ..
+            mut entries, areas, ..
         } = fill;
         let out_layout = self.layout_outputs(&entries)?;
         let n = entries.len();
@@ -56,7 +55,7 @@ impl GpuStage {
             .take(out_layout.len, streams::KERNELS, &|| {
                 format!("the output of a batch of {n} samples (batch = {batch})")
             })?;
-        let start = self.after_decodes(&decoded_at)?;
+        let start = self.after_decodes(&areas)?;
 
         // Everything host-side first: the upload's size, then one lease.
         let host_images = host_images(&entries);
@@ -107,9 +106,12 @@ impl GpuStage {
         let ready = self.dev.record(streams::KERNELS, true)?;
         staging.lease.done_at(ready.clone());
         dev_descs.used_until(ready.clone());
+        for a in &areas {
+            a.used_until(ready.clone());
+        }
+        drop(areas);
         for b in keep
             .iter_mut()
-            .chain(areas.iter_mut())
             .chain(mid.iter_mut())
             .chain(host_area.iter_mut())
         {
@@ -132,9 +134,9 @@ impl GpuStage {
 
     /// Queues the kernel stream behind the batch's decodes; the event its kernels' time is
     /// measured from.
-    fn after_decodes(&self, decoded_at: &[Event]) -> Result<Event, Error> {
-        for e in decoded_at {
-            self.dev.wait(streams::KERNELS, e)?;
+    fn after_decodes(&self, areas: &[Arc<DecodeArea>]) -> Result<Event, Error> {
+        for a in areas {
+            self.dev.wait(streams::KERNELS, &a.end)?;
         }
         self.dev.record(streams::KERNELS, true)
     }

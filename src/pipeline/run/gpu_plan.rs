@@ -67,6 +67,9 @@ pub(crate) enum Source {
         /// The file's bytes copied into pinned memory by the worker, which the decoder reads
         /// in place (`None`: the feeding thread copies them).
         staged: Option<StagedBytes>,
+        /// Where the device decoded it, once the feeding thread has submitted it ahead of
+        /// the assembler (`assembler::ahead`); the batch's fill takes it over.
+        decoded: Option<super::gpu_decoded::DeviceDecoded>,
     },
     /// Decoded on the CPU (u8 HWC, as displayed), uploaded; `cause` says why.
     Host { image: Image, cause: &'static str },
@@ -392,6 +395,7 @@ impl GpuPlan {
                     route,
                     engines_checked,
                     staged,
+                    decoded: None,
                 }
             }
         };

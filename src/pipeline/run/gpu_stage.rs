@@ -1,28 +1,31 @@
-//! The GPU stage: the device side of the GPU path, driven by the assembler's thread. A batch's
-//! prepared samples ([`DeviceFill`]) are decoded in sub-batches on the decode stream as they
-//! arrive (`gpu_decode`), then, once the batch is complete, the kernels run over it on the
-//! kernel stream (here): the fancy chroma rebuilt from the JPEG engines' output
-//! (`kernels/chroma.cu`), then the fused chain, into a pooled output buffer handed to the
-//! consumer as a [`DeviceTensor`].
+//! The GPU stage: the device side of the GPU path. A feeding thread submits the device's
+//! samples to its JPEG decoder in groups as they arrive, ahead of the assembler
+//! (`assembler::ahead`, `gpu_decode`); the assembler's thread, once a batch is complete, runs
+//! the kernels over it on the kernel stream (here): the fancy chroma rebuilt from the JPEG
+//! engines' output (`kernels/chroma.cu`), then the fused chain, into a pooled output buffer
+//! handed to the consumer as a [`DeviceTensor`].
 //!
 //! # Streams, events, batches in flight
 //!
 //! ```text
-//! host (assembler)  fill N: submit, submit, …  launch N  fill N+1: submit, …  launch N+1
-//! decode stream            [dec N.0][dec N.1]…             [dec N+1.0]…
-//! kernel stream                          wait(dec N) [chroma N][chain N] … wait [… N+1]
+//! feeding thread    submit group g … submit group g+1 …         submit group g+2 …
+//! decode stream         [dec g ………]     [dec g+1 ………]             [dec g+2 …]
+//! assembler         take N's samples   launch N  take N+1's samples   launch N+1
+//! kernel stream                  wait(dec g) [chroma N][chain N]  wait(dec g+1) [… N+1]
 //! consumer          uses N−2 …………………………… N−1 …………………………………… N ……
 //! ```
-//! The host never waits for work it has just queued: decodes are submitted as samples
-//! arrive, the kernels wait for them on the device, and a batch goes to the consumer with its
-//! ready event before its kernels have run. Several batches are in flight at once — decoding,
-//! in the kernels, queued for the consumer — bounded by the batch queue (`prefetch`) and by
-//! the pinned upload ring, whose next slot the host waits for only when every slot's batch is
-//! still on the device. Buffers come from pools that keep them (with release events, waited
-//! for on the device — except the decode areas, which the JPEG engines write without
-//! waiting for their stream, so the host must have seen them free: `DevicePool::for_engines`),
-//! so after the first batches nothing is allocated; `--stats` counts it (`allocations after
-//! warm-up`).
+//! The host never waits for work it has just queued: a group's decodes are submitted while
+//! the assembler launches the batches before it, the kernels wait for them on the device, and
+//! a batch goes to the consumer with its ready event before its kernels have run. A group and
+//! a batch need not line up (a skipped sample moves the batch's boundary): a decode area goes
+//! back to its pool once every batch that reads it is done ([`DecodeArea`]). Several batches
+//! are in flight at once — decoding, in the kernels, queued for the consumer — bounded by the
+//! batch queue (`prefetch`) and by the pinned upload ring, whose next slot the host waits for
+//! only when every slot's batch is still on the device. Buffers come from pools that keep
+//! them (with release events, waited for on the device — except the decode areas, which the
+//! JPEG engines write without waiting for their stream, so the host must have seen them free:
+//! `DevicePool::for_engines`), so after the first batches nothing is allocated; `--stats`
+//! counts it (`allocations after warm-up`).
 //!
 //! # Memory bound
 //!
@@ -50,14 +53,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use crate::cuda::chain::SourceDims;
-use crate::cuda::gpu_device::{DevicePtr, Event, GpuDevice};
+use crate::cuda::gpu_device::{Event, GpuDevice};
 use crate::cuda::pool::{DevicePool, PinnedLease, PinnedRing};
 use crate::cuda::staging::{StagedBytes, StagingSlabs};
-use crate::decode::JpegHeader;
-use crate::nvjpeg::Roi;
 use crate::pipeline::device_tensor::ConsumerStreams;
 
+pub(super) use super::gpu_decoded::{DecodeArea, Decoded, DeviceDecoded, Rebuild};
 use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
 use super::stats::Stats;
@@ -120,6 +121,9 @@ pub(crate) struct GpuStage {
     pub(super) plan: Arc<GpuPlan>,
     pub(super) stats: Arc<Stats>,
     pub(super) batch: usize,
+    /// Outputs out at once in steady state: the consumer's queue (`prefetch`), the batch it
+    /// holds and the one being launched.
+    outputs_out: usize,
     /// Samples the decoder gets per submission (the last of a batch may be fewer).
     pub(super) engine_chunk: usize,
     /// Timing events not read yet: (kernels?, start, end).
@@ -201,65 +205,6 @@ impl Pools {
     }
 }
 
-/// How the fancy chroma of a sample the JPEG engines decoded is rebuilt
-/// (`kernels/chroma.cu`): the decoded region's place in the stored image and the chroma
-/// subsampling. `None` (see [`Rebuild::of`]) when there is nothing to rebuild.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Rebuild {
-    pub(super) x0: usize,
-    pub(super) y0: usize,
-    pub(super) image_w: usize,
-    pub(super) image_h: usize,
-    pub(super) sx: usize,
-    pub(super) sy: usize,
-}
-
-impl Rebuild {
-    /// The rebuild of region `roi` (`None`: the whole image), `width` × `height` as decoded,
-    /// of a JPEG with `header`: `None` for gray or unsubsampled chroma (repetition and
-    /// interpolation agree), and for samplings the kernels don't take (the router sends
-    /// those to the CPU).
-    pub(super) fn of(
-        header: &JpegHeader,
-        roi: Option<Roi>,
-        width: usize,
-        height: usize,
-    ) -> Option<Rebuild> {
-        let c = &header.frame.components;
-        if c.len() != 3 || (c[1].h, c[1].v) != (c[2].h, c[2].v) {
-            return None;
-        }
-        let (lh, lv) = (usize::from(c[0].h), usize::from(c[0].v));
-        let (ch, cv) = (usize::from(c[1].h).max(1), usize::from(c[1].v).max(1));
-        if lh % ch != 0 || lv % cv != 0 {
-            return None;
-        }
-        let (sx, sy) = (lh / ch, lv / cv);
-        if (sx, sy) == (1, 1) || sx > 2 || sy > 2 {
-            return None;
-        }
-        let (x0, y0) = roi.map_or((0, 0), |r| (r.x, r.y));
-        debug_assert!(roi.is_none_or(|r| (r.width, r.height) == (width, height)));
-        Some(Rebuild {
-            x0,
-            y0,
-            image_w: header.width(),
-            image_h: header.height(),
-            sx,
-            sy,
-        })
-    }
-}
-
-/// Where a sample's decoded source is: `dims` at `ptr` (in one of the fill's areas), and
-/// the chroma rebuild it needs first.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Decoded {
-    pub(super) ptr: DevicePtr,
-    pub(super) dims: SourceDims,
-    pub(super) rebuild: Option<Rebuild>,
-}
-
 // Repeats are rare and a batch's entries few: no point boxing the samples.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
@@ -279,19 +224,41 @@ pub(crate) struct DeviceFill {
     pub(super) entries: Vec<Entry>,
     /// Samples for the device's decoder not submitted yet, by place.
     pub(super) pending: Vec<usize>,
-    /// The decode areas of the submissions so far.
-    pub(super) areas: Vec<crate::cuda::pool::DeviceBuffer>,
-    /// Events the kernels wait for (the decodes).
-    pub(super) decoded_at: Vec<Event>,
+    /// The decode areas the samples are in: the kernels wait for each one's decodes.
+    pub(super) areas: Vec<Arc<DecodeArea>>,
 }
 
 impl DeviceFill {
-    /// Appends a prepared sample.
+    /// Appends a prepared sample (decoded already when the feeding thread took it ahead).
     pub(crate) fn push(&mut self, p: Box<Prepared>) {
         self.entries.push(Entry::Sample {
             prepared: *p,
             decoded: None,
         });
+        self.adopt(self.entries.len() - 1);
+    }
+
+    /// Takes over where the device decoded sample `i`, if it has: the entry points at it, and
+    /// the fill keeps its area.
+    pub(super) fn adopt(&mut self, i: usize) {
+        let Some(Entry::Sample {
+            prepared:
+                Prepared::Chain {
+                    source: super::gpu_plan::Source::Device { decoded: from, .. },
+                    ..
+                },
+            decoded,
+        }) = self.entries.get_mut(i)
+        else {
+            return;
+        };
+        let Some(d) = from.take() else {
+            return;
+        };
+        *decoded = Some(d.at);
+        if !self.areas.iter().rev().any(|a| Arc::ptr_eq(a, &d.area)) {
+            self.areas.push(d.area);
+        }
     }
 
     /// Appends a repeat of the last sample.
@@ -347,7 +314,7 @@ impl GpuStage {
         dev: Arc<dyn GpuDevice>,
         plan: Arc<GpuPlan>,
         stats: Arc<Stats>,
-        batch: usize,
+        (batch, prefetch): (usize, usize),
         workers: usize,
     ) -> GpuStage {
         // The events a steady state keeps alive at once (per batch in flight: a sub-batch's
@@ -363,6 +330,7 @@ impl GpuStage {
             plan,
             stats,
             batch,
+            outputs_out: prefetch + 2,
             engine_chunk: engine_chunk(batch),
             timings: Mutex::new(VecDeque::new()),
             kept: Mutex::new(Vec::new()),
@@ -436,6 +404,8 @@ impl GpuStage {
             // The pools are sized for the share the split has reached; it rises no higher.
             self.split.hold();
             self.staging.settle();
+            // The warm-up may not have seen the consumer's queue full.
+            self.pools.outputs.expect_out(self.outputs_out);
             for pool in self.pools.all() {
                 pool.settle()?;
             }

@@ -34,6 +34,7 @@ mod gather;
 mod gpu_chain;
 mod gpu_chroma;
 mod gpu_decode;
+mod gpu_decoded;
 mod gpu_launch;
 mod gpu_plan;
 mod gpu_prep;

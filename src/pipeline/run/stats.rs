@@ -26,6 +26,9 @@ pub struct Stats {
     /// room in the batch queue.
     pub(super) assembler_start: Mutex<Option<std::time::Instant>>,
     pub(super) assembler_wait_ns: AtomicU64,
+    /// The feeding thread's time submitting decodes (GPU path), and the groups it submitted.
+    pub(super) feeder_busy_ns: AtomicU64,
+    pub(super) feeder_groups: AtomicU64,
     pub(super) in_place: AtomicU64,
     pub(super) batch_images: AtomicU64,
     pub(super) consumer_wait_ns: AtomicU64,
@@ -156,10 +159,13 @@ pub struct StatsSnapshot {
     pub ops: Vec<(String, Duration)>,
     /// Time spent assembling batches.
     pub assemble: Duration,
-    /// The assembling thread's time since it started, less its waits for samples and for
-    /// room in the batch queue: the time of its own work (on the GPU path also feeding the
-    /// JPEG engines and launching the kernels), which one thread does for every batch.
+    /// The assembling thread's time since it started, less its waits for samples, for the
+    /// feeding thread and for room in the batch queue: the time of its own work (on the GPU
+    /// path also launching the kernels), which one thread does for every batch.
     pub assembler_busy: Duration,
+    /// The GPU path's feeding thread's time submitting decodes (nvJPEG's host call, for the
+    /// JPEG engines): one thread does it for every image the device decodes.
+    pub feeder_busy: Duration,
     /// Images put into batches (padding excluded), counted per image output.
     pub batch_images: u64,
     /// Of those, the images a worker wrote straight into their place in the batch (no copy).
@@ -254,6 +260,7 @@ impl Stats {
                 .map_or(Duration::ZERO, |s| {
                     s.elapsed().saturating_sub(ns(&self.assembler_wait_ns))
                 }),
+            feeder_busy: ns(&self.feeder_busy_ns),
             batch_images: self.batch_images.load(Ordering::Relaxed),
             in_place: self.in_place.load(Ordering::Relaxed),
             consumer_wait: ns(&self.consumer_wait_ns),

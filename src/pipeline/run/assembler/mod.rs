@@ -3,6 +3,7 @@
 //! and hands it to the consumer (`emit.rs`); it gives credits back to the readers as it
 //! goes. An epoch's end, with its last batches and padding, is `epoch_end.rs`.
 
+mod ahead;
 mod emit;
 mod epoch_end;
 
@@ -21,6 +22,7 @@ use crate::pipeline::spec::OnError;
 use crate::reader::schedule::Position;
 use crate::value::Value;
 
+use self::ahead::Ahead;
 use super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
 use super::fill::ImageFill;
 use super::gather::Gather;
@@ -56,6 +58,8 @@ pub(super) struct Links {
     pub(super) placing: Arc<Placing>,
     pub(super) out: Sender<Result<Batch, Error>>,
     pub(super) credits: Sender<()>,
+    /// Credits in all: samples between the readers and the assembler's taking them.
+    pub(super) credits_total: usize,
     pub(super) shutdown: Receiver<()>,
     /// Samples a batch buffer holds (see [`super::memory`]).
     pub(super) capacity: usize,
@@ -120,34 +124,78 @@ impl Assembler {
     }
 
     /// Takes the processed samples in order until they end, the consumer goes or an error
-    /// stops the run.
-    pub(super) fn run(mut self, done: &Gather<Processed>) {
+    /// stops the run. On the GPU path a feeding thread decodes the device's samples ahead of
+    /// the assembler ([`ahead`]).
+    pub(super) fn run(self, done: &Gather<Processed>) {
+        if let Ok(mut s) = self.links.stats.assembler_start.lock() {
+            *s = Some(std::time::Instant::now());
+        }
+        let Some(gpu) = self.links.gpu.clone() else {
+            self.run_with(done, None);
+            return;
+        };
+        let (queue, feeder) = Ahead::new(gpu.engine_chunk);
+        let stats = self.links.stats.clone();
+        std::thread::scope(|scope| {
+            match ahead::start_feeder(scope, feeder, gpu, stats, done) {
+                Ok(_) => self.run_with(done, Some(queue)),
+                Err(e) => {
+                    let _ = self.links.out.send(Err(Error::Io {
+                        path: "(the feeding thread)".into(),
+                        source: e,
+                    }));
+                }
+            }
+            // The queue's end is dropped: the feeding thread ends after its group.
+        });
+    }
+
+    /// [`Assembler::run`]'s loop; with `ahead` (the GPU path) samples pass through the
+    /// decode-ahead queue on their way to [`Assembler::take`].
+    fn run_with(mut self, done: &Gather<Processed>, mut ahead: Option<Ahead>) {
         let mut reorder: BTreeMap<u64, Processed> = BTreeMap::new();
         let mut arrived = Vec::new();
         let mut next = 0u64;
         let batch = self.links.settings.batch;
-        if let Ok(mut s) = self.links.stats.assembler_start.lock() {
-            *s = Some(std::time::Instant::now());
-        }
+        let stats = self.links.stats.clone();
         loop {
-            // Sleep until a few samples have come (never more than would finish the batch
-            // being filled, were every one good and in order; epoch ends and failures wake us
-            // anyway): fewer wake-ups, while the samples copied are still warm in cache.
-            let want = batch
-                .saturating_sub(self.samples.len() + reorder.len())
-                .min(GATHER_AT_ONCE);
-            let shut_down = || {
-                matches!(
-                    self.links.shutdown.try_recv(),
-                    Err(crossbeam_channel::TryRecvError::Disconnected)
-                )
-            };
             let waited = std::time::Instant::now();
-            let more = done.take(want, &mut arrived, shut_down);
-            add_ns(&self.links.stats.assembler_wait_ns, waited.elapsed());
-            if !more {
-                return;
-            }
+            let more = if let Some(a) = ahead.as_mut().filter(|a| a.must_wait()) {
+                // Nothing to do until the feeding thread hands a group back.
+                let r = a.receive(true);
+                add_ns(&stats.assembler_wait_ns, waited.elapsed());
+                if let Err(e) = r {
+                    self.fail(e);
+                    return;
+                }
+                true
+            } else {
+                // Sleep until a few samples have come (never more than would finish the
+                // batch being filled, were every one good and in order; epoch ends and
+                // failures wake us anyway): fewer wake-ups, while the samples copied are
+                // still warm in cache. On the GPU path, until the next group is due.
+                let want = match &ahead {
+                    // No more than can come: the samples out of order and the credits owed
+                    // hold credits too.
+                    Some(a) => a.wanted().min(
+                        self.links
+                            .credits_total
+                            .saturating_sub(reorder.len() + self.owed_credits),
+                    ),
+                    None => batch
+                        .saturating_sub(self.samples.len() + reorder.len())
+                        .min(GATHER_AT_ONCE),
+                };
+                let shut_down = || {
+                    matches!(
+                        self.links.shutdown.try_recv(),
+                        Err(crossbeam_channel::TryRecvError::Disconnected)
+                    )
+                };
+                let more = done.take(want, &mut arrived, shut_down);
+                add_ns(&stats.assembler_wait_ns, waited.elapsed());
+                more
+            };
             for d in arrived.drain(..) {
                 let seq = match &d {
                     Processed::Sample(s) => s.seq,
@@ -156,10 +204,57 @@ impl Assembler {
                 reorder.insert(seq, d);
             }
             while let Some(d) = reorder.remove(&next) {
+                self.return_credit();
+                match ahead.as_mut() {
+                    Some(a) => a.push(next, d),
+                    None => {
+                        if !self.take(d) {
+                            return;
+                        }
+                    }
+                }
                 next += 1;
-                if !self.take(d) {
+            }
+            if let Some(a) = ahead.as_mut() {
+                if !more {
+                    a.flush();
+                }
+                if !self.advance(a, !more) {
                     return;
                 }
+            }
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// Sends the decode-ahead queue's due group, takes the groups the feeding thread has
+    /// finished and every item ready in order; with `drain`, until the queue is empty.
+    /// False to stop.
+    fn advance(&mut self, ahead: &mut Ahead, drain: bool) -> bool {
+        loop {
+            ahead.send();
+            let wait = drain && ahead.groups_out() > 0 && !ahead.front_ready();
+            let waited = std::time::Instant::now();
+            let r = ahead.receive(wait);
+            if wait {
+                add_ns(&self.links.stats.assembler_wait_ns, waited.elapsed());
+            }
+            if let Err(e) = r {
+                return self.fail(e);
+            }
+            let mut took = false;
+            while let Some(d) = ahead.pop() {
+                took = true;
+                if !self.take(d) {
+                    return false;
+                }
+            }
+            // Draining, every pass sends, waits for a group or takes something, until the
+            // queue is empty.
+            if !drain || ahead.len() == 0 || !(took || wait || ahead.groups_out() > 0) {
+                return true;
             }
         }
     }
@@ -209,7 +304,6 @@ impl Assembler {
     fn take(&mut self, d: Processed) -> bool {
         let d = match d {
             Processed::EpochEnd { epoch, .. } => {
-                self.return_credit();
                 return self.end_epoch(epoch);
             }
             Processed::Sample(d) => d,
@@ -227,7 +321,6 @@ impl Assembler {
         let settings = &self.links.settings;
         let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
         self.next_pos = pos + 1;
-        self.return_credit();
         for e in replaced {
             self.report(e, true);
         }
