@@ -534,6 +534,10 @@ impl PyPipeline {
                 feed.set_item("check_seconds", f.checks.as_secs_f64())?;
                 feed.set_item("engines_call_seconds", f.engines_call.as_secs_f64())?;
                 feed.set_item("one_by_one_seconds", f.decoupled.as_secs_f64())?;
+                // The feeding thread's whole time submitting (its own thread since
+                // 2026-11-27), and the assembling thread's own time (launching kernels).
+                feed.set_item("thread_busy_seconds", st.feeder_busy.as_secs_f64())?;
+                feed.set_item("assembler_busy_seconds", st.assembler_busy.as_secs_f64())?;
                 split.set_item("feed", feed)?;
             }
             gd.set_item("decoders", split)?;

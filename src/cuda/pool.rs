@@ -64,6 +64,9 @@ pub struct DevicePool {
     /// as handed out: they could not be).
     out: Mutex<(Vec<usize>, usize)>,
     reuse: Reuse,
+    /// New buffers get a quarter more than asked, for roles whose sizes vary (see
+    /// [`DevicePool::take`]); not for a role of one size.
+    headroom: bool,
     /// [`DevicePool::settle`] has run.
     settled: AtomicBool,
     /// Takes that waited on the host for a buffer's release events.
@@ -102,6 +105,17 @@ impl DevicePool {
         Self::with_reuse(dev, Reuse::AfterHost)
     }
 
+    /// An empty pool on `dev`, for work that keeps stream order, whose buffers are all of one
+    /// size or smaller (a full batch's output; a short last batch fits in it): new buffers
+    /// are the size asked, with no room for larger requests.
+    pub fn of_one_size(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
+        let mut pool = Self::with_reuse(dev, Reuse::InStreamOrder);
+        if let Some(p) = Arc::get_mut(&mut pool) {
+            p.headroom = false;
+        }
+        pool
+    }
+
     fn with_reuse(dev: Arc<dyn GpuDevice>, reuse: Reuse) -> Arc<DevicePool> {
         Arc::new(DevicePool {
             dev,
@@ -109,6 +123,7 @@ impl DevicePool {
             high_water: Mutex::new(0),
             out: Mutex::new((Vec::new(), 0)),
             reuse,
+            headroom: true,
             settled: Default::default(),
             host_waits: Default::default(),
             returns: Default::default(),
@@ -165,7 +180,11 @@ impl DevicePool {
         let asked = cap;
         let cap = {
             let mut high = self.high_water.lock().unwrap_or_else(|p| p.into_inner());
-            let c = size_class((cap + cap / 4).max(*high)).unwrap_or(cap);
+            let c = if self.headroom {
+                size_class((cap + cap / 4).max(*high)).unwrap_or(cap)
+            } else {
+                cap.max(*high)
+            };
             *high = (*high).max(c);
             c
         };

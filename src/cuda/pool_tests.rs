@@ -39,6 +39,32 @@ fn a_settled_pool_serves_as_many_buffers_of_its_largest_size_without_allocating(
     drop(again);
 }
 
+/// A pool of one size (the batches' outputs) makes buffers the size asked, no larger, and
+/// once settled for the consumer's queue (`expect_out`) serves that many, and a short last
+/// batch, without allocating.
+#[test]
+fn a_pool_of_one_size_makes_buffers_the_size_asked_and_settles_for_the_queue() {
+    let dev = device();
+    let pool = DevicePool::of_one_size(dev.clone());
+    let what = || "a test output".to_string();
+    let len = 3 << 20;
+    let b = pool.take(len, streams::KERNELS, &what).unwrap();
+    assert_eq!(b.capacity(), size_class(len).unwrap());
+    drop(b);
+    pool.expect_out(4);
+    pool.settle().unwrap();
+    let before = dev.counters();
+    let mut held: Vec<_> = (0..4)
+        .map(|_| pool.take(len, streams::KERNELS, &what).unwrap())
+        .collect();
+    drop(held.pop());
+    held.push(pool.take(len / 3, streams::KERNELS, &what).unwrap());
+    assert_eq!(dev.counters().device_allocs, before.device_allocs);
+    assert!(held
+        .iter()
+        .all(|b| b.capacity() == size_class(len).unwrap()));
+}
+
 #[test]
 fn a_settled_ring_has_every_slot_at_its_largest_size() {
     let dev = device();

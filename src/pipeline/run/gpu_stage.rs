@@ -76,6 +76,14 @@ pub(super) const UPLOAD_SLOTS: usize = 4;
 /// or below the most it reached ([`DecoderSplit::hold`]).
 pub(super) const WARM_UP_BATCHES: u64 = 16;
 
+/// Groups of samples with the feeding thread at once (`assembler::ahead`): one it submits,
+/// one next, so it never waits for the assembler between them.
+pub(super) const GROUPS_OUT: usize = 2;
+
+/// Decode areas alive at once in a steady state: the groups with the feeding thread, and the
+/// two a batch being filled may draw from (a group and a batch need not line up).
+const AREAS_OUT: usize = GROUPS_OUT + 2;
+
 /// Events created when the stage starts (see [`GpuStage::new`]).
 const EVENTS_AHEAD: usize = 64;
 
@@ -182,7 +190,7 @@ pub(super) struct Pools {
 impl Pools {
     fn new(dev: &Arc<dyn GpuDevice>) -> Pools {
         Pools {
-            outputs: DevicePool::new(dev.clone()),
+            outputs: DevicePool::of_one_size(dev.clone()),
             decoded: DevicePool::for_engines(dev.clone()),
             host: DevicePool::new(dev.clone()),
             rebuilt: DevicePool::new(dev.clone()),
@@ -406,6 +414,7 @@ impl GpuStage {
             self.staging.settle();
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
+            self.pools.decoded.expect_out(AREAS_OUT);
             for pool in self.pools.all() {
                 pool.settle()?;
             }

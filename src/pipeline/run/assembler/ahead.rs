@@ -30,7 +30,7 @@ use super::super::gpu_stage::GpuStage;
 use super::super::stats::{add_ns, Stats};
 
 /// Groups with the feeding thread at once.
-const GROUPS_OUT: usize = 2;
+use super::super::gpu_stage::GROUPS_OUT;
 
 /// Groups' worth of samples the queue holds before the assembler waits for the feeding
 /// thread rather than take more samples.
@@ -109,24 +109,29 @@ impl Ahead {
         self.flush |= self.unsent > 0;
     }
 
-    /// Sends the unsent samples to the feeding thread when there are a group's worth (or a
-    /// flush asks for them) and it has room.
+    /// Sends the unsent samples to the feeding thread, a group of at most `chunk` (the
+    /// oldest) at a time, when there are a group's worth (or a flush asks for them) and it
+    /// has room. A group is never larger, so neither is its decode area.
     pub(super) fn send(&mut self) {
-        let due = self.unsent >= self.chunk || (self.flush && self.unsent > 0);
-        if !due || self.groups_out >= GROUPS_OUT {
-            return;
-        }
-        let mut group = Vec::with_capacity(self.unsent);
-        for (k, slot) in self.queue.iter_mut().enumerate() {
-            if matches!(slot, Slot::Unsent(_)) {
-                if let Slot::Unsent(s) = std::mem::replace(slot, Slot::Sent) {
-                    group.push((self.front_seq + k as u64, s));
+        while self.groups_out < GROUPS_OUT
+            && (self.unsent >= self.chunk || (self.flush && self.unsent > 0))
+        {
+            let n = self.unsent.min(self.chunk);
+            let mut group = Vec::with_capacity(n);
+            for (k, slot) in self.queue.iter_mut().enumerate() {
+                if group.len() == n {
+                    break;
+                }
+                if matches!(slot, Slot::Unsent(_)) {
+                    if let Slot::Unsent(s) = std::mem::replace(slot, Slot::Sent) {
+                        group.push((self.front_seq + k as u64, s));
+                    }
                 }
             }
-        }
-        self.unsent = 0;
-        self.flush = false;
-        if self.to_feeder.send(group).is_ok() {
+            self.unsent -= n;
+            self.flush &= self.unsent > 0;
+            // Counted even if the feeding thread is gone: waiting for it then says so.
+            let _ = self.to_feeder.send(group);
             self.groups_out += 1;
         }
     }

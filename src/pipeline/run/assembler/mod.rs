@@ -215,7 +215,12 @@ impl Assembler {
                 }
                 next += 1;
             }
-            if let Some(a) = ahead.as_mut() {
+            let shut_down = matches!(
+                self.links.shutdown.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Disconnected)
+            );
+            if let Some(a) = ahead.as_mut().filter(|_| !shut_down) {
+                // The input ended: what the queue holds goes out first.
                 if !more {
                     a.flush();
                 }
