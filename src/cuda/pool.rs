@@ -356,6 +356,20 @@ impl DevicePool {
         out.1 = out.1.max(n);
     }
 
+    /// The largest buffer this pool made so far (0 before the first).
+    pub fn high_water(&self) -> usize {
+        *self.high_water.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Raises the size [`DevicePool::settle`] makes its buffers to at least `len`: for a
+    /// role whose largest request is bounded by another pool's (the rebuilt chroma of a
+    /// batch by the decode areas it was decoded into), where the warm-up may not have met
+    /// the largest.
+    pub fn raise_high_water(&self, len: usize) {
+        let mut high = self.high_water.lock().unwrap_or_else(|p| p.into_inner());
+        *high = (*high).max(size_class(len).unwrap_or(len));
+    }
+
     /// Ends the warm-up: from what it needed, the pool holds enough buffers of the largest
     /// size for the most it handed out at once, and one to spare where that costs less than
     /// [`SPARE_UNDER`] (batches in flight vary by one), so that later batches (whose random

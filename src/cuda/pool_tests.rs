@@ -65,6 +65,22 @@ fn a_pool_of_one_size_makes_buffers_the_size_asked_and_settles_for_the_queue() {
         .all(|b| b.capacity() == size_class(len).unwrap()));
 }
 
+/// A pool whose high water is raised before it settles (the rebuilt chroma's, to the decode
+/// areas' size) serves a request larger than the warm-up met without allocating.
+#[test]
+fn a_raised_high_water_serves_larger_requests_after_settling() {
+    let dev = device();
+    let pool = DevicePool::new(dev.clone());
+    let what = || "a test buffer".to_string();
+    drop(pool.take(1 << 20, streams::KERNELS, &what).unwrap());
+    pool.raise_high_water(8 << 20);
+    pool.settle().unwrap();
+    let before = dev.counters();
+    let b = pool.take(6 << 20, streams::KERNELS, &what).unwrap();
+    assert_eq!(dev.counters().device_allocs, before.device_allocs);
+    assert!(b.capacity() >= 8 << 20);
+}
+
 #[test]
 fn a_settled_ring_has_every_slot_at_its_largest_size() {
     let dev = device();

@@ -415,6 +415,13 @@ impl GpuStage {
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);
+            // A batch's rebuilt chroma is at most the decoded images it rebuilds, a part of
+            // one group's decode area (a few times out of the warm-up's sight otherwise).
+            if self.pools.rebuilt.high_water() > 0 {
+                self.pools
+                    .rebuilt
+                    .raise_high_water(self.pools.decoded.high_water());
+            }
             for pool in self.pools.all() {
                 pool.settle()?;
             }
