@@ -96,34 +96,30 @@ impl std::fmt::Debug for DevicePool {
 impl DevicePool {
     /// An empty pool on `dev`, for work that keeps stream order.
     pub fn new(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
-        Self::with_reuse(dev, Reuse::InStreamOrder)
+        Self::with_reuse(dev, Reuse::InStreamOrder, true)
     }
 
     /// An empty pool on `dev` for what the JPEG engines write: a buffer is handed out only
     /// once the host has seen its last users' work complete (see the module docs).
     pub fn for_engines(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
-        Self::with_reuse(dev, Reuse::AfterHost)
+        Self::with_reuse(dev, Reuse::AfterHost, true)
     }
 
     /// An empty pool on `dev`, for work that keeps stream order, whose buffers are all of one
     /// size or smaller (a full batch's output; a short last batch fits in it): new buffers
     /// are the size asked, with no room for larger requests.
     pub fn of_one_size(dev: Arc<dyn GpuDevice>) -> Arc<DevicePool> {
-        let mut pool = Self::with_reuse(dev, Reuse::InStreamOrder);
-        if let Some(p) = Arc::get_mut(&mut pool) {
-            p.headroom = false;
-        }
-        pool
+        Self::with_reuse(dev, Reuse::InStreamOrder, false)
     }
 
-    fn with_reuse(dev: Arc<dyn GpuDevice>, reuse: Reuse) -> Arc<DevicePool> {
+    fn with_reuse(dev: Arc<dyn GpuDevice>, reuse: Reuse, headroom: bool) -> Arc<DevicePool> {
         Arc::new(DevicePool {
             dev,
             idle: Mutex::new(Vec::new()),
             high_water: Mutex::new(0),
             out: Mutex::new((Vec::new(), 0)),
             reuse,
-            headroom: true,
+            headroom,
             settled: Default::default(),
             host_waits: Default::default(),
             returns: Default::default(),

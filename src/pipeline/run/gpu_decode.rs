@@ -26,56 +26,37 @@ use super::gpu_stage::{
 };
 
 impl GpuStage {
-    /// Takes note of the fill's newest sample and submits the device's pending samples once
-    /// there are `engine_chunk` of them. Returns the samples that can't be decoded at all
-    /// (refused by the device, then failed on the CPU), by their place in the fill, with the
-    /// CPU's error: the caller removes them.
-    pub(crate) fn offer(
-        &self,
-        fill: &mut DeviceFill,
-    ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
-        note_newest(fill);
-        if fill.pending.len() < self.engine_chunk {
-            return Ok(Vec::new());
-        }
-        self.submit_pending(fill)
-    }
-
-    /// Takes note of the fill's newest sample and submits every pending one (the batch is
-    /// complete, or its epoch ended). Returns the samples that can't be decoded, as
-    /// [`GpuStage::offer`] does.
+    /// Submits the fill's samples the device has not decoded (the feeding thread decodes
+    /// every sample ahead of the assembler; this is for the ones the assembler adds itself:
+    /// a padding repeat's sample) in one call. Returns the samples that can't be decoded at
+    /// all (refused by the device, then failed on the CPU), by their place in the fill, with
+    /// the CPU's error: the caller removes them.
     pub(crate) fn resolve(
         &self,
         fill: &mut DeviceFill,
     ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
-        note_newest(fill);
-        self.submit_pending(fill)
-    }
-
-    /// One decode submission of the fill's pending samples (those the feeding thread did
-    /// not take ahead: a padding repeat's sample).
-    fn submit_pending(
-        &self,
-        fill: &mut DeviceFill,
-    ) -> Result<Vec<(usize, SampleErrorKind)>, Error> {
-        let pending = std::mem::take(&mut fill.pending);
-        if pending.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut samples = Vec::with_capacity(pending.len());
+        let mut places = Vec::new();
+        let mut samples = Vec::new();
         for (i, e) in fill.entries.iter_mut().enumerate() {
-            if let Entry::Sample { prepared, .. } = e {
-                if pending.binary_search(&i).is_ok() {
-                    samples.push(prepared);
-                }
+            if let Entry::Sample {
+                prepared:
+                    p @ Prepared::Chain {
+                        source: Source::Device { .. },
+                        ..
+                    },
+                decoded: None,
+            } = e
+            {
+                places.push(i);
+                samples.push(p);
             }
         }
-        if samples.len() != pending.len() {
-            return Err(Error::Cuda("a pending sample is not the device's".into()));
+        if samples.is_empty() {
+            return Ok(Vec::new());
         }
         let outcome = self.decode(&mut samples)?;
         let mut failed = Vec::new();
-        for (&i, r) in pending.iter().zip(outcome) {
+        for (&i, r) in places.iter().zip(outcome) {
             match r {
                 Some(kind) => failed.push((i, kind)),
                 None => fill.adopt(i),
@@ -291,23 +272,5 @@ impl GpuStage {
             cause: "device-decoder-refused",
         };
         Ok(())
-    }
-}
-
-/// Adds the fill's newest sample to the pending ones when the device's decoder takes it.
-fn note_newest(fill: &mut DeviceFill) {
-    let last = fill.entries.len().wrapping_sub(1);
-    if let Some(Entry::Sample {
-        prepared:
-            Prepared::Chain {
-                source: Source::Device { .. },
-                ..
-            },
-        decoded: None,
-    }) = fill.entries.get(last)
-    {
-        if fill.pending.last() != Some(&last) {
-            fill.pending.push(last);
-        }
     }
 }

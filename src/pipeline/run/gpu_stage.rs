@@ -230,8 +230,6 @@ pub(super) enum Entry {
 #[derive(Debug, Default)]
 pub(crate) struct DeviceFill {
     pub(super) entries: Vec<Entry>,
-    /// Samples for the device's decoder not submitted yet, by place.
-    pub(super) pending: Vec<usize>,
     /// The decode areas the samples are in: the kernels wait for each one's decodes.
     pub(super) areas: Vec<Arc<DecodeArea>>,
 }
@@ -305,15 +303,9 @@ impl DeviceFill {
         }
     }
 
-    /// Removes sample `i` (one that can't be decoded), renumbering the pending ones.
+    /// Removes sample `i` (one that can't be decoded).
     pub(crate) fn remove(&mut self, i: usize) {
         self.entries.remove(i);
-        self.pending.retain(|&k| k != i);
-        for k in &mut self.pending {
-            if *k > i {
-                *k -= 1;
-            }
-        }
     }
 }
 

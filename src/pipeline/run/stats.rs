@@ -26,9 +26,8 @@ pub struct Stats {
     /// room in the batch queue.
     pub(super) assembler_start: Mutex<Option<std::time::Instant>>,
     pub(super) assembler_wait_ns: AtomicU64,
-    /// The feeding thread's time submitting decodes (GPU path), and the groups it submitted.
+    /// The feeding thread's time submitting decodes (GPU path).
     pub(super) feeder_busy_ns: AtomicU64,
-    pub(super) feeder_groups: AtomicU64,
     pub(super) in_place: AtomicU64,
     pub(super) batch_images: AtomicU64,
     pub(super) consumer_wait_ns: AtomicU64,

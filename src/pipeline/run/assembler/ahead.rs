@@ -15,7 +15,6 @@
 //! [`HELD_GROUPS`] groups' worth of samples before the assembler waits for a group back.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,11 +25,8 @@ use crate::error::Error;
 use super::super::cpu_stage::{Failure, Output, Processed, ProcessedSample};
 use super::super::gather::Gather;
 use super::super::gpu_plan::{Prepared, Source};
-use super::super::gpu_stage::GpuStage;
+use super::super::gpu_stage::{GpuStage, GROUPS_OUT};
 use super::super::stats::{add_ns, Stats};
-
-/// Groups with the feeding thread at once.
-use super::super::gpu_stage::GROUPS_OUT;
 
 /// Groups' worth of samples the queue holds before the assembler waits for the feeding
 /// thread rather than take more samples.
@@ -212,7 +208,6 @@ impl Feeder {
             let t0 = Instant::now();
             let r = decode_group(gpu, &mut group).map(|()| group);
             add_ns(&stats.feeder_busy_ns, t0.elapsed());
-            stats.feeder_groups.fetch_add(1, Ordering::Relaxed);
             if self.decoded.send(r).is_err() {
                 return;
             }

@@ -19,7 +19,7 @@ impl Assembler {
     pub(super) fn end_epoch(&mut self, epoch: u64) -> bool {
         // Every sample of the epoch is taken: its tentative batches are ours alone.
         self.links.placing.buffers.epoch_ended(epoch);
-        if let Err(e) = self.settle_device(true) {
+        if let Err(e) = self.settle_device() {
             return self.fail(e);
         }
         if let Some(gpu) = &self.links.gpu {
@@ -167,7 +167,7 @@ impl Assembler {
         self.samples.push(sample);
         // Submitted for decoding before its repeats join it (the device takes note of the
         // newest sample only).
-        self.settle_device(true)?;
+        self.settle_device()?;
         if self.samples.is_empty() {
             return Err(Error::Dataset(format!(
                 "the sample kept to pad epoch {epoch} with ({path}) failed on the device"

@@ -186,13 +186,7 @@ impl Assembler {
                         .saturating_sub(self.samples.len() + reorder.len())
                         .min(GATHER_AT_ONCE),
                 };
-                let shut_down = || {
-                    matches!(
-                        self.links.shutdown.try_recv(),
-                        Err(crossbeam_channel::TryRecvError::Disconnected)
-                    )
-                };
-                let more = done.take(want, &mut arrived, shut_down);
+                let more = done.take(want, &mut arrived, || self.shut_down());
                 add_ns(&stats.assembler_wait_ns, waited.elapsed());
                 more
             };
@@ -215,10 +209,7 @@ impl Assembler {
                 }
                 next += 1;
             }
-            let shut_down = matches!(
-                self.links.shutdown.try_recv(),
-                Err(crossbeam_channel::TryRecvError::Disconnected)
-            );
+            let shut_down = self.shut_down();
             if let Some(a) = ahead.as_mut().filter(|_| !shut_down) {
                 // The input ended: what the queue holds goes out first.
                 if !more {
@@ -262,6 +253,14 @@ impl Assembler {
                 return true;
             }
         }
+    }
+
+    /// The pipeline is shutting down (its consumer is gone).
+    fn shut_down(&self) -> bool {
+        matches!(
+            self.links.shutdown.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Disconnected)
+        )
     }
 
     /// Records a bad sample: reported once per file in the log, counted every time.
@@ -363,14 +362,12 @@ impl Assembler {
                     self.rank_padding += 1;
                 }
                 self.last_good_pos = pos;
-                // The GPU path submits the device's samples as they come, the rest once the
-                // batch is complete; a sample that can't be decoded leaves room for the
-                // next ones.
-                let complete = self.samples.len() == batch_size;
-                if let Err(e) = self.settle_device(complete) {
-                    return self.fail(e);
-                }
-                if complete {
+                if self.samples.len() == batch_size {
+                    // On the GPU path what the device has not decoded yet goes now; a sample
+                    // that can't be decoded leaves room for the next ones.
+                    if let Err(e) = self.settle_device() {
+                        return self.fail(e);
+                    }
                     if self.samples.len() < batch_size {
                         return true;
                     }
@@ -480,19 +477,18 @@ impl Assembler {
         Ok(())
     }
 
-    /// On the GPU path, submits the device's samples of the batch being filled: those
-    /// pending when `all` (the batch is complete, or its epoch ended), else once enough
-    /// have come. A sample that can't be decoded (the device refused it, then the CPU failed
-    /// on it) is taken out of the batch and reported like any bad sample; `Err` stops the
-    /// run.
-    fn settle_device(&mut self, all: bool) -> Result<(), Error> {
+    /// On the GPU path, submits the samples of the batch being filled that the device has
+    /// not decoded (the feeding thread decodes the rest ahead: see [`ahead`]). A sample that
+    /// can't be decoded (the device refused it, then the CPU failed on it) is taken out of
+    /// the batch and reported like any bad sample; `Err` stops the run.
+    fn settle_device(&mut self) -> Result<(), Error> {
         let Some(gpu) = self.links.gpu.clone() else {
             return Ok(());
         };
         let mut failed = Vec::new();
         for f in &mut self.filling {
             if let Filling::Device(d) = f {
-                failed = if all { gpu.resolve(d)? } else { gpu.offer(d)? };
+                failed = gpu.resolve(d)?;
             }
         }
         let on_error = self.links.settings.on_error;
