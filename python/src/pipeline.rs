@@ -516,6 +516,10 @@ impl PyPipeline {
             // host's waits for a decode area an earlier batch still used (few or none).
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
             gd.set_item("decode_area_waits", g.decode_area_waits)?;
+            gd.set_item(
+                "host_images_pinned_by_workers",
+                g.host_images_pinned_by_workers,
+            )?;
             // The split between the JPEG engines and the CPU decoder, and where the thread
             // feeding the engines spent its time (seconds, summed since the start).
             let dec = &g.decoders;

@@ -145,10 +145,13 @@ fn timed_run(
     verbose: bool,
     keep_running: bool,
 ) -> Result<(Measurement, Option<Running>)> {
-    // Repeating epochs until long enough: run unbounded and stop at an epoch's end.
+    // Repeating epochs until long enough: run unbounded and stop at an epoch's end. With
+    // `--epochs n`, one epoch more than the warm-up and the timed ones: the timing stops at
+    // its first batch, with the pipeline's threads still there to be counted (a pipeline
+    // whose input ended has let its threads go, and their use with them).
     spec.settings.epochs = match keep_running {
         true => None,
-        false => timing.epochs.map(|n| n + 1),
+        false => timing.epochs.map(|n| n + 2),
     };
     let batch = spec.settings.batch;
     let mut p = Pipeline::new(spec)?;

@@ -118,9 +118,15 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
                 )?;
             }
             outln!(
-                "  batches in flight: max {}; host waits for a decode area: {}",
+                "  batches in flight: max {}; host waits for a decode area: {}; images decoded on the CPU uploaded from their worker's pinned copy: {} of {}",
                 g.batches_in_flight,
-                g.decode_area_waits
+                g.decode_area_waits,
+                g.host_images_pinned_by_workers,
+                g.sources
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("cpu-decoder:"))
+                    .map(|(_, n)| n)
+                    .sum::<u64>()
             )?;
         }
         let c = &g.counters;

@@ -80,3 +80,31 @@ pub fn probe(device_id: usize) -> Result<GpuInfo, Error> {
         device_count: count as usize,
     })
 }
+
+/// With `STOKEHOLD_CUDA_BLOCKING_SYNC=1` (a diagnostic), asks the driver to make host threads
+/// that wait for device `device_id` sleep instead of spinning (`CU_CTX_SCHED_BLOCKING_SYNC`
+/// on its primary context, before stokehold retains it). A thread's CPU time inside a
+/// library call (`bench --stats`, per thread) is then the call's work alone: it tells
+/// nvJPEG's host work from its waits for the device. Returns whether the flag was set; a
+/// driver that refuses (a context a framework made active with other flags) is logged.
+pub(crate) fn blocking_sync_if_asked(device_id: usize) -> bool {
+    use cudarc::driver::result::device;
+    use cudarc::driver::sys;
+    if std::env::var("STOKEHOLD_CUDA_BLOCKING_SYNC").as_deref() != Ok("1") {
+        return false;
+    }
+    let Ok(dev) = device::get(device_id as i32) else {
+        return false;
+    };
+    let flags = sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint;
+    // SAFETY: `dev` is a device handle the driver just returned (the caller initialised the
+    // driver); setting its primary context's flags touches no memory of ours.
+    let r = unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(dev, flags) };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        tracing::info!("STOKEHOLD_CUDA_BLOCKING_SYNC=1: threads waiting for the device sleep");
+        true
+    } else {
+        tracing::warn!("STOKEHOLD_CUDA_BLOCKING_SYNC=1 not applied: the driver said {r:?}");
+        false
+    }
+}

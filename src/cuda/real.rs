@@ -117,6 +117,7 @@ impl RealDevice {
         let interpolate = decoding.is_some_and(|(_, u)| u == Upsampling::Fancy)
             && !crate::nvjpeg::safe::chroma_rebuild_enabled();
         let info: GpuInfo = probe(device_id)?;
+        let sleeping_waits = super::driver::blocking_sync_if_asked(device_id);
         let cu = CudaContext::new(device_id)
             .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
         // SAFETY: event tracking is only a convenience of cudarc for multi-stream use; with
@@ -163,7 +164,11 @@ impl RealDevice {
                         }
                         (false, _) => "chroma repeated, interpolated by our kernels",
                     };
-                    let text = format!("{}; {chroma}", d.describe());
+                    let waits = match sleeping_waits {
+                        true => "; host waits sleep (STOKEHOLD_CUDA_BLOCKING_SYNC)",
+                        false => "",
+                    };
+                    let text = format!("{}; {chroma}{waits}", d.describe());
                     (Some(Mutex::new(d)), text, hw, pads, fancy)
                 }
                 Err(e) => (

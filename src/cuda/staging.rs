@@ -160,6 +160,23 @@ impl StagingSlabs {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).settled = true;
     }
 
+    /// [`StagingSlabs::settle`], after making half as many slabs again as the warm-up made,
+    /// and one (within `max_slabs`; none where the warm-up made none): for copies whose need
+    /// the warm-up may not have seen at its height (a consumer's queue not yet full, a share
+    /// of the work still rising).
+    pub fn settle_with_spare(&self) -> Result<(), Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let want = if st.made == 0 { 0 } else { st.made / 2 + 1 };
+        let spare = want.min(self.max_slabs.saturating_sub(st.made));
+        for _ in 0..spare {
+            let h = self.dev.alloc_pinned(self.slab_len)?;
+            st.made += 1;
+            self.free.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        }
+        st.settled = true;
+        Ok(())
+    }
+
     /// Slabs made so far.
     pub fn made(&self) -> usize {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).made

@@ -76,3 +76,35 @@ fn slabs_are_reused_only_when_free_and_bounded() {
     assert_eq!(d.as_slice(), &[6; 900][..]);
     assert_eq!(allocs() - before, 2, "nothing made after settling");
 }
+
+/// Settling with spares makes half as many slabs again as the warm-up made, and one, before
+/// it stops making them; the spares take copies the warm-up's slabs have no room for, and
+/// after them nothing more is made.
+#[test]
+fn settling_with_spares_makes_room_ahead_then_none() {
+    let Some(dev) = emu() else { return };
+    let slabs = StagingSlabs::new(dev.clone(), 1000, 16);
+    // The warm-up fills two slabs (two copies each: 448 bytes, aligned to 64).
+    let warm: Vec<_> = (0..4)
+        .map(|_| slabs.stage(&[7u8; 448]).unwrap().expect("room"))
+        .collect();
+    assert_eq!(slabs.made(), 2);
+    let before = dev.counters().pinned_allocs;
+    slabs.settle_with_spare().unwrap();
+    assert_eq!(slabs.made(), 4, "2 / 2 + 1 spares");
+    assert_eq!(dev.counters().pinned_allocs, before + 2);
+    // With the warm-up's slabs still in use, the spares take the next copies.
+    let more: Vec<_> = (0..4)
+        .map(|_| slabs.stage(&[9u8; 448]).unwrap().expect("a spare's room"))
+        .collect();
+    assert!(
+        slabs.stage(&[1u8; 448]).unwrap().is_none(),
+        "settled: no more slabs"
+    );
+    assert_eq!(dev.counters().pinned_allocs, before + 2);
+    drop((warm, more));
+    // None made: none spare.
+    let empty = StagingSlabs::new(dev.clone(), 1000, 16);
+    empty.settle_with_spare().unwrap();
+    assert_eq!(empty.made(), 0);
+}

@@ -270,6 +270,7 @@ impl GpuStage {
         *source = Source::Host {
             image,
             cause: "device-decoder-refused",
+            staged: None,
         };
         Ok(())
     }

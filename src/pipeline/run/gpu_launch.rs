@@ -16,6 +16,7 @@ use crate::cuda::chain::SourceDims;
 use crate::cuda::desc::ChromaDesc;
 use crate::cuda::gpu_device::{streams, DevicePtr, Event};
 use crate::cuda::pool::DeviceBuffer;
+use crate::cuda::staging::StagedBytes;
 use crate::error::Error;
 use crate::image::{Image, Layout};
 use crate::pipeline::device_tensor::DeviceTensor;
@@ -61,8 +62,15 @@ impl GpuStage {
         let host_images = host_images(&entries);
         let host_len: usize = host_images
             .iter()
-            .map(|&k| host_image(&entries[k]).map_or(0, |im| im.pixels.as_bytes().len()))
+            .map(|&k| host_image(&entries[k]).map_or(0, |(im, _)| im.pixels.as_bytes().len()))
             .map(|l| l.next_multiple_of(ALIGN))
+            .sum();
+        // What the workers did not copy into pinned memory goes through the upload lease.
+        let host_copied: usize = host_images
+            .iter()
+            .filter_map(|&k| host_image(&entries[k]))
+            .filter(|(_, staged)| staged.is_none())
+            .map(|(im, _)| im.pixels.as_bytes().len().next_multiple_of(ALIGN))
             .sum();
         self.split.carried(host_len);
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
@@ -76,7 +84,7 @@ impl GpuStage {
         let chroma = self.chroma_descs(&entries);
         let mut chain = ChainDescs::build(&entries)?;
         let desc_len = chain.device_len();
-        let upload_len = host_len
+        let upload_len = host_copied
             + ALIGN
             + chroma.len() * std::mem::size_of::<ChromaDesc>()
             + ALIGN
@@ -84,9 +92,11 @@ impl GpuStage {
             + desc_len;
         let mut staging = Staging::new(uploads.lease(upload_len, streams::KERNELS)?);
         let mut keep: Vec<DeviceBuffer> = Vec::new();
+        let mut pixels_kept = Vec::new();
 
         if let Some(area) = &host_area {
-            self.upload_host_images(&mut entries, &host_images, area, &mut staging)?;
+            pixels_kept =
+                self.upload_host_images(&mut entries, &host_images, area, &mut staging)?;
         }
         if !chroma.is_empty() {
             let rebuilt = self.rebuild_chroma(&mut entries, &chroma, &mut staging)?;
@@ -118,6 +128,11 @@ impl GpuStage {
             b.used_until(ready.clone());
         }
         drop(dev_descs);
+        if !pixels_kept.is_empty() {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
+            kept.push((ready.clone(), Vec::new(), pixels_kept));
+        }
         out.used_until(ready.clone());
         self.push_timing(true, start, ready.clone());
         self.launched(&ready)?;
@@ -142,37 +157,53 @@ impl GpuStage {
     }
 
     /// Uploads the pixels of the `host_images` entries (decoded on the CPU) into `area` and
-    /// points their entries at them.
+    /// points their entries at them: from the worker's pinned copy where it made one, else
+    /// through the upload lease. Returns the workers' copies, which the caller keeps until
+    /// the batch's kernels are done.
     fn upload_host_images(
         &self,
         entries: &mut [Entry],
         host_images: &[usize],
         area: &DeviceBuffer,
         staging: &mut Staging<'_>,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<StagedBytes>, Error> {
         let mut at = 0usize;
         let mut placed = Vec::with_capacity(host_images.len());
+        let mut kept = Vec::new();
         for &k in host_images {
-            let Some(im) = host_image(&entries[k]) else {
+            let Some((im, staged)) = host_image(&entries[k]) else {
                 continue;
             };
             let px = im.pixels.as_bytes();
-            let from = staging.put(px);
             let dst = area.ptr() + at as u64;
-            // SAFETY: `from..from + px.len()` of the lease was just written and stays
-            // untouched until the lease's done event; `dst` lies in `area`, laid out
-            // for these bytes, used by nothing else until the release event.
+            let src = match staged {
+                Some(s) => {
+                    kept.push(s.clone());
+                    s.as_slice().as_ptr()
+                }
+                None => {
+                    let from = staging.put(px);
+                    staging.lease.ptr(from)
+                }
+            };
+            // SAFETY: `src` is the worker's pinned copy of these pixels (kept by the caller
+            // until the batch's ready event, after this copy) or the part of the lease just
+            // written (untouched until the lease's done event); `dst` lies in `area`, laid
+            // out for these bytes, used by nothing else until the release event.
             unsafe {
                 self.dev
-                    .copy_to_device(streams::KERNELS, dst, staging.lease.ptr(from), px.len())?
+                    .copy_to_device(streams::KERNELS, dst, src, px.len())?
             };
             placed.push((k, dst));
             at = (at + px.len()).next_multiple_of(ALIGN);
         }
+        self.stats
+            .gpu_host_pinned
+            .fetch_add(kept.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for (k, dst) in placed {
             set_host_decoded(&mut entries[k], dst);
         }
-        Ok(())
+        Ok(kept)
     }
 
     /// Copies the samples computed whole on the CPU into their places in `out`.
@@ -296,17 +327,18 @@ fn host_images(entries: &[Entry]) -> Vec<usize> {
         .collect()
 }
 
-/// The pixels of a sample decoded on the CPU and not uploaded yet.
-fn host_image(e: &Entry) -> Option<&Image> {
+/// The pixels of a sample decoded on the CPU and not uploaded yet, and the worker's pinned
+/// copy of them.
+fn host_image(e: &Entry) -> Option<(&Image, Option<&StagedBytes>)> {
     match e {
         Entry::Sample {
             prepared:
                 Prepared::Chain {
-                    source: Source::Host { image, .. },
+                    source: Source::Host { image, staged, .. },
                     ..
                 },
             decoded: None,
-        } => Some(image),
+        } => Some((image, staged.as_ref())),
         _ => None,
     }
 }

@@ -39,8 +39,10 @@ use crate::ops::{OpParams, SampleKey, SetupInput};
 use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
+use super::gpu_stage::WorkerStaging;
+
 use super::gpu_split::DecoderSplit;
-use crate::cuda::staging::{StagedBytes, StagingSlabs};
+use crate::cuda::staging::StagedBytes;
 
 /// Byte alignment of each image in a decode area and each sample in an output.
 pub(super) const ALIGN: usize = 256;
@@ -72,7 +74,13 @@ pub(crate) enum Source {
         decoded: Option<super::gpu_decoded::DeviceDecoded>,
     },
     /// Decoded on the CPU (u8 HWC, as displayed), uploaded; `cause` says why.
-    Host { image: Image, cause: &'static str },
+    Host {
+        image: Image,
+        cause: &'static str,
+        /// The pixels copied into pinned memory by the worker, uploaded from there
+        /// (`None`: the assembling thread copies them).
+        staged: Option<StagedBytes>,
+    },
 }
 
 /// A sample ready for the device (boxed where it travels, so the variants' sizes don't
@@ -268,7 +276,7 @@ impl GpuPlan {
         &self,
         chain: &SampleChain<'_>,
         dev: &dyn GpuDevice,
-        (split, staging): (&DecoderSplit, &StagingSlabs),
+        (split, staging): (&DecoderSplit, &WorkerStaging),
         bytes: Arc<Vec<u8>>,
         (seed, epoch, index, pos): (u64, u64, usize, usize),
     ) -> Prepare {
@@ -315,10 +323,23 @@ impl GpuPlan {
             if !whole {
                 *window = (0, 0, image.height, image.width);
             }
+            // The pinned copy the upload reads in place, made here rather than on the
+            // assembling thread (a 1.8 MP photo's crop is megabytes).
+            let staged = staging
+                .pixels
+                .stage(image.pixels.as_bytes())
+                .unwrap_or_else(|e| {
+                    tracing::debug!("no pinned slab for a decoded image ({e}): copied later");
+                    None
+                });
             if cause == "share" {
                 split.decoded_on_cpu(t0.elapsed());
             }
-            Ok(Source::Host { image, cause })
+            Ok(Source::Host {
+                image,
+                cause,
+                staged,
+            })
         };
         let source = match route {
             Err(cause) => on_host(parsed, &mut fused.window, cause)?,
@@ -370,7 +391,7 @@ impl GpuPlan {
                     None => false,
                 };
                 // The copy the engines read, made here rather than on the feeding thread.
-                let staged = staging.stage(&bytes).unwrap_or_else(|e| {
+                let staged = staging.files.stage(&bytes).unwrap_or_else(|e| {
                     tracing::debug!("no pinned slab for an encoded file ({e}): copied later");
                     None
                 });

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cuda::gpu_device::GpuDevice;
-use crate::cuda::staging::StagingSlabs;
 use crate::error::SampleErrorKind;
 use crate::pipeline::graph::Graph;
 use crate::reader::source::Source as DataSource;
@@ -46,8 +45,9 @@ pub(super) struct GpuPrep {
     pub(super) dev: Arc<dyn GpuDevice>,
     /// Which decoder takes what the engines could.
     pub(super) split: Arc<DecoderSplit>,
-    /// Where the engines' encoded files are copied (pinned memory).
-    pub(super) staging: Arc<StagingSlabs>,
+    /// Where the engines' encoded files and the pixels decoded here are copied (pinned
+    /// memory).
+    pub(super) staging: Arc<super::gpu_stage::WorkerStaging>,
 }
 
 impl GpuPrep {

@@ -42,6 +42,8 @@
 //!        + ring_depth × encoded bytes of a sub-batch (nvJPEG's staging ring; only of
 //!          what the workers could not stage)
 //!        + the staging slabs: ≤ 32 × 8 MB, as many as the warm-up filled at once
+//!        + the pixel slabs (what the workers decode, uploaded in place): ≤ 64 × 16 MB,
+//!          as many as the warm-up filled at once and half as many again
 //! ```
 //! where `out_batch` = B × output sample bytes, `decoded_batch` = Σ over the batch of
 //! 3 × (the region the decoder writes, in pixels: the crop window's region of interest, an
@@ -97,6 +99,38 @@ type KeptBytes = (Event, Vec<Arc<Vec<u8>>>, Vec<StagedBytes>);
 const SLAB_LEN: usize = 8 << 20;
 const MAX_SLABS: usize = 32;
 
+/// The pinned slabs the workers copy the pixels they decode into: 16 MB each, at most 64
+/// (1 GB, made only as the warm-up fills them: the CPU's share of the batches in flight;
+/// what finds no room is copied by the assembling thread).
+const PIXEL_SLAB_LEN: usize = 16 << 20;
+const MAX_PIXEL_SLABS: usize = 64;
+
+/// Pinned memory the prep workers copy into (shared with them), so that the serial threads
+/// copy nothing: the encoded files the JPEG engines read, and the pixels the workers decode
+/// themselves, which go up with their batch straight from there.
+pub(crate) struct WorkerStaging {
+    pub(crate) files: StagingSlabs,
+    pub(crate) pixels: StagingSlabs,
+}
+
+impl WorkerStaging {
+    fn new(dev: &Arc<dyn GpuDevice>) -> WorkerStaging {
+        WorkerStaging {
+            files: StagingSlabs::new(dev.clone(), SLAB_LEN, MAX_SLABS),
+            pixels: StagingSlabs::new(dev.clone(), PIXEL_SLAB_LEN, MAX_PIXEL_SLABS),
+        }
+    }
+
+    /// No more slabs (the warm-up is over). The CPU's share of the pixels may rise after
+    /// the warm-up's last batch (the split holds the share it reached, the consumer's queue
+    /// fills): its slabs get spares, or a batch's pixels would go through the upload ring,
+    /// which would grow.
+    fn settle(&self) -> Result<(), crate::error::Error> {
+        self.files.settle();
+        self.pixels.settle_with_spare()
+    }
+}
+
 /// Host bytes staged for the kernel stream: appended to one pinned lease, copied up at once
 /// into one device buffer (for descriptors and tables) or straight to their place.
 pub(super) struct Staging<'a> {
@@ -146,8 +180,9 @@ pub(crate) struct GpuStage {
     warm: std::sync::atomic::AtomicBool,
     /// Which decoder takes what the engines could (shared with the workers).
     pub(super) split: Arc<DecoderSplit>,
-    /// Where the workers copy the engines' encoded files (shared with them).
-    pub(super) staging: Arc<StagingSlabs>,
+    /// Where the workers copy the engines' encoded files and the pixels they decode
+    /// (shared with them).
+    pub(super) staging: Arc<WorkerStaging>,
 }
 
 impl Drop for GpuStage {
@@ -322,7 +357,7 @@ impl GpuStage {
         // them again rather than create more.
         dev.create_events_ahead(EVENTS_AHEAD);
         GpuStage {
-            staging: Arc::new(StagingSlabs::new(dev.clone(), SLAB_LEN, MAX_SLABS)),
+            staging: Arc::new(WorkerStaging::new(&dev)),
             pools: Pools::new(&dev),
             uploads: Mutex::new(PinnedRing::new(dev.clone(), UPLOAD_SLOTS)),
             streams: ConsumerStreams::new(dev.clone()),
@@ -403,7 +438,7 @@ impl GpuStage {
         self.stats.end_warm_up(self.dev.as_ref(), || {
             // The pools are sized for the share the split has reached; it rises no higher.
             self.split.hold();
-            self.staging.settle();
+            self.staging.settle()?;
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);

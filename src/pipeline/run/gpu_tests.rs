@@ -308,6 +308,9 @@ fn rotated_progressive_gray_png_and_bad_files_under_every_policy() {
         "4:1:1 is not on the engines: {:?}",
         gpu.sources
     );
+    // The 8 decoded on the CPU went up from their worker's pinned copy (the assembling
+    // thread copied none), and the batches above were the CPU path's all the same.
+    assert_eq!(gpu.host_images_pinned_by_workers, 8, "{:?}", gpu.sources);
     assert!(gpu.kernels > Duration::ZERO && gpu.decode > Duration::ZERO);
     assert!(gpu.memory.device_peak > 0);
 }

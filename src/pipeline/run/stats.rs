@@ -56,6 +56,8 @@ pub struct Stats {
     /// GPU path: the times the host waited for a decode area's earlier batch to be done
     /// (`DevicePool::host_waits`).
     pub(super) gpu_area_waits: AtomicU64,
+    /// GPU path: images decoded on the CPU uploaded from their worker's pinned copy.
+    pub(super) gpu_host_pinned: AtomicU64,
     /// GPU path: the device's allocation counters at the end of the first epoch, and last
     /// read.
     pub(super) gpu_counters_warm: Mutex<Option<DeviceCounters>>,
@@ -211,6 +213,9 @@ pub struct GpuStats {
     /// the device had no room for another area); few or none: the pool settles with as
     /// many areas as the warm-up had in use at once, and one to spare under 64 MB.
     pub decode_area_waits: u64,
+    /// Images decoded on the CPU that went up from the pinned copy their worker made (the
+    /// rest the assembling thread copied: no room in the workers' slabs).
+    pub host_images_pinned_by_workers: u64,
     /// The device's allocations, frees and event creations so far.
     pub counters: DeviceCounters,
     /// Of those, the ones after the first epoch (`None` before it ends): zero in a steady
@@ -294,6 +299,7 @@ impl Stats {
                 .unwrap_or_default(),
             batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
             decode_area_waits: self.gpu_area_waits.load(Ordering::Relaxed),
+            host_images_pinned_by_workers: self.gpu_host_pinned.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),
             decoders: self
                 .gpu_decoders

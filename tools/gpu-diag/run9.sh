@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# For the GPU call after run8 (2026-11-27, H200). run7/run8 found nvJPEG's batched hardware
+# call (the engines' feeding thread) taking 55-60 µs an image with the SMs idle but 258-284
+# beside nvJPEG's interpolation or our chroma rebuild, 309-434 on the 1.8 MP set and ~250
+# (one training step a call) under the training loop; the thread's CPU time is close to the
+# call's, and the decode stream's priority changed nothing (run8). Since then the workers
+# copy the pixels they decode into pinned memory (the assembling thread took 58-73 ms of CPU
+# a batch on the 1.8 MP set copying them). What this call asks:
+#   (a) nearest, d4k, default threads, then 8 threads: the figures with the workers' pinned
+#       pixels (`uploaded from their worker's pinned copy: N of M`);
+#   (b) the engines' ring of nvJPEG states (STOKEHOLD_ENGINE_SLOTS 1 / 2 / 4): does a call
+#       wait for the previous call's work? nearest, rebuilt chroma, the 1.8 MP set;
+#   (b2) the same with the driver's host waits sleeping (STOKEHOLD_CUDA_BLOCKING_SYNC=1): if
+#       the feeding thread's CPU a batch (`stokehold-feed`) then falls well below its call's
+#       time, the call waits for the device; if not, it is nvJPEG's host work;
+#   (c) the 1.8 MP set at 4, 8 and 16 threads (the CPU's share without the assembling thread's
+#       copies), against DALI where carried (dali_upsampling.py, 16 threads);
+#   (d) the training benchmark, nearest, stokehold-gpu with 1 and 2 engine slots, and the CPU
+#       path, each with its own synthetic reference.
+# `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
+# Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
+set -u
+BUDGET="${RUN9_BUDGET:-500}"
+HERE=tools/gpu-diag
+# shellcheck source=tools/gpu-diag/lib.sh
+source "$HERE/lib.sh" run9
+L="$O/logs"; mkdir -p "$L"
+DMON=""
+pack() { [[ -n "$DMON" ]] && kill "$DMON" 2> /dev/null; tar -czf "$O/logs.tar.gz" -C "$O" logs && rm -rf "$L"; }
+trap pack EXIT
+phase() { echo "$(date +%s) $*" >> "$L/phases.log"; }
+
+say machine
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "cores $(nproc); bundle: $(head -n2 "$G/MANIFEST" | tr '\n' ' ')"
+nvidia-smi dmon -s u -d 1 -o T > "$L/dmon.log" 2>&1 &
+DMON=$!
+sed 's/dtype = "f32"/dtype = "f16"/' "$G/pipelines/resnet50-train.toml" > /tmp/train16.toml
+with_upsampling /tmp/train16.toml nearest /tmp/train16-nearest.toml
+with_upsampling /tmp/train16.toml fancy /tmp/train16-fancy.toml
+make_d4k
+
+# One bench: name, data, pipeline, threads ("" = the default), then VAR=value settings.
+bench() {
+    local name=$1 data=$2 pipe=$3 threads=$4; shift 4
+    local log="$L/bench-$name.log"
+    phase "start $name"
+    env "$@" timeout "$(limit 40)" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
+        --epochs 5 ${threads:+--threads "$threads"} --stats > "$log" 2>&1
+    local rc=$?
+    phase "end $name"
+    echo "$name rc=$rc $(grep -E 'throughput=' "$log" | tail -n1 | grep -oE 'threads=.*')"
+    grep -qE 'throughput=' "$log" || tail -n 2 "$log" | sed 's/^/    /'
+    grep -E 'decoders:|feeding thread in|kernels \(device\)|batches in flight|allocations after|stokehold-(feed|assem)' "$log" \
+        | sed 's/^ */    /'
+}
+
+say "(a) nearest, d4k: default threads, 8; twice"
+for r in 1 2; do
+    bench "nearest-tdef-r$r" /tmp/d4k /tmp/train16-nearest.toml ""
+    bench "nearest-t8-r$r" /tmp/d4k /tmp/train16-nearest.toml 8
+done
+
+say "(b) the engines' ring of nvJPEG states: 1 / 2 / 4 slots"
+for k in 1 2 4; do
+    bench "nearest-slots$k" /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_ENGINE_SLOTS=$k
+    bench "rebuilt-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k STOKEHOLD_CHROMA_REBUILD=1
+done
+
+say "(b2) host waits that sleep (STOKEHOLD_CUDA_BLOCKING_SYNC=1): the feeding thread's CPU against its call"
+bench nearest-sleeping /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1
+bench rebuilt-sleeping /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1 STOKEHOLD_CHROMA_REBUILD=1
+
+DALI=""
+PYTHONPATH=/tmp/site python3 -c 'import nvidia.dali' 2> /dev/null && DALI=/tmp/site
+echo "DALI: ${DALI:-not importable from /tmp/site}"
+
+say "(c) the 1.8 MP set: threads 4 / 8 / 16, engine slots 1 / 2; DALI"
+if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&1; then
+    mkdir -p /tmp/big
+    for k in 0 1 2 3 4; do for f in /tmp/big1/*; do ln -f "$f" "/tmp/big/$k-$(basename "$f")"; done; done
+    cat /tmp/big/* > /dev/null
+    for t in 4 8 16; do bench "big-t$t" /tmp/big /tmp/train16-nearest.toml "$t"; done
+    bench big-t8-slots2 /tmp/big /tmp/train16-nearest.toml 8 STOKEHOLD_ENGINE_SLOTS=2
+    if [[ -n "$DALI" ]]; then
+        PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/big --upsampling nearest \
+            --batch 256 --epochs 5 --threads 16 > "$L/dali-big.log" 2>&1
+        echo "dali big rc=$? $(grep -oE 'threads=.*' "$L/dali-big.log" | tail -n1)"
+    fi
+else
+    echo "make_big.py failed: $(tail -n 2 "$L/make-big.log")"
+fi
+
+say "(d) training benchmark, nearest: stokehold-gpu with 1 and 2 engine slots; the CPU path"
+if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then
+    for k in 1 2; do
+        loaders=stokehold-gpu
+        [[ $k == 1 ]] && loaders=stokehold-gpu,stokehold-cpu
+        phase "start training-slots$k"
+        STOKEHOLD_ENGINE_SLOTS=$k PYTHONPATH="$SITE" timed 90 python3 examples/python/bench_training.py \
+            --mode gpu --data /tmp/d4k --upsampling nearest --loaders "$loaders" --steps 60 > "$L/training-slots$k.log" 2>&1
+        echo "slots $k rc=$?"
+        phase "end training-slots$k"
+        grep -E '^loader=' "$L/training-slots$k.log" || tail -n 3 "$L/training-slots$k.log"
+    done
+else
+    echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
+fi
+say "done"
