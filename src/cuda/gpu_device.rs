@@ -207,6 +207,13 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
         None
     }
 
+    /// A JPEG decoder for a prep worker's thread, with a stream of its own: nvJPEG's decoder
+    /// with the Huffman stage on the GPU, for large photos ([`WorkerJpeg`]); `None` where
+    /// the device has none (the emulated device, no nvJPEG, a library without it).
+    fn worker_decoder(&self) -> Option<Box<dyn WorkerJpeg>> {
+        None
+    }
+
     /// Where the thread calling [`GpuDevice::submit_decode`] spent its time, by phase;
     /// `None` for a device that decodes nothing.
     fn feed_times(&self) -> Option<FeedTimes> {
@@ -379,4 +386,28 @@ impl dyn GpuDevice {
             .collect();
         drop(held);
     }
+}
+
+/// A prep worker's own JPEG decoder ([`GpuDevice::worker_decoder`]): it decodes one image
+/// at a time on its stream, the host phase on the calling thread.
+pub trait WorkerJpeg: Send {
+    /// The stream its decodes are queued on (record an event there after a decode: the
+    /// image is written once it completes).
+    fn stream(&self) -> StreamId;
+
+    /// Queues the decode of `bytes` (an image of `pixels` pixels), region `roi` (stored
+    /// coordinates) or all of it, as interleaved RGB into `out`. A per-image failure is
+    /// [`NvjpegError::CpuFallback`]: decode that image on the CPU.
+    ///
+    /// # Safety
+    /// `out` is device memory of this device, large enough for the region as RGB, that
+    /// nothing else uses until an event recorded on [`WorkerJpeg::stream`] after this call
+    /// has completed.
+    unsafe fn decode(
+        &mut self,
+        bytes: &Arc<Vec<u8>>,
+        pixels: usize,
+        roi: Option<Roi>,
+        out: DeviceOutput,
+    ) -> Result<(), NvjpegError>;
 }

@@ -30,7 +30,7 @@ use super::cuda_err;
 use super::driver::{probe, GpuInfo};
 use super::gpu_device::{
     DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, KernelArg,
-    MemoryUse, PinnedHost, StreamId,
+    MemoryUse, PinnedHost, StreamId, WorkerJpeg,
 };
 use super::kernel::{Grid, Kernel, BLOCK};
 use super::module::{Arch, ModuleCache};
@@ -39,8 +39,8 @@ use crate::error::Error;
 use crate::nvjpeg::safe::PooledEvent;
 use crate::nvjpeg::{
     decode_region, needs_margin, route_header, CudaGpuContext, DecodeRegion, DecodedInfo,
-    DecoderConfig, EncodedImage, FallbackReason, FeedTimes, GpuJpegDecoder, NvjpegError, Roi,
-    Route, SupportChecks,
+    DecoderConfig, DeviceOutput, EncodedImage, FallbackReason, FeedTimes, GpuJpegDecoder,
+    NvjpegError, Roi, Route, SupportChecks,
 };
 
 /// The real device.
@@ -536,6 +536,30 @@ impl GpuDevice for RealDevice {
         }
     }
 
+    fn worker_decoder(&self) -> Option<Box<dyn WorkerJpeg>> {
+        let decoder = self.decoder.as_ref()?;
+        self.bind().ok()?;
+        let made = decoder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .batch_decoder()
+            .worker_decoder();
+        let decoder = match made {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!("no GPU-assisted Huffman decoder for the workers: {e}");
+                return None;
+            }
+        };
+        let id = self.new_stream().ok()?;
+        let stream = self.stream(id).ok()?;
+        Some(Box::new(RealWorkerJpeg {
+            decoder,
+            stream,
+            id,
+        }))
+    }
+
     fn feed_times(&self) -> Option<FeedTimes> {
         let decoder = self.decoder.as_ref()?;
         let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
@@ -629,5 +653,39 @@ impl GpuDevice for RealDevice {
 
     fn raw_event(&self, event: &Event) -> u64 {
         Self::event(event).map_or(0, |e| e.raw() as usize as u64)
+    }
+}
+
+/// A prep worker's nvJPEG decoder on a stream of its own ([`GpuDevice::worker_decoder`]).
+struct RealWorkerJpeg {
+    /// Dropped first: it waits for its queued work.
+    decoder: crate::nvjpeg::safe::WorkerDecoder,
+    stream: Arc<CudaStream>,
+    id: StreamId,
+}
+
+impl WorkerJpeg for RealWorkerJpeg {
+    fn stream(&self) -> StreamId {
+        self.id
+    }
+
+    unsafe fn decode(
+        &mut self,
+        bytes: &Arc<Vec<u8>>,
+        pixels: usize,
+        roi: Option<Roi>,
+        out: DeviceOutput,
+    ) -> Result<(), NvjpegError> {
+        // SAFETY: the stream is of the decoder's context (the device's); `out` per this
+        // method's contract.
+        unsafe {
+            self.decoder.decode(
+                bytes,
+                pixels,
+                roi,
+                out,
+                self.stream.cu_stream() as *mut c_void,
+            )
+        }
     }
 }

@@ -14,7 +14,9 @@
 #       the feeding thread's CPU a batch (`stokehold-feed`) then falls well below its call's
 #       time, the call waits for the device; if not, it is nvJPEG's host work;
 #   (c) the 1.8 MP set at 4, 8 and 16 threads (the CPU's share without the assembling thread's
-#       copies), against DALI where carried (dali_upsampling.py, 16 threads);
+#       copies); then with the workers' own GPU decoder for their share
+#       (STOKEHOLD_GPU_HUFFMAN=1: `compare --devices cpu,gpu` first, then 4/8/16 threads;
+#       `decoded by device-decoder:hybrid` counts its images); DALI where carried;
 #   (d) the training benchmark, nearest, stokehold-gpu with 1 and 2 engine slots, and the CPU
 #       path, each with its own synthetic reference.
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
@@ -82,6 +84,12 @@ if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&
     cat /tmp/big/* > /dev/null
     for t in 4 8 16; do bench "big-t$t" /tmp/big /tmp/train16-nearest.toml "$t"; done
     bench big-t8-slots2 /tmp/big /tmp/train16-nearest.toml 8 STOKEHOLD_ENGINE_SLOTS=2
+    # The workers' own GPU decoder (nvJPEG, Huffman on the GPU) for their share of the
+    # large photos: parity with the CPU first, then speed.
+    STOKEHOLD_GPU_HUFFMAN=1 STOKEHOLD_CPU_DECODE_SHARE=0.5 timeout "$(limit 60)" "$S" compare /tmp/train16-nearest.toml --data /tmp/big1 \
+        --devices cpu,gpu > "$L/compare-big-huffman.log" 2>&1
+    echo "compare big, GPU Huffman on the workers: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compare-big-huffman.log")"
+    for t in 4 8 16; do bench "big-huffman-t$t" /tmp/big /tmp/train16-nearest.toml "$t" STOKEHOLD_GPU_HUFFMAN=1; done
     if [[ -n "$DALI" ]]; then
         PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/big --upsampling nearest \
             --batch 256 --epochs 5 --threads 16 > "$L/dali-big.log" 2>&1

@@ -287,6 +287,13 @@ impl BatchDecoder {
         })
     }
 
+    /// A decoder for another thread (a prep worker) on this decoder's default handle and
+    /// context: nvJPEG's GPU-assisted Huffman decoder with states of its own
+    /// ([`super::WorkerDecoder`]).
+    pub fn worker_decoder(&self) -> Result<super::WorkerDecoder, NvjpegError> {
+        super::WorkerDecoder::new(&self.default, self.ctx.clone())
+    }
+
     /// Uses `limits` (the pipeline's) in [`Self::route`].
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;

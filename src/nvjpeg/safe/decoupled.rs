@@ -37,6 +37,9 @@ struct Slot {
     device: DeviceBuffer,
     /// Done once the GPU has run the last image decoded in this slot.
     fence: Option<Arc<dyn Fence>>,
+    /// The encoded bytes of that image where the caller handed them over
+    /// ([`Decoupled::decode_kept`]): kept until the slot is reused, after its fence.
+    bytes: Option<Arc<Vec<u8>>>,
 }
 
 /// The decoupled decoders and their slots.
@@ -82,6 +85,7 @@ impl Decoupled {
                     pinned: PinnedBuffer::new(handle)?,
                     device: DeviceBuffer::new(handle)?,
                     fence: None,
+                    bytes: None,
                 })
             })
             .collect::<Result<Vec<_>, NvjpegError>>()?;
@@ -183,6 +187,34 @@ impl Decoupled {
         Ok(())
     }
 
+    /// Whether the library has the GPU-assisted Huffman decoder.
+    pub(crate) fn has_gpu_huffman(&self) -> bool {
+        self.decoders[GPU_HYBRID].is_some()
+    }
+
+    /// [`Decoupled::decode`] of `bytes`, which the slot keeps until it is used again (after
+    /// its fence): the caller may drop its own reference at once.
+    ///
+    /// # Safety
+    /// As [`Decoupled::decode`] (the bytes' lifetime aside).
+    #[allow(clippy::too_many_arguments)] // one image's whole description
+    pub(crate) unsafe fn decode_kept(
+        &mut self,
+        ctx: &dyn GpuContext,
+        bytes: &Arc<Vec<u8>>,
+        pixels: usize,
+        roi: Option<Roi>,
+        dest: &mut sys::nvjpegImage_t,
+        stream: *mut c_void,
+    ) -> Result<(), NvjpegError> {
+        let k = self.next;
+        // SAFETY: the bytes live in the slot until its next use, which waits for this
+        // image's fence first; the rest per the contract.
+        let r = unsafe { self.decode(ctx, bytes.as_ptr(), bytes.len(), pixels, roi, dest, stream) };
+        self.slots[k].bytes = Some(bytes.clone());
+        r
+    }
+
     /// Waits for every slot's last image (before the buffers go).
     pub(crate) fn wait_all(&mut self) {
         for s in &mut self.slots {
@@ -191,6 +223,7 @@ impl Decoupled {
                     tracing::debug!("nvJPEG image ended with an error: {e}");
                 }
             }
+            s.bytes = None;
         }
     }
 }

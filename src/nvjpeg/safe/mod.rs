@@ -19,6 +19,7 @@ mod handle;
 mod hardware;
 mod ring;
 mod roi;
+mod worker;
 
 pub use alloc::{Allocators, BlockCache, CacheStats, MAX_IDLE};
 pub use batch::{
@@ -35,3 +36,4 @@ pub use handle::{
 };
 pub use hardware::SupportChecks;
 pub use roi::{decode_region, needs_margin, DecodeRegion};
+pub use worker::WorkerDecoder;

@@ -190,10 +190,17 @@ impl GpuStage {
             // until the batch's ready event, after this copy) or the part of the lease just
             // written (untouched until the lease's done event); `dst` lies in `area`, laid
             // out for these bytes, used by nothing else until the release event.
-            unsafe {
+            let queued = unsafe {
                 self.dev
-                    .copy_to_device(streams::KERNELS, dst, src, px.len())?
+                    .copy_to_device(streams::KERNELS, dst, src, px.len())
             };
+            if let Err(e) = queued {
+                // The copies queued before may still read the workers' slabs, which go back
+                // to their free list with this batch: the device is done first (the error
+                // fails the pipeline anyway).
+                let _ = self.dev.synchronize_all();
+                return Err(e);
+            }
             placed.push((k, dst));
             at = (at + px.len()).next_multiple_of(ALIGN);
         }

@@ -39,7 +39,9 @@ use crate::ops::{OpParams, SampleKey, SetupInput};
 use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
-use super::gpu_stage::WorkerStaging;
+use super::gpu_decoded::Rebuild;
+use super::gpu_huffman::GpuHuffman;
+use super::gpu_staging::WorkerStaging;
 
 use super::gpu_split::DecoderSplit;
 use crate::cuda::staging::StagedBytes;
@@ -276,7 +278,7 @@ impl GpuPlan {
         &self,
         chain: &SampleChain<'_>,
         dev: &dyn GpuDevice,
-        (split, staging): (&DecoderSplit, &WorkerStaging),
+        (split, staging, huffman): (&DecoderSplit, &WorkerStaging, Option<&mut GpuHuffman>),
         bytes: Arc<Vec<u8>>,
         (seed, epoch, index, pos): (u64, u64, usize, usize),
     ) -> Prepare {
@@ -304,10 +306,19 @@ impl GpuPlan {
         };
         let mut fused = plan.fused;
         let whole = fused.window == (0, 0, info.height, info.width);
+        // The split sends some of what the engines take to this thread's decoder: its GPU
+        // decoder for a large photo where it has one, else the CPU's.
+        let pixels = info.width * info.height;
+        let mut here = None;
         let route = match self.route(dev, &parsed) {
-            // The split sends some of what the engines take to this thread's decoder.
-            Ok(_) if split.to_cpu(seed, (epoch, index, pos), host_bytes(fused.window)) => {
-                Err("share")
+            Ok(r) if split.to_cpu(seed, (epoch, index, pos), host_bytes(fused.window)) => {
+                match huffman {
+                    Some(h) if GpuHuffman::takes(pixels) => {
+                        here = Some(h);
+                        Ok(r)
+                    }
+                    _ => Err("share"),
+                }
             }
             r => r,
         };
@@ -375,7 +386,11 @@ impl GpuPlan {
                     .map_err(|e| Err(NeedsCpu(format!("the device's decode plan: {e}"))))?;
                 // nvJPEG's own support check, here rather than on the thread that feeds the
                 // engines; what they refuse this thread decodes now.
-                let engines_checked = match dev.engines_accept(&bytes, decoded.decode) {
+                let engines_check = match here {
+                    Some(_) => None,
+                    None => dev.engines_accept(&bytes, decoded.decode),
+                };
+                let engines_checked = match engines_check {
                     Some(false) => {
                         let source = on_host(parsed, &mut fused.window, "refused-by-jpeg-engines")?;
                         return Ok((
@@ -391,10 +406,13 @@ impl GpuPlan {
                     None => false,
                 };
                 // The copy the engines read, made here rather than on the feeding thread.
-                let staged = staging.files.stage(&bytes).unwrap_or_else(|e| {
-                    tracing::debug!("no pinned slab for an encoded file ({e}): copied later");
-                    None
-                });
+                let staged = match here {
+                    Some(_) => None,
+                    None => staging.files.stage(&bytes).unwrap_or_else(|e| {
+                        tracing::debug!("no pinned slab for an encoded file ({e}): copied later");
+                        None
+                    }),
+                };
                 let header = parsed.into_jpeg_header().expect("routed to the device");
                 // Decoding the whole image for a region, the chain reads the region in it.
                 let w = match (roi, region) {
@@ -408,15 +426,36 @@ impl GpuPlan {
                     orientation,
                 );
                 fused.orientation = orientation;
+                let stored = (decoded.height, decoded.width);
+                // Decoded here by this thread's GPU decoder, or by the feeding thread's call.
+                let on_worker = match here {
+                    None => None,
+                    Some(h) => {
+                        let t0 = std::time::Instant::now();
+                        let rebuild = match self.rebuilds_chroma(dev) {
+                            true => Rebuild::of(&header, decoded.decode, stored.1, stored.0),
+                            false => None,
+                        };
+                        let r = h.decode(dev, &bytes, pixels, decoded.decode, stored, rebuild);
+                        split.decoded_on_cpu(t0.elapsed());
+                        match r {
+                            Ok(d) => Some(d),
+                            // Refused: the CPU path decides, as for any sample it can't take.
+                            Err(e) => {
+                                return Err(Err(NeedsCpu(format!("the worker's GPU decoder: {e}"))))
+                            }
+                        }
+                    }
+                };
                 Source::Device {
                     header: Arc::new(header),
                     roi,
                     window,
-                    stored: (decoded.height, decoded.width),
+                    stored,
                     route,
                     engines_checked,
                     staged,
-                    decoded: None,
+                    decoded: on_worker,
                 }
             }
         };

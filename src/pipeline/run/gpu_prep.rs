@@ -4,6 +4,7 @@
 //! can't take runs the CPU operators whole. Bad samples get the `on_error` policy exactly as
 //! on the CPU path (the same replacement code).
 
+use super::gpu_huffman::GpuHuffman;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,7 +48,9 @@ pub(super) struct GpuPrep {
     pub(super) split: Arc<DecoderSplit>,
     /// Where the engines' encoded files and the pixels decoded here are copied (pinned
     /// memory).
-    pub(super) staging: Arc<super::gpu_stage::WorkerStaging>,
+    pub(super) staging: Arc<super::gpu_staging::WorkerStaging>,
+    /// The pool of what a worker's own GPU decoder writes (`gpu_huffman`).
+    pub(super) worker_areas: Arc<crate::cuda::pool::DevicePool>,
 }
 
 impl GpuPrep {
@@ -63,9 +66,13 @@ impl GpuPrep {
                 return;
             }
         };
+        // This thread's own GPU decoder for large photos, where asked for and there is one.
+        let huffman =
+            std::cell::RefCell::new(GpuHuffman::for_worker(&*self.dev, &self.worker_areas));
         run_worker(&self.input, &self.out, |at, scheduled, bytes| {
             let run = |index: usize, path: &Path, label: i64, bytes: Arc<Vec<u8>>| {
-                self.prepare(&chain, at, (index, path, label), bytes)
+                let mut huffman = huffman.borrow_mut();
+                self.prepare(&chain, at, (index, path, label), bytes, huffman.as_mut())
             };
             process_with_replacements(
                 &self.settings,
@@ -87,6 +94,7 @@ impl GpuPrep {
         at: Sample,
         (index, path, label): (usize, &Path, i64),
         bytes: Arc<Vec<u8>>,
+        huffman: Option<&mut GpuHuffman>,
     ) -> Result<SampleOutput, Failure> {
         let g = &*self.graph;
         let t0 = Instant::now();
@@ -95,7 +103,7 @@ impl GpuPrep {
         let prepared = self.plan.prepare(
             chain,
             &*self.dev,
-            (&self.split, &self.staging),
+            (&self.split, &self.staging, huffman),
             bytes.clone(),
             (seed, at.epoch, index, at.pos),
         );

@@ -57,12 +57,13 @@ use std::sync::{Arc, Mutex};
 
 use crate::cuda::gpu_device::{Event, GpuDevice};
 use crate::cuda::pool::{DevicePool, PinnedLease, PinnedRing};
-use crate::cuda::staging::{StagedBytes, StagingSlabs};
+use crate::cuda::staging::StagedBytes;
 use crate::pipeline::device_tensor::ConsumerStreams;
 
 pub(super) use super::gpu_decoded::{DecodeArea, Decoded, DeviceDecoded, Rebuild};
 use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
+pub(crate) use super::gpu_staging::WorkerStaging;
 use super::stats::Stats;
 
 pub(super) use super::gpu_plan::ALIGN;
@@ -92,44 +93,6 @@ const EVENTS_AHEAD: usize = 64;
 /// Encoded bytes the decoder still reads (the files', and their pinned copies), until the
 /// event.
 type KeptBytes = (Event, Vec<Arc<Vec<u8>>>, Vec<StagedBytes>);
-
-/// The pinned slabs the workers copy encoded files into for the JPEG engines
-/// ([`StagingSlabs`]): 8 MB each, at most 32 (256 MB; what finds no room is copied by the
-/// feeding thread).
-const SLAB_LEN: usize = 8 << 20;
-const MAX_SLABS: usize = 32;
-
-/// The pinned slabs the workers copy the pixels they decode into: 16 MB each, at most 64
-/// (1 GB, made only as the warm-up fills them: the CPU's share of the batches in flight;
-/// what finds no room is copied by the assembling thread).
-const PIXEL_SLAB_LEN: usize = 16 << 20;
-const MAX_PIXEL_SLABS: usize = 64;
-
-/// Pinned memory the prep workers copy into (shared with them), so that the serial threads
-/// copy nothing: the encoded files the JPEG engines read, and the pixels the workers decode
-/// themselves, which go up with their batch straight from there.
-pub(crate) struct WorkerStaging {
-    pub(crate) files: StagingSlabs,
-    pub(crate) pixels: StagingSlabs,
-}
-
-impl WorkerStaging {
-    fn new(dev: &Arc<dyn GpuDevice>) -> WorkerStaging {
-        WorkerStaging {
-            files: StagingSlabs::new(dev.clone(), SLAB_LEN, MAX_SLABS),
-            pixels: StagingSlabs::new(dev.clone(), PIXEL_SLAB_LEN, MAX_PIXEL_SLABS),
-        }
-    }
-
-    /// No more slabs (the warm-up is over). The CPU's share of the pixels may rise after
-    /// the warm-up's last batch (the split holds the share it reached, the consumer's queue
-    /// fills): its slabs get spares, or a batch's pixels would go through the upload ring,
-    /// which would grow.
-    fn settle(&self) -> Result<(), crate::error::Error> {
-        self.files.settle();
-        self.pixels.settle_with_spare()
-    }
-}
 
 /// Host bytes staged for the kernel stream: appended to one pinned lease, copied up at once
 /// into one device buffer (for descriptors and tables) or straight to their place.
@@ -211,6 +174,8 @@ pub(super) struct Pools {
     pub(super) outputs: Arc<DevicePool>,
     /// What the JPEG engines write.
     pub(super) decoded: Arc<DevicePool>,
+    /// What the prep workers' own GPU decoders write (`gpu_huffman`).
+    pub(super) worker_decoded: Arc<DevicePool>,
     /// Pixels decoded on the CPU, uploaded.
     pub(super) host: Arc<DevicePool>,
     /// The rebuilt chroma's images, and its scratch planes.
@@ -227,6 +192,7 @@ impl Pools {
         Pools {
             outputs: DevicePool::of_one_size(dev.clone()),
             decoded: DevicePool::for_engines(dev.clone()),
+            worker_decoded: DevicePool::new(dev.clone()),
             host: DevicePool::new(dev.clone()),
             rebuilt: DevicePool::new(dev.clone()),
             planes: DevicePool::new(dev.clone()),
@@ -235,10 +201,11 @@ impl Pools {
         }
     }
 
-    fn all(&self) -> [&Arc<DevicePool>; 7] {
+    fn all(&self) -> [&Arc<DevicePool>; 8] {
         [
             &self.outputs,
             &self.decoded,
+            &self.worker_decoded,
             &self.host,
             &self.rebuilt,
             &self.planes,

@@ -252,6 +252,7 @@ impl Pipeline {
                     dev: dev.clone(),
                     split: stage.split.clone(),
                     staging: stage.staging.clone(),
+                    worker_areas: stage.pools.worker_decoded.clone(),
                 };
                 for t in 0..worker_threads {
                     let w = worker.clone();
