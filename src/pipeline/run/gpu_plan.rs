@@ -315,7 +315,8 @@ impl GpuPlan {
                 match huffman {
                     Some(h) if GpuHuffman::takes(pixels) => {
                         here = Some(h);
-                        Ok(r)
+                        // Counted as nvJPEG's CUDA decoder's (`device-decoder:hybrid`).
+                        Ok((GpuRoute::Hybrid, r.1))
                     }
                     _ => Err("share"),
                 }
