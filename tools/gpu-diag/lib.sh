@@ -1,9 +1,10 @@
 # shellcheck shell=bash disable=SC2034  # (its variables are the sourcing script's)
-# Shared by the GPU calls' scripts (run5.sh, run6.sh): sourced after `set -u`, with the
+# Shared by the GPU calls' scripts (run5.sh to run9.sh): sourced after `set -u`, with the
 # script's name as $1. Sets O (the call's output folder, $OUT), G (.gpu: the bundle),
 # D (.diag: the wheel), P (the bundle's imagenet-400 photos), S (the bundle's CLI), t0 and
 # BUDGET (RUN*_BUDGET seconds for the whole call, default 560); tees the script's output to
-# $O/$1.log. Functions: say, limit, timed, with_upsampling, make_d4k, install_wheel.
+# $O/$1.log. Functions: say, limit, timed, with_upsampling, make_d4k, install_wheel,
+# start_call, phase, train_pipelines.
 O="${OUT:-/tmp/out}"; mkdir -p "$O"
 exec > >(tee "$O/$1.log") 2>&1
 exec 3>&1  # the console, for what `timed` says while a step's output goes to its log
@@ -50,4 +51,25 @@ install_wheel() {
     compgen -G "$D/stokehold-*.whl" > /dev/null || return 1
     rm -rf "$SITE"
     timed 60 python3 -m pip install -q --no-index --no-deps --target "$SITE" "$D"/stokehold-*.whl
+}
+# The call's logs in $L ($O/logs), packed into $O/logs.tar.gz when the script ends;
+# `nvidia-smi dmon` (engines' and SMs' busy %) running the whole call into $L/dmon.log, and
+# `phase WHAT` marking steps in $L/phases.log (wall-clock seconds) to read it against. Says
+# the machine and the bundle.
+start_call() {
+    L="$O/logs"; mkdir -p "$L"
+    nvidia-smi dmon -s u -d 1 -o T > "$L/dmon.log" 2>&1 &
+    DMON=$!
+    trap 'kill "$DMON" 2> /dev/null; tar -czf "$O/logs.tar.gz" -C "$O" logs && rm -rf "$L"' EXIT
+    say machine
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    echo "cores $(nproc); bundle: $(head -n2 "$G/MANIFEST" | tr '\n' ' ')"
+}
+phase() { echo "$(date +%s) $*" >> "$L/phases.log"; }
+# /tmp/train16.toml: the bundle's train pipeline in f16; -nearest and -fancy: with each
+# upsampling.
+train_pipelines() {
+    sed 's/dtype = "f32"/dtype = "f16"/' "$G/pipelines/resnet50-train.toml" > /tmp/train16.toml
+    with_upsampling /tmp/train16.toml nearest /tmp/train16-nearest.toml
+    with_upsampling /tmp/train16.toml fancy /tmp/train16-fancy.toml
 }

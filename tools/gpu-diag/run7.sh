@@ -22,21 +22,8 @@ BUDGET="${RUN7_BUDGET:-560}"
 HERE=tools/gpu-diag
 # shellcheck source=tools/gpu-diag/lib.sh
 source "$HERE/lib.sh" run7
-L="$O/logs"; mkdir -p "$L"
-DMON=""
-pack() { [[ -n "$DMON" ]] && kill "$DMON" 2> /dev/null; tar -czf "$O/logs.tar.gz" -C "$O" logs && rm -rf "$L"; }
-trap pack EXIT
-# A phase's start and end in wall-clock seconds, to read dmon.log against.
-phase() { echo "$(date +%s) $*" >> "$L/phases.log"; }
-
-say machine
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-echo "cores $(nproc); bundle: $(head -n2 "$G/MANIFEST" | tr '\n' ' ')"
-nvidia-smi dmon -s u -d 1 -o T > "$L/dmon.log" 2>&1 &
-DMON=$!
-sed 's/dtype = "f32"/dtype = "f16"/' "$G/pipelines/resnet50-train.toml" > /tmp/train16.toml
-with_upsampling /tmp/train16.toml nearest /tmp/train16-nearest.toml
-with_upsampling /tmp/train16.toml fancy /tmp/train16-fancy.toml
+start_call
+train_pipelines
 make_d4k
 
 # One bench: name, data, pipeline, threads ("" = the default), epochs, then VAR=value settings.
