@@ -62,6 +62,8 @@ mod batch_memory_support;
 #[cfg(test)]
 mod gpu_decode_tests;
 #[cfg(test)]
+mod gpu_huffman_tests;
+#[cfg(test)]
 mod gpu_tests;
 #[cfg(test)]
 mod pin_tests;

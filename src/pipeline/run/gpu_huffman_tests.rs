@@ -1,0 +1,73 @@
+//! The prep workers' own GPU decoder on a real device (`gpu_huffman`).
+
+use std::sync::Arc;
+
+use crate::cuda::gpu_device::GpuDevice;
+use crate::decode::{DecodeOptions, ParsedImage, Upsampling};
+use crate::nvjpeg::{DeviceOutput, Roi};
+use crate::testutil::{encode_jpeg, pattern_rgb, psnr_u8, Sub};
+
+/// A worker's GPU decoder decodes a 1.9 MP photo, whole and a region of it, as our CPU
+/// decoder does (repeated chroma on both; PSNR ≥ 40 dB). Real device only: skips
+/// visibly without one (fails under `STOKEHOLD_REQUIRE_GPU=1`).
+#[test]
+fn gpu_a_workers_gpu_decoder_matches_the_cpu() {
+    if crate::cuda::test_support::real_device().is_none() {
+        return;
+    }
+    let dev = crate::cuda::RealDevice::with_upsampling(0, 64, Upsampling::Nearest).unwrap();
+    let mut worker = dev
+        .worker_decoder()
+        .expect("nvJPEG 13 has the GPU-assisted Huffman decoder");
+    let (h, w) = (1200, 1600);
+    let jpeg = Arc::new(encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S420));
+    let opts = DecodeOptions {
+        upsampling: Upsampling::Nearest,
+        ..DecodeOptions::default()
+    };
+    let parsed = ParsedImage::parse(&jpeg, &opts).unwrap();
+    let header = parsed.jpeg_header().unwrap().clone();
+    let roi = Roi {
+        x: 333,
+        y: 217,
+        width: 640,
+        height: 480,
+    };
+    for asked in [None, Some(roi)] {
+        let region = dev.region_to_decode(&header, asked, false).unwrap();
+        let (rh, rw) = (region.height, region.width);
+        let len = rh * rw * 3;
+        let out = dev.alloc(len).unwrap();
+        // SAFETY: `out` holds the region as RGB and nothing else uses it until the copy
+        // back below, queued on the decoder's stream after the decode.
+        unsafe {
+            worker
+                .decode(
+                    &jpeg,
+                    h * w,
+                    region.decode,
+                    DeviceOutput {
+                        ptr: out,
+                        pitch: rw * 3,
+                        len,
+                    },
+                )
+                .unwrap()
+        };
+        let mut got = vec![0u8; len];
+        // SAFETY: `out` holds `len` bytes; the copy is ordered after the decode.
+        unsafe { dev.copy_to_host(worker.stream(), &mut got, out).unwrap() };
+        let d = region.decode.unwrap_or(Roi {
+            x: 0,
+            y: 0,
+            width: w,
+            height: h,
+        });
+        let cpu = parsed.decode_window((d.y, d.x, d.height, d.width)).unwrap();
+        let psnr = psnr_u8(cpu.pixels.as_bytes(), &got);
+        eprintln!("worker GPU decoder, region {asked:?}: PSNR {psnr:.2} dB against the CPU");
+        assert!(psnr >= 40.0, "{asked:?}: {psnr:.2} dB");
+        // SAFETY: the copy back waited for every use of it.
+        unsafe { dev.free(out) };
+    }
+}
