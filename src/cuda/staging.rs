@@ -164,17 +164,30 @@ impl StagingSlabs {
     /// and one (within `max_slabs`; none where the warm-up made none): for copies whose need
     /// the warm-up may not have seen at its height (a consumer's queue not yet full, a share
     /// of the work still rising).
-    pub fn settle_with_spare(&self) -> Result<(), Error> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let want = if st.made == 0 { 0 } else { st.made / 2 + 1 };
-        let spare = want.min(self.max_slabs.saturating_sub(st.made));
+    pub fn settle_with_spare(&self) {
+        let spare = {
+            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let want = if st.made == 0 { 0 } else { st.made / 2 + 1 };
+            want.min(self.max_slabs.saturating_sub(st.made))
+        };
+        // Made outside the lock (workers stage meanwhile); a host that can pin no more stops
+        // here: a copy without room goes the slower way, nothing fails.
+        let mut made = 0;
         for _ in 0..spare {
-            let h = self.dev.alloc_pinned(self.slab_len)?;
-            st.made += 1;
-            self.free.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+            match self.dev.alloc_pinned(self.slab_len) {
+                Ok(h) => {
+                    self.free.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+                    made += 1;
+                }
+                Err(e) => {
+                    tracing::debug!("no spare pinned slab ({e}): {made} of {spare} made");
+                    break;
+                }
+            }
         }
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.made += made;
         st.settled = true;
-        Ok(())
     }
 
     /// Slabs made so far.

@@ -291,6 +291,13 @@ impl BatchDecoder {
     /// context: nvJPEG's GPU-assisted Huffman decoder with states of its own
     /// ([`super::WorkerDecoder`]).
     pub fn worker_decoder(&self) -> Result<super::WorkerDecoder, NvjpegError> {
+        // Its chroma must be what the rest of the batch gets (the stage rebuilds it, or not,
+        // by [`Self::interpolated`]).
+        if self.default.interpolated_upsampling() != self.interpolated {
+            return Err(NvjpegError::InvalidArgument(
+                "the CUDA decoders' chroma upsampling differs from the engines'".into(),
+            ));
+        }
         super::WorkerDecoder::new(&self.default, self.ctx.clone())
     }
 

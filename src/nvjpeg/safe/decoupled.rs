@@ -180,11 +180,15 @@ impl Decoupled {
             result::state::attach_device(lib, st, slot.device.raw).map_err(failed)?;
             result::decoder::host(lib, h, d, st, slot.params.raw, slot.stream.raw)
                 .map_err(failed)?;
-            result::decoder::transfer(lib, h, d, st, slot.stream.raw, stream).map_err(failed)?;
-            result::decoder::device(lib, h, d, st, dest, stream).map_err(failed)?;
         }
+        // SAFETY: as above. From here work may be queued: the slot's fence is recorded
+        // whatever happens, so that its buffers are reused only after it.
+        let queued = unsafe {
+            result::decoder::transfer(lib, h, d, st, slot.stream.raw, stream)
+                .and_then(|()| result::decoder::device(lib, h, d, st, dest, stream))
+        };
         slot.fence = Some(ctx.record(stream)?);
-        Ok(())
+        queued.map_err(failed)
     }
 
     /// Whether the library has the GPU-assisted Huffman decoder.

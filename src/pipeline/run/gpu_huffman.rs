@@ -71,7 +71,15 @@ impl GpuHuffman {
         // again only after the release events its users add).
         let queued = unsafe { self.decoder.decode(bytes, pixels, roi, out) };
         // Recorded either way: part of a failed decode may be queued.
-        let end = dev.record(stream, false)?;
+        let end = match dev.record(stream, false) {
+            Ok(e) => e,
+            Err(e) => {
+                // The buffer goes back to its pool without a release event: the device is
+                // done with it first (the error fails the pipeline anyway).
+                let _ = dev.synchronize_all();
+                return Err(e);
+            }
+        };
         buffer.used_until(end.clone());
         queued.map_err(Error::from)?;
         Ok(DeviceDecoded {

@@ -92,11 +92,9 @@ impl GpuStage {
             + desc_len;
         let mut staging = Staging::new(uploads.lease(upload_len, streams::KERNELS)?);
         let mut keep: Vec<DeviceBuffer> = Vec::new();
-        let mut pixels_kept = Vec::new();
 
         if let Some(area) = &host_area {
-            pixels_kept =
-                self.upload_host_images(&mut entries, &host_images, area, &mut staging)?;
+            self.upload_host_images(&mut entries, &host_images, area, &mut staging)?;
         }
         if !chroma.is_empty() {
             let rebuilt = self.rebuild_chroma(&mut entries, &chroma, &mut staging)?;
@@ -128,11 +126,6 @@ impl GpuStage {
             b.used_until(ready.clone());
         }
         drop(dev_descs);
-        if !pixels_kept.is_empty() {
-            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-            kept.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
-            kept.push((ready.clone(), Vec::new(), pixels_kept));
-        }
         out.used_until(ready.clone());
         self.push_timing(true, start, ready.clone());
         self.launched(&ready)?;
@@ -157,16 +150,16 @@ impl GpuStage {
     }
 
     /// Uploads the pixels of the `host_images` entries (decoded on the CPU) into `area` and
-    /// points their entries at them: from the worker's pinned copy where it made one, else
-    /// through the upload lease. Returns the workers' copies, which the caller keeps until
-    /// the batch's kernels are done.
+    /// points their entries at them: from the worker's pinned copy where it made one (kept
+    /// with the stage's kept bytes until an event after the copies: whatever fails later),
+    /// else through the upload lease.
     fn upload_host_images(
         &self,
         entries: &mut [Entry],
         host_images: &[usize],
         area: &DeviceBuffer,
         staging: &mut Staging<'_>,
-    ) -> Result<Vec<StagedBytes>, Error> {
+    ) -> Result<(), Error> {
         let mut at = 0usize;
         let mut placed = Vec::with_capacity(host_images.len());
         let mut kept = Vec::new();
@@ -204,13 +197,25 @@ impl GpuStage {
             placed.push((k, dst));
             at = (at + px.len()).next_multiple_of(ALIGN);
         }
-        self.stats
-            .gpu_host_pinned
-            .fetch_add(kept.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if !kept.is_empty() {
+            let copied = match self.dev.record(streams::KERNELS, false) {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = self.dev.synchronize_all();
+                    return Err(e);
+                }
+            };
+            self.stats
+                .gpu_host_pinned
+                .fetch_add(kept.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let mut held = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            held.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
+            held.push((copied, Vec::new(), kept));
+        }
         for (k, dst) in placed {
             set_host_decoded(&mut entries[k], dst);
         }
-        Ok(kept)
+        Ok(())
     }
 
     /// Copies the samples computed whole on the CPU into their places in `out`.

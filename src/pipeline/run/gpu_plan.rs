@@ -309,11 +309,18 @@ impl GpuPlan {
         // The split sends some of what the engines take to this thread's decoder: its GPU
         // decoder for a large photo where it has one, else the CPU's.
         let pixels = info.width * info.height;
+        let on_gpu_here = huffman.is_some() && GpuHuffman::takes(pixels);
+        // Pixels this thread decodes on the GPU are not uploaded: no share of the batch's
+        // budget for CPU-decoded pixels.
+        let upload = match on_gpu_here {
+            true => 0,
+            false => host_bytes(fused.window),
+        };
         let mut here = None;
         let route = match self.route(dev, &parsed) {
-            Ok(r) if split.to_cpu(seed, (epoch, index, pos), host_bytes(fused.window)) => {
+            Ok(r) if split.to_cpu(seed, (epoch, index, pos), upload) => {
                 match huffman {
-                    Some(h) if GpuHuffman::takes(pixels) => {
+                    Some(h) if on_gpu_here => {
                         here = Some(h);
                         // Counted as nvJPEG's CUDA decoder's (`device-decoder:hybrid`).
                         Ok((GpuRoute::Hybrid, r.1))

@@ -405,7 +405,7 @@ impl GpuStage {
         self.stats.end_warm_up(self.dev.as_ref(), || {
             // The pools are sized for the share the split has reached; it rises no higher.
             self.split.hold();
-            self.staging.settle()?;
+            self.staging.settle();
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);

@@ -38,8 +38,8 @@ impl WorkerStaging {
     /// the warm-up's last batch (the split holds the share it reached, the consumer's queue
     /// fills): its slabs get spares, or a batch's pixels would go through the upload ring,
     /// which would grow.
-    pub(super) fn settle(&self) -> Result<(), crate::error::Error> {
+    pub(super) fn settle(&self) {
         self.files.settle();
-        self.pixels.settle_with_spare()
+        self.pixels.settle_with_spare();
     }
 }
