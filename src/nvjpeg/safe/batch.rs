@@ -624,12 +624,7 @@ impl BatchDecoder {
         };
         let region = self.region_to_decode(im.header, im.roi, im.chroma_margin)?;
         output_size(region.width, region.height, None, im.output)?;
-        let mut dest = sys::nvjpegImage_t {
-            channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
-            pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
-        };
-        dest.channel[0] = im.output.ptr as usize as *mut u8;
-        dest.pitch[0] = im.output.pitch;
+        let dest = im.output.as_image();
         Ok(Job {
             index,
             facts,

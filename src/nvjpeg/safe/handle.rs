@@ -396,6 +396,19 @@ pub struct DeviceOutput {
     pub len: usize,
 }
 
+impl DeviceOutput {
+    /// nvJPEG's description of this output (interleaved RGB: one plane).
+    pub(crate) fn as_image(&self) -> sys::nvjpegImage_t {
+        let mut dest = sys::nvjpegImage_t {
+            channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
+            pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
+        };
+        dest.channel[0] = self.ptr as usize as *mut u8;
+        dest.pitch[0] = self.pitch;
+        dest
+    }
+}
+
 /// What was decoded into one output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedInfo {

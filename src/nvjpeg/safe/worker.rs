@@ -12,7 +12,6 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use super::super::result::NvjpegError;
-use super::super::sys;
 use super::context::GpuContext;
 use super::decoupled::{Decoupled, GPU_HYBRID_MIN_PIXELS};
 use super::handle::{DeviceOutput, Handle, Roi};
@@ -70,12 +69,7 @@ impl WorkerDecoder {
         stream: *mut c_void,
     ) -> Result<(), NvjpegError> {
         self.ctx.bind()?;
-        let mut dest = sys::nvjpegImage_t {
-            channel: [std::ptr::null_mut(); sys::NVJPEG_MAX_COMPONENT as usize],
-            pitch: [0; sys::NVJPEG_MAX_COMPONENT as usize],
-        };
-        dest.channel[0] = out.ptr as usize as *mut u8;
-        dest.pitch[0] = out.pitch;
+        let mut dest = out.as_image();
         // SAFETY: per the contract; the bytes stay in the decoder's slot until its work is
         // done.
         unsafe {

@@ -13,7 +13,6 @@ use crate::cuda::chain::SourceDims;
 use crate::cuda::gpu_device::{GpuDevice, WorkerJpeg};
 use crate::cuda::pool::DevicePool;
 use crate::error::Error;
-use crate::nvjpeg::safe::WorkerDecoder;
 use crate::nvjpeg::{DeviceOutput, Roi};
 
 use super::gpu_decoded::{DecodeArea, Decoded, DeviceDecoded, Rebuild};
@@ -35,11 +34,6 @@ impl GpuHuffman {
             decoder,
             areas: areas.clone(),
         })
-    }
-
-    /// Whether a photo of `pixels` pixels is one for this decoder.
-    pub(super) fn takes(pixels: usize) -> bool {
-        WorkerDecoder::takes(pixels)
     }
 
     /// Decodes `bytes` (a photo of `pixels` pixels), region `roi` of it, which the device

@@ -60,18 +60,15 @@ impl GpuStage {
 
         // Everything host-side first: the upload's size, then one lease.
         let host_images = host_images(&entries);
-        let host_len: usize = host_images
-            .iter()
-            .map(|&k| host_image(&entries[k]).map_or(0, |(im, _)| im.pixels.as_bytes().len()))
-            .map(|l| l.next_multiple_of(ALIGN))
-            .sum();
-        // What the workers did not copy into pinned memory goes through the upload lease.
-        let host_copied: usize = host_images
+        // All of it goes up; what the workers did not copy into pinned memory goes through the
+        // upload lease.
+        let (host_len, host_copied) = host_images
             .iter()
             .filter_map(|&k| host_image(&entries[k]))
-            .filter(|(_, staged)| staged.is_none())
-            .map(|(im, _)| im.pixels.as_bytes().len().next_multiple_of(ALIGN))
-            .sum();
+            .fold((0, 0), |(all, copied), (im, staged)| {
+                let l = im.pixels.as_bytes().len().next_multiple_of(ALIGN);
+                (all + l, copied + if staged.is_none() { l } else { 0 })
+            });
         self.split.carried(host_len);
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut host_area = None;

@@ -27,12 +27,14 @@ use std::sync::Arc;
 
 use crate::cuda::chain::FusedSample;
 use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::staging::StagedBytes;
 use crate::decode::exif::displayed_rect;
 use crate::decode::{ColorMode, DecodeOptions, ImageInfo, JpegHeader, ParsedImage, Upsampling};
 use crate::error::SampleErrorKind;
 use crate::fusion::chain::{ChainOp, SampleChain};
 use crate::image::{DType, Image, Layout};
 use crate::nvjpeg::fallback::JpegFacts;
+use crate::nvjpeg::safe::WorkerDecoder;
 use crate::nvjpeg::{roi_for_display_window, FallbackReason, GpuRoute, Roi, Route};
 use crate::ops::decode::Decode;
 use crate::ops::{OpParams, SampleKey, SetupInput};
@@ -41,10 +43,8 @@ use crate::value::ValueType;
 
 use super::gpu_decoded::Rebuild;
 use super::gpu_huffman::GpuHuffman;
-use super::gpu_staging::WorkerStaging;
-
 use super::gpu_split::DecoderSplit;
-use crate::cuda::staging::StagedBytes;
+use super::gpu_staging::WorkerStaging;
 
 /// Byte alignment of each image in a decode area and each sample in an output.
 pub(super) const ALIGN: usize = 256;
@@ -309,7 +309,7 @@ impl GpuPlan {
         // The split sends some of what the engines take to this thread's decoder: its GPU
         // decoder for a large photo where it has one, else the CPU's.
         let pixels = info.width * info.height;
-        let on_gpu_here = huffman.is_some() && GpuHuffman::takes(pixels);
+        let on_gpu_here = huffman.is_some() && WorkerDecoder::takes(pixels);
         // Pixels this thread decodes on the GPU are not uploaded: no share of the batch's
         // budget for CPU-decoded pixels.
         let upload = match on_gpu_here {
