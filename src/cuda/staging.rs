@@ -161,14 +161,14 @@ impl StagingSlabs {
     }
 
     /// [`StagingSlabs::settle`], after making half as many slabs again as the warm-up made,
-    /// and one (within `max_slabs`; none where the warm-up made none): for copies whose need
-    /// the warm-up may not have seen at its height (a consumer's queue not yet full, a share
-    /// of the work still rising).
-    pub fn settle_with_spare(&self) {
+    /// and one (none where the warm-up made none), and enough for `more` bytes besides
+    /// (within `max_slabs`): for copies whose need the warm-up may not have seen at its height
+    /// (a consumer's queue not yet full, a share of the work still rising or allowed to rise).
+    pub fn settle_with_spare(&self, more: usize) {
         let spare = {
             let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let want = if st.made == 0 { 0 } else { st.made / 2 + 1 };
-            want.min(self.max_slabs.saturating_sub(st.made))
+            (want + more.div_ceil(self.slab_len)).min(self.max_slabs.saturating_sub(st.made))
         };
         // Made outside the lock (workers stage meanwhile); a host that can pin no more stops
         // here: a copy without room goes the slower way, nothing fails.

@@ -77,9 +77,9 @@ fn slabs_are_reused_only_when_free_and_bounded() {
     assert_eq!(allocs() - before, 2, "nothing made after settling");
 }
 
-/// Settling with spares makes half as many slabs again as the warm-up made, and one, before
-/// it stops making them; the spares take copies the warm-up's slabs have no room for, and
-/// after them nothing more is made.
+/// Settling with spares makes half as many slabs again as the warm-up made, and one, and
+/// room for the bytes asked for besides, before it stops making them; the spares take copies
+/// the warm-up's slabs have no room for, and after them nothing more is made.
 #[test]
 fn settling_with_spares_makes_room_ahead_then_none() {
     let Some(dev) = emu() else { return };
@@ -90,7 +90,7 @@ fn settling_with_spares_makes_room_ahead_then_none() {
         .collect();
     assert_eq!(slabs.made(), 2);
     let before = dev.counters().pinned_allocs;
-    slabs.settle_with_spare();
+    slabs.settle_with_spare(0);
     assert_eq!(slabs.made(), 4, "2 / 2 + 1 spares");
     assert_eq!(dev.counters().pinned_allocs, before + 2);
     // With the warm-up's slabs still in use, the spares take the next copies.
@@ -103,8 +103,15 @@ fn settling_with_spares_makes_room_ahead_then_none() {
     );
     assert_eq!(dev.counters().pinned_allocs, before + 2);
     drop((warm, more));
-    // None made: none spare.
+    // None made: none spare, but for the bytes asked for besides (2,001: three slabs),
+    // within the most slabs there may be.
     let empty = StagingSlabs::new(dev.clone(), 1000, 16);
-    empty.settle_with_spare();
+    empty.settle_with_spare(0);
     assert_eq!(empty.made(), 0);
+    let room = StagingSlabs::new(dev.clone(), 1000, 16);
+    room.settle_with_spare(2001);
+    assert_eq!(room.made(), 3);
+    let few = StagingSlabs::new(dev.clone(), 1000, 2);
+    few.settle_with_spare(5000);
+    assert_eq!(few.made(), 2);
 }

@@ -6,6 +6,12 @@
 # call's, and the decode stream's priority changed nothing (run8). Since then the workers
 # copy the pixels they decode into pinned memory (the assembling thread took 58-73 ms of CPU
 # a batch on the 1.8 MP set copying them). What this call asks:
+#   (0) what the call waits for: the nvJPEG probe's contention mode (`probe --contend`, built by
+#       tools/nvjpeg-probe/build.sh into .diag/probe): the call's wall and CPU time while a
+#       kernel spins on a side stream (one block; every SM), on the legacy default stream
+#       (PyTorch's), on a blocking stream, on the decode's own stream: a device-wide wait, a
+#       legacy-stream synchronisation, or nvJPEG's kernels waiting for SMs; with the context's
+#       waits spinning (the default) and sleeping (--blocking-sync) (~30 s);
 #   (a) nearest, d4k, default threads, then 8 threads: the figures with the workers' pinned
 #       pixels (`uploaded from their worker's pinned copy: N of M`);
 #   (b) the engines' ring of nvJPEG states (STOKEHOLD_ENGINE_SLOTS 1 / 2 / 4): does a call
@@ -18,7 +24,11 @@
 #       (STOKEHOLD_GPU_HUFFMAN=1: `compare --devices cpu,gpu` first, then 4/8/16 threads;
 #       `decoded by device-decoder:hybrid` counts its images); DALI where carried;
 #   (d) the training benchmark, nearest, stokehold-gpu with 1 and 2 engine slots, and the CPU
-#       path, each with its own synthetic reference.
+#       path, each with its own synthetic reference; then stokehold-gpu with 8 threads. The
+#       split now follows the engines' call as it slows beside the loop and may rise above
+#       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before).
+#       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
+#       (STOKEHOLD_ENGINE_CHUNK=512).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
 set -u
@@ -29,6 +39,20 @@ source "$HERE/lib.sh" run9
 start_call
 train_pipelines
 make_d4k
+
+say "(0) what nvJPEG's call waits for: probe --contend"
+if [[ -x "$D/probe" ]]; then
+    # Spinning host waits (the default), then sleeping ones: the call's CPU time is then its
+    # own work, and what it waited for shows as the difference.
+    for how in spin sleep; do
+        timed 60 "$D/probe" "$P" /tmp/probe-out --batch 64 --contend \
+            $([[ $how == sleep ]] && echo --blocking-sync) > "$L/contend-$how.log" 2>&1
+        echo "probe ($how) rc=$?"
+        grep -A20 '^contention' "$L/contend-$how.log" || tail -n 5 "$L/contend-$how.log"
+    done
+else
+    echo "skipped: no $D/probe (tools/nvjpeg-probe/build.sh .diag/probe)"
+fi
 
 # One bench: name, data, pipeline, threads ("" = the default), then VAR=value settings.
 bench() {
@@ -99,6 +123,23 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
         phase "end training-slots$k"
         grep -E '^loader=' "$L/training-slots$k.log" || tail -n 3 "$L/training-slots$k.log"
     done
+    phase "start training-t8"
+    PYTHONPATH="$SITE" timed 60 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
+        --upsampling nearest --loaders stokehold-gpu --threads 8 --steps 60 > "$L/training-t8.log" 2>&1
+    echo "threads 8 rc=$?"
+    phase "end training-t8"
+    grep -E '^loader=' "$L/training-t8.log" || tail -n 3 "$L/training-t8.log"
+    # Where (0) found the call waiting for every stream's work, fewer and larger calls
+    # amortise the wait: groups of two batches.
+    if grep -qE '^side stream, 1 block .*waited' "$L/contend-spin.log" 2> /dev/null; then
+        phase "start training-chunk512"
+        STOKEHOLD_ENGINE_CHUNK=512 PYTHONPATH="$SITE" timed 60 python3 examples/python/bench_training.py \
+            --mode gpu --data /tmp/d4k --upsampling nearest --loaders stokehold-gpu --steps 60 \
+            > "$L/training-chunk512.log" 2>&1
+        echo "engine chunk 512 rc=$?"
+        phase "end training-chunk512"
+        grep -E '^loader=' "$L/training-chunk512.log" || tail -n 3 "$L/training-chunk512.log"
+    fi
 else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
 fi

@@ -4,16 +4,20 @@
 // host threads; and it dumps the planes of a few images (YUV and RGB, whole and ROI) so that
 // the planar-YUV layout can be checked against our CPU decoder on a machine without a GPU.
 //
-//   probe DIR OUT [--batch B] [--images N] [--quick] [--v2]
+//   probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]
 //
 // --v2: several submitting threads (each with its own states, streams and handle), the CPU
 // share of the time spent in the submit calls, and nvJPEG's allocator variants (its own,
 // its memory pools, stream-ordered V2 allocators), counting device allocations.
 //
+// --contend: the batched hardware call's time (wall and CPU) while a spinning kernel keeps one
+// stream or every SM busy (contend.cpp): what the call waits for beside other GPU work.
+// --blocking-sync: the CUDA context's host waits sleep instead of spinning
+// (cudaDeviceScheduleBlockingSync), so that a call's CPU time is its own work, not its waits.
+//
 // Plain C++ against the CUDA runtime and nvJPEG (no kernels): built on the development
 // machine by tools/nvjpeg-probe/build.sh, run on the GPU machine with its own libraries.
-#include <cuda_runtime_api.h>
-#include <nvjpeg.h>
+#include "probe.h"
 
 #include <algorithm>
 #include <atomic>
@@ -31,23 +35,6 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define NK(x)                                                                          \
-    do {                                                                               \
-        nvjpegStatus_t s_ = (x);                                                       \
-        if (s_ != NVJPEG_STATUS_SUCCESS) {                                             \
-            fprintf(stderr, "%s:%d %s: nvjpeg status %d\n", __FILE__, __LINE__, #x, (int)s_); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
 static std::vector<std::pair<void*, size_t>>& g_pin_sizes() {
     static std::vector<std::pair<void*, size_t>> v;
     return v;
@@ -57,15 +44,6 @@ using Clock = std::chrono::steady_clock;
 static double secs(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
-
-struct Jpeg {
-    std::string name;
-    const unsigned char* data;  // in the pinned block
-    size_t len;
-    int w, h, comps;
-    nvjpegChromaSubsampling_t css;
-    int roi[4];  // x, y, w, h: a RandomResizedCrop-like window
-};
 
 static std::vector<unsigned char> read_file(const std::string& p) {
     std::vector<unsigned char> v;
@@ -489,16 +467,18 @@ static void dump(nvjpegHandle_t hw, const Jpeg& j, const std::string& dir, nvjpe
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2]\n");
+        fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]\n");
         return 2;
     }
     std::string dir = argv[1], out = argv[2];
     int batch = 256;
     size_t want = 0;
-    bool quick = false, v2 = false;
+    bool quick = false, v2 = false, contention = false, blocking_sync = false;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--v2")) v2 = true;
+        if (!strcmp(argv[i], "--contend")) contention = true;
+        if (!strcmp(argv[i], "--blocking-sync")) blocking_sync = true;
         if (i + 1 < argc && !strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--images")) want = atol(argv[i + 1]);
     }
@@ -519,6 +499,8 @@ int main(int argc, char** argv) {
         files.push_back(read_file(dir + "/" + n));
         total += files.back().size();
     }
+    // Before the context exists: its host waits sleep rather than spin.
+    if (blocking_sync) CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
     unsigned char* pinned;
     CK(cudaMallocHost((void**)&pinned, total));
     nvjpegHandle_t hw, hyb;
@@ -592,6 +574,7 @@ int main(int argc, char** argv) {
     for (auto& j : hwok) mp += (double)j.w * j.h / 1e6;
     printf("mean image %.3f MP\n", mp / hwok.size());
     if (want == 0) want = 4000;
+    if (contention) return contend(hw, hw_interp, hwok, max_px, std::min(batch, 64));
     if (v2) {
         printf("\n%-5s %-8s %-6s %2s %2s %6s %10s %10s %8s %8s\n", "fmt", "alloc", "handle", "T", "K",
                "batch", "img/s", "submit/img", "cpu%", "allocs");
@@ -651,8 +634,6 @@ int main(int argc, char** argv) {
         printf("dumps in %s\n", dd.c_str());
         return 0;
     }
-    int rounds = std::max<int>(4, (int)(want / batch));
-
     printf("\n%-5s %-7s %-5s %2s %6s  %10s %12s\n", "fmt", "interp", "roi", "K", "batch", "img/s",
            "submit us/img");
     struct Cfg { nvjpegOutputFormat_t f; bool interp; bool roi; int K; int b; };

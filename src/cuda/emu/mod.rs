@@ -73,7 +73,7 @@ impl EmuOptions {
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
     /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]),
     /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]) and `STOKEHOLD_EMU_MODEL`
-    /// (`h100`, `h100-interp`: [`EmuOptions::model`]).
+    /// (`h100`, `h100-interp`, `h100-training`: [`EmuOptions::model`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -105,7 +105,7 @@ impl EmuOptions {
                 None => None,
                 Some(name) => Some(TimingModel::named(name.trim()).ok_or_else(|| {
                     Error::GpuUnavailable(format!(
-                        "STOKEHOLD_EMU_MODEL={name}: expected h100 or h100-interp"
+                        "STOKEHOLD_EMU_MODEL={name}: expected h100, h100-interp or h100-training"
                     ))
                 })?),
             },
@@ -127,6 +127,8 @@ pub struct EmuDevice {
     launches: AtomicU64,
     /// Decodes still to fail at their fence (see [`EmuDevice::fail_decodes`]).
     failing_decodes: AtomicU64,
+    /// Images the timing model has decoded (for its wait after a number of them).
+    modelled_images: AtomicU64,
     /// Support checks still to answer no (see [`EmuDevice::refuse_engine_checks`]).
     refused_checks: AtomicU64,
     /// The time of the threads calling `submit_decode` (all of it counted as the engines'
@@ -180,6 +182,7 @@ impl EmuDevice {
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
             failing_decodes: AtomicU64::new(0),
+            modelled_images: AtomicU64::new(0),
             refused_checks: AtomicU64::new(0),
             feed: Mutex::default(),
             options,

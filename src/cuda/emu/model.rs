@@ -14,6 +14,14 @@
 //! consistent with both sets (7 engines); the kernels' time is the first run's (0.28 s for
 //! 47 batches of 256, 23 µs an image). `h100-interp` is the decoder as it was before,
 //! asking nvJPEG to interpolate chroma: 177 µs of host time per 0.2 MP photo.
+//!
+//! `h100-training` is `h100` beside a training loop: on an H200 (2026-11-27,
+//! `docs/performance.md`) the same call took ~250 µs an image once a ResNet-50 loop kept the
+//! SMs busy (one training step a call), against 55–60 µs alone. The model adds the
+//! difference, 195 µs an image, once 4,096 images have been submitted (the loop starts after
+//! the loader's first batches), as a wait that takes no core (the machine that measured it had
+//! 16; the call's own 55 µs still does): what the decoders' split must follow after its
+//! warm-up.
 
 use std::time::Duration;
 
@@ -36,6 +44,11 @@ pub struct TimingModel {
     pub launch_us: f64,
     /// A kernel launch's time per sample (µs).
     pub launch_us_per_sample: f64,
+    /// Images submitted before [`TimingModel::wait_us`] applies (a trainer starting).
+    pub wait_after_images: u64,
+    /// The submitting call's wait per image for the device, once it applies (µs): a wait,
+    /// not a core's time.
+    pub wait_us: f64,
 }
 
 impl TimingModel {
@@ -50,6 +63,8 @@ impl TimingModel {
             engine_us_per_mp: 500.0,
             launch_us: 100.0,
             launch_us_per_sample: 5.0,
+            wait_after_images: 0,
+            wait_us: 0.0,
         };
         match name {
             "h100" => Some(h100),
@@ -57,6 +72,12 @@ impl TimingModel {
                 name: "h100-interp",
                 submit_us: 150.0,
                 submit_us_per_mp: 135.0,
+                ..h100
+            }),
+            "h100-training" => Some(TimingModel {
+                name: "h100-training",
+                wait_after_images: 4096,
+                wait_us: 195.0,
                 ..h100
             }),
             _ => None,
@@ -71,6 +92,13 @@ impl TimingModel {
                 .sum::<f64>()
                 / 1e6,
         )
+    }
+
+    /// The submitting call's wait for the device for `n` images when `before` had been
+    /// submitted ahead of them (zero until [`TimingModel::wait_after_images`]).
+    pub fn wait_time(&self, before: u64, n: usize) -> Duration {
+        let waiting = (before + n as u64).saturating_sub(self.wait_after_images.max(before));
+        Duration::from_secs_f64(self.wait_us * waiting as f64 / 1e6)
     }
 
     /// The engines' time for images of `mp` megapixels each (spread over the engines).
@@ -136,5 +164,13 @@ mod tests {
         let slow = i.submit_time(&[0.203]).as_secs_f64() * 1e6;
         assert!((slow - 177.0).abs() < 9.0, "{slow}");
         assert!(TimingModel::named("b200").is_none());
+        // Beside a training loop: no wait for the first 4,096 images, 195 µs an image after.
+        let t = TimingModel::named("h100-training").unwrap();
+        assert_eq!(t.wait_time(0, 4000), Duration::ZERO);
+        assert_eq!(m.wait_time(10_000, 100), Duration::ZERO);
+        let part = t.wait_time(4000, 200).as_secs_f64() * 1e6;
+        assert!((part - 104.0 * 195.0).abs() < 1.0, "{part}");
+        let all = t.wait_time(5000, 10).as_secs_f64() * 1e6;
+        assert!((all - 1950.0).abs() < 1.0, "{all}");
     }
 }

@@ -53,6 +53,13 @@ impl EmuDevice {
                 .map(|q| (q.header.width() * q.header.height()) as f64 / 1e6)
                 .collect();
             super::model::busy_for(model.submit_time(&mp));
+            let before = self
+                .modelled_images
+                .fetch_add(mp.len() as u64, Ordering::Relaxed);
+            let wait = model.wait_time(before, mp.len());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
             self.delay(stream, model.engine_time(&mp))?;
             return Ok(results);
         }

@@ -138,7 +138,7 @@ impl GpuStage {
             .iter()
             .map(|j| (j.header.width() * j.header.height()) as u64)
             .sum();
-        let t0 = std::time::Instant::now();
+        let (t0, cpu0) = (std::time::Instant::now(), super::threads::this_thread_cpu());
         let queued = unsafe { self.dev.submit_decode(streams::DECODE, &jobs) }
             .and_then(|outcome| Ok((outcome, self.dev.record(streams::DECODE, true)?)));
         let (outcome, end) = match queued {
@@ -150,7 +150,11 @@ impl GpuStage {
                 return Err(e);
             }
         };
-        self.split.submitted(jobs.len(), pixels, t0.elapsed());
+        let cpu = super::threads::this_thread_cpu().saturating_sub(cpu0);
+        self.split
+            .submitted(jobs.len(), pixels, (t0.elapsed(), cpu));
+        let bytes = jobs.iter().map(|j| j.out.len).sum();
+        self.split.decoded_pixels(bytes, jobs.len());
         drop(jobs);
         area.used_until(end.clone());
         self.keep_until(&end, samples.iter().map(|p| &**p));

@@ -69,7 +69,7 @@ impl GpuStage {
                 let l = im.pixels.as_bytes().len().next_multiple_of(ALIGN);
                 (all + l, copied + if staged.is_none() { l } else { 0 })
             });
-        self.split.carried(host_len);
+        self.split.carried(host_len, host_images.len());
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut host_area = None;
         if host_len > 0 {

@@ -10,12 +10,22 @@
 //! feeding thread's time per image:   W / (p + s·d) = 1 / ((1 − s)·e)   ⇒   s = (W·e − p) / (W·e + d)
 //! ```
 //!
-//! clamped to `[0, MAX_SHARE]`, re-estimated every `ADAPT_EVERY` engine images (a quarter of that for the first four). When the
-//! warm-up ends ([`DecoderSplit::hold`]) the share is held at or below the most it reached
-//! until then, and each batch's CPU decodes at or below the most pixel bytes a batch carried
-//! (a sample that would pass it goes to the engines): the CPU's pixels are uploaded through
-//! buffers sized during the warm-up, so a batch that carried more would allocate again.
-//! Which samples
+//! where W is the workers the cores can run beside the consumer and the feeding thread: at
+//! most the cores less one (the consumer's: a training loop's Python thread) and less the
+//! part of the feeding thread's call that takes one (nvJPEG's call spins while it waits for
+//! the device, and on a machine with few cores that is a worker's core); the share is
+//! clamped to `[0, MAX_SHARE]`, re-estimated every `ADAPT_EVERY` engine images (a quarter of
+//! that for the first four) from what was measured since the last estimate, blended half and
+//! half with it: the engines' call slows by 4–5× once a training loop or our own kernels keep
+//! the SMs busy (docs/performance.md), and a run-long average would follow that only slowly.
+//!
+//! When the warm-up ends ([`DecoderSplit::hold`]) the CPU's pixels get a budget: each batch's
+//! CPU decodes carry at most that many pixel bytes (a sample that would pass it goes to the
+//! engines), because they are uploaded through buffers sized then, and a batch that carried
+//! more would allocate again. The budget leaves room above what the warm-up reached (twice
+//! its share, and at least a quarter more of the batch: [`headroom`]), so that a share that
+//! must rise later — the training loop starting after the loader's first batches — can, and
+//! the stage sizes its buffers for it. Which samples
 //! go to the CPU is a hash of (seed, epoch, index) against the share, so a run is the same
 //! whatever the threads' timing — and which decoder took a sample changes nothing else about
 //! it: the same parameters, the same skips (`docs/gpu.md`).
@@ -34,6 +44,43 @@ const BUDGET_BATCHES: usize = 16;
 /// Engine images between two estimates (once the first four are made).
 const ADAPT_EVERY: u64 = 256;
 
+/// The weight of the last window's measurements in an estimate (the rest is the estimate
+/// before).
+const RECENT: f64 = 0.5;
+
+/// The most a batch's CPU pixels may be given beyond what the warm-up's batches carried.
+const MAX_BUDGET_BYTES: usize = 192 << 20;
+
+/// The share the CPU may reach after the warm-up, in millionths, when it reached `most`
+/// during it: twice that, and at least a quarter of the batch more, within [`MAX_SHARE`].
+pub(crate) fn headroom(most: u32) -> u32 {
+    let most = f64::from(most) / 1e6;
+    let ceiling = (2.0 * most).max(most + 0.25).min(MAX_SHARE).max(most);
+    (ceiling * 1e6) as u32
+}
+
+/// What a batch's CPU decodes may carry once the warm-up is over ([`DecoderSplit::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Pixel bytes a batch's CPU decodes may carry.
+    pub(crate) per_batch: usize,
+    /// How much more that is than the most a warm-up batch carried.
+    pub(crate) above_warm_up: usize,
+}
+
+/// The per-image costs an estimate is made of (ns), and the counters they were last
+/// measured at.
+#[derive(Debug, Default)]
+struct Window {
+    /// Engine images and the feeding thread's ns; samples prepared and ns; CPU decodes and
+    /// ns; engine images and the feeding thread's CPU ns; at the last estimate.
+    at: [u64; 8],
+    engine: Option<f64>,
+    engine_cpu: Option<f64>,
+    prepare: Option<f64>,
+    decode: Option<f64>,
+}
+
 /// The split and what it is computed from (shared by the workers and the feeding thread).
 #[derive(Debug, Default)]
 pub(crate) struct DecoderSplit {
@@ -49,6 +96,9 @@ pub(crate) struct DecoderSplit {
     batch: usize,
     /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch).
     most_bytes: AtomicUsize,
+    /// Pixel bytes of the samples decoded so far (either decoder), and how many.
+    pixel_bytes: AtomicU64,
+    pixel_images: AtomicU64,
     /// Pixel bytes of CPU decodes a batch may carry once held (`usize::MAX` until then).
     budget: AtomicUsize,
     /// Bytes reserved per batch: ((epoch, batch in the epoch), bytes), by batch modulo the
@@ -57,24 +107,31 @@ pub(crate) struct DecoderSplit {
     /// Whether the share adapts (`STOKEHOLD_CPU_DECODE_SHARE` fixes it).
     fixed: bool,
     workers: u32,
+    /// The machine's cores (the workers' and the feeding thread's).
+    cores: u32,
     /// Samples prepared, and the workers' time preparing them (decodes excluded).
     pub(crate) prepared: AtomicU64,
     pub(crate) prepare_ns: AtomicU64,
     /// Samples decoded on the CPU by the split, and the time.
     pub(crate) cpu_images: AtomicU64,
     pub(crate) cpu_ns: AtomicU64,
-    /// Images given to the engines, and the feeding thread's time submitting them.
+    /// Images given to the engines, and the feeding thread's time submitting them (wall
+    /// time, and the part of it the thread was on a core).
     pub(crate) engine_images: AtomicU64,
     pub(crate) engine_ns: AtomicU64,
+    pub(crate) engine_cpu_ns: AtomicU64,
     /// Their pixels, in thousandths of a megapixel.
     pub(crate) engine_kpx: AtomicU64,
     next_estimate: AtomicU64,
+    /// What the estimates are made of (only the feeding thread estimates).
+    window: Mutex<Window>,
 }
 
 impl DecoderSplit {
-    /// A split for `workers` worker threads and batches of `batch`, starting with the CPU's
-    /// share at 0 (or fixed by `STOKEHOLD_CPU_DECODE_SHARE`, a fraction, for tuning runs).
-    pub(crate) fn new(workers: usize, batch: usize) -> DecoderSplit {
+    /// A split for `workers` worker threads on `cores` cores and batches of `batch`,
+    /// starting with the CPU's share at 0 (or fixed by `STOKEHOLD_CPU_DECODE_SHARE`, a
+    /// fraction, for tuning runs).
+    pub(crate) fn new(workers: usize, cores: usize, batch: usize) -> DecoderSplit {
         let fixed = std::env::var("STOKEHOLD_CPU_DECODE_SHARE")
             .ok()
             .and_then(|v| v.trim().parse::<f64>().ok())
@@ -86,6 +143,7 @@ impl DecoderSplit {
             ceiling_ppm: AtomicU32::new(u32::MAX),
             fixed: fixed.is_some(),
             workers: workers.max(1) as u32,
+            cores: cores.max(1) as u32,
             batch: batch.max(1),
             budget: AtomicUsize::new(usize::MAX),
             reserved: Mutex::new(vec![((u64::MAX, 0), 0); BUDGET_BATCHES]),
@@ -143,9 +201,18 @@ impl DecoderSplit {
         true
     }
 
-    /// Counts a launched batch that carried `bytes` of pixels decoded on the CPU.
-    pub(crate) fn carried(&self, bytes: usize) {
+    /// Counts a launched batch that carried `bytes` of pixels decoded on the CPU, of
+    /// `images` images.
+    pub(crate) fn carried(&self, bytes: usize, images: usize) {
         self.most_bytes.fetch_max(bytes, Ordering::Relaxed);
+        self.decoded_pixels(bytes, images);
+    }
+
+    /// Counts `images` decoded (by either decoder) into `bytes` of pixels.
+    pub(crate) fn decoded_pixels(&self, bytes: usize, images: usize) {
+        self.pixel_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.pixel_images
+            .fetch_add(images as u64, Ordering::Relaxed);
     }
 
     /// Counts a sample prepared in `d` (its CPU decode, if any, not included).
@@ -162,13 +229,15 @@ impl DecoderSplit {
             .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// Counts `n` images submitted to the engines in `d` of the feeding thread's time, and
-    /// re-estimates the share every so often.
-    pub(crate) fn submitted(&self, n: usize, pixels: u64, d: Duration) {
+    /// Counts `n` images submitted to the engines in `(wall, cpu)` of the feeding thread's
+    /// time, and re-estimates the share every so often.
+    pub(crate) fn submitted(&self, n: usize, pixels: u64, (d, cpu): (Duration, Duration)) {
         self.engine_kpx.fetch_add(pixels / 1000, Ordering::Relaxed);
         let total = self.engine_images.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         self.engine_ns
             .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        self.engine_cpu_ns
+            .fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
         if self.fixed || total < self.next_estimate.load(Ordering::Relaxed) {
             return;
         }
@@ -193,13 +262,30 @@ impl DecoderSplit {
         self.fixed || self.estimates.load(Ordering::Relaxed) >= 2
     }
 
-    /// Ends the warm-up: from now on the share stays at or below the most it has been, and
-    /// a batch's CPU decodes at or below the most bytes a batch carried.
-    pub(crate) fn hold(&self) {
+    /// Ends the warm-up: from now on the share stays at or below [`headroom`] of the most it
+    /// has been, and a batch's CPU decodes carry at most [`Budget::per_batch`] bytes: what
+    /// that share of a batch takes at the mean image's size and a quarter more (at most
+    /// [`MAX_BUDGET_BYTES`]), or the most a batch carried if that is more. The stage sizes the
+    /// CPU pixels' buffers for it. A share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the
+    /// warm-up carried.
+    pub(crate) fn hold(&self) -> Budget {
         let most = self.most_ppm.load(Ordering::Relaxed);
-        self.ceiling_ppm.store(most, Ordering::Relaxed);
-        let bytes = self.most_bytes.load(Ordering::Relaxed);
-        self.budget.store(bytes, Ordering::Relaxed);
+        let ceiling = if self.fixed { most } else { headroom(most) };
+        self.ceiling_ppm.store(ceiling, Ordering::Relaxed);
+        let carried = self.most_bytes.load(Ordering::Relaxed);
+        let images = self.pixel_images.load(Ordering::Relaxed).max(1);
+        let mean = self.pixel_bytes.load(Ordering::Relaxed) as f64 / images as f64;
+        let room = f64::from(ceiling) / 1e6 * self.batch as f64 * mean * 1.25;
+        let per_batch = if self.fixed {
+            carried
+        } else {
+            carried.max((room as usize).min(MAX_BUDGET_BYTES))
+        };
+        self.budget.store(per_batch, Ordering::Relaxed);
+        Budget {
+            per_batch,
+            above_warm_up: per_batch - carried,
+        }
     }
 
     /// What a timing model's device and the workers, measured, take at most, in images per
@@ -224,19 +310,45 @@ impl DecoderSplit {
     }
 
     /// The share that finishes both decoders at once (module docs), once each has a
-    /// measurement.
+    /// measurement: the per-image costs measured since the last estimate, blended with the
+    /// ones before ([`RECENT`]).
     fn estimate(&self) -> Option<f64> {
-        let per = |ns: &AtomicU64, n: &AtomicU64| {
-            let n = n.load(Ordering::Relaxed);
-            (n > 0).then(|| ns.load(Ordering::Relaxed) as f64 / n as f64)
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let now = [
+            load(&self.engine_images),
+            load(&self.engine_ns),
+            load(&self.prepared),
+            load(&self.prepare_ns),
+            load(&self.cpu_images),
+            load(&self.cpu_ns),
+            load(&self.engine_images),
+            load(&self.engine_cpu_ns),
+        ];
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        let at = w.at;
+        // The window's cost per item of counter pair (n, ns), blended into `old`.
+        let blend = |old: Option<f64>, k: usize| {
+            let n = now[k].saturating_sub(at[k]);
+            let new = (n > 0).then(|| now[k + 1].saturating_sub(at[k + 1]) as f64 / n as f64);
+            match (old, new) {
+                (Some(o), Some(v)) => Some(RECENT * v + (1.0 - RECENT) * o),
+                (o, v) => v.or(o),
+            }
         };
-        let e = per(&self.engine_ns, &self.engine_images)?;
-        let p = per(&self.prepare_ns, &self.prepared)?;
+        w.engine = blend(w.engine, 0);
+        w.prepare = blend(w.prepare, 2);
+        w.decode = blend(w.decode, 4);
+        w.engine_cpu = blend(w.engine_cpu, 6);
+        w.at = now;
+        let (e, p) = (w.engine?, w.prepare?);
+        // The workers that have a core: the cores less the consumer's and the feeding
+        // thread's part of one.
+        let on_core = (w.engine_cpu.unwrap_or(e) / e.max(1.0)).clamp(0.0, 1.0);
+        let workers = f64::from(self.workers).min(f64::from(self.cores) - 1.0 - on_core);
         // Before the CPU has decoded any: a sample's prepare time is a lower bound no one
         // would use; take 20 times it (a photo's decode is 10–40 times its header's parse).
-        let d = per(&self.cpu_ns, &self.cpu_images).unwrap_or(20.0 * p);
-        let w = f64::from(self.workers);
-        Some(((w * e - p) / (w * e + d)).clamp(0.0, MAX_SHARE))
+        let d = w.decode.unwrap_or(20.0 * p);
+        Some(((workers * e - p) / (workers * e + d)).clamp(0.0, MAX_SHARE))
     }
 }
 
@@ -246,17 +358,14 @@ mod tests {
 
     #[test]
     fn the_share_balances_the_two_decoders() {
-        let s = DecoderSplit::new(16, 256);
+        let s = DecoderSplit::new(16, 32, 256);
         // The H100's figures: 53 µs per engine image, 30 µs to prepare, 1.25 ms to decode.
         s.prepared.store(1000, Ordering::Relaxed);
         s.prepare_ns.store(30_000_000, Ordering::Relaxed);
         s.cpu_images.store(100, Ordering::Relaxed);
         s.cpu_ns.store(125_000_000, Ordering::Relaxed);
-        s.submitted(
-            ADAPT_EVERY as usize,
-            0,
-            Duration::from_micros(53 * ADAPT_EVERY),
-        );
+        let call = Duration::from_micros(53 * ADAPT_EVERY);
+        s.submitted(ADAPT_EVERY as usize, 0, (call, call));
         let share = s.cpu_share();
         assert!((share - 0.39).abs() < 0.01, "{share}");
         // Both finish together: W / (p + s·d) = 1 / ((1 − s)·e).
@@ -265,54 +374,137 @@ mod tests {
         let engines = 1.0 / ((1.0 - share) * e);
         assert!((cpu / engines - 1.0).abs() < 0.02, "{cpu} {engines}");
         // Fast engines, few workers: nothing for the CPU.
-        let t = DecoderSplit::new(1, 256);
+        let t = DecoderSplit::new(1, 32, 256);
         t.prepared.store(10, Ordering::Relaxed);
         t.prepare_ns.store(1_000_000, Ordering::Relaxed);
-        t.submitted(ADAPT_EVERY as usize, 0, Duration::from_micros(ADAPT_EVERY));
+        let call = Duration::from_micros(ADAPT_EVERY);
+        t.submitted(ADAPT_EVERY as usize, 0, (call, call));
         assert_eq!(t.cpu_share(), 0.0);
     }
 
-    #[test]
-    fn after_the_hold_the_share_rises_no_higher_than_it_had_been() {
-        let s = DecoderSplit::new(16, 256);
-        let estimate = |prepare_us: u64| {
-            s.prepared.store(1000, Ordering::Relaxed);
-            s.prepare_ns
-                .store(prepare_us * 1_000_000, Ordering::Relaxed);
-            s.cpu_images.store(100, Ordering::Relaxed);
-            s.cpu_ns.store(125_000_000, Ordering::Relaxed);
-            s.engine_images.store(0, Ordering::Relaxed);
-            s.engine_ns.store(0, Ordering::Relaxed);
-            s.next_estimate.store(ADAPT_EVERY, Ordering::Relaxed);
-            s.submitted(
-                ADAPT_EVERY as usize,
-                0,
-                Duration::from_micros(53 * ADAPT_EVERY),
-            );
-            s.cpu_share()
-        };
-        assert!(!s.settled());
-        let high = estimate(30);
-        let low = estimate(400);
-        assert!(low < high, "{low} {high}");
-        assert!(s.settled());
-        s.hold();
-        // Cheaper preparing would give the CPU more than it ever had: held at the most.
-        let again = estimate(1);
-        assert!((again - high).abs() < 1e-6, "{again} {high}");
-        // Lower still follows the measurements.
-        assert!((estimate(400) - low).abs() < 1e-6);
+    /// One estimate's window: 1,000 samples prepared at `prepare_us` each, a tenth of them
+    /// decoded on the CPU at 1.25 ms, and engine images at `engine_us` until an estimate is
+    /// due. Returns the share.
+    fn window(s: &DecoderSplit, prepare_us: u64, engine_us: u64) -> f64 {
+        window_on_core(s, prepare_us, engine_us, 1.0)
+    }
+
+    /// [`window`], the feeding thread on a core for `on_core` of its call.
+    fn window_on_core(s: &DecoderSplit, prepare_us: u64, engine_us: u64, on_core: f64) -> f64 {
+        let n = 1000;
+        s.prepared.fetch_add(n, Ordering::Relaxed);
+        s.prepare_ns
+            .fetch_add(n * prepare_us * 1000, Ordering::Relaxed);
+        s.cpu_images.fetch_add(n / 10, Ordering::Relaxed);
+        s.cpu_ns.fetch_add(n / 10 * 1_250_000, Ordering::Relaxed);
+        // Enough engine images to make the next estimate due.
+        let due = s.next_estimate.load(Ordering::Relaxed);
+        let k = due
+            .saturating_sub(s.engine_images.load(Ordering::Relaxed))
+            .max(1);
+        let call = Duration::from_micros(engine_us * k);
+        s.submitted(k as usize, 0, (call, call.mul_f64(on_core)));
+        s.cpu_share()
     }
 
     #[test]
-    fn after_the_hold_a_batch_decodes_on_the_cpu_no_more_bytes_than_one_carried() {
-        let s = DecoderSplit::new(4, 10);
+    fn the_share_follows_the_engines_when_they_slow_down() {
+        // 4 workers; the engines' call at 55 µs (alone), then 250 µs (beside a training
+        // loop): the H200's figures.
+        let s = DecoderSplit::new(4, 32, 256);
+        let balanced = |e: f64| (4.0 * e - 30.0) / (4.0 * e + 1250.0);
+        let mut share = 0.0;
+        for _ in 0..8 {
+            share = window(&s, 30, 55);
+        }
+        assert!((share - balanced(55.0)).abs() < 0.01, "{share}");
+        let before = share;
+        for _ in 0..6 {
+            share = window(&s, 30, 250);
+        }
+        // Within 2% of the balance at the new speed after six windows, whatever the run's
+        // average (which would still be at 55 µs for most of its images).
+        assert!((share - balanced(250.0)).abs() < 0.02, "{before} {share}");
+    }
+
+    #[test]
+    fn after_the_hold_the_share_rises_to_its_headroom_and_no_higher() {
+        let s = DecoderSplit::new(4, 32, 256);
+        for _ in 0..8 {
+            window(&s, 30, 55);
+        }
+        assert!(s.settled());
+        let most = s.cpu_share();
+        s.decoded_pixels(256 * 1000, 256);
+        s.hold();
+        // Engines 20 times slower: the balance is far above the most the warm-up saw; the
+        // share rises to twice that or a quarter more, not beyond.
+        for _ in 0..10 {
+            window(&s, 30, 1100);
+        }
+        let ceiling = f64::from(headroom((most * 1e6) as u32)) / 1e6;
+        assert!(
+            (s.cpu_share() - ceiling).abs() < 1e-6,
+            "{most} {}",
+            s.cpu_share()
+        );
+        assert!((ceiling - (most + 0.25)).abs() < 1e-3, "{most} {ceiling}");
+        // Lower still follows the measurements.
+        for _ in 0..10 {
+            window(&s, 30, 40);
+        }
+        assert!(s.cpu_share() < most, "{most} {}", s.cpu_share());
+    }
+
+    #[test]
+    fn workers_count_only_where_the_cores_have_room_beside_the_feeding_thread() {
+        // 2 workers on 3 cores (one the consumer's), the engines' call at 250 µs: spinning,
+        // it takes a core (one worker is left); waiting (a fifth of it on a core), 1.8
+        // workers are. On 2 cores, spinning, none: the CPU takes no share.
+        let balanced = |w: f64| (w * 250.0 - 30.0) / (w * 250.0 + 1250.0);
+        let spinning = DecoderSplit::new(2, 3, 256);
+        let waiting = DecoderSplit::new(2, 3, 256);
+        let full = DecoderSplit::new(2, 2, 256);
+        let roomy = DecoderSplit::new(2, 16, 256);
+        let (mut a, mut b, mut c, mut d) = (0.0, 0.0, 0.0, 1.0);
+        for _ in 0..4 {
+            a = window_on_core(&spinning, 30, 250, 1.0);
+            b = window_on_core(&waiting, 30, 250, 0.2);
+            c = window_on_core(&roomy, 30, 250, 1.0);
+            d = window_on_core(&full, 30, 250, 1.0);
+        }
+        assert_eq!(d, 0.0);
+        assert!((a - balanced(1.0)).abs() < 0.01, "{a}");
+        assert!((b - balanced(1.8)).abs() < 0.01, "{b}");
+        assert!((c - balanced(2.0)).abs() < 0.01, "{c}");
+    }
+
+    #[test]
+    fn the_headroom_is_twice_the_share_or_a_quarter_more() {
+        assert_eq!(headroom(0), 250_000);
+        assert_eq!(headroom(100_000), 350_000);
+        assert_eq!(headroom(400_000), 800_000);
+        assert_eq!(headroom(600_000), 900_000);
+        assert_eq!(headroom(950_000), 950_000);
+    }
+
+    #[test]
+    fn after_the_hold_a_batch_decodes_on_the_cpu_no_more_bytes_than_its_budget() {
+        let s = DecoderSplit::new(4, 32, 10);
         s.cpu_ppm.store(1_000_000, Ordering::Relaxed);
         // Before the hold: no budget.
         assert!((0..10).all(|i| s.to_cpu(7, (0, i, i), 1000)));
-        s.carried(2500);
-        s.carried(1500);
-        s.hold();
+        s.carried(2500, 3);
+        s.carried(1500, 2);
+        // The headroom of a share of 0 is 0.25 of a batch of 10 images of 800 bytes, a
+        // quarter more: 2,500 bytes, as much as the most a batch carried.
+        assert_eq!(
+            s.hold(),
+            Budget {
+                per_batch: 2500,
+                above_warm_up: 0
+            }
+        );
         // Batch 0 of epoch 1 (positions 0..10): two samples of 1000 fit, a third does not;
         // a smaller one still does.
         let picks: Vec<bool> = (0..4).map(|i| s.to_cpu(7, (1, i, i), 1000)).collect();
@@ -327,7 +519,7 @@ mod tests {
 
     #[test]
     fn which_sample_goes_where_depends_on_the_sample_alone() {
-        let s = DecoderSplit::new(4, 256);
+        let s = DecoderSplit::new(4, 32, 256);
         s.cpu_ppm.store(300_000, Ordering::Relaxed);
         let picks: Vec<bool> = (0..1000).map(|i| s.to_cpu(7, (1, i, i), 100)).collect();
         let again: Vec<bool> = (0..1000).map(|i| s.to_cpu(7, (1, i, i), 100)).collect();

@@ -76,7 +76,8 @@ pub(super) const UPLOAD_SLOTS: usize = 4;
 /// split between the decoders ([`DecoderSplit::settled`]): the split settles within them,
 /// and with it the sizes later batches ask for (a first epoch of a few batches does not meet
 /// them). At its end every pool is sized for what it saw, and the split's share is held at
-/// or below the most it reached ([`DecoderSplit::hold`]).
+/// or below its headroom above the most it reached ([`DecoderSplit::hold`]), the CPU's
+/// pixels' buffers sized for that.
 pub(super) const WARM_UP_BATCHES: u64 = 16;
 
 /// Groups of samples with the feeding thread at once (`assembler::ahead`): one it submits,
@@ -339,7 +340,11 @@ impl GpuStage {
             in_flight: Mutex::new(VecDeque::new()),
             first_epoch_over: std::sync::atomic::AtomicBool::new(false),
             warm: std::sync::atomic::AtomicBool::new(false),
-            split: Arc::new(DecoderSplit::new(workers, batch)),
+            split: Arc::new(DecoderSplit::new(
+                workers,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                batch,
+            )),
         }
     }
 
@@ -403,9 +408,15 @@ impl GpuStage {
             return Ok(());
         }
         self.stats.end_warm_up(self.dev.as_ref(), || {
-            // The pools are sized for the share the split has reached; it rises no higher.
-            self.split.hold();
-            self.staging.settle();
+            // The CPU's pixels' buffers are sized for the share the split may rise to (its
+            // headroom above what the warm-up reached): the host images' device areas, one
+            // per batch whose kernels may be queued, and the workers' pinned slabs.
+            let budget = self.split.hold();
+            if budget.per_batch > 0 {
+                self.pools.host.raise_high_water(budget.per_batch);
+                self.pools.host.expect_out(AREAS_OUT);
+            }
+            self.staging.settle(budget);
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::staging::StagingSlabs;
 
+use super::gpu_split::Budget;
+
 /// The pinned slabs the workers copy encoded files into for the JPEG engines
 /// ([`StagingSlabs`]): 8 MB each, at most 32 (256 MB; what finds no room is copied by the
 /// feeding thread).
@@ -17,6 +19,12 @@ const MAX_SLABS: usize = 32;
 /// what finds no room is copied by the assembling thread).
 const PIXEL_SLAB_LEN: usize = 16 << 20;
 const MAX_PIXEL_SLABS: usize = 64;
+
+/// Batches' worth of CPU-decoded pixels the slabs hold at once where the warm-up did not
+/// measure it (no CPU share then): the workers run about two batches ahead of the one being
+/// assembled, the kernels of one or two more may still be reading theirs, and a slab is free
+/// only once all of its images are.
+const PIXEL_BATCHES_ALIVE: usize = 6;
 
 /// Pinned memory the prep workers copy into (shared with them), so that the serial threads
 /// copy nothing: the encoded files the JPEG engines read, and the pixels the workers decode
@@ -35,11 +43,20 @@ impl WorkerStaging {
     }
 
     /// No more slabs (the warm-up is over). The CPU's share of the pixels may rise after
-    /// the warm-up's last batch (the split holds the share it reached, the consumer's queue
-    /// fills): its slabs get spares, or a batch's pixels would go through the upload ring,
-    /// which would grow.
-    pub(super) fn settle(&self) {
+    /// the warm-up's last batch (to `budget`: the split's headroom; and the consumer's queue
+    /// fills): its slabs get spares for the rise of each batch whose pixels may be alive at
+    /// once (as many as the warm-up's slabs held of its largest batch), or a batch's pixels
+    /// would go through the upload ring, which would grow.
+    pub(super) fn settle(&self, budget: Budget) {
         self.files.settle();
-        self.pixels.settle_with_spare();
+        let carried = budget.per_batch - budget.above_warm_up;
+        let held = self.pixels.made() * PIXEL_SLAB_LEN;
+        let alive = if held > 0 && carried > 0 {
+            held.div_ceil(carried)
+        } else {
+            PIXEL_BATCHES_ALIVE
+        };
+        self.pixels
+            .settle_with_spare(budget.above_warm_up.saturating_mul(alive));
     }
 }

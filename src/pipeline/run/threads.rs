@@ -139,6 +139,24 @@ pub(crate) fn below_the_consumer() {
     }
 }
 
+/// The calling thread's CPU time so far (zero where the clock can't be read): what part of a
+/// call took a core, against its wall time.
+pub(crate) fn this_thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is, and reads nothing else.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// The counters of this process's pipeline threads (every pipeline's: their names start
 /// with [`THREAD_PREFIX`]).
 pub fn pipeline_threads() -> ThreadSnapshot {
@@ -210,6 +228,20 @@ mod tests {
     use super::*;
 
     #[cfg(target_os = "linux")]
+    #[test]
+    fn a_threads_cpu_clock_counts_its_work_not_its_sleep() {
+        let t0 = this_thread_cpu();
+        std::thread::sleep(Duration::from_millis(30));
+        let slept = this_thread_cpu() - t0;
+        let until = std::time::Instant::now() + Duration::from_millis(30);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let worked = this_thread_cpu() - t0 - slept;
+        assert!(slept < Duration::from_millis(10), "{slept:?}");
+        assert!(worked > Duration::from_millis(15), "{worked:?}");
+    }
+
     #[test]
     fn a_named_thread_is_seen_with_its_cpu_time_and_wake_ups() {
         // Only this test's thread: other tests run pipelines in this process meanwhile.

@@ -1,0 +1,40 @@
+// Shared by the probe's files (probe.cpp, contend.cpp): error checks and one parsed JPEG.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <nvjpeg.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                          \
+    do {                                                                               \
+        cudaError_t e_ = (x);                                                          \
+        if (e_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+#define NK(x)                                                                          \
+    do {                                                                               \
+        nvjpegStatus_t s_ = (x);                                                       \
+        if (s_ != NVJPEG_STATUS_SUCCESS) {                                             \
+            fprintf(stderr, "%s:%d %s: nvjpeg status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+struct Jpeg {
+    std::string name;
+    const unsigned char* data;  // in the pinned block
+    size_t len;
+    int w, h, comps;
+    nvjpegChromaSubsampling_t css;
+    int roi[4];  // x, y, w, h: a RandomResizedCrop-like window
+};
+
+// The contention mode (contend.cpp): nvJPEG's batched hardware call timed while a kernel
+// keeps one stream or the whole device busy. Returns the process's exit code.
+int contend(nvjpegHandle_t hw, nvjpegHandle_t hw_interp, std::vector<Jpeg>& imgs, size_t max_px,
+            int batch);
