@@ -555,6 +555,14 @@ impl PinnedRing {
 }
 
 impl PinnedRing {
+    /// Makes [`PinnedRing::settle`] bring every slot to `more` bytes beyond the largest so
+    /// far: for uploads that may grow after the warm-up by a known bound.
+    pub fn make_room(&mut self, more: usize) {
+        if more > 0 {
+            self.largest = (self.largest + more).next_multiple_of(GRANULE);
+        }
+    }
+
     /// Ends the warm-up: every slot holds the largest size any has (waiting for a slot's
     /// earlier work where it grows), so that a ring whose later slots were not used yet, or
     /// were used for smaller uploads, allocates nothing after it.

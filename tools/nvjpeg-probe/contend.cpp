@@ -221,6 +221,8 @@ int contend(nvjpegHandle_t hw, nvjpegHandle_t hw_interp, std::vector<Jpeg>& imgs
         nvjpegJpegStateDestroy(d.state);
         CK(cudaFree(d.out));
     }
+    CK(cudaEventDestroy(ev));
+    for (cudaStream_t s : {decode, top, side, blocking}) CK(cudaStreamDestroy(s));
     printf("reading: 'call' near %.0f ms on the side stream with 1 block = a device-wide wait; only with every SM "
            "= nvJPEG's kernels waiting for SMs; only on the legacy stream = a legacy-stream synchronisation\n",
            SPIN_MS);

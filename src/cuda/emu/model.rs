@@ -121,12 +121,12 @@ impl TimingModel {
         )
     }
 
-    /// The most images per second the modelled device takes, for images of `mp`
-    /// megapixels on average all decoded by the engines, with `launches` kernel launches
+    /// The most images per second the modelled device takes (once its call waits, where it
+    /// does), for images of `mp` megapixels on average all decoded by the engines, with `launches` kernel launches
     /// per batch of `batch`: the feeding thread's, the engines' and the kernel stream's
     /// limits, the smallest.
     pub fn device_limit(&self, mp: f64, batch: usize, launches: f64) -> f64 {
-        let feed = 1e6 / (self.submit_us + self.submit_us_per_mp * mp);
+        let feed = 1e6 / (self.submit_us + self.submit_us_per_mp * mp + self.wait_us);
         let engines = self.engines as f64 * 1e6 / (self.engine_us + self.engine_us_per_mp * mp);
         let per_batch_us =
             launches * self.launch_us + 3.0 * self.launch_us_per_sample * batch as f64;

@@ -150,9 +150,12 @@ impl GpuStage {
                 return Err(e);
             }
         };
-        let cpu = super::threads::this_thread_cpu().saturating_sub(cpu0);
-        self.split
-            .submitted(jobs.len(), pixels, (t0.elapsed(), cpu));
+        // Without a thread CPU clock the call counts as all CPU (nvJPEG's waits spin).
+        let wall = t0.elapsed();
+        let cpu = super::threads::this_thread_cpu()
+            .zip(cpu0)
+            .map_or(wall, |(c1, c0)| c1.saturating_sub(c0));
+        self.split.submitted(jobs.len(), pixels, (wall, cpu));
         let bytes = jobs.iter().map(|j| j.out.len).sum();
         self.split.decoded_pixels(bytes, jobs.len());
         drop(jobs);

@@ -22,7 +22,7 @@ use crate::image::{Image, Layout};
 use crate::pipeline::device_tensor::DeviceTensor;
 
 use super::gpu_chain::{ChainDescs, DescArea};
-use super::gpu_plan::{Prepared, Source};
+use super::gpu_plan::{Prepared, Source, SPLIT_CAUSE};
 use super::gpu_stage::{DecodeArea, Decoded, DeviceFill, Entry, GpuStage, Staging, ALIGN};
 
 /// Where each entry of a batch goes in its output.
@@ -61,15 +61,15 @@ impl GpuStage {
         // Everything host-side first: the upload's size, then one lease.
         let host_images = host_images(&entries);
         // All of it goes up; what the workers did not copy into pinned memory goes through the
-        // upload lease.
-        let (host_len, host_copied) = host_images
-            .iter()
-            .filter_map(|&k| host_image(&entries[k]))
-            .fold((0, 0), |(all, copied), (im, staged)| {
-                let l = im.pixels.as_bytes().len().next_multiple_of(ALIGN);
-                (all + l, copied + if staged.is_none() { l } else { 0 })
-            });
-        self.split.carried(host_len, host_images.len());
+        // upload lease. The split counts what it did not send (the engines can't take it).
+        let (mut host_len, mut host_copied, mut forced) = (0, 0, 0);
+        for (im, staged, cause) in host_images.iter().filter_map(|&k| host_image(&entries[k])) {
+            let l = im.pixels.as_bytes().len().next_multiple_of(ALIGN);
+            host_len += l;
+            host_copied += if staged.is_none() { l } else { 0 };
+            forced += if cause == SPLIT_CAUSE { 0 } else { l };
+        }
+        self.split.carried(host_len, host_images.len(), forced);
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut host_area = None;
         if host_len > 0 {
@@ -161,7 +161,7 @@ impl GpuStage {
         let mut placed = Vec::with_capacity(host_images.len());
         let mut kept = Vec::new();
         for &k in host_images {
-            let Some((im, staged)) = host_image(&entries[k]) else {
+            let Some((im, staged, _)) = host_image(&entries[k]) else {
                 continue;
             };
             let px = im.pixels.as_bytes();
@@ -336,18 +336,23 @@ fn host_images(entries: &[Entry]) -> Vec<usize> {
         .collect()
 }
 
-/// The pixels of a sample decoded on the CPU and not uploaded yet, and the worker's pinned
-/// copy of them.
-fn host_image(e: &Entry) -> Option<(&Image, Option<&StagedBytes>)> {
+/// The pixels of a sample decoded on the CPU and not uploaded yet, the worker's pinned copy
+/// of them, and why the CPU decoded it.
+fn host_image(e: &Entry) -> Option<(&Image, Option<&StagedBytes>, &'static str)> {
     match e {
         Entry::Sample {
             prepared:
                 Prepared::Chain {
-                    source: Source::Host { image, staged, .. },
+                    source:
+                        Source::Host {
+                            image,
+                            staged,
+                            cause,
+                        },
                     ..
                 },
             decoded: None,
-        } => Some((image, staged.as_ref())),
+        } => Some((image, staged.as_ref(), cause)),
         _ => None,
     }
 }

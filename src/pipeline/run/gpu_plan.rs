@@ -49,6 +49,10 @@ use super::gpu_staging::WorkerStaging;
 /// Byte alignment of each image in a decode area and each sample in an output.
 pub(super) const ALIGN: usize = 256;
 
+/// The [`Source::Host`] cause of a sample the decoders' split gave the CPU (the engines
+/// would have taken it).
+pub(super) const SPLIT_CAUSE: &str = "share";
+
 /// Where a sample's decoded pixels come from.
 #[derive(Debug, Clone)]
 pub(crate) enum Source {
@@ -325,7 +329,7 @@ impl GpuPlan {
                         // Counted as nvJPEG's CUDA decoder's (`device-decoder:hybrid`).
                         Ok((GpuRoute::Hybrid, r.1))
                     }
-                    _ => Err("share"),
+                    _ => Err(SPLIT_CAUSE),
                 }
             }
             r => r,
@@ -351,7 +355,7 @@ impl GpuPlan {
                     tracing::debug!("no pinned slab for a decoded image ({e}): copied later");
                     None
                 });
-            if cause == "share" {
+            if cause == SPLIT_CAUSE {
                 split.decoded_on_cpu(t0.elapsed());
             }
             Ok(Source::Host {

@@ -48,7 +48,8 @@ const ADAPT_EVERY: u64 = 256;
 /// before).
 const RECENT: f64 = 0.5;
 
-/// The most a batch's CPU pixels may be given beyond what the warm-up's batches carried.
+/// The most bytes the headroom gives a batch's CPU pixels (a warm-up batch that carried more
+/// keeps what it carried).
 const MAX_BUDGET_BYTES: usize = 192 << 20;
 
 /// The share the CPU may reach after the warm-up, in millionths, when it reached `most`
@@ -56,7 +57,7 @@ const MAX_BUDGET_BYTES: usize = 192 << 20;
 pub(crate) fn headroom(most: u32) -> u32 {
     let most = f64::from(most) / 1e6;
     let ceiling = (2.0 * most).max(most + 0.25).min(MAX_SHARE).max(most);
-    (ceiling * 1e6) as u32
+    (ceiling * 1e6).round() as u32
 }
 
 /// What a batch's CPU decodes may carry once the warm-up is over ([`DecoderSplit::hold`]).
@@ -66,19 +67,54 @@ pub(crate) struct Budget {
     pub(crate) per_batch: usize,
     /// How much more that is than the most a warm-up batch carried.
     pub(crate) above_warm_up: usize,
+    /// The most bytes of images the engines can't take that a warm-up batch carried (on top
+    /// of the budget: the split does not choose them).
+    pub(crate) forced: usize,
+}
+
+/// How many of something, and the nanoseconds they took.
+#[derive(Debug, Default, Clone, Copy)]
+struct Count {
+    n: u64,
+    ns: u64,
+}
+
+impl Count {
+    /// The nanoseconds per item since `before`, if any came.
+    fn per_item_since(self, before: Count) -> Option<f64> {
+        let n = self.n.saturating_sub(before.n);
+        (n > 0).then(|| self.ns.saturating_sub(before.ns) as f64 / n as f64)
+    }
+}
+
+/// The counters an estimate reads.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// Engine images and the feeding thread's wall time, then its CPU time.
+    engine: Count,
+    engine_cpu: Count,
+    /// Samples prepared and the workers' time; CPU decodes and theirs.
+    prepare: Count,
+    decode: Count,
 }
 
 /// The per-image costs an estimate is made of (ns), and the counters they were last
 /// measured at.
 #[derive(Debug, Default)]
 struct Window {
-    /// Engine images and the feeding thread's ns; samples prepared and ns; CPU decodes and
-    /// ns; engine images and the feeding thread's CPU ns; at the last estimate.
-    at: [u64; 8],
+    at: Counts,
     engine: Option<f64>,
     engine_cpu: Option<f64>,
     prepare: Option<f64>,
     decode: Option<f64>,
+}
+
+/// `old` blended with the window's `new` ([`RECENT`]), or whichever there is.
+fn blend(old: Option<f64>, new: Option<f64>) -> Option<f64> {
+    match (old, new) {
+        (Some(o), Some(v)) => Some(RECENT * v + (1.0 - RECENT) * o),
+        (o, v) => v.or(o),
+    }
 }
 
 /// The split and what it is computed from (shared by the workers and the feeding thread).
@@ -94,8 +130,10 @@ pub(crate) struct DecoderSplit {
     estimates: AtomicU32,
     /// Samples per batch.
     batch: usize,
-    /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch).
+    /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch),
+    /// and the most of those the split did not send (images the engines can't take).
     most_bytes: AtomicUsize,
+    most_forced: AtomicUsize,
     /// Pixel bytes of the samples decoded so far (either decoder), and how many.
     pixel_bytes: AtomicU64,
     pixel_images: AtomicU64,
@@ -136,6 +174,11 @@ impl DecoderSplit {
             .ok()
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| (0.0..=1.0).contains(v));
+        DecoderSplit::with_share(workers, cores, batch, fixed)
+    }
+
+    /// [`DecoderSplit::new`] with the share fixed at `fixed`, or adapting (`None`).
+    fn with_share(workers: usize, cores: usize, batch: usize, fixed: Option<f64>) -> DecoderSplit {
         let ppm = fixed.map_or(0, |s| (s * 1e6) as u32);
         DecoderSplit {
             cpu_ppm: AtomicU32::new(ppm),
@@ -202,9 +245,10 @@ impl DecoderSplit {
     }
 
     /// Counts a launched batch that carried `bytes` of pixels decoded on the CPU, of
-    /// `images` images.
-    pub(crate) fn carried(&self, bytes: usize, images: usize) {
+    /// `images` images, `forced` of them not the split's choice (the engines can't take them).
+    pub(crate) fn carried(&self, bytes: usize, images: usize, forced: usize) {
         self.most_bytes.fetch_max(bytes, Ordering::Relaxed);
+        self.most_forced.fetch_max(forced, Ordering::Relaxed);
         self.decoded_pixels(bytes, images);
     }
 
@@ -248,10 +292,14 @@ impl DecoderSplit {
             ADAPT_EVERY
         };
         self.next_estimate.store(total + every, Ordering::Relaxed);
-        if let Some(s) = self.estimate() {
+        if let Some((s, measured)) = self.estimate() {
             let ppm = ((s * 1e6) as u32).min(self.ceiling_ppm.load(Ordering::Relaxed));
             self.cpu_ppm.store(ppm, Ordering::Relaxed);
-            self.most_ppm.fetch_max(ppm, Ordering::Relaxed);
+            // The headroom is built on shares the CPU's measured decode time gave, not on
+            // the first estimate's guess of it.
+            if measured {
+                self.most_ppm.fetch_max(ppm, Ordering::Relaxed);
+            }
             self.estimates.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -285,6 +333,7 @@ impl DecoderSplit {
         Budget {
             per_batch,
             above_warm_up: per_batch - carried,
+            forced: self.most_forced.load(Ordering::Relaxed),
         }
     }
 
@@ -311,44 +360,39 @@ impl DecoderSplit {
 
     /// The share that finishes both decoders at once (module docs), once each has a
     /// measurement: the per-image costs measured since the last estimate, blended with the
-    /// ones before ([`RECENT`]).
-    fn estimate(&self) -> Option<f64> {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let now = [
-            load(&self.engine_images),
-            load(&self.engine_ns),
-            load(&self.prepared),
-            load(&self.prepare_ns),
-            load(&self.cpu_images),
-            load(&self.cpu_ns),
-            load(&self.engine_images),
-            load(&self.engine_cpu_ns),
-        ];
+    /// ones before ([`RECENT`]); and whether the CPU's decode time was measured (the first
+    /// estimates guess it).
+    fn estimate(&self) -> Option<(f64, bool)> {
+        let count = |n: &AtomicU64, ns: &AtomicU64| Count {
+            n: n.load(Ordering::Relaxed),
+            ns: ns.load(Ordering::Relaxed),
+        };
+        let now = Counts {
+            engine: count(&self.engine_images, &self.engine_ns),
+            engine_cpu: count(&self.engine_images, &self.engine_cpu_ns),
+            prepare: count(&self.prepared, &self.prepare_ns),
+            decode: count(&self.cpu_images, &self.cpu_ns),
+        };
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         let at = w.at;
-        // The window's cost per item of counter pair (n, ns), blended into `old`.
-        let blend = |old: Option<f64>, k: usize| {
-            let n = now[k].saturating_sub(at[k]);
-            let new = (n > 0).then(|| now[k + 1].saturating_sub(at[k + 1]) as f64 / n as f64);
-            match (old, new) {
-                (Some(o), Some(v)) => Some(RECENT * v + (1.0 - RECENT) * o),
-                (o, v) => v.or(o),
-            }
-        };
-        w.engine = blend(w.engine, 0);
-        w.prepare = blend(w.prepare, 2);
-        w.decode = blend(w.decode, 4);
-        w.engine_cpu = blend(w.engine_cpu, 6);
+        w.engine = blend(w.engine, now.engine.per_item_since(at.engine));
+        w.engine_cpu = blend(w.engine_cpu, now.engine_cpu.per_item_since(at.engine_cpu));
+        w.prepare = blend(w.prepare, now.prepare.per_item_since(at.prepare));
+        w.decode = blend(w.decode, now.decode.per_item_since(at.decode));
         w.at = now;
         let (e, p) = (w.engine?, w.prepare?);
         // The workers that have a core: the cores less the consumer's and the feeding
-        // thread's part of one.
+        // thread's part of one. None: nothing for the CPU.
         let on_core = (w.engine_cpu.unwrap_or(e) / e.max(1.0)).clamp(0.0, 1.0);
         let workers = f64::from(self.workers).min(f64::from(self.cores) - 1.0 - on_core);
+        if workers <= 0.0 {
+            return Some((0.0, w.decode.is_some()));
+        }
         // Before the CPU has decoded any: a sample's prepare time is a lower bound no one
         // would use; take 20 times it (a photo's decode is 10–40 times its header's parse).
         let d = w.decode.unwrap_or(20.0 * p);
-        Some(((workers * e - p) / (workers * e + d)).clamp(0.0, MAX_SHARE))
+        let s = ((workers * e - p) / (workers * e + d)).clamp(0.0, MAX_SHARE);
+        Some((s, w.decode.is_some()))
     }
 }
 
@@ -466,17 +510,81 @@ mod tests {
         let waiting = DecoderSplit::new(2, 3, 256);
         let full = DecoderSplit::new(2, 2, 256);
         let roomy = DecoderSplit::new(2, 16, 256);
-        let (mut a, mut b, mut c, mut d) = (0.0, 0.0, 0.0, 1.0);
+        // One core (a cgroup's limit): none either, however slow the engines.
+        let one = DecoderSplit::new(4, 1, 256);
+        let (mut a, mut b, mut c, mut d, mut e) = (0.0, 0.0, 0.0, 1.0, 1.0);
         for _ in 0..4 {
             a = window_on_core(&spinning, 30, 250, 1.0);
             b = window_on_core(&waiting, 30, 250, 0.2);
             c = window_on_core(&roomy, 30, 250, 1.0);
             d = window_on_core(&full, 30, 250, 1.0);
+            e = window_on_core(&one, 30, 2000, 1.0);
         }
-        assert_eq!(d, 0.0);
+        assert_eq!((d, e), (0.0, 0.0));
         assert!((a - balanced(1.0)).abs() < 0.01, "{a}");
         assert!((b - balanced(1.8)).abs() < 0.01, "{b}");
         assert!((c - balanced(2.0)).abs() < 0.01, "{c}");
+    }
+
+    #[test]
+    fn a_guess_of_the_cpus_decode_time_does_not_raise_the_headroom() {
+        // The first estimate guesses the CPU's decode time (20 times a sample's prepare: a
+        // share of 0.23 here); only measured estimates count towards the headroom.
+        let s = DecoderSplit::new(4, 32, 256);
+        s.prepared.store(1000, Ordering::Relaxed);
+        s.prepare_ns.store(30_000_000, Ordering::Relaxed);
+        let call = Duration::from_micros(55 * ADAPT_EVERY / 4);
+        s.submitted((ADAPT_EVERY / 4) as usize, 0, (call, call));
+        assert!(s.cpu_share() > 0.2, "{}", s.cpu_share());
+        assert_eq!(s.most_ppm.load(Ordering::Relaxed), 0);
+        // Measured (1.25 ms a decode): 0.13, and that is the most.
+        let measured = window(&s, 30, 55);
+        assert!((measured - 0.13).abs() < 0.01, "{measured}");
+        assert_eq!(s.most_ppm.load(Ordering::Relaxed), (measured * 1e6) as u32);
+    }
+
+    #[test]
+    fn the_budget_leaves_room_for_the_headroom_within_its_cap_and_not_for_a_fixed_share() {
+        // A warm-up that reached 10% of a batch of 100 images of 10 kB: 100 kB a batch. The
+        // headroom, 35%, at a quarter more: 437,500 bytes.
+        let s = DecoderSplit::new(4, 32, 100);
+        s.most_ppm.store(100_000, Ordering::Relaxed);
+        s.carried(100_000, 10, 0);
+        s.decoded_pixels(900_000, 90);
+        let b = s.hold();
+        assert_eq!(
+            b,
+            Budget {
+                per_batch: 437_500,
+                above_warm_up: 337_500,
+                forced: 0
+            }
+        );
+        assert_eq!(s.ceiling_ppm.load(Ordering::Relaxed), 350_000);
+        // Large images: the headroom's bytes are capped, never below what a batch carried.
+        let big = DecoderSplit::new(4, 32, 256);
+        big.most_ppm.store(400_000, Ordering::Relaxed);
+        big.carried(300 << 20, 100, 0);
+        big.decoded_pixels(256 * (3 << 20), 256);
+        assert_eq!(big.hold().per_batch, 300 << 20);
+        let capped = DecoderSplit::new(4, 32, 256);
+        capped.most_ppm.store(200_000, Ordering::Relaxed);
+        capped.carried(100 << 20, 50, 0);
+        capped.decoded_pixels(256 * (3 << 20), 256);
+        assert_eq!(capped.hold().per_batch, MAX_BUDGET_BYTES);
+        // A fixed share keeps what the warm-up carried, and its ceiling.
+        let fixed = DecoderSplit::with_share(4, 32, 100, Some(0.1));
+        fixed.carried(100_000, 10, 0);
+        fixed.decoded_pixels(900_000, 90);
+        assert_eq!(
+            fixed.hold(),
+            Budget {
+                per_batch: 100_000,
+                above_warm_up: 0,
+                forced: 0
+            }
+        );
+        assert_eq!(fixed.ceiling_ppm.load(Ordering::Relaxed), 100_000);
     }
 
     #[test]
@@ -494,15 +602,16 @@ mod tests {
         s.cpu_ppm.store(1_000_000, Ordering::Relaxed);
         // Before the hold: no budget.
         assert!((0..10).all(|i| s.to_cpu(7, (0, i, i), 1000)));
-        s.carried(2500, 3);
-        s.carried(1500, 2);
+        s.carried(2500, 3, 0);
+        s.carried(1500, 2, 0);
         // The headroom of a share of 0 is 0.25 of a batch of 10 images of 800 bytes, a
         // quarter more: 2,500 bytes, as much as the most a batch carried.
         assert_eq!(
             s.hold(),
             Budget {
                 per_batch: 2500,
-                above_warm_up: 0
+                above_warm_up: 0,
+                forced: 0
             }
         );
         // Batch 0 of epoch 1 (positions 0..10): two samples of 1000 fit, a third does not;

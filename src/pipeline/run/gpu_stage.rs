@@ -409,14 +409,24 @@ impl GpuStage {
         }
         self.stats.end_warm_up(self.dev.as_ref(), || {
             // The CPU's pixels' buffers are sized for the share the split may rise to (its
-            // headroom above what the warm-up reached): the host images' device areas, one
-            // per batch whose kernels may be queued, and the workers' pinned slabs.
+            // headroom above what the warm-up reached): the host images' device area (one at
+            // a time: taken and given back within a launch, reused in the kernel stream's
+            // order), the workers' pinned slabs, and the upload ring for what they miss.
+            // A batch's area holds the split's budget and the images the engines can't take
+            // (which it does not choose), and a quarter more: bad samples shift where batches
+            // begin, and a batch then carries part of its neighbour's budget.
             let budget = self.split.hold();
-            if budget.per_batch > 0 {
-                self.pools.host.raise_high_water(budget.per_batch);
-                self.pools.host.expect_out(AREAS_OUT);
+            if budget.per_batch + budget.forced > 0 {
+                self.pools
+                    .host
+                    .raise_high_water(budget.per_batch + budget.per_batch / 4 + budget.forced);
+                self.pools.host.expect_out(1);
             }
             self.staging.settle(budget);
+            self.uploads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .make_room(budget.above_warm_up);
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);

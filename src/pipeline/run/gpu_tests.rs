@@ -170,6 +170,36 @@ pub(super) fn builtin() -> (tempfile::TempDir, PathBuf) {
     (d, data)
 }
 
+/// A list file in `dir` naming each of the built-in photos in `data` (in class folders or
+/// not) `k` times, label 0.
+pub(super) fn builtin_times(dir: &Path, data: &Path, k: usize) -> PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(data)
+        .unwrap()
+        .flat_map(|e| {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                std::fs::read_dir(p)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect()
+            } else {
+                vec![p]
+            }
+        })
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "jpg" || x == "JPEG" || x == "jpeg")
+        })
+        .collect();
+    files.sort();
+    let list = dir.join("list.txt");
+    let lines: Vec<String> = (0..k)
+        .flat_map(|_| files.iter().map(|p| format!("{} 0", p.display())))
+        .collect();
+    std::fs::write(&list, lines.join("\n")).unwrap();
+    list
+}
+
 /// A folder of JPEGs a GPU decoder meets: sizes and subsamplings, gray, progressive, every
 /// EXIF orientation, a PNG, and files that are not images or end early.
 pub(super) fn corpus() -> tempfile::TempDir {
@@ -720,30 +750,7 @@ fn nothing_is_allocated_after_the_first_epoch() {
     let Some(dev) = emu() else { return };
     // An epoch of 16 batches of 16 (the built-in photos four times, by a list file): a
     // first epoch long enough to meet the sizes the later ones ask for.
-    let mut files: Vec<_> = std::fs::read_dir(&data)
-        .unwrap()
-        .flat_map(|e| {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                std::fs::read_dir(p)
-                    .unwrap()
-                    .map(|e| e.unwrap().path())
-                    .collect()
-            } else {
-                vec![p]
-            }
-        })
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|x| x == "jpg" || x == "JPEG" || x == "jpeg")
-        })
-        .collect();
-    files.sort();
-    let list = d.path().join("list.txt");
-    let lines: Vec<String> = (0..4)
-        .flat_map(|_| files.iter().map(|p| format!("{} 0", p.display())))
-        .collect();
-    std::fs::write(&list, lines.join("\n")).unwrap();
+    let list = builtin_times(d.path(), &data, 4);
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
         let mut spec = shipped(name, &list);
         spec.settings.batch = 16;

@@ -68,6 +68,8 @@ mod gpu_tests;
 #[cfg(test)]
 mod pin_tests;
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod upload_tests;
