@@ -107,14 +107,15 @@ impl CountersSnapshot {
             + self.events_created
     }
 
-    /// What happened between `earlier` and `self`.
+    /// What happened between `earlier` and `self` (none of a kind where `self` was read
+    /// before `earlier`: snapshots read on different threads may come in either order).
     pub fn since(&self, earlier: &CountersSnapshot) -> CountersSnapshot {
         CountersSnapshot {
-            device_allocs: self.device_allocs - earlier.device_allocs,
-            device_frees: self.device_frees - earlier.device_frees,
-            pinned_allocs: self.pinned_allocs - earlier.pinned_allocs,
-            pinned_frees: self.pinned_frees - earlier.pinned_frees,
-            events_created: self.events_created - earlier.events_created,
+            device_allocs: self.device_allocs.saturating_sub(earlier.device_allocs),
+            device_frees: self.device_frees.saturating_sub(earlier.device_frees),
+            pinned_allocs: self.pinned_allocs.saturating_sub(earlier.pinned_allocs),
+            pinned_frees: self.pinned_frees.saturating_sub(earlier.pinned_frees),
+            events_created: self.events_created.saturating_sub(earlier.events_created),
         }
     }
 }

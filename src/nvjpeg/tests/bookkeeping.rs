@@ -661,3 +661,22 @@ fn no_pinned_memory_for_the_staging_sends_the_batch_to_the_cpu() {
     let (again, ..) = round_trip(&mut dec, vec![jpeg(20, 20, false)]);
     assert!(again[0].is_ok());
 }
+
+/// Counters read on one thread before a baseline read on another count nothing since it,
+/// rather than wrapping (`Pipeline::stats` during the warm-up's end).
+#[test]
+fn counters_read_before_their_baseline_count_nothing_since_it() {
+    use crate::nvjpeg::safe::CountersSnapshot;
+    let earlier = CountersSnapshot {
+        device_allocs: 3,
+        events_created: 5,
+        ..CountersSnapshot::default()
+    };
+    let stale = CountersSnapshot {
+        device_allocs: 2,
+        events_created: 7,
+        ..CountersSnapshot::default()
+    };
+    let d = stale.since(&earlier);
+    assert_eq!((d.device_allocs, d.events_created, d.total()), (0, 2, 2));
+}

@@ -335,7 +335,9 @@ impl GpuPlan {
             r => r,
         };
         // The CPU decodes the sample (its crop window) on this thread, for `cause`.
-        let on_host = |parsed: ParsedImage<'_>, window: &mut crate::cuda::chain::Rect, cause| {
+        let on_host = |parsed: ParsedImage<'_>,
+                       window: &mut crate::cuda::chain::Rect,
+                       cause: &'static str| {
             let t0 = std::time::Instant::now();
             let decoded = if whole {
                 parsed.decode()

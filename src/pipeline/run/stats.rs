@@ -360,6 +360,8 @@ impl Stats {
         if baseline.is_none() {
             settle()?;
             *baseline = Some(dev.counters());
+            // The counters `stats()` reads are then no older than the baseline.
+            self.record_device(dev);
         }
         Ok(())
     }
