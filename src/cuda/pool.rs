@@ -497,6 +497,8 @@ pub struct PinnedRing {
     next: usize,
     /// The largest slot allocated: a slot that grows takes at least this much.
     largest: usize,
+    /// Bytes [`PinnedRing::settle`] tries to add to every slot ([`PinnedRing::make_room`]).
+    room: usize,
 }
 
 impl std::fmt::Debug for PinnedRing {
@@ -520,6 +522,7 @@ impl PinnedRing {
                 .collect(),
             next: 0,
             largest: 0,
+            room: 0,
         }
     }
 
@@ -555,30 +558,41 @@ impl PinnedRing {
 }
 
 impl PinnedRing {
-    /// Makes [`PinnedRing::settle`] bring every slot to `more` bytes beyond the largest so
-    /// far: for uploads that may grow after the warm-up by a known bound.
+    /// Makes [`PinnedRing::settle`] try to bring every slot to `more` bytes beyond the largest
+    /// so far: for uploads that may grow after the warm-up by a known bound (best effort:
+    /// where the host pins no more, the slots stay at the largest size).
     pub fn make_room(&mut self, more: usize) {
-        if more > 0 {
-            self.largest = (self.largest + more).next_multiple_of(GRANULE);
-        }
+        self.room = more;
     }
 
-    /// Ends the warm-up: every slot holds the largest size any has (waiting for a slot's
-    /// earlier work where it grows), so that a ring whose later slots were not used yet, or
-    /// were used for smaller uploads, allocates nothing after it.
+    /// Ends the warm-up: every slot holds the largest size any has, and the room asked for
+    /// where the host has it (waiting for a slot's earlier work where it grows), so that a
+    /// ring whose later slots were not used yet, or were used for smaller uploads, allocates
+    /// nothing after it.
     pub fn settle(&mut self) -> Result<(), Error> {
-        if self.largest == 0 {
+        let roomy = (self.largest + self.room).next_multiple_of(GRANULE);
+        if self.room > 0 && self.settle_to(roomy).is_ok() {
+            return Ok(());
+        }
+        // (A slot that got the room keeps it; the others need the largest size only.)
+        self.settle_to(self.largest)
+    }
+
+    /// Brings every slot to at least `len` bytes; `largest` follows.
+    fn settle_to(&mut self, len: usize) -> Result<(), Error> {
+        if len == 0 {
             return Ok(());
         }
         for slot in &mut self.slots {
-            if slot.host.as_ref().is_none_or(|h| h.len() < self.largest) {
+            if slot.host.as_ref().is_none_or(|h| h.len() < len) {
                 if let Some(e) = slot.done.take() {
                     self.dev.synchronize(&e)?;
                 }
                 slot.host = None;
-                slot.host = Some(self.dev.alloc_pinned(self.largest)?);
+                slot.host = Some(self.dev.alloc_pinned(len)?);
             }
         }
+        self.largest = self.largest.max(len);
         Ok(())
     }
 }

@@ -99,6 +99,32 @@ fn a_settled_ring_has_every_slot_at_its_largest_size() {
     assert_eq!(dev.counters().pinned_allocs, before.pinned_allocs);
 }
 
+/// Room made before settling: every slot takes uploads that much larger than the warm-up's
+/// without allocating; a ring the warm-up never used gets the room alone.
+#[test]
+fn a_ring_settled_with_room_takes_larger_uploads_without_allocating() {
+    let dev = device();
+    let mut ring = PinnedRing::new(dev.clone(), 2);
+    drop(ring.lease(300 << 10, streams::KERNELS).unwrap());
+    ring.make_room(1 << 20);
+    ring.settle().unwrap();
+    let before = dev.counters();
+    for _ in 0..4 {
+        drop(
+            ring.lease((300 << 10) + (1 << 20), streams::KERNELS)
+                .unwrap(),
+        );
+    }
+    assert_eq!(dev.counters().pinned_allocs, before.pinned_allocs);
+    let mut unused = PinnedRing::new(dev.clone(), 2);
+    unused.make_room(1 << 20);
+    unused.settle().unwrap();
+    let before = dev.counters();
+    drop(unused.lease(1 << 20, streams::KERNELS).unwrap());
+    drop(unused.lease(1 << 20, streams::KERNELS).unwrap());
+    assert_eq!(dev.counters().pinned_allocs, before.pinned_allocs);
+}
+
 /// A pool for the JPEG engines' outputs hands out a buffer only once the host has seen its
 /// last users done (the engines don't wait for their stream): during the warm-up it
 /// allocates another instead, and settles with enough of them; after, the host waits for the

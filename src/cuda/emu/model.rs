@@ -121,8 +121,8 @@ impl TimingModel {
         )
     }
 
-    /// The most images per second the modelled device takes (once its call waits, where it
-    /// does), for images of `mp` megapixels on average all decoded by the engines, with `launches` kernel launches
+    /// The most images per second the modelled device takes (with its call's wait, where
+    /// it has one), for images of `mp` megapixels on average all decoded by the engines, with `launches` kernel launches
     /// per batch of `batch`: the feeding thread's, the engines' and the kernel stream's
     /// limits, the smallest.
     pub fn device_limit(&self, mp: f64, batch: usize, launches: f64) -> f64 {

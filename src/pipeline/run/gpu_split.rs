@@ -63,13 +63,30 @@ pub(crate) fn headroom(most: u32) -> u32 {
 /// What a batch's CPU decodes may carry once the warm-up is over ([`DecoderSplit::hold`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Budget {
-    /// Pixel bytes a batch's CPU decodes may carry.
+    /// Pixel bytes of the split's choosing a batch's CPU decodes may carry.
     pub(crate) per_batch: usize,
     /// How much more that is than the most a warm-up batch carried.
     pub(crate) above_warm_up: usize,
     /// The most bytes of images the engines can't take that a warm-up batch carried (on top
     /// of the budget: the split does not choose them).
     pub(crate) forced: usize,
+    /// The most CPU-decoded bytes a warm-up batch carried (of either kind).
+    pub(crate) carried: usize,
+}
+
+impl Budget {
+    /// The most CPU-decoded bytes a later batch may carry: the budget, the images the
+    /// engines can't take, and a quarter of the budget more (bad samples shift where batches
+    /// begin, and a batch then carries part of its neighbour's budget).
+    pub(crate) fn most_per_batch(&self) -> usize {
+        self.per_batch + self.per_batch / 4 + self.forced
+    }
+
+    /// How much more that is than a warm-up batch carried: the room the CPU pixels'
+    /// buffers need beyond what the warm-up sized.
+    pub(crate) fn rise(&self) -> usize {
+        self.most_per_batch().saturating_sub(self.carried)
+    }
 }
 
 /// How many of something, and the nanoseconds they took.
@@ -320,6 +337,8 @@ impl DecoderSplit {
         let most = self.most_ppm.load(Ordering::Relaxed);
         let ceiling = if self.fixed { most } else { headroom(most) };
         self.ceiling_ppm.store(ceiling, Ordering::Relaxed);
+        // (A share from guessed estimates may stand above it until the next estimate.)
+        self.cpu_ppm.fetch_min(ceiling, Ordering::Relaxed);
         let carried = self.most_bytes.load(Ordering::Relaxed);
         let images = self.pixel_images.load(Ordering::Relaxed).max(1);
         let mean = self.pixel_bytes.load(Ordering::Relaxed) as f64 / images as f64;
@@ -334,6 +353,7 @@ impl DecoderSplit {
             per_batch,
             above_warm_up: per_batch - carried,
             forced: self.most_forced.load(Ordering::Relaxed),
+            carried,
         }
     }
 
@@ -557,7 +577,8 @@ mod tests {
             Budget {
                 per_batch: 437_500,
                 above_warm_up: 337_500,
-                forced: 0
+                forced: 0,
+                carried: 100_000
             }
         );
         assert_eq!(s.ceiling_ppm.load(Ordering::Relaxed), 350_000);
@@ -581,7 +602,8 @@ mod tests {
             Budget {
                 per_batch: 100_000,
                 above_warm_up: 0,
-                forced: 0
+                forced: 0,
+                carried: 100_000
             }
         );
         assert_eq!(fixed.ceiling_ppm.load(Ordering::Relaxed), 100_000);
@@ -611,9 +633,14 @@ mod tests {
             Budget {
                 per_batch: 2500,
                 above_warm_up: 0,
-                forced: 0
+                forced: 0,
+                carried: 2500
             }
         );
+        // The hold brought the share down to its ceiling; every sample to the CPU again, to
+        // see the bytes' budget alone.
+        assert_eq!(s.cpu_ppm.load(Ordering::Relaxed), 250_000);
+        s.cpu_ppm.store(1_000_000, Ordering::Relaxed);
         // Batch 0 of epoch 1 (positions 0..10): two samples of 1000 fit, a third does not;
         // a smaller one still does.
         let picks: Vec<bool> = (0..4).map(|i| s.to_cpu(7, (1, i, i), 1000)).collect();

@@ -412,21 +412,19 @@ impl GpuStage {
             // headroom above what the warm-up reached): the host images' device area (one at
             // a time: taken and given back within a launch, reused in the kernel stream's
             // order), the workers' pinned slabs, and the upload ring for what they miss.
-            // A batch's area holds the split's budget and the images the engines can't take
-            // (which it does not choose), and a quarter more: bad samples shift where batches
-            // begin, and a batch then carries part of its neighbour's budget.
+            // A batch's area holds the most a later batch may carry (`Budget::most_per_batch`:
+            // the split's budget, the images the engines can't take, which it does not
+            // choose, and slack); the slabs and the ring get room for its rise.
             let budget = self.split.hold();
-            if budget.per_batch + budget.forced > 0 {
-                self.pools
-                    .host
-                    .raise_high_water(budget.per_batch + budget.per_batch / 4 + budget.forced);
+            if budget.most_per_batch() > 0 {
+                self.pools.host.raise_high_water(budget.most_per_batch());
                 self.pools.host.expect_out(1);
             }
             self.staging.settle(budget);
             self.uploads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .make_room(budget.above_warm_up);
+                .make_room(budget.rise());
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);

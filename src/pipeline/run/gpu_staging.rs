@@ -43,23 +43,22 @@ impl WorkerStaging {
     }
 
     /// No more slabs (the warm-up is over). The CPU's share of the pixels may rise after
-    /// the warm-up's last batch (to `budget`: the split's headroom; and the consumer's queue
-    /// fills): its slabs get spares for the rise of each batch whose pixels may be alive at
+    /// the warm-up's last batch (to `budget`'s most a batch carries: the split's headroom;
+    /// and the consumer's queue fills): its slabs get spares for the rise of each batch whose pixels may be alive at
     /// once (as many as the warm-up's slabs held of its largest batch, at most
     /// [`PIXEL_BATCHES_ALIVE`]); what finds no room goes through the upload ring, which the
     /// stage makes room in too.
     pub(super) fn settle(&self, budget: Budget) {
         self.files.settle();
-        let carried = budget.per_batch - budget.above_warm_up;
         let held = self.pixels.made() * PIXEL_SLAB_LEN;
         // (A warm-up batch that carried little would make that ratio large: never more than
         // the default.)
-        let alive = if held > 0 && carried > 0 {
-            held.div_ceil(carried).min(PIXEL_BATCHES_ALIVE)
+        let alive = if held > 0 && budget.carried > 0 {
+            held.div_ceil(budget.carried).min(PIXEL_BATCHES_ALIVE)
         } else {
             PIXEL_BATCHES_ALIVE
         };
         self.pixels
-            .settle_with_spare(budget.above_warm_up.saturating_mul(alive));
+            .settle_with_spare(budget.rise().saturating_mul(alive));
     }
 }

@@ -10,13 +10,22 @@ use super::gpu_tests::{
 use crate::cuda::emu::TimingModel;
 use crate::cuda::{EmuDevice, EmuOptions};
 
-/// The engines' call as on an H100, then 1.5 ms slower an image from the 385th image on
-/// (after the warm-up: the first epoch of 256 images and 16 batches).
+/// The engines' call as on an H100, then 5 ms slower an image once 256 images went to them
+/// (a third into the second epoch: a quarter of the built-in photos the engines can't take;
+/// the warm-up ended with the first), or `None` where the test can't hold: one core (no
+/// worker has a core beside the consumer and the feeding thread, so the CPU takes no share)
+/// or a share fixed by `STOKEHOLD_CPU_DECODE_SHARE`.
 fn slowing_after_the_warm_up() -> Option<Arc<EmuDevice>> {
     emu()?;
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+        || std::env::var_os("STOKEHOLD_CPU_DECODE_SHARE").is_some()
+    {
+        eprintln!("skipped: one core, or STOKEHOLD_CPU_DECODE_SHARE set: the split can't rise");
+        return None;
+    }
     let model = TimingModel {
-        wait_after_images: 384,
-        wait_us: 1500.0,
+        wait_after_images: 256,
+        wait_us: 5000.0,
         ..TimingModel::named("h100").expect("the h100 model")
     };
     let options = EmuOptions {
@@ -48,10 +57,12 @@ fn the_cpus_share_rises_after_the_warm_up_without_allocating() {
     }
     let gpu = nothing_allocated_after_warm_up(&p, "the share rising after the warm-up");
     let at_warm_up = cpu_at_warm_up.expect("the warm-up ended");
-    // With the engines 30 times slower the balance is far above any share the warm-up
-    // reached: the share ends at its headroom (at least a quarter), and the CPU decoded a
-    // part of the later epochs' 1,280 images (80–105 here on 2 cores, where the warm-up gave
-    // it none: the share rises over a few estimates of 256 engine images each).
+    // With the engines 90 times slower the balance is far above any share the warm-up
+    // reached (on 2 cores, with the workers' CPU decodes slowed by other tests, still
+    // twice the ceiling): the share ends at its headroom (at least a quarter), and the CPU
+    // decoded a part of the later epochs' images (168–182 of them on 2 cores with another
+    // test suite running beside: the share rises over an estimate or two of 256 engine
+    // images each).
     assert!(
         gpu.decoders.cpu_share >= 0.24,
         "share {}",
