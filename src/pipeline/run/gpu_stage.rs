@@ -408,13 +408,10 @@ impl GpuStage {
             return Ok(());
         }
         self.stats.end_warm_up(self.dev.as_ref(), || {
-            // The CPU's pixels' buffers are sized for the share the split may rise to (its
-            // headroom above what the warm-up reached): the host images' device area (one at
-            // a time: taken and given back within a launch, reused in the kernel stream's
-            // order), the workers' pinned slabs, and the upload ring for what they miss.
-            // A batch's area holds the most a later batch may carry (`Budget::most_per_batch`:
-            // the split's budget, the images the engines can't take, which it does not
-            // choose, and slack); the slabs and the ring get room for its rise.
+            // The CPU's pixels' buffers are sized for the share the split may rise to: the
+            // host images' device area (one at a time: taken and given back within a launch)
+            // for the most a later batch may carry (`Budget::most_per_batch`), the workers'
+            // pinned slabs and the upload ring for its rise above the warm-up's.
             let budget = self.split.hold();
             if budget.most_per_batch() > 0 {
                 self.pools.host.raise_high_water(budget.most_per_batch());

@@ -44,8 +44,9 @@ impl WorkerStaging {
 
     /// No more slabs (the warm-up is over). The CPU's share of the pixels may rise after
     /// the warm-up's last batch (to `budget`'s most a batch carries: the split's headroom;
-    /// and the consumer's queue fills): its slabs get spares for the rise of each batch whose pixels may be alive at
-    /// once (as many as the warm-up's slabs held of its largest batch, at most
+    /// and the consumer's queue fills): its slabs get spares for the rise of each batch
+    /// whose pixels may be alive at once (as many as the warm-up's slabs held of its largest
+    /// batch, at most
     /// [`PIXEL_BATCHES_ALIVE`]); what finds no room goes through the upload ring, which the
     /// stage makes room in too.
     pub(super) fn settle(&self, budget: Budget) {
