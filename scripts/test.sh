@@ -58,6 +58,22 @@ VENV=.dev/venv
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     "maturin>=1.9.4,<2" numpy pytest "webdataset==1.0.2"
 
+# torch and torchvision, for the PyTorch checks (python/tests/test_torch.py) and the training
+# benchmark's CPU mode (test_bench_training.py), only when asked: STOKEHOLD_TEST_TORCH=1
+# (.ci/run asks). PyPI's Linux wheels come with CUDA's libraries: about 5.5 GB in the venv,
+# a minute's download on the CI machine. Where it can't be installed the checks skip and the
+# summary says so.
+if [ "${STOKEHOLD_TEST_TORCH:-}" = 1 ] && ! "$VENV/bin/python" -c 'import torch, torchvision' 2>/dev/null; then
+    free_kb="$(df -Pk "$VENV" | awk 'NR == 2 { print $4 }')"
+    if [ "${free_kb:-0}" -lt 8000000 ]; then
+        echo "test.sh: STOKEHOLD_TEST_TORCH=1 but under 8 GB free beside $VENV: torch not installed, its checks skip"
+    else
+        echo "test.sh: installing torch and torchvision into $VENV (about 5.5 GB, STOKEHOLD_TEST_TORCH=1)"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch torchvision ||
+            echo "test.sh: torch and torchvision did not install (above): their checks skip"
+    fi
+fi
+
 NVRTC_VERSION=13.0.88
 NVRTC_WHEEL="nvidia-cuda-nvrtc==$NVRTC_VERSION"
 NVRTC_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/stokehold/nvrtc-$NVRTC_VERSION"

@@ -9,6 +9,9 @@ On a GPU (mode gpu): torchvision's ResNet-50, bf16 autocast, channels_last, SGD,
 autotuning on, batch 256 of 224x224 float16 images, fed by
   synthetic      one batch already on the GPU, used again every step: the loop's own speed
   stokehold-gpu  stokehold's GPU path (device="gpu"), torch.from_dlpack, no copy
+  stokehold-gpu-copy  the same, each batch copied at once into memory PyTorch allocates
+                 (on its stream) and stokehold's buffer handed back, as DALI's PyTorch
+                 iterator does (on a GPU only, unless named in --loaders)
   stokehold-cpu  stokehold's CPU path handing out batches already on the GPU
                  (batch_memory="cuda": uploaded by the pipeline from pinned memory, no copy
                  in Python)
@@ -63,11 +66,12 @@ import tempfile
 import time
 from pathlib import Path
 
-LOADERS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pycopy", "stokehold-cpu-pinned", "dali",
-           "dataloader"]
+LOADERS = ["synthetic", "stokehold-gpu", "stokehold-gpu-copy", "stokehold-cpu", "stokehold-cpu-pycopy",
+           "stokehold-cpu-pinned", "dali", "dataloader"]
 # Without a GPU stokehold-cpu and stokehold-cpu-pycopy are the same (host batches, no copy): one
-# is run; stokehold-cpu-pinned runs with the emulated device's pinned memory.
-CPU_MODE_LOADERS = [n for n in LOADERS if n != "stokehold-cpu-pycopy"]
+# is run; stokehold-cpu-pinned runs with the emulated device's pinned memory. The copy of the
+# GPU path's batches is a host copy there, which measures nothing of a device's.
+CPU_MODE_LOADERS = [n for n in LOADERS if n not in ("stokehold-cpu-pycopy", "stokehold-gpu-copy")]
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -178,10 +182,11 @@ def stokehold_spec(a, dtype):
 
 
 def stokehold_batches(a, device, copy="upload"):
-    """stokehold's batches on the training device: the GPU path's; or the CPU path's, uploaded
-    by the pipeline (copy "upload", on a GPU: batch_memory="cuda"), or copied here: from
-    ordinary memory pinned first ("pycopy"), or from pinned memory ("pinned":
-    batch_memory="pinned"; without a GPU the emulated device's, "emu-pinned")."""
+    """stokehold's batches on the training device: the GPU path's, as they are or copied into
+    memory PyTorch allocates (copy "torch"); or the CPU path's, uploaded by the pipeline (copy
+    "upload", on a GPU: batch_memory="cuda"), or copied here: from ordinary memory pinned
+    first ("pycopy"), or from pinned memory ("pinned": batch_memory="pinned"; without a GPU
+    the emulated device's, "emu-pinned")."""
     import stokehold
     import torch
     gpu = a.mode == "gpu"
@@ -199,11 +204,21 @@ def stokehold_batches(a, device, copy="upload"):
     p = stokehold.Pipeline(stokehold_spec(a, "f16" if gpu else "f32"), a.list, device=device, batch=a.batch, **options)
     a.pipeline = p  # for its stats at the end
     a.describe = f"device={p.device} threads={p.threads}" + (
-        f" batch_memory={options['batch_memory']}" if "batch_memory" in options else "")
+        f" batch_memory={options['batch_memory']}" if "batch_memory" in options else "") + (
+        " copied into PyTorch's memory" if copy == "torch" else "")
     target = torch.device("cuda" if gpu else "cpu")
     while True:
         for b in p:
             x = torch.from_dlpack(b["images"])
+            if copy == "torch":
+                # A device-to-device copy on PyTorch's stream (after the batch's ready event,
+                # which from_dlpack made that stream wait for); dropping the batch then hands
+                # its buffer back to the pipeline at once, not when the step is done with it.
+                x = x.clone()
+                y = torch.from_dlpack(b["labels"]).to(target, non_blocking=True)
+                b = None
+                yield x, y
+                continue
             if x.device.type != target.type:
                 # Pinned batches need no pin_memory(): the copy is asynchronous as it is, on
                 # the default stream, which the pipeline waits for before it reuses the memory.
@@ -412,6 +427,7 @@ def child(a):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     crit = torch.nn.CrossEntropyLoss()
     make = {"synthetic": synthetic_batches, "stokehold-gpu": lambda a: stokehold_batches(a, "gpu"),
+            "stokehold-gpu-copy": lambda a: stokehold_batches(a, "gpu", copy="torch"),
             "stokehold-cpu": lambda a: stokehold_batches(a, "cpu"),
             "stokehold-cpu-pycopy": lambda a: stokehold_batches(a, "cpu", copy="pycopy"),
             "stokehold-cpu-pinned": lambda a: stokehold_batches(a, "cpu", copy="pinned"), "dali": dali_batches,

@@ -19,7 +19,8 @@ NUMBER = r"-?[0-9]+(?:\.[0-9]+)?"
 LINE = re.compile(
     rf"^loader=(?P<name>[a-z-]+) batch=(?P<batch>[0-9]+) steps=(?P<steps>[0-9]+) "
     rf"throughput=(?P<throughput>{NUMBER}) img/s of_synthetic=(?P<share>{NUMBER})% "
-    rf"loader_wait=(?P<wait>{NUMBER})ms/step gpu_busy=(?P<busy>{NUMBER})% peak_mem=(?P<mem>{NUMBER})GiB$")
+    rf"loader_wait=(?P<wait>{NUMBER})ms/step gpu_busy=(?P<busy>{NUMBER})% peak_mem=(?P<mem>{NUMBER})GiB "
+    rf"wait_median=(?P<wait_median>{NUMBER})ms wait_max=(?P<wait_max>{NUMBER})ms(?: pipeline=(?P<pipeline>\{{\S*\}}))?$")
 ALWAYS = ["synthetic", "stokehold-gpu", "stokehold-cpu", "stokehold-cpu-pinned", "dataloader"]
 
 
@@ -67,3 +68,13 @@ def test_the_chroma_upsampling_is_chosen_for_every_loader_and_said_in_the_header
                 "--threads", "1", "--upsampling", "nearest")
     assert "; upsampling=nearest (DataLoader: Pillow, always fancy; DALI CPU: always fancy)" in out, out
     assert {m["name"] for m in map(LINE.match, out.splitlines()) if m} == {"synthetic", "stokehold-cpu"}, out
+
+
+def test_the_gpu_paths_batches_copied_into_torchs_memory_run_where_named(builtin):
+    # Not a default of the CPU mode (a host copy there); named, it runs on the emulated device.
+    out = bench("--data", str(builtin), "--batch", "16", "--steps", "2", "--loaders", "stokehold-gpu-copy",
+                "--threads", "1")
+    lines = {m["name"]: m for m in map(LINE.match, out.splitlines()) if m}
+    assert set(lines) == {"synthetic", "stokehold-gpu-copy"}, out
+    assert float(lines["stokehold-gpu-copy"]["throughput"]) > 0, out
+    assert "device=emu threads=1 copied into PyTorch's memory |" in out, out

@@ -23,12 +23,22 @@
 #       copies); then with the workers' own GPU decoder for their share
 #       (STOKEHOLD_GPU_HUFFMAN=1: `compare --devices cpu,gpu` first, then 4/8/16 threads;
 #       `decoded by device-decoder:hybrid` counts its images); DALI where carried;
+#   (k) our kernels' own time, each launch alone on the device (`ncu`, which serialises
+#       kernels): the chain on the ImageNet-size photos (nearest), the chroma rebuild's three
+#       kernels, and the chain on the 1.8 MP set (in (c)). `kernels (device)` in --stats is
+#       event time on the kernel stream, which also counts the SMs shared with nvJPEG's work:
+#       20 µs an image at ImageNet size and 216 on the 1.8 MP set (H200) against a host
+#       emulation that finds the 1.8 MP chain only 3x the work;
 #   (d) the training benchmark, nearest, stokehold-gpu with 1 and 2 engine slots, and the CPU
-#       path, each with its own synthetic reference; then stokehold-gpu with 8 threads. The
+#       path, each with its own synthetic reference; stokehold-gpu-copy (each batch copied
+#       into memory PyTorch allocates, as DALI's iterator does, against zero copy); then
+#       stokehold-gpu with 8 threads. The
 #       split now follows the engines' call as it slows beside the loop and may rise above
 #       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before).
 #       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
 #       (STOKEHOLD_ENGINE_CHUNK=512).
+# They run in the order (0), (a), (k), (d), (b), (b2), (c): the training loop before the
+# budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
 set -u
@@ -58,8 +68,11 @@ fi
 bench() {
     local name=$1 data=$2 pipe=$3 threads=$4; shift 4
     local log="$L/bench-$name.log"
+    # (`timeout 0` would not limit at all.)
+    local s; s=$(limit 40)
+    if (( s < 5 )); then echo "$name: skipped (budget of ${BUDGET}s spent)"; return; fi
     phase "start $name"
-    env "$@" timeout "$(limit 40)" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
+    env "$@" timeout "$s" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
         --epochs 5 ${threads:+--threads "$threads"} --stats > "$log" 2>&1
     local rc=$?
     phase "end $name"
@@ -75,47 +88,50 @@ for r in 1 2; do
     bench "nearest-t8-r$r" /tmp/d4k /tmp/train16-nearest.toml 8
 done
 
-say "(b) the engines' ring of nvJPEG states: 1 / 2 / 4 slots"
-for k in 1 2 4; do
-    bench "nearest-slots$k" /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_ENGINE_SLOTS=$k
-    bench "rebuilt-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k STOKEHOLD_CHROMA_REBUILD=1
-done
+# Our kernels' durations under ncu: name, data, pipeline, then VAR=value settings. Launches
+# 20..31 (after the first epoch's), each kernel's time alone (gpu__time_duration), its SM and
+# memory throughput (% of peak); summed up per kernel in the console.
+kernel_times() {
+    local name=$1 data=$2 pipe=$3; shift 3
+    local log="$L/ncu-$name.csv"
+    if ! command -v ncu > /dev/null; then echo "ncu $name: no ncu on PATH"; return; fi
+    local s; s=$(limit 90)
+    if (( s < 5 )); then echo "ncu $name: skipped (budget of ${BUDGET}s spent)"; return; fi
+    phase "start ncu-$name"
+    env "$@" timeout "$s" ncu --csv --kernel-name 'regex:^(fused_crop|chroma_|jitter_)' --launch-skip 20 \
+        --launch-count 12 --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        "$S" bench "$pipe" --data "$data" --device gpu --batch 256 --epochs 3 > "$log" 2>&1
+    echo "ncu $name rc=$?"
+    phase "end ncu-$name"
+    python3 - "$log" << 'PY'
+import collections, csv, sys
+lines = list(csv.reader(open(sys.argv[1], errors="replace")))
+head = next((r for r in lines if r and r[0] == "ID" and "Kernel Name" in r), None)
+rows = [] if head is None else [dict(zip(head, r)) for r in lines if len(r) == len(head) and r[0] != "ID"]
+by = collections.defaultdict(lambda: collections.defaultdict(list))
+for r in rows:
+    try:
+        value = float(r["Metric Value"].replace(",", ""))
+    except ValueError:
+        continue
+    by[r["Kernel Name"].split("(")[0]][(r["Metric Name"], r["Metric Unit"])].append(value)
+for kernel, metrics in by.items():
+    print("    " + kernel + ": " + "; ".join(
+        f"{m} {min(v):g}-{max(v):g} {u} ({len(v)} launches)" for (m, u), v in sorted(metrics.items())))
+if not rows:
+    print("    no kernel rows (see the log)")
+PY
+}
 
-say "(b2) host waits that sleep (STOKEHOLD_CUDA_BLOCKING_SYNC=1): the feeding thread's CPU against its call"
-bench nearest-sleeping /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1
-bench rebuilt-sleeping /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1 STOKEHOLD_CHROMA_REBUILD=1
-
-DALI=""
-PYTHONPATH=/tmp/site python3 -c 'import nvidia.dali' 2> /dev/null && DALI=/tmp/site
-echo "DALI: ${DALI:-not importable from /tmp/site}"
-
-say "(c) the 1.8 MP set: threads 4 / 8 / 16, engine slots 1 / 2; DALI"
-if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&1; then
-    mkdir -p /tmp/big
-    for k in 0 1 2 3 4; do for f in /tmp/big1/*; do ln -f "$f" "/tmp/big/$k-$(basename "$f")"; done; done
-    cat /tmp/big/* > /dev/null
-    for t in 4 8 16; do bench "big-t$t" /tmp/big /tmp/train16-nearest.toml "$t"; done
-    bench big-t8-slots2 /tmp/big /tmp/train16-nearest.toml 8 STOKEHOLD_ENGINE_SLOTS=2
-    # The workers' own GPU decoder (nvJPEG, Huffman on the GPU) for their share of the
-    # large photos: parity with the CPU first, then speed.
-    STOKEHOLD_GPU_HUFFMAN=1 STOKEHOLD_CPU_DECODE_SHARE=0.5 timeout "$(limit 60)" "$S" compare /tmp/train16-nearest.toml --data /tmp/big1 \
-        --devices cpu,gpu > "$L/compare-big-huffman.log" 2>&1
-    echo "compare big, GPU Huffman on the workers: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compare-big-huffman.log")"
-    for t in 4 8 16; do bench "big-huffman-t$t" /tmp/big /tmp/train16-nearest.toml "$t" STOKEHOLD_GPU_HUFFMAN=1; done
-    if [[ -n "$DALI" ]]; then
-        PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/big --upsampling nearest \
-            --batch 256 --epochs 5 --threads 16 > "$L/dali-big.log" 2>&1
-        echo "dali big rc=$? $(grep -oE 'threads=.*' "$L/dali-big.log" | tail -n1)"
-    fi
-else
-    echo "make_big.py failed: $(tail -n 2 "$L/make-big.log")"
-fi
+say "(k) our kernels alone (ncu): the chain on d4k, nearest; the chroma rebuild"
+kernel_times chain-d4k /tmp/d4k /tmp/train16-nearest.toml
+kernel_times rebuilt-d4k /tmp/d4k /tmp/train16-fancy.toml STOKEHOLD_CHROMA_REBUILD=1
 
 say "(d) training benchmark, nearest: stokehold-gpu with 1 and 2 engine slots; the CPU path"
 if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then
     for k in 1 2; do
         loaders=stokehold-gpu
-        [[ $k == 1 ]] && loaders=stokehold-gpu,stokehold-cpu
+        [[ $k == 1 ]] && loaders=stokehold-gpu,stokehold-gpu-copy,stokehold-cpu
         phase "start training-slots$k"
         STOKEHOLD_ENGINE_SLOTS=$k PYTHONPATH="$SITE" timed 90 python3 examples/python/bench_training.py \
             --mode gpu --data /tmp/d4k --upsampling nearest --loaders "$loaders" --steps 60 > "$L/training-slots$k.log" 2>&1
@@ -143,4 +159,41 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
 else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
 fi
+say "(b) the engines' ring of nvJPEG states: 1 / 2 / 4 slots"
+for k in 1 2 4; do
+    bench "nearest-slots$k" /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_ENGINE_SLOTS=$k
+    bench "rebuilt-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k STOKEHOLD_CHROMA_REBUILD=1
+done
+
+say "(b2) host waits that sleep (STOKEHOLD_CUDA_BLOCKING_SYNC=1): the feeding thread's CPU against its call"
+bench nearest-sleeping /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1
+bench rebuilt-sleeping /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CUDA_BLOCKING_SYNC=1 STOKEHOLD_CHROMA_REBUILD=1
+
+DALI=""
+PYTHONPATH=/tmp/site python3 -c 'import nvidia.dali' 2> /dev/null && DALI=/tmp/site
+echo "DALI: ${DALI:-not importable from /tmp/site}"
+
+say "(c) the 1.8 MP set: threads 4 / 8 / 16, engine slots 1 / 2; DALI"
+if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&1; then
+    mkdir -p /tmp/big
+    for k in 0 1 2 3 4; do for f in /tmp/big1/*; do ln -f "$f" "/tmp/big/$k-$(basename "$f")"; done; done
+    cat /tmp/big/* > /dev/null
+    for t in 4 8 16; do bench "big-t$t" /tmp/big /tmp/train16-nearest.toml "$t"; done
+    bench big-t8-slots2 /tmp/big /tmp/train16-nearest.toml 8 STOKEHOLD_ENGINE_SLOTS=2
+    kernel_times chain-big /tmp/big /tmp/train16-nearest.toml
+    # The workers' own GPU decoder (nvJPEG, Huffman on the GPU) for their share of the
+    # large photos: parity with the CPU first, then speed.
+    STOKEHOLD_GPU_HUFFMAN=1 STOKEHOLD_CPU_DECODE_SHARE=0.5 timed 60 "$S" compare /tmp/train16-nearest.toml --data /tmp/big1 \
+        --devices cpu,gpu > "$L/compare-big-huffman.log" 2>&1
+    echo "compare big, GPU Huffman on the workers: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compare-big-huffman.log")"
+    for t in 4 8 16; do bench "big-huffman-t$t" /tmp/big /tmp/train16-nearest.toml "$t" STOKEHOLD_GPU_HUFFMAN=1; done
+    if [[ -n "$DALI" ]]; then
+        PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/big --upsampling nearest \
+            --batch 256 --epochs 5 --threads 16 > "$L/dali-big.log" 2>&1
+        echo "dali big rc=$? $(grep -oE 'threads=.*' "$L/dali-big.log" | tail -n1)"
+    fi
+else
+    echo "make_big.py failed: $(tail -n 2 "$L/make-big.log")"
+fi
+
 say "done"
