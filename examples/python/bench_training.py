@@ -4,6 +4,7 @@
   bench_training.py [--data DIR] [--repeat N] [--loaders synthetic,stokehold-gpu,...]
                     [--batch B] [--steps N] [--warmup N] [--threads N] [--workers N]
                     [--mode auto|gpu|cpu] [--upsampling fancy|nearest] [--consumer-busy-ms MS]
+                    [--train-stream default|side]
 
 On a GPU (mode gpu): torchvision's ResNet-50, bf16 autocast, channels_last, SGD, cuDNN
 autotuning on, batch 256 of 224x224 float16 images, fed by
@@ -104,6 +105,10 @@ def parse_args(argv=None):
     ap.add_argument("--prefetch", type=int, help="stokehold's prefetch (default: its own)")
     ap.add_argument("--torch-threads", type=int, help="torch.set_num_threads in each loader's process (default: torch's own)")
     ap.add_argument("--consumer-busy-ms", type=float, help="cpu mode: the step is this much fixed Python computation instead of training")
+    ap.add_argument("--train-stream", choices=["default", "side"], default="default",
+                    help="gpu mode: the stream the loop trains on: PyTorch's default (the legacy default stream, "
+                         "which synchronises with every blocking stream) or a side stream of its own "
+                         "(torch.cuda.set_stream(torch.cuda.Stream())); every loader hands its batches to that stream")
     ap.add_argument("--child", choices=LOADERS, help=argparse.SUPPRESS)
     ap.add_argument("--list", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -121,6 +126,8 @@ def settle_mode(a):
     gpu = a.mode == "gpu"
     if a.consumer_busy_ms is not None and gpu:
         sys.exit("--consumer-busy-ms is for the cpu mode (it replaces the training step)")
+    if a.train_stream != "default" and not gpu:
+        sys.exit("--train-stream is for the gpu mode")
     a.batch = a.batch or (256 if gpu else 8)
     a.steps = a.steps or (100 if gpu else 6)
     a.warmup = a.warmup if a.warmup is not None else (10 if gpu else 2)
@@ -221,9 +228,12 @@ def stokehold_batches(a, device, copy="upload"):
                 continue
             if x.device.type != target.type:
                 # Pinned batches need no pin_memory(): the copy is asynchronous as it is, on
-                # the default stream, which the pipeline waits for before it reuses the memory.
+                # the default stream, which the pipeline waits for before it reuses the memory;
+                # a copy on a stream of the loop's own must be named (record_stream).
                 if not b["images"].pinned:
                     x = x.pin_memory()
+                elif a.train_stream == "side":
+                    b["images"].record_stream(torch.cuda.current_stream())
                 x = x.to(target, non_blocking=True)
             y = torch.from_dlpack(b["labels"]).to(target, non_blocking=True)
             yield x, y
@@ -409,6 +419,10 @@ def child(a):
     # epoch) is not in the timed steps.
     warmup = max(a.warmup, per_epoch + 1)
     device = torch.device("cuda" if gpu else "cpu")
+    if a.train_stream == "side":
+        # Everything this process queues from here on (the model's copy, the steps, the
+        # loaders' hand-over through from_dlpack) goes to this stream.
+        torch.cuda.set_stream(torch.cuda.Stream())
     if a.torch_threads is not None:
         torch.set_num_threads(a.torch_threads)
     busy = alone = None
@@ -507,7 +521,7 @@ def run_loader(a, name):
         return {"loader": name, "skipped": "nvidia.dali is not importable"}
     cmd = [sys.executable, __file__, "--child", name, "--list", str(a.list), "--mode", a.mode,
            "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup), "--size", str(a.size),
-           "--workers", str(a.workers), "--upsampling", a.upsampling]
+           "--workers", str(a.workers), "--upsampling", a.upsampling, "--train-stream", a.train_stream]
     for flag, value in (("--threads", a.threads), ("--prefetch", a.prefetch), ("--torch-threads", a.torch_threads),
                         ("--consumer-busy-ms", a.consumer_busy_ms)):
         if value is not None:
@@ -546,7 +560,8 @@ def main():
         print(f"mode={a.mode} ({what}; torch {torch.__version__}, torch threads {torch.get_num_threads()}); "
               f"step: {model}; {len(pairs)} files from {a.data}; every loader drops each epoch's last "
               f"partial batch (equal shapes); upsampling={a.upsampling} (DataLoader: Pillow, always fancy"
-              f"{'' if a.mode == 'gpu' else '; DALI CPU: always fancy'})", flush=True)
+              f"{'' if a.mode == 'gpu' else '; DALI CPU: always fancy'})"
+              f"{'; training on a side stream' if a.train_stream == 'side' else ''}", flush=True)
         results = [run_loader(a, name) for name in loaders]
     base = next((r["throughput"] for r in results if r["loader"] == "synthetic" and "throughput" in r), None)
     for r in results:

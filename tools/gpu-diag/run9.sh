@@ -15,7 +15,8 @@
 #   (a) nearest, d4k, default threads, then 8 threads: the figures with the workers' pinned
 #       pixels (`uploaded from their worker's pinned copy: N of M`);
 #   (b) the engines' ring of nvJPEG states (STOKEHOLD_ENGINE_SLOTS 1 / 2 / 4): does a call
-#       wait for the previous call's work? nearest, rebuilt chroma, the 1.8 MP set;
+#       wait for the previous call's work? nearest, nvJPEG interpolating, rebuilt chroma (1 /
+#       2), the 1.8 MP set;
 #   (b2) the same with the driver's host waits sleeping (STOKEHOLD_CUDA_BLOCKING_SYNC=1): if
 #       the feeding thread's CPU a batch (`stokehold-feed`) then falls well below its call's
 #       time, the call waits for the device; if not, it is nvJPEG's host work;
@@ -36,7 +37,8 @@
 #       split now follows the engines' call as it slows beside the loop and may rise above
 #       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before).
 #       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
-#       (STOKEHOLD_ENGINE_CHUNK=512).
+#       (STOKEHOLD_ENGINE_CHUNK=512); where it found a wait for the legacy default stream
+#       only: the loop training on a side stream (--train-stream side).
 # They run in the order (0), (a), (k), (d), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
@@ -145,6 +147,17 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
     echo "threads 8 rc=$?"
     phase "end training-t8"
     grep -E '^loader=' "$L/training-t8.log" || tail -n 3 "$L/training-t8.log"
+    # Where (0) found the call waiting for the legacy default stream's work (PyTorch's, where
+    # the loop trains) and not for a side stream's: the loop on a stream of its own.
+    if grep -qE '^legacy default stream, 1 block .*waited' "$L/contend-spin.log" 2> /dev/null &&
+        ! grep -qE '^side stream, 1 block .*waited' "$L/contend-spin.log"; then
+        phase "start training-side-stream"
+        PYTHONPATH="$SITE" timed 60 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
+            --upsampling nearest --loaders stokehold-gpu --train-stream side --steps 60 > "$L/training-side.log" 2>&1
+        echo "trainer on a side stream rc=$?"
+        phase "end training-side-stream"
+        grep -E '^loader=' "$L/training-side.log" || tail -n 3 "$L/training-side.log"
+    fi
     # Where (0) found the call waiting for every stream's work, fewer and larger calls
     # amortise the wait: groups of two batches.
     if grep -qE '^side stream, 1 block .*waited' "$L/contend-spin.log" 2> /dev/null; then
@@ -160,9 +173,12 @@ else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
 fi
 say "(b) the engines' ring of nvJPEG states: 1 / 2 / 4 slots"
+# nvJPEG interpolating too (the 0.47x of DALI, whose engines were less busy than ours for
+# twice the images): its CUDA work after the engines may be what the next call waits for.
 for k in 1 2 4; do
     bench "nearest-slots$k" /tmp/d4k /tmp/train16-nearest.toml "" STOKEHOLD_ENGINE_SLOTS=$k
-    bench "rebuilt-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k STOKEHOLD_CHROMA_REBUILD=1
+    bench "fancy-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k
+    [[ $k == 4 ]] || bench "rebuilt-slots$k" /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_ENGINE_SLOTS=$k STOKEHOLD_CHROMA_REBUILD=1
 done
 
 say "(b2) host waits that sleep (STOKEHOLD_CUDA_BLOCKING_SYNC=1): the feeding thread's CPU against its call"
