@@ -4,7 +4,7 @@
 # D (.diag: the wheel), P (the bundle's imagenet-400 photos), S (the bundle's CLI), t0 and
 # BUDGET (RUN*_BUDGET seconds for the whole call, default 560); tees the script's output to
 # $O/$1.log. Functions: say, limit, timed, with_upsampling, make_d4k, install_wheel,
-# start_call, phase, train_pipelines.
+# start_call, phase, memory_by_phase, train_pipelines.
 O="${OUT:-/tmp/out}"; mkdir -p "$O"
 exec > >(tee "$O/$1.log") 2>&1
 exec 3>&1  # the console, for what `timed` says while a step's output goes to its log
@@ -60,12 +60,44 @@ start_call() {
     L="$O/logs"; mkdir -p "$L"
     nvidia-smi dmon -s u -d 1 -o T > "$L/dmon.log" 2>&1 &
     DMON=$!
-    trap 'kill "$DMON" 2> /dev/null; tar -czf "$O/logs.tar.gz" -C "$O" logs && rm -rf "$L"' EXIT
+    # Each process's device memory, twice a second (peak per step: `memory_by_phase`).
+    nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_gpu_memory --format=csv,noheader,nounits \
+        -lms 500 > "$L/apps.log" 2>&1 &
+    APPS=$!
+    trap 'kill "$DMON" "$APPS" 2> /dev/null; tar -czf "$O/logs.tar.gz" -C "$O" logs && rm -rf "$L"' EXIT
     say machine
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     echo "cores $(nproc); bundle: $(head -n2 "$G/MANIFEST" | tr '\n' ' ')"
 }
 phase() { echo "$(date +%s) $*" >> "$L/phases.log"; }
+# The most device memory any process held during each step of phases.log (MiB), from the
+# samples of $L/apps.log: ours against DALI's.
+memory_by_phase() {
+    python3 - "$L/phases.log" "$L/apps.log" << 'PY'
+import datetime, sys
+steps, open_at = [], {}
+for line in open(sys.argv[1]):
+    t, what, name = line.split(maxsplit=2)
+    name = name.strip()
+    if what == "start":
+        open_at[name] = int(t)
+    elif what == "end" and name in open_at:
+        steps.append((name, open_at.pop(name), int(t)))
+samples = []
+for line in open(sys.argv[2]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        samples.append((t, f[2], int(f[3])))
+    except (ValueError, IndexError):
+        continue
+for name, a, b in steps:
+    seen = [(mib, proc) for t, proc, mib in samples if a <= t <= b + 1]
+    if seen:
+        mib, proc = max(seen)
+        print(f"    {name}: {mib} MiB at most ({proc})")
+PY
+}
 # /tmp/train16.toml: the bundle's train pipeline in f16; -nearest and -fancy: with each
 # upsampling.
 train_pipelines() {

@@ -23,7 +23,10 @@
 #   (c) the 1.8 MP set at 4, 8 and 16 threads (the CPU's share without the assembling thread's
 #       copies); then with the workers' own GPU decoder for their share
 #       (STOKEHOLD_GPU_HUFFMAN=1: `compare --devices cpu,gpu` first, then 4/8/16 threads;
-#       `decoded by device-decoder:hybrid` counts its images); DALI where carried;
+#       `decoded by device-decoder:hybrid` counts its images); DALI where carried, on the
+#       1.8 MP set and on d4k (our ImageNet-size ratio needs DALI's figure from this call);
+#   at the end, each step's peak device memory, every process (`nvidia-smi
+#       --query-compute-apps` twice a second): ours against DALI's;
 #   (k) our kernels' own time, each launch alone on the device (`ncu`, which serialises
 #       kernels): the chain on the ImageNet-size photos (nearest), the chroma rebuild's three
 #       kernels, and the chain on the 1.8 MP set (in (c)). `kernels (device)` in --stats is
@@ -204,12 +207,21 @@ if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&
     echo "compare big, GPU Huffman on the workers: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compare-big-huffman.log")"
     for t in 4 8 16; do bench "big-huffman-t$t" /tmp/big /tmp/train16-nearest.toml "$t" STOKEHOLD_GPU_HUFFMAN=1; done
     if [[ -n "$DALI" ]]; then
+        phase "start dali-big"
         PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/big --upsampling nearest \
             --batch 256 --epochs 5 --threads 16 > "$L/dali-big.log" 2>&1
         echo "dali big rc=$? $(grep -oE 'threads=.*' "$L/dali-big.log" | tail -n1)"
+        phase "end dali-big"
+        phase "start dali-d4k"
+        PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/d4k --upsampling nearest \
+            --batch 256 --epochs 5 --threads 16 > "$L/dali-d4k.log" 2>&1
+        echo "dali d4k rc=$? $(grep -oE 'threads=.*' "$L/dali-d4k.log" | tail -n1)"
+        phase "end dali-d4k"
     fi
 else
     echo "make_big.py failed: $(tail -n 2 "$L/make-big.log")"
 fi
 
+say "device memory per step (every process, sampled twice a second): ours against DALI's"
+memory_by_phase
 say "done"
