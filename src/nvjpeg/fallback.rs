@@ -16,6 +16,7 @@
 //! | 3 components stored as RGB (Adobe transform 0, or ids `R` `G` `B`, without JFIF) | CPU ([`FallbackReason::RgbStored`]) | nvJPEG documents 3-channel JPEGs as YCbCr only and would convert the R G B samples as if they were Y Cb Cr; libjpeg (the CPU path, as Pillow) reads them as RGB |
 //! | chroma sampling nvJPEG has no name for (Cb ≠ Cr factors, chroma larger than luma, ...) | CPU ([`FallbackReason::Sampling`]) | `nvjpegGetImageInfo` reports `NVJPEG_CSS_UNKNOWN` |
 //! | anything the CPU decoder rejects | CPU ([`FallbackReason::Rejected`]) | same error on both paths |
+//! | a segment libjpeg judges itself (a malformed or refused table, a frame or scan header of the wrong length, bytes between segments: [`JpegHeader::irregular_at`]) | CPU ([`FallbackReason::Irregular`]) | libjpeg refuses some of these when it decodes (a "Bogus Huffman table definition", a "Bogus marker length") and the engines' batched call reports no error per image: on the engines such a file would come out as whatever they wrote, where the CPU path skips it |
 //! | restart intervals | GPU | supported by all backends |
 //!
 //! Everything is decided from the one header the CPU path reads too
@@ -60,6 +61,9 @@ pub enum FallbackReason {
     RgbStored,
     /// Chroma sampling factors nvJPEG has no subsampling name for.
     Sampling(String),
+    /// A segment libjpeg judges when it decodes ([`JpegHeader::irregular_at`], the byte where
+    /// it starts): the CPU path's libjpeg decodes the file or refuses it, for both paths.
+    Irregular(usize),
     /// nvJPEG itself declined it (`nvjpegDecoderJpegSupported`), found at decode time.
     NvjpegUnsupported(String),
     /// nvJPEG failed on it (a call, or the GPU work found failed at synchronisation) without
@@ -78,6 +82,9 @@ impl std::fmt::Display for FallbackReason {
             FallbackReason::Arithmetic => write!(f, "arithmetic-coded JPEG"),
             FallbackReason::RgbStored => write!(f, "JPEG stored as RGB"),
             FallbackReason::Sampling(s) => write!(f, "chroma sampling {s}"),
+            FallbackReason::Irregular(at) => {
+                write!(f, "a segment at byte {at} that libjpeg judges (left to it)")
+            }
             FallbackReason::NvjpegUnsupported(s) => write!(f, "nvJPEG: {s}"),
             FallbackReason::NvjpegFailed(s) => write!(f, "nvJPEG failed: {s}"),
         }
@@ -178,6 +185,9 @@ pub fn route_header(h: &JpegHeader, hardware: bool) -> Route {
         h.complete,
         "routing needs every scan: read the header to EOI"
     );
+    if let Some(at) = h.irregular_at {
+        return Route::Cpu(FallbackReason::Irregular(at));
+    }
     if h.arithmetic() {
         return Route::Cpu(FallbackReason::Arithmetic);
     }

@@ -56,7 +56,8 @@ pub struct JpegHeader {
     /// header.
     pub end: usize,
     /// Where the file first departs from the strict marker syntax (garbage between segments,
-    /// a malformed DHT, DQT, SOS or DRI segment), if it does: see the module docs.
+    /// a malformed DHT, DQT, SOS or DRI segment, a frame header too long, a Huffman table
+    /// libjpeg refuses), if it does: see the module docs.
     pub irregular_at: Option<usize>,
 }
 

@@ -87,6 +87,29 @@ pub(super) fn refused_after_first_scan(
     }
 }
 
+/// Whether libjpeg refuses a Huffman table of class `class` (0 DC, 1 AC) with these 16 code
+/// counts and symbols when a scan uses it ("Bogus Huffman table definition",
+/// `jpeg_make_d_derived_tbl` in jdhuff.c): more codes of a length than the lengths before
+/// leave room for (the all-ones code included), or a DC symbol above 15.
+pub(super) fn refused_huffman_table(class: u8, counts: &[u8], symbols: &[u8]) -> bool {
+    let used = counts
+        .iter()
+        .position(|&c| c != 0)
+        .zip(counts.iter().rposition(|&c| c != 0));
+    if let Some((first, last)) = used {
+        // The canonical codes, length by length (index l holds the codes of length l + 1).
+        let mut code = 0u32;
+        for (l, &count) in counts.iter().enumerate().take(last + 1).skip(first) {
+            code += u32::from(count);
+            if code >= 1 << (l + 1) {
+                return true;
+            }
+            code <<= 1;
+        }
+    }
+    class == 0 && symbols.iter().any(|&s| s > 15)
+}
+
 /// Why libjpeg refuses a progressive frame's scan, if it does: its spectral selection and
 /// successive approximation must make a valid progression (`jdphuff.c`, `jdarith.c`: a bad
 /// one is fatal, where a sequential scan's only warns).

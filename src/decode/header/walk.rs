@@ -9,7 +9,9 @@ use super::fields::{
     Frame, FrameComponent, HuffmanTable, JpegHeader, QuantTable, Scan, ScanComponent,
     TablesInEffect,
 };
-use super::refusals::{refused_after_first_scan, refused_marker, refused_progression, scan_end};
+use super::refusals::{
+    refused_after_first_scan, refused_huffman_table, refused_marker, refused_progression, scan_end,
+};
 use crate::error::DecodeError;
 
 /// Where the JPEG starts: `FF D8 FF` at offset 0, or within the first 64 KiB (junk before
@@ -176,6 +178,11 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 }
                 h.frame = read_frame(m, payload, limits)?;
                 has_frame = true;
+                // libjpeg refuses a frame header longer than its components need ("Bogus
+                // marker length"): its verdict, as for the tables below.
+                if payload.len() != 6 + 3 * h.frame.components.len() {
+                    h.irregular_at.get_or_insert(start);
+                }
             }
             // Tables: recorded as found; a malformed segment is libjpeg's to report.
             0xC4 | 0xDB | 0xDD => {
@@ -323,6 +330,9 @@ fn read_dht(
         if slot > 3 || class > 1 || n > 256 || p.len() < 17 + n {
             return None;
         }
+        if refused_huffman_table(class, counts, &p[17..17 + n]) {
+            return None;
+        }
         let index = u16::try_from(defs.len()).ok()?;
         defs.push(HuffmanTable {
             class,
@@ -371,15 +381,23 @@ fn read_dqt(mut p: &[u8], defs: &mut Vec<QuantTable>, tables: &mut TablesInEffec
     Some(())
 }
 
-/// Sets the restart interval of a DRI payload. `None` when it is too short.
+/// Sets the restart interval of a DRI payload. `None` when it is not two bytes long (as
+/// libjpeg requires).
 fn read_dri(p: &[u8], tables: &mut TablesInEffect) -> Option<()> {
-    tables.restart_interval = u16::from_be_bytes([*p.first()?, *p.get(1)?]);
+    let &[hi, lo] = p else {
+        return None;
+    };
+    tables.restart_interval = u16::from_be_bytes([hi, lo]);
     Some(())
 }
 
-/// The scan of an SOS payload, or `None` when it is too short to hold what it declares.
+/// The scan of an SOS payload, or `None` when libjpeg refuses its length: 1 to 4
+/// components, and exactly the bytes they need.
 fn read_sos(p: &[u8], header: Range<usize>, tables: TablesInEffect) -> Option<Scan> {
     let ns = usize::from(*p.first()?);
+    if !(1..=4).contains(&ns) || p.len() != 2 * ns + 4 {
+        return None;
+    }
     let selectors = p.get(1..1 + 2 * ns)?;
     let t = p.get(1 + 2 * ns..1 + 2 * ns + 3)?;
     Some(Scan {

@@ -352,6 +352,96 @@ fn irregular_files_are_left_to_libjpeg() {
     }
 }
 
+/// The offset (its `0xFF`) of the first segment with marker `m`.
+fn segment_at(b: &[u8], m: u8) -> usize {
+    b.windows(2).position(|x| x == [0xFF, m]).unwrap()
+}
+
+/// `b` with `extra` appended to the payload of the segment at `at`, its length grown.
+fn lengthened(b: &[u8], at: usize, extra: &[u8]) -> Vec<u8> {
+    let len = usize::from(u16::from_be_bytes([b[at + 2], b[at + 3]]));
+    let mut v = b.to_vec();
+    v.splice(at + 2 + len..at + 2 + len, extra.iter().copied());
+    v[at + 2..at + 4].copy_from_slice(&u16::try_from(len + extra.len()).unwrap().to_be_bytes());
+    v
+}
+
+/// What libjpeg refuses in a header when it decodes — a frame or scan header or restart
+/// interval of the wrong length ("Bogus marker length"), a Huffman table whose codes
+/// overflow their lengths or a DC table with a symbol above 15 ("Bogus Huffman table
+/// definition") — is noted as irregular by the walk, and so left to libjpeg on both paths:
+/// the CPU path reports libjpeg's error and the nvJPEG routing sends the file to the CPU (the
+/// JPEG engines report no error per image, and would have written garbage for a sample the
+/// CPU path skips).
+#[test]
+fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
+    use crate::nvjpeg::fallback::{route_header, FallbackReason, Route};
+    let (h, w) = (40usize, 56usize);
+    for progressive in [false, true] {
+        let clean = encode_jpeg_opts(
+            &pattern_rgb(h, w),
+            h,
+            w,
+            3,
+            &JpegOpts {
+                quality: 90,
+                sub: Sub::S420,
+                progressive,
+                exif_tiff: None,
+            },
+        );
+        assert!(header(&clean).irregular_at.is_none());
+        let (sof, sos) = (
+            segment_at(&clean, if progressive { 0xC2 } else { 0xC0 }),
+            segment_at(&clean, 0xDA),
+        );
+        let mut dri = clean.clone();
+        dri.splice(sos..sos, [0xFF, 0xDD, 0x00, 0x05, 0x00, 0x04, 0x00]);
+        // The first DHT's first table, a DC table: its codes or symbols spoiled, its size kept.
+        let dht = segment_at(&clean, 0xC4);
+        assert_eq!(clean[dht + 4] >> 4, 0, "the first table is a DC table");
+        let counts = &clean[dht + 5..dht + 21];
+        let n: u8 = counts.iter().sum();
+        assert!(n >= 3);
+        let mut overflowing = clean.clone();
+        // Two codes of length 1 leave none for longer codes.
+        let mut spoiled = [0u8; 16];
+        (spoiled[0], spoiled[15]) = (2, n - 2);
+        overflowing[dht + 5..dht + 21].copy_from_slice(&spoiled);
+        let mut dc_symbol = clean.clone();
+        dc_symbol[dht + 21] = 16;
+        let variants = [
+            (
+                "a frame header one byte long",
+                lengthened(&clean, sof, &[0]),
+            ),
+            ("a scan header one byte long", lengthened(&clean, sos, &[0])),
+            ("a restart interval of three bytes", dri),
+            ("a Huffman table whose codes overflow", overflowing),
+            ("a DC table with symbol 16", dc_symbol),
+        ];
+        for (what, bad) in variants {
+            let hb = header(&bad);
+            let at = hb.irregular_at;
+            assert!(at.is_some(), "{what} (progressive {progressive})");
+            assert!(
+                !hb.own_sequential_fit() && !hb.own_progressive_fit(),
+                "{what}"
+            );
+            assert_eq!(
+                route_header(&hb, true),
+                Route::Cpu(FallbackReason::Irregular(at.unwrap())),
+                "{what}"
+            );
+            let got = decode(&bad, &rgb_opts());
+            assert!(
+                matches!(got, Err(DecodeError::Corrupt(ref m)) if m.starts_with("JPEG: Bogus")),
+                "{what} (progressive {progressive}): {got:?}"
+            );
+        }
+    }
+}
+
 /// 3-component JPEGs stored as RGB (Adobe transform 0, or ids R G B without JFIF) decode
 /// as libjpeg reads them, which is what Pillow gives (it lets libjpeg guess the colour space
 /// and asks for RGB out): the stored samples are the pixels, not converted from YCbCr.

@@ -505,6 +505,7 @@ impl GpuPlan {
                 FallbackReason::Arithmetic => "arithmetic",
                 FallbackReason::RgbStored => "rgb-stored",
                 FallbackReason::Sampling(_) => "sampling",
+                FallbackReason::Irregular(_) => "irregular-segment",
                 FallbackReason::NvjpegUnsupported(_) => "nvjpeg-unsupported",
                 FallbackReason::NvjpegFailed(_) => "nvjpeg-failed",
             }),
