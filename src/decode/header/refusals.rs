@@ -12,7 +12,7 @@
 //! `get_dqt`, `get_dri`, `jpeg_resync_to_restart`; `jdinput.c`: a second scan where none
 //! can follow).
 
-use super::{Frame, Scan};
+use super::{slot, Frame, Scan};
 
 /// A marker code libjpeg's marker reader refuses wherever it meets one: the reserved codes
 /// (`RESn`, `JPGn`), `JPG` and `EXP`. (`DHP`, hierarchical, is refused as unsupported by the
@@ -108,6 +108,36 @@ pub(super) fn refused_huffman_table(class: u8, counts: &[u8], symbols: &[u8]) ->
         }
     }
     class == 0 && symbols.iter().any(|&s| s > 15)
+}
+
+/// Whether libjpeg may refuse `scan` of `frame` when it starts decoding it: a component the
+/// frame doesn't have or named twice ("Invalid component ID"), a Huffman table the scan
+/// decodes with in a slot above 3 or not defined, or a component's quantisation table not
+/// defined ("... table 0x.. was not defined"). Conservative where libjpeg falls back on the
+/// standard Huffman tables (undefined slots 0 and 1).
+pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame) -> bool {
+    let huffman = !matches!(frame.marker, 0xC9 | 0xCA);
+    let progressive = matches!(frame.marker, 0xC2 | 0xCA);
+    // The tables a scan decodes with: a sequential scan both; a progressive DC scan its DC
+    // table (none when it refines), an AC scan its AC table.
+    let (uses_dc, uses_ac) = match (progressive, scan.ss, scan.ah) {
+        (false, _, _) => (true, true),
+        (true, 0, 0) => (true, false),
+        (true, 0, _) => (false, false),
+        (true, _, _) => (false, true),
+    };
+    let ids: Vec<u8> = scan.components.iter().map(|c| c.id).collect();
+    let distinct = (1..ids.len()).all(|i| !ids[..i].contains(&ids[i]));
+    let defined = |slots: &[Option<u16>; 4], s: u8| slot(slots, s).is_some();
+    !distinct
+        || scan.components.iter().any(|c| {
+            let Some(fc) = frame.components.iter().find(|f| f.id == c.id) else {
+                return true;
+            };
+            !defined(&scan.tables.quant, fc.quant_slot)
+                || (huffman && uses_dc && !defined(&scan.tables.dc, c.dc_slot))
+                || (huffman && uses_ac && !defined(&scan.tables.ac, c.ac_slot))
+        })
 }
 
 /// Why libjpeg refuses a progressive frame's scan, if it does: its spectral selection and

@@ -10,7 +10,8 @@ use super::fields::{
     TablesInEffect,
 };
 use super::refusals::{
-    refused_after_first_scan, refused_huffman_table, refused_marker, refused_progression, scan_end,
+    doubtful_scan, refused_after_first_scan, refused_huffman_table, refused_marker,
+    refused_progression, scan_end,
 };
 use crate::error::DecodeError;
 
@@ -229,6 +230,9 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         tables,
                     }
                 });
+                if doubtful_scan(&scan, &h.frame) {
+                    h.irregular_at.get_or_insert(start);
+                }
                 let progressive = matches!(h.frame.marker, 0xC2 | 0xCA);
                 if let Some(why) = refused_progression(&scan).filter(|_| progressive) {
                     return Err(corrupt(format!(
