@@ -135,6 +135,17 @@ impl JpegFacts {
     pub fn subsampling(&self) -> Option<Subsampling> {
         self.subsampling
     }
+
+    /// Whether libjpeg repeats this image's chroma even when asked to interpolate it: a
+    /// component at half the horizontal sampling whose stored width is 1 or 2 samples
+    /// (images up to 4 pixels wide in 4:2:0 or 4:2:2), which its fancy upsampling doesn't
+    /// take (jdsample.c: `downsampled_width > 2`).
+    pub fn chroma_repeated_when_fancy(&self) -> bool {
+        let h_max = self.sampling.iter().map(|&(h, _)| h).max().unwrap_or(1);
+        self.sampling.iter().any(|&(h, _)| {
+            2 * h == h_max && (self.width * usize::from(h)).div_ceil(usize::from(h_max)) <= 2
+        })
+    }
 }
 
 /// Where an image is decoded.

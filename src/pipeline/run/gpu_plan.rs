@@ -514,6 +514,14 @@ impl GpuPlan {
             // decoder does all of it (docs/performance.md) and put their
             // IDCT on the SMs the training needs: ours decodes what the engines don't take.
             Route::Gpu(GpuRoute::Hybrid, _) => Err("not-for-jpeg-engines"),
+            // libjpeg repeats such an image's chroma: neither nvJPEG's interpolation nor our
+            // rebuild would give its pixels.
+            Route::Gpu(_, f)
+                if self.decode.upsampling == Upsampling::Fancy
+                    && f.chroma_repeated_when_fancy() =>
+            {
+                Err("narrow-chroma")
+            }
             Route::Gpu(r, f) => Ok((r, f)),
         }
     }

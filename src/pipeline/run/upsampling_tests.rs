@@ -110,3 +110,55 @@ fn gpu_nearest_chroma_on_a_real_device_matches_the_cpu() {
         }
     }
 }
+
+/// Images at most 4 pixels wide with their chroma halved across: libjpeg repeats their
+/// chroma even when asked to interpolate it (its fancy upsampling needs 3 stored samples), so
+/// with `upsampling = "fancy"` the GPU path decodes them on the CPU (`narrow-chroma`):
+/// neither nvJPEG's interpolation nor the rebuilt chroma would give those pixels. The
+/// emulated device then gives the CPU batches within `compare`'s tolerance (the rebuilt
+/// chroma of the wider ones); those go to the engines.
+#[test]
+fn narrow_images_keep_libjpegs_repeated_chroma_on_the_gpu_path() {
+    use crate::testutil::{encode_jpeg_opts, pattern_rgb, JpegOpts, Sub};
+    if emu().is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    for sub in [Sub::S420, Sub::S422, Sub::S444] {
+        for w in 1..=6 {
+            let o = JpegOpts {
+                quality: 90,
+                sub,
+                progressive: false,
+                exif_tiff: None,
+            };
+            let bytes = encode_jpeg_opts(&pattern_rgb(40, w), 40, w, 3, &o);
+            std::fs::write(d.path().join(format!("{sub:?}-{w}.jpg")), bytes).unwrap();
+        }
+    }
+    let mut spec = shipped("resnet50-eval.toml", d.path());
+    spec.settings.batch = 6;
+    let options = CompareOptions {
+        devices: [DeviceChoice::Cpu, DeviceChoice::Emu],
+        ..CompareOptions::default()
+    };
+    let c = compare(&spec, &options).expect("both devices run");
+    // Without the route, the narrow ones came out at 28-36 dB (decoded) and 7-28 dB (images).
+    assert!(c.samples == 18 && c.within_tolerance(), "{c}");
+    let mut p = super::Pipeline::new(on(&spec, DeviceChoice::Emu)).unwrap();
+    for b in &mut p {
+        b.unwrap();
+    }
+    let sources = p.stats().gpu.expect("GPU figures").sources;
+    // Widths 1 to 4 in 4:2:0 and 4:2:2.
+    assert_eq!(
+        sources.get("cpu-decoder:narrow-chroma"),
+        Some(&8),
+        "{sources:?}"
+    );
+    assert_eq!(
+        sources.get("device-decoder:hardware"),
+        Some(&10),
+        "{sources:?}"
+    );
+}
