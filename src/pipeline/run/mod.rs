@@ -60,6 +60,8 @@ mod warnings;
 #[cfg(test)]
 mod batch_memory_support;
 #[cfg(test)]
+mod damaged_tests;
+#[cfg(test)]
 mod gpu_decode_tests;
 #[cfg(test)]
 mod gpu_huffman_tests;

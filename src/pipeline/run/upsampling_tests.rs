@@ -9,7 +9,7 @@ use crate::pipeline::spec::{DeviceChoice, PipelineSpec};
 use crate::schema::ArgValue;
 
 /// `spec` with its decoder repeating chroma.
-fn nearest(mut spec: PipelineSpec) -> PipelineSpec {
+pub(super) fn nearest(mut spec: PipelineSpec) -> PipelineSpec {
     for op in spec.ops.iter_mut().filter(|op| op.kind == "decode") {
         let name = Upsampling::Nearest.name().to_string();
         op.args.insert("upsampling".into(), ArgValue::Str(name));
