@@ -307,25 +307,25 @@ fn truncated_prefixes_and_bit_flips_never_panic() {
     }
 }
 
+/// A 56x40 4:2:0 JPEG of quality 90, sequential or progressive.
+fn small_420(progressive: bool) -> Vec<u8> {
+    let (h, w) = (40usize, 56usize);
+    let o = JpegOpts {
+        quality: 90,
+        sub: Sub::S420,
+        progressive,
+        exif_tiff: None,
+    };
+    encode_jpeg_opts(&pattern_rgb(h, w), h, w, 3, &o)
+}
+
 /// Bytes between segments (which libjpeg skips with a warning) and malformed tables are
 /// noted, and leave the file to libjpeg alone: the pixels of a file with garbage between
 /// segments are those of the clean file.
 #[test]
 fn irregular_files_are_left_to_libjpeg() {
-    let (h, w) = (40usize, 56usize);
     for progressive in [false, true] {
-        let clean = encode_jpeg_opts(
-            &pattern_rgb(h, w),
-            h,
-            w,
-            3,
-            &JpegOpts {
-                quality: 90,
-                sub: Sub::S420,
-                progressive,
-                exif_tiff: None,
-            },
-        );
+        let clean = small_420(progressive);
         let hc = header(&clean);
         assert!(hc.irregular_at.is_none());
         assert!(hc.own_sequential_fit() != progressive);
@@ -377,20 +377,8 @@ fn lengthened(b: &[u8], at: usize, extra: &[u8]) -> Vec<u8> {
 #[test]
 fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
     use crate::nvjpeg::fallback::{route_header, FallbackReason, Route};
-    let (h, w) = (40usize, 56usize);
     for progressive in [false, true] {
-        let clean = encode_jpeg_opts(
-            &pattern_rgb(h, w),
-            h,
-            w,
-            3,
-            &JpegOpts {
-                quality: 90,
-                sub: Sub::S420,
-                progressive,
-                exif_tiff: None,
-            },
-        );
+        let clean = small_420(progressive);
         assert!(header(&clean).irregular_at.is_none());
         let (sof, sos) = (
             segment_at(&clean, if progressive { 0xC2 } else { 0xC0 }),
