@@ -64,7 +64,7 @@ VENV=.dev/venv
 # a minute's download on the CI machine. Where it can't be installed the checks skip and the
 # summary says so.
 if [ "${STOKEHOLD_TEST_TORCH:-}" = 1 ] && ! "$VENV/bin/python" -c 'import torch, torchvision' 2>/dev/null; then
-    free_kb="$(df -Pk "$VENV" | awk 'NR == 2 { print $4 }')"
+    free_kb="$(df -Pk "$VENV" 2>/dev/null | awk 'NR == 2 { print $4 }' || true)"
     if [ "${free_kb:-0}" -lt 8000000 ]; then
         echo "test.sh: STOKEHOLD_TEST_TORCH=1 but under 8 GB free beside $VENV: torch not installed, its checks skip"
     else

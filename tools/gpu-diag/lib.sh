@@ -77,7 +77,10 @@ memory_by_phase() {
 import datetime, sys
 steps, open_at = [], {}
 for line in open(sys.argv[1]):
-    t, what, name = line.split(maxsplit=2)
+    parts = line.split(maxsplit=2)
+    if len(parts) < 3:
+        continue
+    t, what, name = parts
     name = name.strip()
     if what == "start":
         open_at[name] = int(t)
@@ -91,6 +94,8 @@ for line in open(sys.argv[2]):
         samples.append((t, f[2], int(f[3])))
     except (ValueError, IndexError):
         continue
+if not samples:
+    print("    no samples (nvidia-smi --query-compute-apps gave none: see apps.log)")
 for name, a, b in steps:
     seen = [(mib, proc) for t, proc, mib in samples if a <= t <= b + 1]
     if seen:

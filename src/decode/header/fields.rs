@@ -55,9 +55,11 @@ pub struct JpegHeader {
     /// Where the walk ended: just past EOI when complete, else just past the first scan's
     /// header.
     pub end: usize,
-    /// Where the file first departs from the strict marker syntax (garbage between segments,
-    /// a malformed DHT, DQT, SOS or DRI segment, a frame header too long, a Huffman table
-    /// libjpeg refuses), if it does: see the module docs.
+    /// Where the file first departs from the strict marker syntax or holds what libjpeg
+    /// refuses when it decodes (garbage between segments; a malformed DHT, DQT, SOS or DRI
+    /// segment; a frame header too long or too large; a scan naming a component out of the
+    /// frame's order, a table that isn't there or one libjpeg refuses), if it does: see the
+    /// module docs.
     pub irregular_at: Option<usize>,
 }
 
@@ -146,6 +148,9 @@ pub struct HuffmanTable {
     pub slot: u8,
     /// Its 16 code counts and then its symbols, in the file.
     pub bytes: Range<usize>,
+    /// libjpeg refuses it when a scan decodes with it ("Bogus Huffman table definition":
+    /// codes that overflow their lengths, a DC symbol above 15).
+    pub refused: bool,
 }
 
 /// A quantisation table definition.

@@ -40,16 +40,19 @@
 //!
 //! # What the walk leaves to libjpeg
 //!
-//! Before the first scan, tables and scan headers are recorded as found, not judged: a
-//! malformed DHT, DQT, SOS or DRI (which libjpeg reports with its own error when it reads
-//! the header; an SOS or DRI of any other length than it needs, a frame header longer than
-//! its components need), a Huffman table libjpeg refuses when a scan uses it (codes that
-//! overflow their lengths, a DC symbol above 15: `jpeg_make_d_derived_tbl`), or garbage
-//! between segments (which it skips), is noted in [`JpegHeader::irregular_at`]. Our entropy
-//! decoders then leave the file to libjpeg-turbo ([`JpegHeader::own_sequential_fit`],
-//! [`JpegHeader::own_progressive_fit`] say which files they take), so that such files
-//! decode, or fail, exactly as libjpeg has them; and the nvJPEG routing sends them to the
-//! CPU decoder, as the JPEG engines report no error per image.
+//! Before the first scan, tables are recorded as found and judged only as far as libjpeg
+//! judges them when it decodes; what it refuses or only warns about is noted in
+//! [`JpegHeader::irregular_at`], not refused here: a malformed DHT, DQT, SOS or DRI segment
+//! (or one of another length than libjpeg needs), a frame header longer than its components
+//! need or a side above 65500 pixels, a scan naming a component out of the frame or its
+//! order, a table it decodes with that is not defined or that libjpeg refuses (codes that
+//! overflow their lengths, a DC symbol above 15: `jpeg_make_d_derived_tbl`; a bad table no
+//! scan uses is only marked, [`HuffmanTable::refused`]), and garbage between segments (which
+//! libjpeg skips). Our entropy decoders then leave the file to libjpeg-turbo
+//! ([`JpegHeader::own_sequential_fit`], [`JpegHeader::own_progressive_fit`] say which files
+//! they take), so that such files decode, or fail, exactly as libjpeg has them; and the
+//! nvJPEG routing sends them to the CPU decoder, as the JPEG engines report no error per
+//! image.
 //!
 //! What a header holds is in `fields.rs`, the walk that reads it in `walk.rs`, the refusals
 //! in `refusals.rs`, and what a header says beyond its fields (subsampling, the colour space

@@ -12,7 +12,7 @@
 //! `get_dqt`, `get_dri`, `jpeg_resync_to_restart`; `jdinput.c`: a second scan where none
 //! can follow).
 
-use super::{slot, Frame, Scan};
+use super::{slot, Frame, HuffmanTable, Scan};
 
 /// A marker code libjpeg's marker reader refuses wherever it meets one: the reserved codes
 /// (`RESn`, `JPGn`), `JPG` and `EXP`. (`DHP`, hierarchical, is refused as unsupported by the
@@ -110,12 +110,15 @@ pub(super) fn refused_huffman_table(class: u8, counts: &[u8], symbols: &[u8]) ->
     class == 0 && symbols.iter().any(|&s| s > 15)
 }
 
-/// Whether libjpeg may refuse `scan` of `frame` when it starts decoding it: a component the
-/// frame doesn't have or named twice ("Invalid component ID"), a Huffman table the scan
-/// decodes with in a slot above 3 or not defined, or a component's quantisation table not
-/// defined ("... table 0x.. was not defined"). Conservative where libjpeg falls back on the
-/// standard Huffman tables (undefined slots 0 and 1).
-pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame) -> bool {
+/// Whether libjpeg may refuse `scan` of `frame` when it starts decoding it (jdmarker.c
+/// `get_sos`, jdinput.c, jdhuff.c, jdphuff.c): a component the frame doesn't have, named
+/// twice or out of the frame's order ("Invalid component ID"; libjpeg takes some orders a
+/// strict reading refuses: conservative), more than 10 blocks per MCU in
+/// an interleaved scan ("Sampling factors too large"), a Huffman table the scan decodes with
+/// in a slot above 3, not defined, or refused (`tables`: every table defined), or a
+/// component's quantisation table not defined. Conservative where libjpeg falls back on the
+/// standard Huffman tables (undefined slots 0 and 1 of a sequential scan).
+pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame, tables: &[HuffmanTable]) -> bool {
     let huffman = !matches!(frame.marker, 0xC9 | 0xCA);
     let progressive = matches!(frame.marker, 0xC2 | 0xCA);
     // The tables a scan decodes with: a sequential scan both; a progressive DC scan its DC
@@ -126,17 +129,30 @@ pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame) -> bool {
         (true, 0, _) => (false, false),
         (true, _, _) => (false, true),
     };
-    let ids: Vec<u8> = scan.components.iter().map(|c| c.id).collect();
-    let distinct = (1..ids.len()).all(|i| !ids[..i].contains(&ids[i]));
-    let defined = |slots: &[Option<u16>; 4], s: u8| slot(slots, s).is_some();
-    !distinct
-        || scan.components.iter().any(|c| {
-            let Some(fc) = frame.components.iter().find(|f| f.id == c.id) else {
-                return true;
-            };
-            !defined(&scan.tables.quant, fc.quant_slot)
-                || (huffman && uses_dc && !defined(&scan.tables.dc, c.dc_slot))
-                || (huffman && uses_ac && !defined(&scan.tables.ac, c.ac_slot))
+    // A usable table: defined, and not one libjpeg refuses.
+    let usable = |slots: &[Option<u16>; 4], s: u8| {
+        slot(slots, s).is_some_and(|i| tables.get(i).is_some_and(|t| !t.refused))
+    };
+    // Each scan component's place in the frame: present, in increasing order (libjpeg
+    // looks for each after the one before).
+    let places: Vec<Option<usize>> = scan
+        .components
+        .iter()
+        .map(|c| frame.components.iter().position(|f| f.id == c.id))
+        .collect();
+    let in_order = places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]);
+    let blocks: usize = places
+        .iter()
+        .flatten()
+        .map(|&k| usize::from(frame.components[k].h) * usize::from(frame.components[k].v))
+        .sum();
+    !in_order
+        || (scan.components.len() > 1 && blocks > 10)
+        || scan.components.iter().zip(&places).any(|(c, &k)| {
+            let fc = &frame.components[k.unwrap_or(0)];
+            slot(&scan.tables.quant, fc.quant_slot).is_none()
+                || (huffman && uses_dc && !usable(&scan.tables.dc, c.dc_slot))
+                || (huffman && uses_ac && !usable(&scan.tables.ac, c.ac_slot))
         })
 }
 
@@ -223,6 +239,38 @@ fn restart_follows(d: &[u8], from: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts of code lengths 1..=16 from the first few.
+    fn counts(first: &[u8]) -> [u8; 16] {
+        let mut c = [0u8; 16];
+        c[..first.len()].copy_from_slice(first);
+        c
+    }
+
+    #[test]
+    fn huffman_tables_are_refused_as_libjpeg_refuses_them() {
+        // JPEG's standard luminance DC table (Annex K.3): 12 symbols, accepted.
+        let dc = counts(&[0, 1, 5, 1, 1, 1, 1, 1, 1]);
+        assert!(!refused_huffman_table(
+            0,
+            &dc,
+            &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        ));
+        // Two codes of length 1: the second is all ones, which JPEG forbids.
+        assert!(refused_huffman_table(1, &counts(&[2]), &[1, 2]));
+        // Lengths with no codes between used ones: 1 code of length 1, 4 of length 3
+        // fill the room (the last all ones); 3 leave it.
+        assert!(refused_huffman_table(1, &counts(&[1, 0, 4]), &[1; 5]));
+        assert!(!refused_huffman_table(1, &counts(&[1, 0, 3]), &[1; 4]));
+        // 7 codes of length 3 with nothing shorter: the eighth would be all ones.
+        assert!(!refused_huffman_table(1, &counts(&[0, 0, 7]), &[1; 7]));
+        assert!(refused_huffman_table(1, &counts(&[0, 0, 8]), &[1; 8]));
+        // A DC symbol is a magnitude category, 0..=15; an AC one may be anything.
+        assert!(refused_huffman_table(0, &counts(&[0, 2]), &[3, 16]));
+        assert!(!refused_huffman_table(1, &counts(&[0, 2]), &[3, 16]));
+        // No codes at all: nothing to refuse.
+        assert!(!refused_huffman_table(0, &[0; 16], &[]));
+    }
 
     /// The marker search as it was: every `0xFF`, stuffed zeros included.
     fn next_marker_naive(d: &[u8], from: usize) -> Option<(usize, u8)> {

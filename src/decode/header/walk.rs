@@ -180,8 +180,11 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                 h.frame = read_frame(m, payload, limits)?;
                 has_frame = true;
                 // libjpeg refuses a frame header longer than its components need ("Bogus
-                // marker length"): its verdict, as for the tables below.
-                if payload.len() != 6 + 3 * h.frame.components.len() {
+                // marker length") and a side above 65500 ("Maximum supported image
+                // dimension"): its verdict, as for the tables below.
+                if payload.len() != 6 + 3 * h.frame.components.len()
+                    || h.frame.width.max(h.frame.height) > 65500
+                {
                     h.irregular_at.get_or_insert(start);
                 }
             }
@@ -230,7 +233,7 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                         tables,
                     }
                 });
-                if doubtful_scan(&scan, &h.frame) {
+                if doubtful_scan(&scan, &h.frame, &h.huffman_tables) {
                     h.irregular_at.get_or_insert(start);
                 }
                 let progressive = matches!(h.frame.marker, 0xC2 | 0xCA);
@@ -334,14 +337,12 @@ fn read_dht(
         if slot > 3 || class > 1 || n > 256 || p.len() < 17 + n {
             return None;
         }
-        if refused_huffman_table(class, counts, &p[17..17 + n]) {
-            return None;
-        }
         let index = u16::try_from(defs.len()).ok()?;
         defs.push(HuffmanTable {
             class,
             slot,
             bytes: at + 1..at + 17 + n,
+            refused: refused_huffman_table(class, counts, &p[17..17 + n]),
         });
         let slots = if class == 0 {
             &mut tables.dc
@@ -386,13 +387,11 @@ fn read_dqt(mut p: &[u8], defs: &mut Vec<QuantTable>, tables: &mut TablesInEffec
 }
 
 /// Sets the restart interval of a DRI payload. `None` when it is not two bytes long (as
-/// libjpeg requires).
+/// libjpeg requires; the interval is still read from a longer one, for the walk's search of
+/// restart markers).
 fn read_dri(p: &[u8], tables: &mut TablesInEffect) -> Option<()> {
-    let &[hi, lo] = p else {
-        return None;
-    };
-    tables.restart_interval = u16::from_be_bytes([hi, lo]);
-    Some(())
+    tables.restart_interval = u16::from_be_bytes([*p.first()?, *p.get(1)?]);
+    (p.len() == 2).then_some(())
 }
 
 /// The scan of an SOS payload, or `None` when libjpeg refuses its length: 1 to 4

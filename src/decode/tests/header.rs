@@ -367,7 +367,7 @@ fn lengthened(b: &[u8], at: usize, extra: &[u8]) -> Vec<u8> {
 }
 
 /// What libjpeg refuses in a header when it decodes — a frame or scan header or restart
-/// interval of the wrong length ("Bogus marker length"), a Huffman table whose codes
+/// interval of the wrong length ("Bogus marker length"), a side above 65500 pixels, a Huffman table whose codes
 /// overflow their lengths or a DC table with a symbol above 15 ("Bogus Huffman table
 /// definition"), a scan naming a table slot not defined or a component the frame doesn't
 /// have — is noted as irregular by the walk, and so left to libjpeg on both paths: the CPU
@@ -401,9 +401,18 @@ fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
         dc_symbol[dht + 21] = 16;
         let mut slot4 = clean.clone();
         slot4[sos + 6] = 0x44;
+        let mut too_wide = clean.clone();
+        too_wide[sof + 7..sof + 9].copy_from_slice(&65501u16.to_be_bytes());
         let mut stranger = clean.clone();
         stranger[sos + 5] = 0x7F;
+        eprintln!("DBG sos {:02x?}", &clean[sos..sos + 16]);
+        // The scan's first two components swapped (Y after Cb).
+        let mut swapped = clean.clone();
+        let first = [clean[sos + 5], clean[sos + 6]];
+        swapped.copy_within(sos + 7..sos + 9, sos + 5);
+        swapped[sos + 7..sos + 9].copy_from_slice(&first);
         let variants = [
+            ("a frame 65501 pixels wide", too_wide),
             ("a scan naming Huffman table slot 4", slot4),
             ("a scan naming a component the frame doesn't have", stranger),
             (
@@ -415,6 +424,14 @@ fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
             ("a Huffman table whose codes overflow", overflowing),
             ("a DC table with symbol 16", dc_symbol),
         ];
+        let mut variants = variants.to_vec();
+        // (The progressive file's first scan holds one component.)
+        if clean[sos + 4] >= 2 {
+            variants.push((
+                "a scan with its components out of the frame's order",
+                swapped,
+            ));
+        }
         for (what, bad) in variants {
             let hb = header(&bad);
             let at = hb.irregular_at;
@@ -435,6 +452,29 @@ fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
             );
         }
     }
+}
+
+/// libjpeg refuses a bad Huffman table only when a scan decodes with it: one defined in a
+/// slot no scan uses leaves the file regular (our decoders and the JPEG engines take it).
+#[test]
+fn an_unused_bad_huffman_table_leaves_the_file_regular() {
+    use crate::nvjpeg::fallback::{route_header, Route};
+    let clean = small_420(false);
+    let sos = segment_at(&clean, 0xDA);
+    // An AC table in slot 3 with two codes of length 1 (the second all ones).
+    let mut table = vec![0xFF, 0xC4, 0x00, 0x15, 0x13, 2];
+    table.extend([0u8; 15]);
+    table.extend([0x01, 0x02]);
+    let mut with = clean.clone();
+    with.splice(sos..sos, table);
+    let h = header(&with);
+    assert!(h.irregular_at.is_none());
+    assert!(h.huffman_tables.iter().any(|t| t.refused && t.slot == 3));
+    assert!(matches!(route_header(&h, true), Route::Gpu(..)));
+    assert_eq!(
+        decode(&with, &rgb_opts()).unwrap(),
+        decode(&clean, &rgb_opts()).unwrap()
+    );
 }
 
 /// 3-component JPEGs stored as RGB (Adobe transform 0, or ids R G B without JFIF) decode
