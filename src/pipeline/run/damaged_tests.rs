@@ -32,11 +32,9 @@ fn flipped(clean: &[u8], n: usize, reach: usize, seed: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-#[test]
-fn damaged_headers_get_the_cpu_verdicts_and_pixels_on_the_emulated_device() {
-    if emu().is_none() {
-        return;
-    }
+/// 240 damaged JPEGs: 60 variants each of a 4:2:0, 4:2:2, 4:4:4 and progressive 4:2:0 photo
+/// of 64x48.
+fn damaged_folder() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     for (k, (sub, progressive)) in [
         (Sub::S420, false),
@@ -58,6 +56,15 @@ fn damaged_headers_get_the_cpu_verdicts_and_pixels_on_the_emulated_device() {
             std::fs::write(d.path().join(format!("d{k}-{i:02}.jpg")), bad).unwrap();
         }
     }
+    d
+}
+
+#[test]
+fn damaged_headers_get_the_cpu_verdicts_and_pixels_on_the_emulated_device() {
+    if emu().is_none() {
+        return;
+    }
+    let d = damaged_folder();
     let mut spec = nearest(shipped("resnet50-train.toml", d.path()));
     spec.settings.batch = 16;
     let cpu = run(&on(&spec, DeviceChoice::Cpu));
@@ -68,4 +75,28 @@ fn damaged_headers_get_the_cpu_verdicts_and_pixels_on_the_emulated_device() {
     // Damage of every kind: some files refused, most decoded.
     assert!((10..200).contains(&skipped), "{skipped} of 240 skipped");
     assert_same_runs(&cpu, &run(&on(&spec, DeviceChoice::Emu)), "damaged headers");
+}
+
+/// On a real device (a GPU machine: `scripts/gpu-check.sh`): the same damaged files through
+/// nvJPEG give the CPU path's samples, parameters and skips (what libjpeg refuses never
+/// reaches the JPEG engines, which report no error per image). Pixels are not compared:
+/// damage inside a scan decodes differently on the engines.
+#[test]
+fn gpu_damaged_headers_get_the_cpu_verdicts_on_a_real_device() {
+    use crate::pipeline::Batch;
+    if crate::cuda::test_support::real_device().is_none() {
+        return;
+    }
+    let d = damaged_folder();
+    let mut spec = nearest(shipped("resnet50-train.toml", d.path()));
+    spec.settings.batch = 16;
+    let cpu = run(&on(&spec, DeviceChoice::Cpu));
+    let gpu = run(&on(&spec, DeviceChoice::Gpu));
+    assert_eq!(cpu.len(), gpu.len());
+    let skips = |b: &Batch| -> Vec<String> { b.skipped.iter().map(|s| s.to_string()).collect() };
+    for (k, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+        let (c, g) = (c.as_ref().unwrap(), g.as_ref().unwrap());
+        assert_eq!(c.samples, g.samples, "batch {k}: samples and parameters");
+        assert_eq!(skips(c), skips(g), "batch {k}: skips");
+    }
 }
