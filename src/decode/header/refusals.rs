@@ -134,12 +134,13 @@ pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame, tables: &[HuffmanTable])
         slot(slots, s).is_some_and(|i| tables.get(i).is_some_and(|t| !t.refused))
     };
     // Each scan component's place in the frame: present, in increasing order (libjpeg
-    // looks for each after the one before).
-    let places: Vec<Option<usize>> = scan
-        .components
-        .iter()
-        .map(|c| frame.components.iter().position(|f| f.id == c.id))
-        .collect();
+    // looks for each after the one before). A scan read whole names 1 to 4 (`read_sos`);
+    // no allocation, as this runs for every scan of every file.
+    let mut places = [None; 4];
+    for (p, c) in places.iter_mut().zip(&scan.components) {
+        *p = frame.components.iter().position(|f| f.id == c.id);
+    }
+    let places = &places[..scan.components.len().min(4)];
     let in_order = places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]);
     let blocks: usize = places
         .iter()
@@ -148,7 +149,7 @@ pub(super) fn doubtful_scan(scan: &Scan, frame: &Frame, tables: &[HuffmanTable])
         .sum();
     !in_order
         || (scan.components.len() > 1 && blocks > 10)
-        || scan.components.iter().zip(&places).any(|(c, &k)| {
+        || scan.components.iter().zip(places).any(|(c, &k)| {
             let fc = &frame.components[k.unwrap_or(0)];
             slot(&scan.tables.quant, fc.quant_slot).is_none()
                 || (huffman && uses_dc && !usable(&scan.tables.dc, c.dc_slot))
