@@ -11,7 +11,10 @@
 //    none of whose channels was clamped to 0 or 255 gives the block's chroma exactly.
 // 2. chroma_guess: blocks where every pixel has a clamped channel (highlights, deep shadows)
 //    take the chroma nearest to their resolved neighbours' among those that reproduce every
-//    pixel of the block (a clamped channel allows a range of luma); rarely exact.
+//    pixel of the block (a clamped channel allows a range of luma); rarely exact. A thread
+//    searches a block's nearest candidates alone; the few blocks that needs more (up to
+//    65536 candidates) are searched by the whole block of threads, so no thread holds the
+//    kernel for long.
 // 3. chroma_upsample: each pixel's luma from its RGB and its block's chroma, the chroma
 //    upsampled as libjpeg does (h2v2, h2v1, h1v2, edges replicated at the image's borders),
 //    converted back with libjpeg's tables.
@@ -135,11 +138,6 @@ __device__ __forceinline__ void luma_range(i32 r, i32 g, i32 b, i32 cb, i32 cr, 
     *hi = h;
 }
 
-// How far from the neighbours' chroma pass 2 looks, around them, for a block none of whose
-// pixels has two unclamped channels: everywhere (such blocks are few, and the true pair
-// fits, so one is always found).
-#define CHROMA_GUESS_RADIUS 255
-
 // Whether chroma (cb, cr) reproduces every pixel of the block [xa, xb) x [ya, yb).
 __device__ __forceinline__ bool chroma_fits(const ChromaDesc& d, const u8* src, u32 xa, u32 xb,
                                             u32 ya, u32 yb, i32 cb, i32 cr) {
@@ -155,32 +153,272 @@ __device__ __forceinline__ bool chroma_fits(const ChromaDesc& d, const u8* src, 
     return true;
 }
 
-// Keeps (cb, cr) as the best so far when it fits and is nearer the target; on a tie, the
-// smaller `key` (the candidates' order of a plain scan), so that the order they are tried in
-// does not change the result.
-__device__ __forceinline__ void consider(const ChromaDesc& d, const u8* src, u32 xa, u32 xb,
-                                         u32 ya, u32 yb, i32 tcb, i32 tcr, i32 cb, i32 cr,
-                                         i32 key, i32* best_cb, i32* best_cr, i32* best_dist,
-                                         i32* best_key) {
-    const i32 dist = (cb - tcb) * (cb - tcb) + (cr - tcr) * (cr - tcr);
-    if (*best_dist >= 0 && (dist > *best_dist || (dist == *best_dist && key >= *best_key)))
-        return;
-    if (!chroma_fits(d, src, xa, xb, ya, yb, cb, cr)) return;
-    *best_cb = cb;
-    *best_cr = cr;
-    *best_dist = dist;
-    *best_key = key;
+// Pass 2 picks, for a block none of whose pixels is unclamped, the chroma pair that
+// reproduces all its pixels and ranks lowest: first the pairs on the block's line (where a
+// pixel has two unclamped channels, their difference depends on the chroma alone and fixes
+// one of Cb, Cr for each value of the other: 256 lines of a few pairs, the true pair among
+// them), then the pairs in square rings around the target (the mean of its resolved
+// neighbours), the nearer ring first; within those, the nearer to the target (Euclidean),
+// then the earlier in a plain scan (`key`). A rank packs these so that one comparison
+// orders candidates: the result does not depend on the order they are tried in, nor on how
+// many threads try them.
+#define NO_GUESS (~(u64)0)
+__device__ __forceinline__ u64 guess_rank(u32 level, i32 dist, i32 key) {
+    return ((u64)level << 40) | ((u64)dist << 20) | (u64)key;  // dist < 2^18, key < 2^19
+}
+__device__ __forceinline__ i32 rank_dist(u64 rank) { return (i32)((rank >> 20) & 0xFFFFF); }
+__device__ __forceinline__ u32 rank_level(u64 rank) { return (u32)(rank >> 40); }
+
+// The block being guessed: its pixels, the target chroma and its line (pair < 0: none).
+struct Guess {
+    u32 xa, xb, ya, yb;
+    i32 tcb, tcr, pair, diff;
+};
+
+__device__ __forceinline__ Guess guess_setup(const ChromaDesc& d, const ChromaGrid& g,
+                                             const u8* src, const u8* cb_plane,
+                                             const u8* cr_plane, const u8* state, u32 k) {
+    Guess q;
+    const u32 i = k % g.cols, j = k / g.cols;
+    i32 sum_cb = 0, sum_cr = 0, count = 0;
+    for (i32 dj = -1; dj <= 1; ++dj) {
+        for (i32 di = -1; di <= 1; ++di) {
+            const i32 ni = (i32)i + di, nj = (i32)j + dj;
+            if (ni < 0 || nj < 0 || ni >= (i32)g.cols || nj >= (i32)g.rows) continue;
+            const u32 m = (u32)nj * g.cols + (u32)ni;
+            if (state[m] != 1) continue;  // pass 1's exact blocks only: guessed in any order
+            sum_cb += cb_plane[m];
+            sum_cr += cr_plane[m];
+            ++count;
+        }
+    }
+    q.tcb = count ? (sum_cb + count / 2) / count : 128;
+    q.tcr = count ? (sum_cr + count / 2) / count : 128;
+    const ChromaBlock blk = block_pixels(d, g.bx0 + i, g.by0 + j);
+    q.xa = blk.xa;
+    q.xb = blk.xb;
+    q.ya = blk.ya;
+    q.yb = blk.yb;
+    // A pixel with two unclamped channels, if any: which pair (0: R,B; 1: R,G; 2: G,B).
+    q.pair = -1;
+    q.diff = 0;
+    for (u32 y = q.ya; y < q.yb && q.pair < 0; ++y) {
+        for (u32 x = q.xa; x < q.xb && q.pair < 0; ++x) {
+            const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
+            if (unclamped(p[0]) && unclamped(p[2])) {
+                q.pair = 0;
+                q.diff = (i32)p[0] - (i32)p[2];
+            } else if (unclamped(p[0]) && unclamped(p[1])) {
+                q.pair = 1;
+                q.diff = (i32)p[0] - (i32)p[1];
+            } else if (unclamped(p[1]) && unclamped(p[2])) {
+                q.pair = 2;
+                q.diff = (i32)p[1] - (i32)p[2];
+            }
+        }
+    }
+    return q;
 }
 
-// Pass 2: each unresolved block takes, among the chroma pairs that reproduce all its pixels,
-// the one nearest (Euclidean; the first found on ties) to the mean of its resolved
-// neighbours (3x3 around it; 128 when none). The candidates: where a pixel has two
-// unclamped channels, their difference depends on the chroma alone and fixes one of Cb, Cr
-// for each value of the other (256 lines of a few pairs, the true pair among them);
-// otherwise the pairs in growing square rings around the mean. Reads only pass 1's exact blocks, so blocks can be guessed in any order.
+// Keeps (cb, cr) of `rank` in *best when it ranks lower and fits.
+__device__ __forceinline__ void consider(const ChromaDesc& d, const u8* src, const Guess& q,
+                                         i32 cb, i32 cr, u64 rank, u64* best) {
+    if (rank >= *best) return;
+    if (!chroma_fits(d, src, q.xa, q.xb, q.ya, q.yb, cb, cr)) return;
+    *best = rank;
+}
+
+// The pairs of the line at step s: the line's values outward from the target's (Cb for pairs
+// 0 and 2, Cr for 1), step 0 the target's own, then +1, -1, +2, ...
+__device__ __forceinline__ i32 line_offset(i32 s) { return (s & 1) ? (s + 1) / 2 : -(s / 2); }
+#define LINE_STEPS 512
+
+__device__ __forceinline__ void line_step(const ChromaDesc& d, const u8* src, const Guess& q,
+                                          i32 s, u64* best) {
+    const i32 v = (q.pair == 1 ? q.tcr : q.tcb) + line_offset(s);
+    if (v < 0 || v > 255) return;
+    if (q.pair == 0) {
+        // R - B = cr_to_r(cr) - cb_to_b(cb): for each cb, the cr near the solution.
+        const float c = (float)(q.diff + cb_to_b(v)) / 1.402f + 128.0f;
+        const i32 c0 = (i32)floorf(c + 0.5f);
+        for (i32 cr = c0 - 1; cr <= c0 + 1; ++cr)
+            if (cr >= 0 && cr <= 255 && cr_to_r(cr) - cb_to_b(v) == q.diff)
+                consider(d, src, q, v, cr,
+                         guess_rank(0, (v - q.tcb) * (v - q.tcb) + (cr - q.tcr) * (cr - q.tcr),
+                                    v * 256 + cr),
+                         best);
+    } else if (q.pair == 1) {
+        // R - G = cr_to_r(cr) - cbcr_to_g(cb, cr): for each cr, the cbs near it (G moves by
+        // 0.344 per step of Cb: a few give the same value).
+        const float a =
+            -((float)(cr_to_r(v) - q.diff) + 0.71414f * (float)(v - 128)) / 0.34414f + 128.0f;
+        const i32 a0 = (i32)floorf(a + 0.5f);
+        for (i32 cb = a0 - 4; cb <= a0 + 4; ++cb)
+            if (cb >= 0 && cb <= 255 && cr_to_r(v) - cbcr_to_g(cb, v) == q.diff)
+                consider(d, src, q, cb, v,
+                         guess_rank(0, (cb - q.tcb) * (cb - q.tcb) + (v - q.tcr) * (v - q.tcr),
+                                    v * 256 + cb),
+                         best);
+    } else {
+        // G - B = cbcr_to_g(cb, cr) - cb_to_b(cb): for each cb, the crs near it.
+        const float c =
+            -((float)(q.diff + cb_to_b(v)) + 0.34414f * (float)(v - 128)) / 0.71414f + 128.0f;
+        const i32 c0 = (i32)floorf(c + 0.5f);
+        for (i32 cr = c0 - 2; cr <= c0 + 2; ++cr)
+            if (cr >= 0 && cr <= 255 && cbcr_to_g(v, cr) - cb_to_b(v) == q.diff)
+                consider(d, src, q, v, cr,
+                         guess_rank(0, (v - q.tcb) * (v - q.tcb) + (cr - q.tcr) * (cr - q.tcr),
+                                    v * 256 + cr),
+                         best);
+    }
+}
+
+// Steps first, first + stride, ... below `end` of the line into *best. A step's offset never
+// shrinks, so once its square alone is beyond the best distance nothing further can win:
+// returns true then, or when it reached the line's end (the line is settled).
+__device__ __forceinline__ bool line_search(const ChromaDesc& d, const u8* src, const Guess& q,
+                                            i32 first, i32 stride, i32 end, u64* best) {
+    for (i32 s = first; s < end; s += stride) {
+        const i32 off = line_offset(s);
+        if (*best != NO_GUESS && off * off > rank_dist(*best)) return true;
+        line_step(d, src, q, s, best);
+    }
+    return end >= LINE_STEPS;
+}
+
+// The rings: every offset (ocb, ocr) of Chebyshev radius 1..255 around the target, numbered
+// ring after ring (radius r holds [(2r - 1)^2, (2r + 1)^2)), so that threads split them
+// without walking the rings' insides.
+#define RING_RADIUS 255
+#define RING_CANDIDATES ((2 * RING_RADIUS + 1) * (2 * RING_RADIUS + 1))
+__device__ __forceinline__ i32 ring_end(i32 r) { return (2 * r + 1) * (2 * r + 1); }
+
+__device__ __forceinline__ void ring_candidate(const ChromaDesc& d, const u8* src, const Guess& q,
+                                               i32 n, u64* best) {
+    i32 r = 0, ocb = 0, ocr = 0;
+    if (n > 0) {
+        i32 root = (i32)sqrtf((float)n);
+        while (root * root > n) --root;
+        while ((root + 1) * (root + 1) <= n) ++root;
+        r = (root + 1) / 2;
+        const i32 m = n - (2 * r - 1) * (2 * r - 1), side = 2 * r + 1;
+        if (m < side) {
+            ocb = m - r;
+            ocr = -r;
+        } else if (m < 2 * side) {
+            ocb = m - side - r;
+            ocr = r;
+        } else if (m < 2 * side + side - 2) {
+            ocb = -r;
+            ocr = m - 2 * side - r + 1;
+        } else {
+            ocb = r;
+            ocr = m - 3 * side + 2 - r + 1;
+        }
+    }
+    consider(d, src, q, q.tcb + ocb, q.tcr + ocr,
+             guess_rank((u32)r + 1, ocb * ocb + ocr * ocr, (ocb + 255) * 512 + (ocr + 255)), best);
+}
+
+// One thread alone: the line's first steps, then the rings up to this radius. Past them a
+// block is left to the whole block of threads (a thread searching tens of thousands of pairs
+// would hold its warp and the kernel for milliseconds).
+#define ALONE_LINE_STEPS 64
+#define ALONE_RING_RADIUS 6
+
+// The block's rank searched by one thread within those bounds; false when they didn't settle it.
+__device__ __forceinline__ bool guess_alone(const ChromaDesc& d, const u8* src, const Guess& q,
+                                            u64* best) {
+    *best = NO_GUESS;
+    if (q.pair >= 0) {
+        if (!line_search(d, src, q, 0, 1, ALONE_LINE_STEPS, best)) return false;
+        if (*best != NO_GUESS) return true;
+    }
+    for (i32 n = 0; n < ring_end(ALONE_RING_RADIUS); ++n) {
+        if (*best != NO_GUESS && n >= ring_end((i32)rank_level(*best) - 1)) return true;
+        ring_candidate(d, src, q, n, best);
+    }
+    return *best != NO_GUESS;
+}
+
+// The block's threads together: what the launch must give every block (chroma_guess).
+#define GUESS_THREADS 256
+struct GuessScratch {
+    u64 rank[GUESS_THREADS];
+    u8 left[GUESS_THREADS];  // thread t's chroma block was left to the whole block
+};
+// Declares the block's GuessScratch `name` in a kernel (the host emulation defines its own,
+// as for RESAMPLE_SCRATCH).
+#ifndef GUESS_SCRATCH
+#define GUESS_SCRATCH(name) __shared__ GuessScratch name
+#endif
+
+// The lowest of every thread's `rank`, on every thread.
+__device__ __forceinline__ u64 block_min(GuessScratch& sc, u64 rank) {
+    sc.rank[threadIdx.x] = rank;
+    __syncthreads();
+    for (u32 w = 1; w < blockDim.x; w <<= 1) {
+        const u32 t = threadIdx.x;
+        if (t % (2 * w) == 0 && t + w < blockDim.x && sc.rank[t + w] < sc.rank[t])
+            sc.rank[t] = sc.rank[t + w];
+        __syncthreads();
+    }
+    const u64 low = sc.rank[0];
+    __syncthreads();  // rank[] is written again by the next call
+    return low;
+}
+
+// The block's rank searched by all the block's threads, unbounded: the whole line, then the
+// rings a few candidates a thread at a time, until the ring of the best pair so far is done.
+__device__ __forceinline__ u64 guess_together(GuessScratch& sc, const ChromaDesc& d,
+                                              const u8* src, const Guess& q) {
+    const i32 t = (i32)threadIdx.x, threads = (i32)blockDim.x, per_round = 4 * threads;
+    u64 best = NO_GUESS;
+    if (q.pair >= 0) {
+        line_search(d, src, q, t, threads, LINE_STEPS, &best);
+        best = block_min(sc, best);
+        if (best != NO_GUESS) return best;
+    }
+    for (i32 base = 0; base < RING_CANDIDATES; base += per_round) {
+        for (i32 n = base + t; n < base + per_round && n < RING_CANDIDATES; n += threads)
+            ring_candidate(d, src, q, n, &best);
+        best = block_min(sc, best);
+        if (best != NO_GUESS && base + per_round >= ring_end((i32)rank_level(best) - 1)) break;
+    }
+    return best;
+}
+
+// Writes the block's chroma: the ranked pair's, the target's when none fits. State 2: guessed
+// by one thread; 3: by the whole block (the tests tell them apart).
+__device__ __forceinline__ void guess_store(const Guess& q, u64 best, u8* cb_plane, u8* cr_plane,
+                                            u8* state, u32 k, u8 how) {
+    i32 cb = q.tcb, cr = q.tcr;
+    if (best != NO_GUESS) {
+        const i32 key = (i32)(best & 0xFFFFF);
+        if (rank_level(best) > 0) {
+            cb = q.tcb + (key >> 9) - 255;
+            cr = q.tcr + (key & 511) - 255;
+        } else if (q.pair == 1) {
+            cr = key >> 8;
+            cb = key & 255;
+        } else {
+            cb = key >> 8;
+            cr = key & 255;
+        }
+    }
+    cb_plane[k] = (u8)cb;
+    cr_plane[k] = (u8)cr;
+    state[k] = how;
+}
+
+// Pass 2: each unresolved block takes the chroma pair that ranks lowest among those that
+// reproduce all its pixels (above). Each thread takes a block and tries the few nearest
+// candidates alone, which settles nearly all; the blocks it leaves are searched by the whole
+// block of threads, one after another. Launch with GUESS_THREADS threads a block (or one).
 extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
+    GUESS_SCRATCH(sc);
     const u32 s = blockIdx.y;
-    if (s >= n) return;
+    if (s >= n) return;  // uniform across the block, as every branch around a barrier below
     const ChromaDesc d = descs[s];
     const ChromaGrid g = grid_of(d);
     const u32 blocks = g.cols * g.rows;
@@ -188,97 +426,27 @@ extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
     u8* cr_plane = cb_plane + blocks;
     u8* state = cr_plane + blocks;
     const u8* src = (const u8*)d.src;
-    for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < blocks; k += gridDim.x * blockDim.x) {
-        if (state[k] != 0) continue;
-        const u32 i = k % g.cols, j = k / g.cols;
-        i32 sum_cb = 0, sum_cr = 0, count = 0;
-        for (i32 dj = -1; dj <= 1; ++dj) {
-            for (i32 di = -1; di <= 1; ++di) {
-                const i32 ni = (i32)i + di, nj = (i32)j + dj;
-                if (ni < 0 || nj < 0 || ni >= (i32)g.cols || nj >= (i32)g.rows) continue;
-                const u32 m = (u32)nj * g.cols + (u32)ni;
-                if (state[m] != 1) continue;
-                sum_cb += cb_plane[m];
-                sum_cr += cr_plane[m];
-                ++count;
-            }
+    for (u32 base = blockIdx.x * blockDim.x; base < blocks; base += gridDim.x * blockDim.x) {
+        const u32 k = base + threadIdx.x;
+        u8 left = 0;
+        if (k < blocks && state[k] == 0) {
+            const Guess q = guess_setup(d, g, src, cb_plane, cr_plane, state, k);
+            u64 best;
+            if (guess_alone(d, src, q, &best))
+                guess_store(q, best, cb_plane, cr_plane, state, k, 2);
+            else
+                left = 1;
         }
-        const i32 tcb = count ? (sum_cb + count / 2) / count : 128;
-        const i32 tcr = count ? (sum_cr + count / 2) / count : 128;
-        const u32 bx = g.bx0 + i, by = g.by0 + j;
-        const ChromaBlock blk = block_pixels(d, bx, by);
-        const u32 xa = blk.xa, xb = blk.xb, ya = blk.ya, yb = blk.yb;
-        // A pixel with two unclamped channels, if any: which pair (0: R,B; 1: R,G; 2: G,B).
-        i32 pair = -1, diff = 0;
-        for (u32 y = ya; y < yb && pair < 0; ++y) {
-            for (u32 x = xa; x < xb && pair < 0; ++x) {
-                const u8* p = src + (u64)(y - d.y0) * d.pitch + (u64)(x - d.x0) * 3;
-                if (unclamped(p[0]) && unclamped(p[2])) {
-                    pair = 0;
-                    diff = (i32)p[0] - (i32)p[2];
-                } else if (unclamped(p[0]) && unclamped(p[1])) {
-                    pair = 1;
-                    diff = (i32)p[0] - (i32)p[1];
-                } else if (unclamped(p[1]) && unclamped(p[2])) {
-                    pair = 2;
-                    diff = (i32)p[1] - (i32)p[2];
-                }
-            }
+        sc.left[threadIdx.x] = left;
+        __syncthreads();
+        for (u32 t = 0; t < blockDim.x; ++t) {
+            if (!sc.left[t]) continue;
+            const u32 kk = base + t;
+            const Guess q = guess_setup(d, g, src, cb_plane, cr_plane, state, kk);
+            const u64 best = guess_together(sc, d, src, q);
+            if (threadIdx.x == 0) guess_store(q, best, cb_plane, cr_plane, state, kk, 3);
         }
-        i32 best_cb = tcb, best_cr = tcr, best_dist = -1, best_key = 0;
-        if (pair >= 0) {
-            // The line's values outward from the target's (Cb for pairs 0 and 2, Cr for 1):
-            // once |v - t|^2 alone is beyond the best distance, nothing further can win.
-            const i32 t = pair == 1 ? tcr : tcb;
-            for (i32 step = 0; step < 512; ++step) {
-                const i32 off = (step & 1) ? (step + 1) / 2 : -(step / 2);
-                const i32 v = t + off;
-                if (best_dist >= 0 && off * off > best_dist) break;
-                if (v < 0 || v > 255) continue;
-                if (pair == 0) {
-                    // R - B = cr_to_r(cr) - cb_to_b(cb): for each cb, the cr near the solution.
-                    const float c = (float)(diff + cb_to_b(v)) / 1.402f + 128.0f;
-                    const i32 c0 = (i32)floorf(c + 0.5f);
-                    for (i32 cr = c0 - 1; cr <= c0 + 1; ++cr)
-                        if (cr >= 0 && cr <= 255 && cr_to_r(cr) - cb_to_b(v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, v * 256 + cr,
-                                     &best_cb, &best_cr, &best_dist, &best_key);
-                } else if (pair == 1) {
-                    // R - G = cr_to_r(cr) - cbcr_to_g(cb, cr): for each cr, the cbs near it
-                    // (G moves by 0.344 per step of Cb: a few give the same value).
-                    const float a = -((float)(cr_to_r(v) - diff) + 0.71414f * (float)(v - 128)) /
-                                    0.34414f + 128.0f;
-                    const i32 a0 = (i32)floorf(a + 0.5f);
-                    for (i32 cb = a0 - 4; cb <= a0 + 4; ++cb)
-                        if (cb >= 0 && cb <= 255 && cr_to_r(v) - cbcr_to_g(cb, v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, cb, v, v * 256 + cb,
-                                     &best_cb, &best_cr, &best_dist, &best_key);
-                } else {
-                    // G - B = cbcr_to_g(cb, cr) - cb_to_b(cb): for each cb, the crs near it.
-                    const float c = -((float)(diff + cb_to_b(v)) + 0.34414f * (float)(v - 128)) /
-                                    0.71414f + 128.0f;
-                    const i32 c0 = (i32)floorf(c + 0.5f);
-                    for (i32 cr = c0 - 2; cr <= c0 + 2; ++cr)
-                        if (cr >= 0 && cr <= 255 && cbcr_to_g(v, cr) - cb_to_b(v) == diff)
-                            consider(d, src, xa, xb, ya, yb, tcb, tcr, v, cr, v * 256 + cr,
-                                     &best_cb, &best_cr, &best_dist, &best_key);
-                }
-            }
-        }
-        for (i32 radius = 0; best_dist < 0 && radius <= CHROMA_GUESS_RADIUS; ++radius) {
-            for (i32 ocb = -radius; ocb <= radius; ++ocb) {
-                for (i32 ocr = -radius; ocr <= radius; ++ocr) {
-                    if (ocb != -radius && ocb != radius && ocr != -radius && ocr != radius)
-                        continue;  // inside the ring: seen at a smaller radius
-                    consider(d, src, xa, xb, ya, yb, tcb, tcr, tcb + ocb, tcr + ocr,
-                             (ocb + 255) * 512 + (ocr + 255), &best_cb, &best_cr, &best_dist,
-                             &best_key);
-                }
-            }
-        }
-        cb_plane[k] = (u8)best_cb;
-        cr_plane[k] = (u8)best_cr;
-        state[k] = 2;
+        __syncthreads();  // left[] is written again for the next blocks
     }
 }
 

@@ -10,11 +10,11 @@
 //   device runs every launch: several emulated streams (and several test threads) run
 //   kernels at once, so the block coordinates, the barrier and the shared memory are
 //   thread-local.
-// - `stokehold_emu_launch_chain`: whole blocks of real threads (one host thread per CUDA
-//   thread, a pthread barrier as `__syncthreads`, one resampling scratch shared by the block's
-//   threads, blocks one after another), so that a missing barrier between the resampler's
-//   shared-memory phases shows up as wrong pixels. Only the dedicated tests use it: a host
-//   thread per CUDA thread costs far more than the kernel's work.
+// - `stokehold_emu_launch_chain` and `stokehold_emu_launch_chroma_guess`: whole blocks of
+//   real threads (one host thread per CUDA thread, a pthread barrier as `__syncthreads`, one
+//   scratch shared by the block's threads, blocks one after another), so that a missing
+//   barrier between shared-memory phases shows up as wrong results. Only the dedicated tests
+//   use them: a host thread per CUDA thread costs far more than the kernel's work.
 // Float intrinsics map to plain IEEE operations; build.rs passes -ffp-contract=off so nothing
 // is fused, as on the device with --fmad=false.
 #include <math.h>
@@ -67,6 +67,11 @@ struct ResampleScratch;
 static thread_local ResampleScratch* emu_block_scratch = nullptr;
 static ResampleScratch& emu_resample_scratch();
 #define RESAMPLE_SCRATCH(name) ResampleScratch& name = emu_resample_scratch()
+// The same for the chroma guess's scratch (kernels/chroma.cu).
+struct GuessScratch;
+static thread_local GuessScratch* emu_block_guess = nullptr;
+static GuessScratch& emu_guess_scratch();
+#define GUESS_SCRATCH(name) GuessScratch& name = emu_guess_scratch()
 
 #include "../chain.cu"
 #include "../color.cu"
@@ -77,6 +82,11 @@ static ResampleScratch& emu_resample_scratch() {
     return emu_block_scratch ? *emu_block_scratch : own;
 }
 
+static GuessScratch& emu_guess_scratch() {
+    static thread_local GuessScratch own;
+    return emu_block_guess ? *emu_block_guess : own;
+}
+
 // Sets the block the next kernel call on this thread runs as (one thread, one block along x).
 extern "C" void stokehold_emu_set_block(unsigned sample, unsigned samples) {
     blockIdx = {0, sample, 0};
@@ -85,12 +95,14 @@ extern "C" void stokehold_emu_set_block(unsigned sample, unsigned samples) {
     blockDim = {1, 1, 1};
 }
 
-// Runs the chain kernel over `n` samples as a grid of `grid_x` x n blocks of `threads`
-// threads each, one block after another. Returns 0, or -1 for a bad size.
-extern "C" int stokehold_emu_launch_chain(const FusedDesc* descs, const i32* taps, unsigned n,
-                                          unsigned grid_x, unsigned threads) {
+// Runs `kernel` over `n` samples as a grid of `grid_x` x n blocks of `threads` threads each,
+// one block after another, each block's threads sharing one barrier and one scratch of each
+// kind. Returns 0, or -1 for a bad size.
+template <typename Kernel>
+static int emu_launch_blocks(unsigned n, unsigned grid_x, unsigned threads, Kernel kernel) {
     if (threads == 0 || threads > 1024 || grid_x == 0) return -1;
-    std::unique_ptr<ResampleScratch> shared(new ResampleScratch);
+    std::unique_ptr<ResampleScratch> resample(new ResampleScratch);
+    std::unique_ptr<GuessScratch> guess(new GuessScratch);
     for (unsigned s = 0; s < n; ++s) {
         for (unsigned bx = 0; bx < grid_x; ++bx) {
             pthread_barrier_t barrier;
@@ -101,10 +113,12 @@ extern "C" int stokehold_emu_launch_chain(const FusedDesc* descs, const i32* tap
                 blockDim = {threads, 1, 1};
                 threadIdx = {t, 0, 0};
                 emu_barrier = &barrier;
-                emu_block_scratch = shared.get();
-                fused_crop_resize_normalize(descs, taps, n);
+                emu_block_scratch = resample.get();
+                emu_block_guess = guess.get();
+                kernel();
                 emu_barrier = nullptr;
                 emu_block_scratch = nullptr;
+                emu_block_guess = nullptr;
                 blockDim = {1, 1, 1};
             };
             std::vector<std::thread> pool;
@@ -115,4 +129,19 @@ extern "C" int stokehold_emu_launch_chain(const FusedDesc* descs, const i32* tap
         }
     }
     return 0;
+}
+
+// The chain kernel over `n` samples in whole blocks (emu_launch_blocks).
+extern "C" int stokehold_emu_launch_chain(const FusedDesc* descs, const i32* taps, unsigned n,
+                                          unsigned grid_x, unsigned threads) {
+    return emu_launch_blocks(n, grid_x, threads,
+                             [=] { fused_crop_resize_normalize(descs, taps, n); });
+}
+
+// The chroma guess over `n` samples in whole blocks (emu_launch_blocks); `threads` at most
+// GUESS_THREADS.
+extern "C" int stokehold_emu_launch_chroma_guess(const ChromaDesc* descs, unsigned n,
+                                                 unsigned grid_x, unsigned threads) {
+    if (threads > GUESS_THREADS) return -1;
+    return emu_launch_blocks(n, grid_x, threads, [=] { chroma_guess(descs, n); });
 }

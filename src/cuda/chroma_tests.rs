@@ -6,6 +6,7 @@
 //! `pipeline::run` run the same kernels on a real device.
 
 use crate::cuda::desc::ChromaDesc;
+use crate::cuda::emu::kernels::HostFn;
 use crate::cuda::kernel::Kernel;
 use crate::cuda::test_support::Emu;
 use crate::decode::{decode_window, ColorMode, DecodeOptions, JpegHeader, Limits, Upsampling};
@@ -236,4 +237,124 @@ fn photos_rebuild_close_to_the_cpu_decoder() {
         differing * 500 < values.max(1),
         "{differing} of {values} values differ"
     );
+}
+
+/// The engines' nearest output of a `w` × `h` 4:2:0 image whose chroma blocks are plain colours
+/// (exact), black or white (a thread places them at once), or strong colours at luma near
+/// black or white, every pixel clamped in two channels or three (blocks only a wide search
+/// places).
+fn saturated_nearest(w: usize, h: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed;
+    let mut next = move |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % n) as i32
+    };
+    // libjpeg's integer conversion (jdcolor.c), as kernels/chroma.cu has it.
+    let rgb = |y: i32, cb: i32, cr: i32| {
+        let r = (91881 * (cr - 128) + 32768) >> 16;
+        let g = (-22554 * (cb - 128) + 32768 - 46802 * (cr - 128)) >> 16;
+        let b = (116130 * (cb - 128) + 32768) >> 16;
+        [y + r, y + g, y + b].map(|v| v.clamp(0, 255) as u8)
+    };
+    let (cols, rows) = (w.div_ceil(2), h.div_ceil(2));
+    let mut out = vec![0u8; 3 * w * h];
+    for by in 0..rows {
+        for bx in 0..cols {
+            // Hard blocks few: the emulation's barriers are slow.
+            let kind = [0, 2, 2, 1, 1, 1, 1, 1][next(8) as usize];
+            let hard = kind == 0;
+            let (cb, cr) = if hard {
+                let far = |v: i32| if v < 40 { v } else { 215 + v % 41 };
+                (far(next(80)), far(next(80)))
+            } else if kind == 2 {
+                (128, 128)
+            } else {
+                (96 + next(64), 96 + next(64))
+            };
+            let bright = next(2) == 0;
+            for y in 2 * by..(2 * by + 2).min(h) {
+                for x in 2 * bx..(2 * bx + 2).min(w) {
+                    let luma = match (hard, bright) {
+                        (false, _) if kind == 2 => 255 * i32::from(bright),
+                        (false, _) => 64 + next(128),
+                        (true, true) => 235 + next(21),
+                        (true, false) => next(21),
+                    };
+                    out[3 * (y * w + x)..][..3].copy_from_slice(&rgb(luma, cb, cr));
+                }
+            }
+        }
+    }
+    out
+}
+
+type GuessLaunch = unsafe extern "C" fn(*const ChromaDesc, u32, u32, u32) -> i32;
+
+/// The chroma guess's search, split over the threads of a block where a block is hard to
+/// place, gives each block the chroma that one thread searching alone gives it.
+#[test]
+fn the_guess_is_the_same_on_a_whole_block_of_threads() {
+    let Some(emu) = Emu::load() else { return };
+    let (w, h) = (35usize, 22usize);
+    let nearest = saturated_nearest(w, h, 7);
+    let mut out = vec![0u8; nearest.len()];
+    let mut d = ChromaDesc {
+        src: nearest.as_ptr() as u64,
+        dst: out.as_mut_ptr() as u64,
+        planes: 0,
+        pitch: (3 * w) as u32,
+        width: w as u32,
+        height: h as u32,
+        x0: 0,
+        y0: 0,
+        image_w: w as u32,
+        image_h: h as u32,
+        sx: 2,
+        sy: 2,
+        reserved: 0,
+    };
+    let mut resolved = vec![0u8; d.plane_bytes()];
+    d.planes = resolved.as_mut_ptr() as u64;
+    let resolve: ChromaKernel = emu.kernel(Kernel::ChromaResolve);
+    // SAFETY: the descriptor points at `nearest`, `out` and `resolved`, sized for it.
+    emu.per_sample(1, || unsafe { resolve(&d, 1) });
+    let guess_with = |grid_x: u32, threads: u32| {
+        let mut planes = resolved.clone();
+        let mut d = d;
+        d.planes = planes.as_mut_ptr() as u64;
+        if threads == 1 {
+            let guess: ChromaKernel = emu.kernel(Kernel::ChromaGuess);
+            // SAFETY: as above, with planes of its own.
+            emu.per_sample(1, || unsafe { guess(&d, 1) });
+        } else {
+            let launch: GuessLaunch = emu.sym(HostFn::LaunchChromaGuess);
+            // SAFETY: as above; the launcher returns when every block's threads are done.
+            let rc = unsafe { launch(&d, 1, grid_x, threads) };
+            assert_eq!(rc, 0, "emu_launch_chroma_guess({grid_x}, {threads})");
+        }
+        planes
+    };
+    let alone = guess_with(1, 1);
+    let blocks = alone.len() / 3;
+    let states = &alone[2 * blocks..];
+    let count = |s: u8| states.iter().filter(|&&v| v == s).count();
+    eprintln!(
+        "{blocks} chroma blocks: {} exact, {} guessed by a thread, {} by the whole block",
+        count(1),
+        count(2),
+        count(3)
+    );
+    assert_eq!(count(0), 0, "a block left unguessed");
+    assert!(count(1) > 0 && count(2) > 0, "exact and easy blocks");
+    assert!(count(3) >= 10, "blocks hard enough for the whole block");
+    for (grid_x, threads) in [(1, 256), (2, 64), (7, 32), (1, 5)] {
+        // Which blocks a thread settles alone does not depend on the launch either.
+        let together = guess_with(grid_x, threads);
+        assert!(
+            together == alone,
+            "{grid_x} blocks of {threads} threads: another chroma or state"
+        );
+    }
 }

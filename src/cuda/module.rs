@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
@@ -275,6 +276,9 @@ pub struct ModuleCache {
     arch: Arch,
     modules: Mutex<HashMap<KernelModule, Arc<CudaModule>>>,
     functions: Mutex<HashMap<Kernel, CudaFunction>>,
+    /// Set once the device is open: a module loaded after it is a kernel the device was not
+    /// told the stage launches (it still loads, and says so).
+    sealed: AtomicBool,
 }
 
 impl ModuleCache {
@@ -285,7 +289,21 @@ impl ModuleCache {
             arch,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            sealed: AtomicBool::new(false),
         }
+    }
+
+    /// The modules loaded, by file stem, sorted.
+    pub fn loaded(&self) -> Vec<&'static str> {
+        let map = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stems: Vec<&'static str> = map.keys().map(|m| m.stem()).collect();
+        stems.sort_unstable();
+        stems
+    }
+
+    /// Marks the modules loaded so far as all the stage launches.
+    pub fn seal(&self) {
+        self.sealed.store(true, Ordering::Relaxed);
     }
 
     /// The architecture modules are compiled for.
@@ -299,6 +317,13 @@ impl ModuleCache {
         let mut map = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = map.get(&module) {
             return Ok(m.clone());
+        }
+        if self.sealed.load(Ordering::Relaxed) {
+            tracing::warn!(
+                "kernel module {}.cu loaded in the middle of a run: the device was opened \
+                 without it (RealDevice::with_upsampling's kernels)",
+                module.stem()
+            );
         }
         let load_cubin = |bin: Vec<u8>| {
             self.ctx

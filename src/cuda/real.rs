@@ -84,20 +84,26 @@ impl RealDevice {
     ///
     /// The JPEG decoder interpolates chroma as libjpeg does, unless `STOKEHOLD_CHROMA_REBUILD=1`
     /// (repeated, for the stage to rebuild); see [`RealDevice::with_upsampling`].
+    /// Every kernel is loaded, whether the stage launches it or not.
     pub fn new(device_id: usize, decode_batch: usize) -> Result<Arc<RealDevice>, Error> {
-        Self::open(device_id, Some((decode_batch, Upsampling::Fancy)))
+        Self::open(
+            device_id,
+            Some((decode_batch, Upsampling::Fancy, &Kernel::ALL[..])),
+        )
     }
 
-    /// [`RealDevice::new`] for pipelines that decode with `upsampling`: with
-    /// [`Upsampling::Nearest`] the JPEG decoder repeats chroma over each block (its default,
-    /// and a third of the host time per image of interpolating), which is then the pipeline's
-    /// output as it is the CPU path's.
+    /// [`RealDevice::new`] for a pipeline that decodes with `upsampling` and whose chain
+    /// launches `kernels` (only those are compiled and loaded, and the chroma rebuild's where
+    /// the decoder is opened to repeat chroma for it): with [`Upsampling::Nearest`] the JPEG
+    /// decoder repeats chroma over each block (its default, and a third of the host time per
+    /// image of interpolating), which is then the pipeline's output as it is the CPU path's.
     pub fn with_upsampling(
         device_id: usize,
         decode_batch: usize,
         upsampling: Upsampling,
+        kernels: &[Kernel],
     ) -> Result<Arc<RealDevice>, Error> {
-        Self::open(device_id, Some((decode_batch, upsampling)))
+        Self::open(device_id, Some((decode_batch, upsampling, kernels)))
     }
 
     /// Opens device `device_id` for memory, copies and events only (the CPU path's batches
@@ -111,11 +117,22 @@ impl RealDevice {
     /// upsampling))`.
     fn open(
         device_id: usize,
-        decoding: Option<(usize, Upsampling)>,
+        decoding: Option<(usize, Upsampling, &[Kernel])>,
     ) -> Result<Arc<RealDevice>, Error> {
-        let decode_batch = decoding.map(|(batch, _)| batch);
-        let interpolate = decoding.is_some_and(|(_, u)| u == Upsampling::Fancy)
-            && !crate::nvjpeg::safe::chroma_rebuild_enabled();
+        let decode_batch = decoding.map(|(batch, ..)| batch);
+        let fancy = decoding.is_some_and(|(_, u, _)| u == Upsampling::Fancy);
+        let interpolate = fancy && !crate::nvjpeg::safe::chroma_rebuild_enabled();
+        // The chain's kernels, and the rebuild's where the decoder repeats chroma that the
+        // pipeline wants interpolated.
+        let rebuild = [
+            Kernel::ChromaResolve,
+            Kernel::ChromaGuess,
+            Kernel::ChromaUpsample,
+        ];
+        let launched = decoding
+            .map_or(&[][..], |(.., k)| k)
+            .iter()
+            .chain(rebuild.iter().filter(|_| fancy && !interpolate));
         let info: GpuInfo = probe(device_id)?;
         let sleeping_waits = super::driver::blocking_sync_if_asked(device_id);
         let cu = CudaContext::new(device_id)
@@ -128,9 +145,10 @@ impl RealDevice {
             .new_stream()
             .map_err(|e| cuda_err("create the kernel stream", e))?;
         let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
-        for kernel in Kernel::ALL.into_iter().filter(|_| decode_batch.is_some()) {
+        for &kernel in launched {
             modules.function(kernel)?;
         }
+        modules.seal();
         let decode_stream = cu
             .new_stream()
             .map_err(|e| cuda_err("create the decode stream", e))?;
@@ -156,7 +174,7 @@ impl RealDevice {
                     let hw = d.has_hardware();
                     let pads = d.batch_decoder().pads_roi();
                     let fancy = d.batch_decoder().interpolated();
-                    let wanted = decoding.map(|(_, u)| u);
+                    let wanted = decoding.map(|(_, u, _)| u);
                     let chroma = match (fancy, wanted) {
                         (true, _) => "chroma interpolated by nvJPEG",
                         (false, Some(Upsampling::Nearest)) => {
@@ -212,6 +230,12 @@ impl RealDevice {
             pinned_bytes: Arc::default(),
             pinned_peak: Arc::default(),
         }))
+    }
+
+    /// The kernel modules loaded (file stems, sorted): those of the kernels the device was
+    /// opened for.
+    pub fn loaded_modules(&self) -> Vec<&'static str> {
+        self.modules.loaded()
     }
 
     fn stream(&self, s: StreamId) -> Result<Arc<CudaStream>, Error> {

@@ -307,3 +307,32 @@ fn a_cubin_the_driver_refuses_is_compiled_again_only_once() {
     assert!(r.is_err());
     assert_eq!(tries, 1);
 }
+
+/// A device opened for a pipeline compiles and loads the modules of the kernels its chain
+/// launches, and the chroma rebuild's only where its decoder repeats chroma for a pipeline
+/// that wants it interpolated.
+#[test]
+fn gpu_a_device_loads_only_the_modules_its_pipeline_launches() {
+    use crate::decode::Upsampling;
+    use crate::nvjpeg::safe::chroma_rebuild_enabled;
+    if crate::cuda::test_support::real_device().is_none() {
+        return;
+    }
+    let jitter = [Kernel::Chain, Kernel::JitterLumaSum, Kernel::JitterStep];
+    for (upsampling, kernels) in [
+        (Upsampling::Nearest, &[Kernel::Chain][..]),
+        (Upsampling::Nearest, &jitter[..]),
+        (Upsampling::Fancy, &[Kernel::Chain][..]),
+    ] {
+        let dev = super::RealDevice::with_upsampling(0, 8, upsampling, kernels).unwrap();
+        let mut want = vec!["chain"];
+        if kernels.len() > 1 {
+            want.push("color");
+        }
+        if upsampling == Upsampling::Fancy && chroma_rebuild_enabled() {
+            want.push("chroma");
+        }
+        want.sort_unstable();
+        assert_eq!(dev.loaded_modules(), want, "{upsampling:?} {kernels:?}");
+    }
+}

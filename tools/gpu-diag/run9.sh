@@ -29,7 +29,9 @@
 #       --query-compute-apps` twice a second): ours against DALI's;
 #   (k) our kernels' own time, each launch alone on the device (`ncu`, which serialises
 #       kernels): the chain on the ImageNet-size photos (nearest), the chroma rebuild's three
-#       kernels, and the chain on the 1.8 MP set (in (c)). `kernels (device)` in --stats is
+#       kernels, and the chain on the 1.8 MP set (in (c)); then the rebuild's `compare` and
+#       speed against nvJPEG interpolating (its guess's longest thread is 1/5600 of what it
+#       was: if it now runs near nearest's speed, `"fancy"` can be rebuilt by default). `kernels (device)` in --stats is
 #       event time on the kernel stream, which also counts the SMs shared with nvJPEG's work:
 #       20 µs an image at ImageNet size and 216 on the 1.8 MP set (H200) against a host
 #       emulation that finds the 1.8 MP chain only 3x the work;
@@ -131,6 +133,15 @@ PY
 say "(k) our kernels alone (ncu): the chain on d4k, nearest; the chroma rebuild"
 kernel_times chain-d4k /tmp/d4k /tmp/train16-nearest.toml
 kernel_times rebuilt-d4k /tmp/d4k /tmp/train16-fancy.toml STOKEHOLD_CHROMA_REBUILD=1
+# The rebuild's guess no longer leaves a thread tens of thousands of candidates (2026-11-28;
+# the H200's rebuilt run spent 46 ms a batch in the kernels): its parity with the CPU, then
+# its speed against nvJPEG interpolating, the default's decoder.
+STOKEHOLD_CHROMA_REBUILD=1 timed 60 "$S" compare /tmp/train16-fancy.toml --data /tmp/d4k \
+    --devices cpu,gpu --batches 4 > "$L/compare-rebuilt.log" 2>&1
+echo "compare rebuilt: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compare-rebuilt.log")"
+grep -E '^(images|decoded) ' "$L/compare-rebuilt.log" | sed 's/^/    /'
+bench rebuilt /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CHROMA_REBUILD=1
+bench fancy /tmp/d4k /tmp/train16-fancy.toml ""
 
 say "(d) training benchmark, nearest: stokehold-gpu with 1 and 2 engine slots; the CPU path"
 if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then

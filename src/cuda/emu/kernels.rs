@@ -36,6 +36,12 @@ mod ffi {
             grid_x: u32,
             threads: u32,
         ) -> i32;
+        pub fn stokehold_emu_launch_chroma_guess(
+            d: *const ChromaDesc,
+            n: u32,
+            grid_x: u32,
+            threads: u32,
+        ) -> i32;
         pub fn stokehold_emu_fused_crop_resize_normalize(
             d: *const FusedDesc,
             t: *const i32,
@@ -60,6 +66,9 @@ pub enum HostFn {
     /// `stokehold_emu_launch_chain(const FusedDesc*, const i32* taps, u32 n, u32 grid_x,
     /// u32 threads) -> int`: the chain kernel as whole blocks of real threads.
     LaunchChain,
+    /// `stokehold_emu_launch_chroma_guess(const ChromaDesc*, u32 n, u32 grid_x, u32 threads)
+    /// -> int`: the chroma guess as whole blocks of real threads.
+    LaunchChromaGuess,
 }
 
 /// The address of `f` in the host build; `None` when the emulation is not built.
@@ -70,6 +79,7 @@ pub fn symbol(f: HostFn) -> Option<usize> {
         let addr = match f {
             HostFn::SetBlock => stokehold_emu_set_block as *const (),
             HostFn::LaunchChain => stokehold_emu_launch_chain as *const (),
+            HostFn::LaunchChromaGuess => stokehold_emu_launch_chroma_guess as *const (),
             HostFn::Kernel(k) => match k {
                 Kernel::Chain => stokehold_emu_fused_crop_resize_normalize as *const (),
                 Kernel::JitterLumaSum => stokehold_emu_jitter_luma_sum as *const (),

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use crate::cuda::gpu_device::GpuDevice;
-use crate::cuda::{EmuDevice, EmuOptions, RealDevice};
+use crate::cuda::{EmuDevice, EmuOptions, Kernel, RealDevice};
 use crate::decode::Upsampling;
 use crate::error::Error;
 use crate::pipeline::graph::Graph;
@@ -70,7 +70,10 @@ pub(crate) struct Chosen {
 /// `device = "gpu"` (or `"emu"`) can't be honoured.
 pub fn choose_device(settings: &Settings) -> Result<DeviceReport, Error> {
     let settings = RunSettings::from(settings);
-    let device = || -> Result<Arc<dyn GpuDevice>, Error> { open(&settings, Upsampling::Fancy) };
+    // Every GPU pipeline launches the chain: compiling it proves the kernels can run.
+    let device = || -> Result<Arc<dyn GpuDevice>, Error> {
+        open(&settings, Upsampling::Fancy, &[Kernel::Chain])
+    };
     choose(&settings, Ok(()), device).map(|c| c.0)
 }
 
@@ -243,9 +246,10 @@ fn open_path(
     let upsampling = plan
         .as_ref()
         .map_or(Upsampling::Fancy, |p| p.decode_options().upsampling);
+    let kernels = plan.as_ref().map_or(vec![], |p| p.chain_kernels());
     let (report, dev) = choose(settings, composes, || match device {
         Some(d) => Ok(d),
-        None => open(settings, upsampling),
+        None => open(settings, upsampling, &kernels),
     })?;
     let gpu = match (dev, plan) {
         (Some(d), Ok(p)) => Some((d, p)),
@@ -269,14 +273,20 @@ fn open_path(
 }
 
 /// Opens the device `settings` ask for (real or emulated), its JPEG decoder for a pipeline
-/// that decodes with `upsampling` (the emulated one always repeats chroma).
-fn open(settings: &RunSettings, upsampling: Upsampling) -> Result<Arc<dyn GpuDevice>, Error> {
+/// that decodes with `upsampling` (the emulated one always repeats chroma) and its kernel
+/// modules for a chain that launches `kernels`.
+fn open(
+    settings: &RunSettings,
+    upsampling: Upsampling,
+    kernels: &[Kernel],
+) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
         DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
         _ => Ok(RealDevice::with_upsampling(
             settings.device_id,
             settings.batch,
             upsampling,
+            kernels,
         )?),
     }
 }

@@ -232,7 +232,8 @@ fn nearest_real_device(
 ) -> Option<std::sync::Arc<crate::cuda::RealDevice>> {
     crate::cuda::test_support::real_device()?;
     let nearest = crate::decode::Upsampling::Nearest;
-    let dev = crate::cuda::RealDevice::with_upsampling(0, 8, nearest).unwrap();
+    let dev =
+        crate::cuda::RealDevice::with_upsampling(0, 8, nearest, &crate::cuda::Kernel::ALL).unwrap();
     let described = dev.describe();
     eprintln!("GPU stage decoder: {}", described.decoder);
     if let Some(why) = lacks(&described) {

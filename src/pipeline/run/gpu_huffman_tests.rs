@@ -21,7 +21,9 @@ fn gpu_a_workers_gpu_decoder_matches_the_cpu() {
 }
 
 fn decodes_as_the_cpu(upsampling: Upsampling) {
-    let dev = crate::cuda::RealDevice::with_upsampling(0, 64, upsampling).unwrap();
+    let dev =
+        crate::cuda::RealDevice::with_upsampling(0, 64, upsampling, &crate::cuda::Kernel::ALL)
+            .unwrap();
     let mut worker = dev.worker_decoder().unwrap_or_else(|| {
         panic!("{upsampling:?}: no GPU-assisted Huffman decoder with the engines' chroma")
     });

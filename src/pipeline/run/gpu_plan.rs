@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use crate::cuda::chain::FusedSample;
 use crate::cuda::gpu_device::GpuDevice;
+use crate::cuda::kernel::Kernel;
 use crate::cuda::staging::StagedBytes;
 use crate::decode::exif::displayed_rect;
 use crate::decode::{ColorMode, DecodeOptions, ImageInfo, JpegHeader, ParsedImage, Upsampling};
@@ -261,6 +262,21 @@ impl GpuPlan {
                 })
                 .collect(),
         )
+    }
+
+    /// The kernels the fused chain launches: the chain's, and color jitter's where the
+    /// pipeline has it; a device loads them when it opens (the chroma rebuild's are the
+    /// device's own choice: [`crate::cuda::RealDevice::with_upsampling`]).
+    pub(crate) fn chain_kernels(&self) -> Vec<Kernel> {
+        let jitter = self
+            .chain_nodes
+            .iter()
+            .any(|&k| self.unfused.nodes[k].kind == crate::ops::color_jitter::SCHEMA.kind);
+        let mut kernels = vec![Kernel::Chain];
+        if jitter {
+            kernels.extend([Kernel::JitterLumaSum, Kernel::JitterStep]);
+        }
+        kernels
     }
 
     /// Whether the stage rebuilds libjpeg's interpolated chroma from what `dev` decodes: the

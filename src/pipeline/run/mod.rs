@@ -70,6 +70,8 @@ mod gpu_tests;
 #[cfg(test)]
 mod pin_tests;
 #[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
 mod split_tests;
 #[cfg(test)]
 mod tests;
