@@ -418,7 +418,9 @@ __device__ __forceinline__ void guess_store(const Guess& q, u64 best, u8* cb_pla
 extern "C" __global__ void chroma_guess(const ChromaDesc* descs, u32 n) {
     GUESS_SCRATCH(sc);
     const u32 s = blockIdx.y;
-    if (s >= n) return;  // uniform across the block, as every branch around a barrier below
+    // Uniform across the block, as every branch around a barrier below; a block larger than
+    // the scratch would write past it.
+    if (s >= n || blockDim.x > GUESS_THREADS) return;
     const ChromaDesc d = descs[s];
     const ChromaGrid g = grid_of(d);
     const u32 blocks = g.cols * g.rows;

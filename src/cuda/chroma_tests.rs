@@ -358,3 +358,11 @@ fn the_guess_is_the_same_on_a_whole_block_of_threads() {
         );
     }
 }
+
+/// `chroma_guess` keeps a scratch slot per thread: the launch's block size must fit it.
+#[test]
+fn the_guess_scratch_holds_a_launch_block() {
+    let source = include_str!("../../kernels/chroma.cu");
+    let want = format!("#define GUESS_THREADS {}", crate::cuda::kernel::BLOCK);
+    assert!(source.contains(&want), "kernels/chroma.cu lacks `{want}`");
+}

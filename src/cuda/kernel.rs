@@ -38,7 +38,8 @@ impl KernelModule {
     }
 }
 
-/// Threads per block of every stokehold kernel (`jitter_luma_sum`'s reduction relies on 256).
+/// Threads per block of every stokehold kernel (`jitter_luma_sum`'s reduction relies on 256,
+/// and `chroma_guess`'s scratch holds `GUESS_THREADS` = 256: a test ties them).
 pub(crate) const BLOCK: u32 = 256;
 
 /// A launch over `samples` samples (grid.y), `blocks` blocks of `BLOCK` (256) threads each

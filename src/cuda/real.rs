@@ -120,19 +120,8 @@ impl RealDevice {
         decoding: Option<(usize, Upsampling, &[Kernel])>,
     ) -> Result<Arc<RealDevice>, Error> {
         let decode_batch = decoding.map(|(batch, ..)| batch);
-        let fancy = decoding.is_some_and(|(_, u, _)| u == Upsampling::Fancy);
-        let interpolate = fancy && !crate::nvjpeg::safe::chroma_rebuild_enabled();
-        // The chain's kernels, and the rebuild's where the decoder repeats chroma that the
-        // pipeline wants interpolated.
-        let rebuild = [
-            Kernel::ChromaResolve,
-            Kernel::ChromaGuess,
-            Kernel::ChromaUpsample,
-        ];
-        let launched = decoding
-            .map_or(&[][..], |(.., k)| k)
-            .iter()
-            .chain(rebuild.iter().filter(|_| fancy && !interpolate));
+        let wants_fancy = decoding.is_some_and(|(_, u, _)| u == Upsampling::Fancy);
+        let interpolate = wants_fancy && !crate::nvjpeg::safe::chroma_rebuild_enabled();
         let info: GpuInfo = probe(device_id)?;
         let sleeping_waits = super::driver::blocking_sync_if_asked(device_id);
         let cu = CudaContext::new(device_id)
@@ -144,11 +133,6 @@ impl RealDevice {
         let kernel_stream = cu
             .new_stream()
             .map_err(|e| cuda_err("create the kernel stream", e))?;
-        let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
-        for &kernel in launched {
-            modules.function(kernel)?;
-        }
-        modules.seal();
         let decode_stream = cu
             .new_stream()
             .map_err(|e| cuda_err("create the decode stream", e))?;
@@ -198,6 +182,22 @@ impl RealDevice {
                 ),
             },
         };
+        // The chain's kernels, and the rebuild's where the decoder repeats chroma that the
+        // pipeline wants interpolated (asked for, or nvJPEG refused to interpolate).
+        let modules = ModuleCache::new(cu.clone(), Arch::from_cc(info.compute_capability));
+        let rebuild = [
+            Kernel::ChromaResolve,
+            Kernel::ChromaGuess,
+            Kernel::ChromaUpsample,
+        ];
+        let launched = decoding
+            .map_or(&[][..], |(.., k)| k)
+            .iter()
+            .chain(rebuild.iter().filter(|_| wants_fancy && !fancy));
+        for &kernel in launched {
+            modules.function(kernel)?;
+        }
+        modules.seal();
         // The prep workers ask nvJPEG whether the engines take each image, beside the thread
         // that submits (`GpuDevice::engines_accept`).
         let checks = decoder.as_ref().and_then(|d| {
