@@ -14,18 +14,16 @@ use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
 
 type ChromaKernel = unsafe extern "C" fn(*const ChromaDesc, u32);
 
-/// Runs the three chroma kernels over one region: `nearest` is the engines' output of the
-/// region (x0, y0, w, h) of a `image_w` × `image_h` image subsampled (sx, sy).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rebuild_on_host(
-    emu: &Emu,
+/// The descriptor of region (x0, y0, w, h) of a `image_w` × `image_h` image subsampled
+/// (sx, sy): `nearest` in, `out` out (both 3 × w × h bytes), planes still to be pointed at.
+fn region_desc(
     nearest: &[u8],
+    out: &mut [u8],
     (x0, y0, w, h): (usize, usize, usize, usize),
     (image_w, image_h): (usize, usize),
     (sx, sy): (usize, usize),
-) -> Vec<u8> {
-    let mut out = vec![0u8; nearest.len()];
-    let mut d = ChromaDesc {
+) -> ChromaDesc {
+    ChromaDesc {
         src: nearest.as_ptr() as u64,
         dst: out.as_mut_ptr() as u64,
         planes: 0,
@@ -39,7 +37,27 @@ pub(crate) fn rebuild_on_host(
         sx: sx as u32,
         sy: sy as u32,
         reserved: 0,
-    };
+    }
+}
+
+/// Runs the three chroma kernels over one region: `nearest` is the engines' output of the
+/// region (x0, y0, w, h) of a `image_w` × `image_h` image subsampled (sx, sy).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rebuild_on_host(
+    emu: &Emu,
+    nearest: &[u8],
+    (x0, y0, w, h): (usize, usize, usize, usize),
+    (image_w, image_h): (usize, usize),
+    (sx, sy): (usize, usize),
+) -> Vec<u8> {
+    let mut out = vec![0u8; nearest.len()];
+    let mut d = region_desc(
+        nearest,
+        &mut out,
+        (x0, y0, w, h),
+        (image_w, image_h),
+        (sx, sy),
+    );
     let mut planes = vec![0u8; d.plane_bytes()];
     d.planes = planes.as_mut_ptr() as u64;
     for kernel in [
@@ -300,21 +318,7 @@ fn the_guess_is_the_same_on_a_whole_block_of_threads() {
     let (w, h) = (35usize, 22usize);
     let nearest = saturated_nearest(w, h, 7);
     let mut out = vec![0u8; nearest.len()];
-    let mut d = ChromaDesc {
-        src: nearest.as_ptr() as u64,
-        dst: out.as_mut_ptr() as u64,
-        planes: 0,
-        pitch: (3 * w) as u32,
-        width: w as u32,
-        height: h as u32,
-        x0: 0,
-        y0: 0,
-        image_w: w as u32,
-        image_h: h as u32,
-        sx: 2,
-        sy: 2,
-        reserved: 0,
-    };
+    let mut d = region_desc(&nearest, &mut out, (0, 0, w, h), (w, h), (2, 2));
     let mut resolved = vec![0u8; d.plane_bytes()];
     d.planes = resolved.as_mut_ptr() as u64;
     let resolve: ChromaKernel = emu.kernel(Kernel::ChromaResolve);
