@@ -221,7 +221,7 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
     }
 
     /// The timing model an emulated device takes a real device's time from, if any.
-    fn timing_model(&self) -> Option<super::emu::TimingModel> {
+    fn timing_model(&self) -> Option<super::timing_model::TimingModel> {
         None
     }
 

@@ -2,9 +2,10 @@
 //! ([`RealDevice`]: cudarc and nvJPEG) and emulated ([`EmuDevice`]) devices, probing, the
 //! kernels' table ([`kernel`]: entry points, modules, grid rules), the kernel module cache
 //! (NVRTC → cubin, cached on disk), the stage's memory pools ([`pool`]), the pinned host
-//! batches handed to consumers ([`pinned_pool`]), the kernel descriptors ([`desc`]) and the
-//! fused chain's composition and launch rules ([`chain`]). Kernels are launched in one place
-//! per device: the seam's `launch`.
+//! batches handed to consumers ([`pinned_pool`]), a real device's measured costs that the
+//! emulated device can take its time from ([`timing_model`]), the kernel descriptors
+//! ([`desc`]) and the fused chain's composition and launch rules ([`chain`]). Kernels are
+//! launched in one place per device: the seam's `launch`.
 //!
 //! All `unsafe` of the GPU path except nvJPEG lives in this folder; every block says why it
 //! is sound. Nothing here needs CUDA at build time: the driver and NVRTC are loaded at run
@@ -26,6 +27,7 @@ pub mod pinned_pool;
 pub mod pool;
 pub mod real;
 pub mod staging;
+pub mod timing_model;
 
 #[cfg(test)]
 mod chroma_tests;
@@ -41,3 +43,4 @@ pub use emu::{EmuDevice, EmuOptions};
 pub use gpu_device::{GpuDevice, StreamId};
 pub use kernel::{Kernel, KernelModule};
 pub use real::RealDevice;
+pub use timing_model::TimingModel;

@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use crate::cuda::kernel::Kernel;
 use crate::image::{DType, Layout};
 use crate::resample::Interp;
 
@@ -249,6 +250,20 @@ impl ChainSteps {
     /// The steps, with the operators' names.
     pub fn steps(&self) -> &[(String, ChainStep)] {
         &self.steps
+    }
+
+    /// The kernels a batch through these steps may launch: the chain's, and color jitter's
+    /// two between two chain launches where a step jitters ([`super::launcher`]).
+    pub fn kernels(&self) -> Vec<Kernel> {
+        let mut kernels = vec![Kernel::Chain];
+        if self
+            .steps
+            .iter()
+            .any(|(_, s)| matches!(s, ChainStep::ColorJitter))
+        {
+            kernels.extend([Kernel::JitterLumaSum, Kernel::JitterStep]);
+        }
+        kernels
     }
 
     /// The fused sample for one decoded image of `source` = (height, width, channels), u8

@@ -23,11 +23,10 @@
 pub mod decode;
 pub mod kernels;
 pub mod memory;
-pub mod model;
 mod order;
 pub mod stream;
 
-pub use model::TimingModel;
+use super::timing_model::TimingModel;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -52,7 +52,7 @@ impl EmuDevice {
                 .iter()
                 .map(|q| (q.header.width() * q.header.height()) as f64 / 1e6)
                 .collect();
-            super::model::busy_for(model.submit_time(&mp));
+            crate::cuda::timing_model::busy_for(model.submit_time(&mp));
             let before = self
                 .modelled_images
                 .fetch_add(mp.len() as u64, Ordering::Relaxed);

@@ -264,19 +264,14 @@ impl GpuPlan {
         )
     }
 
-    /// The kernels the fused chain launches: the chain's, and color jitter's where the
-    /// pipeline has it; a device loads them when it opens (the chroma rebuild's are the
-    /// device's own choice: [`crate::cuda::RealDevice::with_upsampling`]).
+    /// The kernels the fused chain launches ([`crate::cuda::chain::ChainSteps::kernels`]: the chain's, and
+    /// color jitter's where a step jitters); a device loads them when it opens (the chroma
+    /// rebuild's are the device's own choice: [`crate::cuda::RealDevice::with_upsampling`]).
     pub(crate) fn chain_kernels(&self) -> Vec<Kernel> {
-        let jitter = self
-            .chain_nodes
-            .iter()
-            .any(|&k| self.unfused.nodes[k].kind == crate::ops::color_jitter::SCHEMA.kind);
-        let mut kernels = vec![Kernel::Chain];
-        if jitter {
-            kernels.extend([Kernel::JitterLumaSum, Kernel::JitterStep]);
-        }
-        kernels
+        // `new` composed this chain already; the chain's kernel alone is the fallback that
+        // can't be reached.
+        self.chain()
+            .map_or_else(|_| vec![Kernel::Chain], |c| c.steps().kernels())
     }
 
     /// Whether the stage rebuilds libjpeg's interpolated chroma from what `dev` decodes: the

@@ -362,7 +362,7 @@ impl DecoderSplit {
     /// or the workers' (preparing every sample, decoding the CPU's), the smaller.
     pub(crate) fn modelled_limit(
         &self,
-        model: &crate::cuda::emu::TimingModel,
+        model: &crate::cuda::TimingModel,
         batch: usize,
     ) -> Option<f64> {
         let prepared = self.prepared.load(Ordering::Relaxed);

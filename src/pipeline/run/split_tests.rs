@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::gpu_tests::{
     builtin, builtin_times, emu, emu_pipeline, nothing_allocated_after_warm_up, shipped,
 };
-use crate::cuda::emu::TimingModel;
+use crate::cuda::TimingModel;
 use crate::cuda::{EmuDevice, EmuOptions};
 
 /// The engines' call as on an H100, then 5 ms slower an image once 256 images went to them
