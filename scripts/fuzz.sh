@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the decoder and the pipeline-file parser with cargo-fuzz (libFuzzer).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 300 s for each of: decode pipeline_file
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 300 s for each of: decode gpu_route
+#                                             # pipeline_file
 #   FUZZ_MAX_LEN=2048 scripts/fuzz.sh 300 decode   # short inputs only: ~2x the executions/s
 #                                                  # (headers, EXIF, marker walks)
 #
@@ -15,7 +16,9 @@
 # - decode: the built-in sample set (JPEG baseline/progressive, every subsampling, gray,
 #   PNG), produced by the 01-run-pipeline-file example; plus ../shared/data/jpeg-edge and a
 #   few ../shared/data/imagenet-400 photos when present ($STOKEHOLD_SHARED/data wins).
+# - gpu_route: the same files (the GPU path's header walk, routes and regions).
 # - pipeline_file: the shipped pipelines/*.toml.
+# What decode and gpu_route check is fuzz/checks.rs, which tests/fuzz_regressions.rs also runs.
 # One process, one job (libFuzzer's default). Corpora grow in fuzz/corpus/<target>/ and crashes land in fuzz/artifacts/<target>/ (both
 # ignored by git). Every crash must become a test in tests/fuzz_regressions.rs.
 set -euo pipefail
@@ -23,7 +26,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-300}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(decode pipeline_file)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(decode gpu_route pipeline_file)
 SHARED="${STOKEHOLD_SHARED:-$PWD/../shared}/data"
 export RUSTC_BOOTSTRAP=1
 # Own target dir: the instrumented build shares nothing with the normal one.
@@ -58,8 +61,10 @@ seed_pipeline_file() {
 for t in "${TARGETS[@]}"; do
     case "$t" in
     decode) seed_decode ;;
+    gpu_route) seed_decode && mkdir -p fuzz/corpus/gpu_route &&
+        cp -n fuzz/corpus/decode/* fuzz/corpus/gpu_route/ ;;
     pipeline_file) seed_pipeline_file ;;
-    *) echo "unknown target $t (decode, pipeline_file)" >&2; exit 2 ;;
+    *) echo "unknown target $t (decode, gpu_route, pipeline_file)" >&2; exit 2 ;;
     esac
     echo "== fuzzing $t for ${SECONDS_EACH}s"
     cargo fuzz run "$t" -s none --target-dir "$FUZZ_TARGET_DIR" "fuzz/corpus/$t" -- \

@@ -12,10 +12,17 @@
 
 use std::path::{Path, PathBuf};
 
-use stokehold::decode::{decode, probe, ColorMode, DecodeError, DecodeOptions, Limits};
+use stokehold::decode::{decode, probe, DecodeError, DecodeOptions};
 use stokehold::pipeline::file;
 use stokehold::pipeline::graph::Graph;
 use stokehold::Error;
+
+mod common;
+
+/// The fuzz targets' checks (`fuzz/checks.rs`): what they assert on every input holds here
+/// on the committed and real inputs, and compiles in every test run.
+#[path = "../fuzz/checks.rs"]
+mod checks;
 
 fn bad_dir(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,30 +38,10 @@ fn files(kind: &str) -> Vec<PathBuf> {
     v
 }
 
-fn all_options() -> [DecodeOptions; 3] {
-    let d = DecodeOptions::default();
-    [
-        d,
-        DecodeOptions {
-            color: ColorMode::Gray,
-            apply_exif: true,
-            limits: Limits {
-                max_pixels: 1 << 16,
-                max_file_bytes: 1 << 16,
-            },
-            ..d
-        },
-        DecodeOptions {
-            apply_exif: false,
-            ..d
-        },
-    ]
-}
-
 /// Probes and decodes `bytes` with every option set; returns the default decode's result.
 fn decode_all(bytes: &[u8]) -> Result<(usize, usize), DecodeError> {
     let mut first = None;
-    for opts in all_options() {
+    for opts in checks::option_sets() {
         let info = probe(bytes, &opts);
         let img = decode(bytes, &opts);
         if let (Ok(i), Ok(m)) = (&info, &img) {
@@ -82,8 +69,49 @@ fn committed_decode_inputs_give_typed_errors() {
     assert!(!all.is_empty());
     for p in all {
         let bytes = std::fs::read(&p).unwrap();
-        let r = std::panic::catch_unwind(|| decode_all(&bytes));
+        let r = std::panic::catch_unwind(|| {
+            let _ = decode_all(&bytes);
+            checks::decode_checks(&bytes);
+            checks::gpu_route_checks(&bytes);
+        });
         assert!(r.is_ok(), "{} panics", p.display());
+    }
+}
+
+/// The fuzz targets' checks on good and odd real files: the built-in sample set (every
+/// subsampling, progressive, gray, PNG), `jpeg-edge` (CMYK, 12-bit, truncated, arithmetic,
+/// EXIF-rotated, junk before SOI) and a few ImageNet photos. A window decodes to exactly that
+/// window of the whole decode; the GPU path's routes and regions hold.
+#[test]
+fn the_fuzz_checks_hold_on_real_files() {
+    let (_dir, samples) = common::samples();
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut add_folder = |dir: &Path, at_most: usize| {
+        inputs.extend(common::files_under(dir).into_iter().take(at_most));
+    };
+    add_folder(&samples, usize::MAX);
+    if let Some(data) = common::shared_data_part() {
+        add_folder(&data.join("jpeg-edge"), usize::MAX);
+        add_folder(&data.join("imagenet-400"), 16);
+    }
+    assert!(inputs.len() > 10, "{inputs:?}");
+    for p in &inputs {
+        let bytes = std::fs::read(p).unwrap();
+        for (k, pick) in [[0u8, 0, 255, 255], [200, 10, 30, 255], [255, 255, 0, 0]]
+            .iter()
+            .enumerate()
+        {
+            // The checks choose their window from the input's last four bytes.
+            let mut b = bytes.clone();
+            if k > 0 {
+                b.extend_from_slice(pick);
+            }
+            let r = std::panic::catch_unwind(|| {
+                checks::decode_checks(&b);
+                checks::gpu_route_checks(&b);
+            });
+            assert!(r.is_ok(), "{} (window {k}) fails a check", p.display());
+        }
     }
 }
 

@@ -292,6 +292,31 @@ fn decode_with<S: McuSource>(
 /// the upsampling filters. Without it the window tests fail.
 const MARGIN_IMCUS: usize = 1;
 
+/// The margin where libjpeg smooths blocks ([`smooths_blocks`]): its smoothing estimates a
+/// block's first AC coefficients from the DC values of the blocks up to two away, and takes
+/// the crop's first block column as the image's edge, so the first two block columns of a
+/// crop come out other than in a full decode; a third iMCU keeps the upsampling's sample
+/// left of the window out of them too (found by fuzzing: `fuzz/checks.rs`).
+const SMOOTHING_MARGIN_IMCUS: usize = 3;
+
+/// Whether libjpeg smooths blocks in this decode (after `jpeg_start_decompress`): a
+/// progressive JPEG, smoothing on, and some of the first AC coefficients (zigzag 1 to 9) of a
+/// component not known to full precision once every scan has been read — a progression that
+/// stops early. A superset of jdcoefct.c's `smoothing_ok`, which also declines for zero
+/// quantizers and an unknown DC; complete progressive files (nearly all) are not smoothed.
+fn smooths_blocks(cinfo: &jpeg_decompress_struct) -> bool {
+    if cinfo.do_block_smoothing == 0 || cinfo.coef_bits.is_null() {
+        return false;
+    }
+    let nc = cinfo.num_components.max(0) as usize;
+    // SAFETY: a non-null `coef_bits` is libjpeg's progression table, `2 × num_components`
+    // rows of 64 ints (jdphuff.c), alive with the decompressor; `jpeg_start_decompress` has
+    // read every scan of a multi-scan file into the coefficient buffer, so it is final, as
+    // when libjpeg itself decides.
+    let bits = unsafe { std::slice::from_raw_parts(cinfo.coef_bits as *const [c_int; 64], nc) };
+    bits.iter().any(|c| c[1..10].iter().any(|&b| b != 0))
+}
+
 /// Whether `jpeg_decompress_struct` has the layout whose `entropy` field [`install_source`]
 /// finds (mozjpeg-sys 2.2's binding of libjpeg-turbo's jpeglib.h, 64-bit, no jpeg70/80
 /// ABI): another layout turns sources off (libjpeg decodes alone instead), and a test
@@ -432,8 +457,12 @@ fn decode_inner<S: McuSource>(
 
     // A region (or CMYK): decode a margin around it, one row at a time into a line buffer.
     let imcu_w = cinfo.max_h_samp_factor.max(1) as usize * 8;
-    let x0 = left.saturating_sub(MARGIN_IMCUS * imcu_w);
-    let x1 = (left + w + MARGIN_IMCUS * imcu_w).min(full_w);
+    let margin = match smooths_blocks(cinfo) {
+        true => SMOOTHING_MARGIN_IMCUS,
+        false => MARGIN_IMCUS,
+    } * imcu_w;
+    let x0 = left.saturating_sub(margin);
+    let x1 = (left + w + margin).min(full_w);
     let mut xoff = x0 as JDIMENSION;
     let mut cw = (x1 - x0) as JDIMENSION;
     // SAFETY: called after start_decompress, before any row is read; `xoff + cw <= full_w`.

@@ -90,6 +90,21 @@ pub fn samples() -> (tempfile::TempDir, PathBuf) {
     (d, p)
 }
 
+/// Every file under `dir` and its sub-folders, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Writes a small RGB JPEG with the given size.
 pub fn write_jpeg(path: &Path, w: u16, h: u16, seed: u8) {
     let mut rgb = Vec::with_capacity(w as usize * h as usize * 3);

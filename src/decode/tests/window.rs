@@ -206,6 +206,64 @@ proptest! {
     }
 }
 
+/// A progression that stops before the AC coefficients are exact (the fixtures without their
+/// AC refinement scans: legal, the bits a writer that stops early leaves): libjpeg smooths
+/// blocks there (jdcoefct.c), estimating each block's first AC coefficients from the DC
+/// values of the blocks up to two away, and takes a crop's first block column as the image's
+/// edge. The windows still equal the full decode's (found by fuzzing: `fuzz/checks.rs`).
+#[test]
+fn window_decode_is_bit_exact_where_libjpeg_smooths_blocks() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
+    for n in ["420", "422", "444", "gray"] {
+        let name = format!("progressive-{n}.jpg");
+        let jpg = std::fs::read(dir.join(&name)).unwrap();
+        let hd = header(&jpg);
+        // Every AC refinement scan left out.
+        let mut coarse = Vec::with_capacity(jpg.len());
+        let mut from = hd.soi;
+        for s in hd.scans.iter().filter(|s| s.ss > 0 && s.ah > 0) {
+            coarse.extend_from_slice(&jpg[from..s.header.start]);
+            from = s.data.as_ref().unwrap().end;
+        }
+        assert!(from > hd.soi, "{name}: no AC refinement scan");
+        coarse.extend_from_slice(&jpg[from..hd.end]);
+        let opts = rgb_opts();
+        let full = decode(&coarse, &opts).unwrap();
+        // libjpeg smooths these: without smoothing the pixels differ.
+        let h = header(&coarse);
+        let req = turbo::Request {
+            width: h.width(),
+            height: h.height(),
+            components: h.components(),
+            region: None,
+            scale_denom: 1,
+            block_smoothing: false,
+            fancy_upsampling: true,
+        };
+        let (unsmoothed, ..) = turbo::decode(&coarse[h.soi..], &req).unwrap();
+        let smoothed: Vec<u8> = match h.components() {
+            1 => full
+                .as_u8_hwc()
+                .unwrap()
+                .iter()
+                .step_by(3)
+                .copied()
+                .collect(),
+            _ => full.as_u8_hwc().unwrap().to_vec(),
+        };
+        assert!(unsmoothed != smoothed, "{name}: libjpeg did not smooth");
+        let nearest = DecodeOptions {
+            upsampling: crate::decode::Upsampling::Nearest,
+            ..opts
+        };
+        let full_nearest = decode(&coarse, &nearest).unwrap();
+        for win in windows_for(full.height, full.width) {
+            assert_window_exact(&coarse, &opts, &full, win, &name);
+            assert_window_exact(&coarse, &nearest, &full_nearest, win, &name);
+        }
+    }
+}
+
 /// Every scan decoded, at 1/8 (the reference for the dropped-scan path).
 fn decode_eighth_every_scan(jpg: &[u8]) -> (Vec<u8>, usize) {
     let hd = header(jpg);

@@ -1,0 +1,178 @@
+//! What the fuzz targets check on each input: arbitrary bytes must give typed errors, never a
+//! panic, and what decodes must keep the promises the pipeline builds on. Shared with
+//! `tests/fuzz_regressions.rs`, which runs the same checks over committed inputs (so these
+//! compile, and hold, in every test run, not only where cargo-fuzz is installed).
+
+use stokehold::decode::{
+    decode, probe, ColorMode, DecodeOptions, EntropyDecoder, Limits, ParsedImage, Upsampling,
+};
+use stokehold::nvjpeg::{
+    classify, decode_region, roi_for_display_window, route_header, Roi, Route,
+};
+
+/// Pixels a check decodes at most: a header may legally ask for ~180 MP within the default
+/// limits; decoding that is correct but slow, so larger images are only probed (the limits
+/// themselves are exercised by the small ones).
+const DECODE_AT_MOST: usize = 1 << 22;
+
+/// The option sets every input goes through: the default; gray with EXIF and small limits; no
+/// EXIF; and the GPU path's other choices (chroma repeated as the JPEG engines write it,
+/// libjpeg's own entropy decoders).
+pub fn option_sets() -> [DecodeOptions; 4] {
+    let d = DecodeOptions::default();
+    [
+        d,
+        DecodeOptions {
+            color: ColorMode::Gray,
+            apply_exif: true,
+            limits: Limits {
+                max_pixels: 1 << 16,
+                max_file_bytes: 1 << 16,
+            },
+            ..d
+        },
+        DecodeOptions {
+            apply_exif: false,
+            ..d
+        },
+        DecodeOptions {
+            upsampling: Upsampling::Nearest,
+            sequential_decoder: EntropyDecoder::Libjpeg,
+            progressive_decoder: EntropyDecoder::Libjpeg,
+            ..d
+        },
+    ]
+}
+
+/// A window of an `h` × `w` image chosen by `pick` (a few bytes of the input): never empty,
+/// always inside.
+fn window_of(h: usize, w: usize, pick: &[u8]) -> (usize, usize, usize, usize) {
+    let at = |k: usize, n: usize| pick.get(k).map_or(0, |&b| usize::from(b) * n / 256);
+    let (top, left) = (at(0, h), at(1, w));
+    let height = 1 + at(2, h - top);
+    let width = 1 + at(3, w - left);
+    (top, left, height.min(h - top), width.min(w - left))
+}
+
+/// The decoder: `probe` and `decode` agree on the size; a window decodes to exactly that
+/// window of the whole decode (what the CPU path's fused decode-and-crop and the GPU path's
+/// CPU share rely on).
+pub fn decode_checks(data: &[u8]) {
+    let pick = data.get(data.len().saturating_sub(4)..).unwrap_or(&[]);
+    for opts in option_sets() {
+        let info = probe(data, &opts);
+        if matches!(&info, Ok(i) if i.width * i.height > DECODE_AT_MOST) {
+            continue;
+        }
+        let img = decode(data, &opts);
+        let (Ok(info), Ok(img)) = (&info, &img) else {
+            continue;
+        };
+        assert_eq!((img.width, img.height), (info.width, info.height));
+        assert_eq!(img.channels, opts.color.channels());
+        let whole = img.pixels.as_bytes();
+        assert_eq!(whole.len(), img.width * img.height * img.channels);
+        let (top, left, h, w) = window_of(img.height, img.width, pick);
+        let Ok(parsed) = ParsedImage::parse(data, &opts) else {
+            panic!("decoded, yet the parse alone fails");
+        };
+        // Damaged data below the window may fail the whole decode only; both decoded, the
+        // window's pixels are the whole decode's.
+        if let Ok(part) = parsed.decode_window((top, left, h, w)) {
+            assert_eq!((part.height, part.width), (h, w));
+            let c = img.channels;
+            let got = part.pixels.as_bytes();
+            for r in 0..h {
+                let row = (top + r) * img.width * c + left * c;
+                assert_eq!(
+                    &got[r * w * c..(r + 1) * w * c],
+                    &whole[row..row + w * c],
+                    "window ({top}, {left}, {h}, {w}) row {r} differs from the whole decode"
+                );
+            }
+        }
+    }
+}
+
+/// The GPU path's routing: `classify` (reads the header itself) and `route_header` on the
+/// header the GPU path's workers parse once agree; an image routed to nvJPEG has a region of
+/// interest for every window of its displayed image, inside the stored image, and the region
+/// to decode holds it.
+pub fn gpu_route_checks(data: &[u8]) {
+    let opts = DecodeOptions::default();
+    let limits = opts.limits;
+    let header = match ParsedImage::parse(data, &opts) {
+        Ok(parsed) => match parsed.jpeg_header() {
+            Some(h) => h.clone(),
+            // A PNG (a JPEG's SOI inside it is not a JPEG).
+            None => {
+                for hardware in [true, false] {
+                    let routed = classify(data, &limits, hardware);
+                    assert!(matches!(routed, Route::Cpu(_)), "{routed:?}");
+                }
+                return;
+            }
+        },
+        Err(_) => {
+            for hardware in [true, false] {
+                let routed = classify(data, &limits, hardware);
+                assert!(matches!(routed, Route::Cpu(_)), "{routed:?}");
+            }
+            return;
+        }
+    };
+    let pick = data.get(data.len().saturating_sub(4)..).unwrap_or(&[]);
+    for hardware in [true, false] {
+        let routed = route_header(&header, hardware);
+        assert_eq!(classify(data, &limits, hardware), routed);
+        let Route::Gpu(_, facts) = routed else {
+            continue;
+        };
+        let (sw, sh) = (facts.width, facts.height);
+        assert_eq!((sw, sh), (header.width(), header.height()));
+        if sw * sh > DECODE_AT_MOST {
+            continue;
+        }
+        for orientation in 1..=8u8 {
+            let swaps = orientation >= 5;
+            let (dw, dh) = if swaps { (sh, sw) } else { (sw, sh) };
+            let (y, x, height, width) = window_of(dh, dw, pick);
+            let win = Roi {
+                x,
+                y,
+                width,
+                height,
+            };
+            let roi = roi_for_display_window(win, orientation, sw, sh)
+                .expect("a window inside the displayed image has a stored region");
+            assert!(
+                roi.x + roi.width <= sw && roi.y + roi.height <= sh,
+                "{roi:?}"
+            );
+            let (ew, eh) = if swaps {
+                (height, width)
+            } else {
+                (width, height)
+            };
+            assert_eq!((roi.width, roi.height), (ew, eh));
+            for pad in [false, true] {
+                let region = decode_region(&header, Some(roi), pad).expect("an inside region");
+                let decoded = region.decode.unwrap_or(Roi {
+                    x: 0,
+                    y: 0,
+                    width: sw,
+                    height: sh,
+                });
+                assert_eq!(
+                    (decoded.width, decoded.height),
+                    (region.width, region.height)
+                );
+                assert!(decoded.x + decoded.width <= sw && decoded.y + decoded.height <= sh);
+                let w = region.window;
+                assert_eq!((w.width, w.height), (roi.width, roi.height));
+                assert!(w.x + w.width <= region.width && w.y + w.height <= region.height);
+                assert_eq!((decoded.x + w.x, decoded.y + w.y), (roi.x, roi.y));
+            }
+        }
+    }
+}
