@@ -176,3 +176,65 @@ pub fn gpu_route_checks(data: &[u8]) {
         }
     }
 }
+
+/// A tar shard: the reader ends (every member read, skipped or left consumes a block at
+/// least; a broken header is passed over), never panics, and the items of the shard are the
+/// same whether the images are loaded or not (an epoch's sample count and order are read
+/// without loading them).
+pub fn shard_checks(data: &[u8]) {
+    use std::io::Cursor;
+    use std::sync::Arc;
+    use stokehold::reader::shards::samples::{Item, LabelFrom, SampleRules, ShardItems};
+    use stokehold::reader::shards::tar::{TarReader, BLOCK};
+
+    let most = data.len() as u64 / BLOCK + 2;
+    let mut tar = TarReader::new(Cursor::new(data.to_vec()));
+    for k in 0.. {
+        assert!(k <= most, "more headers than blocks");
+        let before = tar.position();
+        match tar.next_member() {
+            Ok(None) => break,
+            Ok(Some(m)) => match k % 3 {
+                0 => {
+                    if let Ok(Ok(v)) = tar.read_data(1 << 20) {
+                        assert_eq!(v.len() as u64, m.size);
+                    }
+                }
+                1 => {
+                    let _ = tar.skip_data();
+                }
+                _ => {}
+            },
+            Err(e) if e.is_fatal() => break,
+            Err(_) => assert!(tar.position() > before, "a broken header read nothing"),
+        }
+    }
+    for label in [
+        LabelFrom::None,
+        LabelFrom::Text("cls".into()),
+        LabelFrom::Json("a.b".into()),
+    ] {
+        let rules = Arc::new(SampleRules {
+            extensions: vec!["jpg".into(), "png".into()],
+            label,
+            max_bytes: 1 << 16,
+        });
+        let items = |load: bool| {
+            let mut shard = ShardItems::new(Cursor::new(data.to_vec()), rules.clone());
+            let mut out = Vec::new();
+            while let Some(item) = shard.next_item(load) {
+                assert!(out.len() as u64 <= most, "more items than blocks");
+                out.push(match item {
+                    Item::Sample { member, label, .. } => (member, Some(label)),
+                    Item::Damaged { member, .. } => (member, None),
+                });
+            }
+            (out, shard.not_tar(), shard.cut().map(str::to_owned))
+        };
+        assert_eq!(
+            items(true),
+            items(false),
+            "loading changed the shard's items"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 # Fuzzes the decoder and the pipeline-file parser with cargo-fuzz (libFuzzer).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     # default: 300 s for each of: decode gpu_route
-#                                             # pipeline_file
+#                                             # shards pipeline_file
 #   FUZZ_MAX_LEN=2048 scripts/fuzz.sh 300 decode   # short inputs only: ~2x the executions/s
 #                                                  # (headers, EXIF, marker walks)
 #
@@ -17,8 +17,11 @@
 #   PNG), produced by the 01-run-pipeline-file example; plus ../shared/data/jpeg-edge and a
 #   few ../shared/data/imagenet-400 photos when present ($STOKEHOLD_SHARED/data wins).
 # - gpu_route: the same files (the GPU path's header walk, routes and regions).
+# - shards: small tar shards of a few of those files with .cls and .json labels (Python's
+#   tarfile: ustar, a GNU long name, a pax header).
 # - pipeline_file: the shipped pipelines/*.toml.
-# What decode and gpu_route check is fuzz/checks.rs, which tests/fuzz_regressions.rs also runs.
+# What decode, gpu_route and shards check is fuzz/checks.rs, which tests/fuzz_regressions.rs
+# also runs.
 # One process, one job (libFuzzer's default). Corpora grow in fuzz/corpus/<target>/ and crashes land in fuzz/artifacts/<target>/ (both
 # ignored by git). Every crash must become a test in tests/fuzz_regressions.rs.
 set -euo pipefail
@@ -26,7 +29,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-300}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(decode gpu_route pipeline_file)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(decode gpu_route shards pipeline_file)
 SHARED="${STOKEHOLD_SHARED:-$PWD/../shared}/data"
 export RUSTC_BOOTSTRAP=1
 # Own target dir: the instrumented build shares nothing with the normal one.
@@ -52,6 +55,28 @@ seed_decode() {
     fi
 }
 
+seed_shards() {
+    seed_decode
+    local dir=fuzz/corpus/shards
+    mkdir -p "$dir"
+    python3 - "$dir" fuzz/corpus/decode <<'PY'
+import io, os, sys, tarfile
+out, src = sys.argv[1], sys.argv[2]
+files = sorted(f for f in os.listdir(src) if os.path.getsize(os.path.join(src, f)) < 8192)[:6]
+for fmt, name in [(tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"),
+                  (tarfile.PAX_FORMAT, "pax")]:
+    with tarfile.open(os.path.join(out, f"seed-{name}.tar"), "w", format=fmt) as t:
+        for i, f in enumerate(files):
+            key = ("d" * 120 + "/" if name != "ustar" and i == 0 else "") + f"s{i}"
+            for ext, data in [("jpg", open(os.path.join(src, f), "rb").read()),
+                              ("cls", str(i).encode()),
+                              ("json", b'{"a": {"b": %d}}' % i)]:
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+PY
+}
+
 seed_pipeline_file() {
     local dir=fuzz/corpus/pipeline_file
     mkdir -p "$dir"
@@ -63,8 +88,9 @@ for t in "${TARGETS[@]}"; do
     decode) seed_decode ;;
     gpu_route) seed_decode && mkdir -p fuzz/corpus/gpu_route &&
         cp -n fuzz/corpus/decode/* fuzz/corpus/gpu_route/ ;;
+    shards) seed_shards ;;
     pipeline_file) seed_pipeline_file ;;
-    *) echo "unknown target $t (decode, gpu_route, pipeline_file)" >&2; exit 2 ;;
+    *) echo "unknown target $t (decode, gpu_route, shards, pipeline_file)" >&2; exit 2 ;;
     esac
     echo "== fuzzing $t for ${SECONDS_EACH}s"
     cargo fuzz run "$t" -s none --target-dir "$FUZZ_TARGET_DIR" "fuzz/corpus/$t" -- \

@@ -221,7 +221,12 @@ impl<R: ShardRead> ShardItems<R> {
                             .read_data(rules.max_bytes)
                             .map(|d| image = Some((p, m.name.clone(), d)))
                     } else {
-                        image = Some((p, m.name.clone(), Ok(Vec::new())));
+                        // Refused by its size unread, as a load refuses it.
+                        let bytes = match m.size > rules.max_bytes {
+                            true => Err(m.size),
+                            false => Ok(Vec::new()),
+                        };
+                        image = Some((p, m.name.clone(), bytes));
                         Ok(())
                     }
                 } else if label_ext == Some(ext.as_str()) && label_text.is_none() {
