@@ -246,16 +246,14 @@ impl Read for HttpShard {
 }
 
 impl ShardRead for HttpShard {
-    fn skip(&mut self, n: u64) -> io::Result<()> {
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
         // Far jumps on a server that takes ranges are a new request, not a download.
         if self.ranges && n > (4 << 20) {
-            let to = self.pos + n;
-            if self.len.is_some_and(|l| to > l) {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
+            let to = self.len.map_or(self.pos + n, |l| (self.pos + n).min(l));
+            let skipped = to.saturating_sub(self.pos);
             self.pos = to;
             self.body = None;
-            return Ok(());
+            return Ok(skipped);
         }
         super::tar::skip_by_reading(self, n)
     }

@@ -34,7 +34,7 @@ pub fn open_shard(shard: &Location, retry: Retry) -> Result<Box<dyn ShardRead>, 
 }
 
 impl ShardRead for Box<dyn ShardRead> {
-    fn skip(&mut self, n: u64) -> std::io::Result<()> {
+    fn skip(&mut self, n: u64) -> std::io::Result<u64> {
         (**self).skip(n)
     }
 }

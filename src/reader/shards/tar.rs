@@ -14,30 +14,31 @@ const MAX_META_BYTES: u64 = 1 << 20;
 /// A byte stream a shard is read from: sequential reads, and skipping ahead (a seek for a
 /// local file, reading and dropping for a network stream).
 pub trait ShardRead: Read + Send {
-    /// Skips `n` bytes; an `UnexpectedEof` error when the stream ends first.
-    fn skip(&mut self, n: u64) -> io::Result<()> {
+    /// Skips `n` bytes; returns how many it skipped, fewer only where the stream ended
+    /// first (so that a truncation is reported where the stream ends).
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
         skip_by_reading(self, n)
     }
 }
 
-/// Skips `n` bytes of `r` by reading them; `UnexpectedEof` when it ends first.
-pub fn skip_by_reading<R: Read + ?Sized>(r: &mut R, n: u64) -> io::Result<()> {
+/// Skips `n` bytes of `r` by reading them; the bytes skipped, fewer where it ends first.
+pub fn skip_by_reading<R: Read + ?Sized>(r: &mut R, n: u64) -> io::Result<u64> {
     let mut buf = [0u8; 16 * 1024];
     let mut left = n;
     while left > 0 {
         let want = left.min(buf.len() as u64) as usize;
         match r.read(&mut buf[..want]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(0) => break,
             Ok(got) => left -= got as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(n - left)
 }
 
 impl ShardRead for std::io::BufReader<std::fs::File> {
-    fn skip(&mut self, n: u64) -> io::Result<()> {
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
         use std::io::Seek;
         // A member's padding (under a block) is read through the buffer: the fill it may
         // cost brings the next header too, where a seek would cost two system calls more.
@@ -49,9 +50,9 @@ impl ShardRead for std::io::BufReader<std::fs::File> {
         let len = self.get_ref().metadata()?.len();
         if here.saturating_add(n) > len {
             self.seek(io::SeekFrom::Start(len))?;
-            return Err(io::ErrorKind::UnexpectedEof.into());
+            return Ok(len.saturating_sub(here));
         }
-        self.seek_relative(n as i64)
+        self.seek_relative(n as i64).map(|()| n)
     }
 }
 
@@ -180,9 +181,12 @@ impl<R: ShardRead> TarReader<R> {
             return Ok(());
         }
         match self.inner.skip(n) {
-            Ok(()) => {
-                self.pos += n;
-                Ok(())
+            Ok(skipped) => {
+                self.pos += skipped;
+                match skipped < n {
+                    true => Err(self.io_error(io::ErrorKind::UnexpectedEof.into())),
+                    false => Ok(()),
+                }
             }
             Err(e) => Err(self.io_error(e)),
         }
@@ -241,11 +245,16 @@ impl<R: ShardRead> TarReader<R> {
                 why: format!("a {size}-byte long name or pax header"),
             });
         }
-        let mut v = vec![0u8; size as usize];
-        if let Err(e) = self.inner.read_exact(&mut v) {
-            return Err(self.io_error(e));
+        let mut v = Vec::with_capacity(size as usize);
+        match (&mut self.inner).take(size).read_to_end(&mut v) {
+            Ok(got) => {
+                self.pos += got as u64;
+                if (got as u64) < size {
+                    return Err(self.io_error(io::ErrorKind::UnexpectedEof.into()));
+                }
+            }
+            Err(e) => return Err(self.io_error(e)),
         }
-        self.pos += size;
         self.skip(padding(size))?;
         Ok(v)
     }
@@ -273,7 +282,10 @@ impl<R: ShardRead> TarReader<R> {
         // bulk of it over straight from the file (its buffer is smaller than most members).
         match (&mut self.inner).take(size).read_to_end(&mut v) {
             Ok(got) if got as u64 == size => {}
-            Ok(_) => return Err(self.io_error(io::ErrorKind::UnexpectedEof.into())),
+            Ok(got) => {
+                self.pos += got as u64;
+                return Err(self.io_error(io::ErrorKind::UnexpectedEof.into()));
+            }
             Err(e) => return Err(self.io_error(e)),
         }
         self.pos += size;
