@@ -56,7 +56,7 @@ fn window_of(h: usize, w: usize, pick: &[u8]) -> (usize, usize, usize, usize) {
 
 /// The decoder: `probe` and `decode` agree on the size; a window decodes to exactly that
 /// window of the whole decode (what the CPU path's fused decode-and-crop and the GPU path's
-/// CPU share rely on).
+/// CPU share rely on), at full size and at half size in the DCT domain.
 pub fn decode_checks(data: &[u8]) {
     let pick = data.get(data.len().saturating_sub(4)..).unwrap_or(&[]);
     for opts in option_sets() {
@@ -79,18 +79,35 @@ pub fn decode_checks(data: &[u8]) {
         // Damaged data below the window may fail the whole decode only; both decoded, the
         // window's pixels are the whole decode's.
         if let Ok(part) = parsed.decode_window((top, left, h, w)) {
-            assert_eq!((part.height, part.width), (h, w));
-            let c = img.channels;
-            let got = part.pixels.as_bytes();
-            for r in 0..h {
-                let row = (top + r) * img.width * c + left * c;
-                assert_eq!(
-                    &got[r * w * c..(r + 1) * w * c],
-                    &whole[row..row + w * c],
-                    "window ({top}, {left}, {h}, {w}) row {r} differs from the whole decode"
-                );
+            assert_window_of(&part, &img, (top, left, h, w), "");
+        }
+        // The same for a JPEG decoded at half size in the DCT domain (`dct_downscale`).
+        if let Ok(half) = parsed.decode_scaled(2, None) {
+            let (top, left, h, w) = window_of(half.height, half.width, pick);
+            if let Ok(part) = parsed.decode_scaled(2, Some((top, left, h, w))) {
+                assert_window_of(&part, &half, (top, left, h, w), " at 1/2");
             }
         }
+    }
+}
+
+/// Asserts that `part` is the `window` (top, left, height, width) of `whole`.
+fn assert_window_of(
+    part: &stokehold::Image,
+    whole: &stokehold::Image,
+    (top, left, h, w): (usize, usize, usize, usize),
+    what: &str,
+) {
+    assert_eq!((part.height, part.width), (h, w));
+    let c = whole.channels;
+    let (got, all) = (part.pixels.as_bytes(), whole.pixels.as_bytes());
+    for r in 0..h {
+        let row = (top + r) * whole.width * c + left * c;
+        assert_eq!(
+            &got[r * w * c..(r + 1) * w * c],
+            &all[row..row + w * c],
+            "window ({top}, {left}, {h}, {w}){what} row {r} differs from the whole decode"
+        );
     }
 }
 
