@@ -56,9 +56,11 @@ fn window_of(h: usize, w: usize, pick: &[u8]) -> (usize, usize, usize, usize) {
 
 /// The decoder: `probe` and `decode` agree on the size; a window decodes to exactly that
 /// window of the whole decode (what the CPU path's fused decode-and-crop and the GPU path's
-/// CPU share rely on), at full size and at half size in the DCT domain.
-pub fn decode_checks(data: &[u8]) {
+/// CPU share rely on), at full size and at half size in the DCT domain. Returns how many
+/// windows it compared (a test on good files asserts some).
+pub fn decode_checks(data: &[u8]) -> usize {
     let pick = data.get(data.len().saturating_sub(4)..).unwrap_or(&[]);
+    let mut compared = 0;
     for opts in option_sets() {
         let info = probe(data, &opts);
         if matches!(&info, Ok(i) if i.width * i.height > DECODE_AT_MOST) {
@@ -79,16 +81,19 @@ pub fn decode_checks(data: &[u8]) {
         // Damaged data below the window may fail the whole decode only; both decoded, the
         // window's pixels are the whole decode's.
         if let Ok(part) = parsed.decode_window((top, left, h, w)) {
-            assert_window_of(&part, &img, (top, left, h, w), "");
+            assert_window_of(&part, img, (top, left, h, w), "");
+            compared += 1;
         }
         // The same for a JPEG decoded at half size in the DCT domain (`dct_downscale`).
         if let Ok(half) = parsed.decode_scaled(2, None) {
             let (top, left, h, w) = window_of(half.height, half.width, pick);
             if let Ok(part) = parsed.decode_scaled(2, Some((top, left, h, w))) {
                 assert_window_of(&part, &half, (top, left, h, w), " at 1/2");
+                compared += 1;
             }
         }
     }
+    compared
 }
 
 /// Asserts that `part` is the `window` (top, left, height, width) of `whole`.
@@ -114,8 +119,8 @@ fn assert_window_of(
 /// The GPU path's routing: `classify` (reads the header itself) and `route_header` on the
 /// header the GPU path's workers parse once agree; an image routed to nvJPEG has a region of
 /// interest for every window of its displayed image, inside the stored image, and the region
-/// to decode holds it.
-pub fn gpu_route_checks(data: &[u8]) {
+/// to decode holds it. Returns how many regions it checked.
+pub fn gpu_route_checks(data: &[u8]) -> usize {
     let opts = DecodeOptions::default();
     let limits = opts.limits;
     let header = match ParsedImage::parse(data, &opts) {
@@ -127,7 +132,7 @@ pub fn gpu_route_checks(data: &[u8]) {
                     let routed = classify(data, &limits, hardware);
                     assert!(matches!(routed, Route::Cpu(_)), "{routed:?}");
                 }
-                return;
+                return 0;
             }
         },
         Err(_) => {
@@ -135,9 +140,10 @@ pub fn gpu_route_checks(data: &[u8]) {
                 let routed = classify(data, &limits, hardware);
                 assert!(matches!(routed, Route::Cpu(_)), "{routed:?}");
             }
-            return;
+            return 0;
         }
     };
+    let mut checked = 0;
     let pick = data.get(data.len().saturating_sub(4)..).unwrap_or(&[]);
     for hardware in [true, false] {
         let routed = route_header(&header, hardware);
@@ -189,16 +195,19 @@ pub fn gpu_route_checks(data: &[u8]) {
                 assert_eq!((w.width, w.height), (roi.width, roi.height));
                 assert!(w.x + w.width <= region.width && w.y + w.height <= region.height);
                 assert_eq!((decoded.x + w.x, decoded.y + w.y), (roi.x, roi.y));
+                checked += 1;
             }
         }
     }
+    checked
 }
 
 /// A tar shard: the reader ends (every member read, skipped or left consumes a block at
 /// least; a broken header is passed over), never panics, and the items of the shard are the
 /// same whether the images are loaded or not (an epoch's sample count and order are read
-/// without loading them).
-pub fn shard_checks(data: &[u8]) {
+/// without loading them). Returns each label rule's items (member, label of a sample), for
+/// a test to hold an intact shard's to what it holds.
+pub fn shard_checks(data: &[u8]) -> Vec<Vec<(String, Option<i64>)>> {
     use std::io::Cursor;
     use std::sync::Arc;
     use stokehold::reader::shards::samples::{Item, LabelFrom, SampleRules, ShardItems};
@@ -226,6 +235,7 @@ pub fn shard_checks(data: &[u8]) {
             Err(_) => assert!(tar.position() > before, "a broken header read nothing"),
         }
     }
+    let mut per_rule = Vec::new();
     for label in [
         LabelFrom::None,
         LabelFrom::Text("cls".into()),
@@ -248,10 +258,9 @@ pub fn shard_checks(data: &[u8]) {
             }
             (out, shard.not_tar(), shard.cut().map(str::to_owned))
         };
-        assert_eq!(
-            items(true),
-            items(false),
-            "loading changed the shard's items"
-        );
+        let loaded = items(true);
+        assert_eq!(loaded, items(false), "loading changed the shard's items");
+        per_rule.push(loaded.0);
     }
+    per_rule
 }

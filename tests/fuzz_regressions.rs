@@ -71,8 +71,8 @@ fn committed_decode_inputs_give_typed_errors() {
         let bytes = std::fs::read(&p).unwrap();
         let r = std::panic::catch_unwind(|| {
             let _ = decode_all(&bytes);
-            checks::decode_checks(&bytes);
-            checks::gpu_route_checks(&bytes);
+            let _ = checks::decode_checks(&bytes);
+            let _ = checks::gpu_route_checks(&bytes);
         });
         assert!(r.is_ok(), "{} panics", p.display());
     }
@@ -95,6 +95,8 @@ fn the_fuzz_checks_hold_on_real_files() {
         add_folder(&data.join("imagenet-400"), 16);
     }
     assert!(inputs.len() > 10, "{inputs:?}");
+    // (windows compared, regions checked): every good file gives some.
+    let mut done = (0, 0);
     for p in &inputs {
         let bytes = std::fs::read(p).unwrap();
         for (k, pick) in [[0u8, 0, 255, 255], [200, 10, 30, 255], [255, 255, 0, 0]]
@@ -107,12 +109,20 @@ fn the_fuzz_checks_hold_on_real_files() {
                 b.extend_from_slice(pick);
             }
             let r = std::panic::catch_unwind(|| {
-                checks::decode_checks(&b);
-                checks::gpu_route_checks(&b);
+                (checks::decode_checks(&b), checks::gpu_route_checks(&b))
             });
-            assert!(r.is_ok(), "{} (window {k}) fails a check", p.display());
+            let (windows, regions) =
+                r.unwrap_or_else(|_| panic!("{} (window {k}) fails a check", p.display()));
+            done = (done.0 + windows, done.1 + regions);
         }
     }
+    // Each good photo: 4 option sets, a window at full and at half size, 3 picks; 8
+    // orientations, 2 paddings, 2 decoders, 3 picks.
+    assert!(
+        done.0 >= inputs.len() * 8 && done.1 >= inputs.len() * 32,
+        "only {done:?} compared for {} files",
+        inputs.len()
+    );
 }
 
 #[test]
@@ -184,22 +194,59 @@ fn the_fuzz_checks_hold_on_damaged_shards() {
     w.append("alone.cls", b"3").unwrap();
     w.append("big.jpg", &vec![7u8; 70_000]).unwrap();
     let shard = w.finish().unwrap();
-    checks::shard_checks(&shard);
+    // The intact shard's items: the four samples with their labels (by `.cls`, by `.json`),
+    // the long-named image, the label without an image, the image over `max_bytes`.
+    let rules = checks::shard_checks(&shard);
+    for (rule, items) in rules.iter().enumerate() {
+        assert_eq!(items.len(), 7, "rule {rule}: {items:?}");
+        for (n, (member, label)) in items[..4].iter().enumerate() {
+            let want = if rule == 0 { -1 } else { n as i64 };
+            assert_eq!(
+                (member.as_str(), *label),
+                (format!("s{n}.jpg").as_str(), Some(want))
+            );
+        }
+        assert_eq!(items[5].1, None, "rule {rule}: {items:?}");
+        assert_eq!(items[6], ("big.jpg".to_string(), None), "rule {rule}");
+    }
     // Cut inside headers, data and padding.
     for end in (0..shard.len()).step_by(61) {
-        checks::shard_checks(&shard[..end]);
+        let _ = checks::shard_checks(&shard[..end]);
     }
     for at in (0..shard.len()).step_by(BLOCK as usize) {
         for k in [0, 100, 124, 148, 156, 257] {
             let mut bad = shard.clone();
             bad[at + k] ^= 0x5A;
-            checks::shard_checks(&bad);
+            let _ = checks::shard_checks(&bad);
         }
     }
     let mut junk = vec![b'<'; 700];
     junk.extend_from_slice(&shard);
-    checks::shard_checks(&junk);
-    checks::shard_checks(&[]);
+    let _ = checks::shard_checks(&junk);
+    assert!(checks::shard_checks(&[]).iter().all(Vec::is_empty));
+}
+
+/// A tar member whose size field says u64::MAX (GNU base-256, checksum right): the reader
+/// reports the shard cut where it ends, rather than overflowing the data and padding to skip
+/// (found by review: `left + pad` wrapped to 0 and the data was read as headers).
+#[test]
+fn a_shard_member_of_u64_max_bytes_is_a_cut_stream() {
+    use stokehold::reader::shards::tar::TarWriter;
+    let mut w = TarWriter::new(Vec::new());
+    w.append("a.jpg", &common::shards::jpeg(1)).unwrap();
+    w.append("b.jpg", &common::shards::jpeg(2)).unwrap();
+    let mut shard = w.finish().unwrap();
+    // The second header: its size field (124..136) in base-256, then its checksum (148..156).
+    let at = 512 + common::shards::jpeg(1).len().div_ceil(512) * 512;
+    let size = &mut shard[at + 124..at + 136];
+    size.fill(0xFF);
+    size[..4].copy_from_slice(&[0x80, 0, 0, 0]);
+    shard[at + 148..at + 156].fill(b' ');
+    let sum: u32 = shard[at..at + 512].iter().map(|&b| u32::from(b)).sum();
+    shard[at + 148..at + 156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let rules = checks::shard_checks(&shard);
+    assert_eq!(rules[0].len(), 2, "{rules:?}");
+    assert_eq!(rules[0][1], ("b.jpg".to_string(), None));
 }
 
 /// A minimal baseline JPEG header: SOI, SOF0 of `w`x`h` with 3 components, then `tail`.

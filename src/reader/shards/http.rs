@@ -249,7 +249,8 @@ impl ShardRead for HttpShard {
     fn skip(&mut self, n: u64) -> io::Result<u64> {
         // Far jumps on a server that takes ranges are a new request, not a download.
         if self.ranges && n > (4 << 20) {
-            let to = self.len.map_or(self.pos + n, |l| (self.pos + n).min(l));
+            let to = self.pos.saturating_add(n);
+            let to = self.len.map_or(to, |l| to.min(l));
             let skipped = to.saturating_sub(self.pos);
             self.pos = to;
             self.body = None;

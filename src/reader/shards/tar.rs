@@ -261,7 +261,8 @@ impl<R: ShardRead> TarReader<R> {
 
     /// Skips what is left of the current member's data.
     pub fn skip_data(&mut self) -> Result<(), TarError> {
-        let n = std::mem::take(&mut self.left) + std::mem::take(&mut self.pad);
+        // A size field near u64::MAX (base-256 or pax) must end as a truncation, not wrap.
+        let n = std::mem::take(&mut self.left).saturating_add(std::mem::take(&mut self.pad));
         self.skip(n)
     }
 
