@@ -2,6 +2,8 @@
 //! panic, and what decodes must keep the promises the pipeline builds on. Shared with
 //! `tests/fuzz_regressions.rs`, which runs the same checks over committed inputs (so these
 //! compile, and hold, in every test run, not only where cargo-fuzz is installed).
+// Each fuzz target uses one of the checks.
+#![allow(dead_code)]
 
 use stokehold::decode::{
     decode, probe, ColorMode, DecodeOptions, EntropyDecoder, Limits, ParsedImage, Upsampling,
