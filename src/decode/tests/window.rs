@@ -2,6 +2,7 @@
 //! scans a 1/8 decode never reads.
 
 use super::*;
+use crate::decode::header::Scan;
 
 #[test]
 fn window_decode_is_bit_exact_all_subsamplings() {
@@ -207,25 +208,45 @@ proptest! {
 }
 
 /// A progression that stops before the AC coefficients are exact (the fixtures without their
-/// AC refinement scans: legal, the bits a writer that stops early leaves): libjpeg smooths
+/// AC refinement scans; generated files in the other layouts without the AC bands that start
+/// at coefficients 1 to 9: legal, the bits a writer that stops early leaves): libjpeg smooths
 /// blocks there (jdcoefct.c), estimating each block's first AC coefficients from the DC
 /// values of the blocks up to two away, and takes a crop's first block column as the image's
-/// edge. The windows still equal the full decode's (found by fuzzing: `fuzz/checks.rs`).
+/// edge. The windows still equal the full decode's, at full and half size (found by fuzzing:
+/// `fuzz/checks.rs`).
 #[test]
 fn window_decode_is_bit_exact_where_libjpeg_smooths_blocks() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
-    for n in ["420", "422", "444", "gray"] {
-        let name = format!("progressive-{n}.jpg");
-        let jpg = std::fs::read(dir.join(&name)).unwrap();
-        let hd = header(&jpg);
-        // Every AC refinement scan left out.
+    let mut files: Vec<(String, Vec<u8>, fn(&Scan) -> bool)> = ["420", "422", "444", "gray"]
+        .iter()
+        .map(|n| {
+            let name = format!("progressive-{n}.jpg");
+            let jpg = std::fs::read(dir.join(&name)).unwrap();
+            let refinement: fn(&Scan) -> bool = |s| s.ss > 0 && s.ah > 0;
+            (name, jpg, refinement)
+        })
+        .collect();
+    let (h, w) = (133usize, 171usize);
+    for sub in [Sub::S440, Sub::S411, Sub::S422] {
+        let o = JpegOpts {
+            quality: 85,
+            sub,
+            progressive: true,
+            exif_tiff: None,
+        };
+        let low_ac: fn(&Scan) -> bool = |s| (1..=9).contains(&s.ss);
+        let jpg = encode_jpeg_opts(&pattern_rgb(h, w), h, w, 3, &o);
+        files.push((format!("generated {sub:?}"), jpg, low_ac));
+    }
+    for (name, jpg, left_out) in &files {
+        let hd = header(jpg);
         let mut coarse = Vec::with_capacity(jpg.len());
         let mut from = hd.soi;
-        for s in hd.scans.iter().filter(|s| s.ss > 0 && s.ah > 0) {
+        for s in hd.scans.iter().filter(|s| left_out(s)) {
             coarse.extend_from_slice(&jpg[from..s.header.start]);
             from = s.data.as_ref().unwrap().end;
         }
-        assert!(from > hd.soi, "{name}: no AC refinement scan");
+        assert!(from > hd.soi, "{name}: no scan to leave out");
         coarse.extend_from_slice(&jpg[from..hd.end]);
         let opts = rgb_opts();
         let full = decode(&coarse, &opts).unwrap();
@@ -258,8 +279,17 @@ fn window_decode_is_bit_exact_where_libjpeg_smooths_blocks() {
         };
         let full_nearest = decode(&coarse, &nearest).unwrap();
         for win in windows_for(full.height, full.width) {
-            assert_window_exact(&coarse, &opts, &full, win, &name);
-            assert_window_exact(&coarse, &nearest, &full_nearest, win, &name);
+            assert_window_exact(&coarse, &opts, &full, win, name);
+            assert_window_exact(&coarse, &nearest, &full_nearest, win, name);
+        }
+        // At half size in the DCT domain (`dct_downscale`).
+        let half = decode_scaled(&coarse, &opts, 2, None).unwrap();
+        for win in windows_for(half.height, half.width) {
+            let part = decode_scaled(&coarse, &opts, 2, Some(win)).unwrap();
+            assert!(
+                part.as_u8_hwc().unwrap() == &crop_of(&half, win)[..],
+                "{name}: half-size window {win:?} differs from the half-size decode"
+            );
         }
     }
 }
