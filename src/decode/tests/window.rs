@@ -217,12 +217,14 @@ proptest! {
 #[test]
 fn window_decode_is_bit_exact_where_libjpeg_smooths_blocks() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/progressive");
-    let mut files: Vec<(String, Vec<u8>, fn(&Scan) -> bool)> = ["420", "422", "444", "gray"]
+    // Each file, and which of its scans to leave out.
+    type LeftOut = fn(&Scan) -> bool;
+    let mut files: Vec<(String, Vec<u8>, LeftOut)> = ["420", "422", "444", "gray"]
         .iter()
         .map(|n| {
             let name = format!("progressive-{n}.jpg");
             let jpg = std::fs::read(dir.join(&name)).unwrap();
-            let refinement: fn(&Scan) -> bool = |s| s.ss > 0 && s.ah > 0;
+            let refinement: LeftOut = |s| s.ss > 0 && s.ah > 0;
             (name, jpg, refinement)
         })
         .collect();
@@ -234,7 +236,7 @@ fn window_decode_is_bit_exact_where_libjpeg_smooths_blocks() {
             progressive: true,
             exif_tiff: None,
         };
-        let low_ac: fn(&Scan) -> bool = |s| (1..=9).contains(&s.ss);
+        let low_ac: LeftOut = |s| (1..=9).contains(&s.ss);
         let jpg = encode_jpeg_opts(&pattern_rgb(h, w), h, w, 3, &o);
         files.push((format!("generated {sub:?}"), jpg, low_ac));
     }
