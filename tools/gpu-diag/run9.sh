@@ -44,7 +44,10 @@
 #       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
 #       (STOKEHOLD_ENGINE_CHUNK=512); where it found a wait for the legacy default stream
 #       only: the loop training on a side stream (--train-stream side).
-# They run in the order (0), (a), (k), (d), (b), (b2), (c): the training loop before the
+#   (0b) 1, 2 and 4 probe processes feeding the engines at once (`probe --solo`, each one
+#       thread from a common instant): whether the feeding bound (~17-18k img/s from one
+#       thread, DALI's figure too) is the process's or the device's (~40 s);
+# They run in the order (0), (0b), (a), (k), (d), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
@@ -69,6 +72,31 @@ if [[ -x "$D/probe" ]]; then
     done
 else
     echo "skipped: no $D/probe (tools/nvjpeg-probe/build.sh .diag/probe)"
+fi
+
+say "(0b) where the engines' feeding bound lives: 1, 2 and 4 probe processes feeding at once"
+# One thread's call (55-60 us an image) caps a feeder near DALI's figure; more threads in one
+# process went slower (results-2026-11-26/run2.log). If processes add up, the bound is the
+# process's (feeding from several processes passes it); if not, the device's.
+solo_group() {
+    local n=$1 tag=$2; shift 2
+    local s; s=$(limit 20)
+    if (( s < 12 )); then echo "solo x$n $tag: skipped (budget of ${BUDGET}s spent)"; return; fi
+    local at; at=$(( $(date +%s) + 5 ))
+    for i in $(seq 1 "$n"); do
+        timeout "$s" "$D/probe" "$P" /tmp/probe-out --solo --start-at "$at" --seconds 3 "$@" \
+            > "$L/solo-$tag-x$n-$i.log" 2>&1 &
+    done
+    wait
+    local lines; lines=$(grep -h '^solo ' "$L"/solo-"$tag"-x"$n"-*.log)
+    echo "x$n $tag: sum $(echo "$lines" | grep -oE '= [0-9]+ img/s' | awk '{s += $2} END {print s+0}') img/s"
+    echo "$lines" | sed 's/^/    /'
+}
+if [[ -x "$D/probe" ]]; then
+    for n in 1 2 4; do solo_group "$n" nearest; done
+    for n in 1 2; do solo_group "$n" interp --interp; done
+else
+    echo "skipped: no $D/probe"
 fi
 
 # One bench: name, data, pipeline, threads ("" = the default), then VAR=value settings.

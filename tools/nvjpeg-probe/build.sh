@@ -19,7 +19,7 @@ if [[ ! -f "$cache/nvidia/cu13/include/nvjpeg.h" ]]; then
 fi
 inc="$cache/nvidia/cu13/include"
 lib="$cache/nvidia/cu13/lib"
-g++ -O2 -std=c++17 -Wall -I"$inc" "$here/probe.cpp" "$here/contend.cpp" -o "$out" \
+g++ -O2 -std=c++17 -Wall -I"$inc" "$here/probe.cpp" "$here/contend.cpp" "$here/solo.cpp" -o "$out" \
     -L"$lib" -l:libnvjpeg.so.13 -l:libcudart.so.13 -lpthread -ldl \
     -Wl,-rpath,/usr/local/cuda/lib64
 echo "$out"

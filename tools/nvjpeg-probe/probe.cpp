@@ -5,6 +5,7 @@
 // the planar-YUV layout can be checked against our CPU decoder on a machine without a GPU.
 //
 //   probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]
+//   probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B]
 //
 // --v2: several submitting threads (each with its own states, streams and handle), the CPU
 // share of the time spent in the submit calls, and nvJPEG's allocator variants (its own,
@@ -14,6 +15,10 @@
 // stream or every SM busy (contend.cpp): what the call waits for beside other GPU work.
 // --blocking-sync: the CUDA context's host waits sleep instead of spinning
 // (cudaDeviceScheduleBlockingSync), so that a call's CPU time is its own work, not its waits.
+//
+// --solo: one thread feeding the engines from a given wall-clock instant for S seconds
+// (solo.cpp); several processes started together show whether the feeding bound is the
+// process's or the device's. --interp: nvJPEG interpolating chroma.
 //
 // Plain C++ against the CUDA runtime and nvJPEG (no kernels): built on the development
 // machine by tools/nvjpeg-probe/build.sh, run on the GPU machine with its own libraries.
@@ -467,18 +472,25 @@ static void dump(nvjpegHandle_t hw, const Jpeg& j, const std::string& dir, nvjpe
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]\n");
+        fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]\n"
+                        "       probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B]\n");
         return 2;
     }
     std::string dir = argv[1], out = argv[2];
     int batch = 256;
     size_t want = 0;
     bool quick = false, v2 = false, contention = false, blocking_sync = false;
+    bool solo_mode = false, interp = false;
+    double start_at = 0, seconds = 3;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--v2")) v2 = true;
         if (!strcmp(argv[i], "--contend")) contention = true;
         if (!strcmp(argv[i], "--blocking-sync")) blocking_sync = true;
+        if (!strcmp(argv[i], "--solo")) solo_mode = true;
+        if (!strcmp(argv[i], "--interp")) interp = true;
+        if (i + 1 < argc && !strcmp(argv[i], "--start-at")) start_at = atof(argv[i + 1]);
+        if (i + 1 < argc && !strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--images")) want = atol(argv[i + 1]);
     }
@@ -574,6 +586,9 @@ int main(int argc, char** argv) {
     for (auto& j : hwok) mp += (double)j.w * j.h / 1e6;
     printf("mean image %.3f MP\n", mp / hwok.size());
     if (want == 0) want = 4000;
+    if (solo_mode)
+        return solo(interp ? hw_interp : hw, hwok, max_px, batch, start_at, seconds, interp,
+                    interp ? "interpolating" : "repeated chroma");
     if (contention) return contend(hw, hw_interp, hwok, max_px, std::min(batch, 64));
     if (v2) {
         printf("\n%-5s %-8s %-6s %2s %2s %6s %10s %10s %8s %8s\n", "fmt", "alloc", "handle", "T", "K",

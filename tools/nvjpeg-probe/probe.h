@@ -38,3 +38,9 @@ struct Jpeg {
 // keeps one stream or the whole device busy. Returns the process's exit code.
 int contend(nvjpegHandle_t hw, nvjpegHandle_t hw_interp, std::vector<Jpeg>& imgs, size_t max_px,
             int batch);
+
+// The solo mode (solo.cpp): one thread feeding the engines for `seconds` from the wall-clock
+// instant `start_at`, so that several processes can run side by side; `whole`: whole images,
+// not their crop windows. Returns the exit code.
+int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at,
+         double seconds, bool whole, const char* tag);
