@@ -1,6 +1,8 @@
 //! Streaming a shard over http(s): one GET read front to back; a dropped connection is
 //! retried with backoff, resuming at the byte reached with a Range request where the server
-//! allows, else reading from the start again and dropping what was already delivered.
+//! allows, else reading from the start again and dropping what was already delivered. A
+//! Range request at or past the end (416) is the shard's end, reported where the server
+//! says the shard ends, as a read to the end would report it.
 
 use std::io::{self, Read};
 use std::time::Duration;
@@ -88,6 +90,14 @@ enum Failure {
     Final(io::Error),
 }
 
+/// What a request got.
+enum Reply {
+    /// The bytes from `pos` on, in `body`.
+    Body,
+    /// Nothing is at or after `pos` (HTTP 416): the shard's length, where the server said it.
+    PastEnd(Option<u64>),
+}
+
 impl HttpShard {
     /// Opens `url` (the first request is made here, so a 404 is an error at once).
     pub fn open(url: &str, retry: Retry) -> io::Result<HttpShard> {
@@ -101,12 +111,63 @@ impl HttpShard {
             retry,
             stalls: 0,
         };
+        // A first request has no Range: never past the end.
         s.connect_retrying(None)?;
         Ok(s)
     }
 
+    /// The server said nothing is at or after `self.pos`, all of it delivered: the shard
+    /// ends here (where it said the shard is longer, the server contradicts itself).
+    fn ended_here(&mut self, total: Option<u64>) -> io::Result<()> {
+        match total {
+            Some(t) if t != self.pos => Err(io::Error::other(format!(
+                "the server says the shard is {t} bytes, and nothing at byte {} (HTTP 416)",
+                self.pos
+            ))),
+            _ => {
+                self.len = Some(self.pos);
+                Ok(())
+            }
+        }
+    }
+
+    /// A jump of `n` bytes by a Range request (the server takes them): the bytes skipped,
+    /// fewer where the shard ends first — where the server says it ends, or, where it
+    /// doesn't say, where reading from here ends.
+    fn jump(&mut self, n: u64) -> io::Result<u64> {
+        let from = self.pos;
+        let to = from.saturating_add(n);
+        self.body = None;
+        if let Some(len) = self.len {
+            self.pos = to.min(len);
+            return Ok(self.pos - from);
+        }
+        // The end unknown (a reply with "bytes a-b/*"): ask now, so that a jump past the end
+        // is found here, not as the next read's failure.
+        self.pos = to;
+        match self.connect_retrying(None)? {
+            Reply::Body => Ok(n),
+            Reply::PastEnd(Some(total)) if (from..=to).contains(&total) => {
+                self.pos = total;
+                self.len = Some(total);
+                Ok(total - from)
+            }
+            Reply::PastEnd(Some(total)) => Err(io::Error::other(format!(
+                "the server says the shard is {total} bytes, and nothing from byte {to} (HTTP 416)"
+            ))),
+            Reply::PastEnd(None) => {
+                self.pos = from;
+                if let Reply::PastEnd(total) = self.connect_retrying(None)? {
+                    self.ended_here(total)?;
+                    return Ok(0);
+                }
+                super::tar::skip_by_reading(self, n)
+            }
+        }
+    }
+
     /// One request for the bytes from `self.pos` on.
-    fn request(&mut self) -> Result<(), Failure> {
+    fn request(&mut self) -> Result<Reply, Failure> {
         let mut req = self.agent.get(&self.url);
         if self.pos > 0 {
             req = req.header("Range", &format!("bytes={}-", self.pos));
@@ -151,6 +212,15 @@ impl HttpShard {
                 // A server that ignores ranges starts from the beginning again.
                 skip = self.pos;
             }
+            416 if self.pos > 0 => {
+                // "bytes */TOTAL" (RFC 9110 §15.5.17).
+                let total = header("content-range").and_then(|r| {
+                    r.trim()
+                        .strip_prefix("bytes */")
+                        .and_then(|t| t.trim().parse::<u64>().ok())
+                });
+                return Ok(Reply::PastEnd(total));
+            }
             404 | 410 => {
                 return Err(Failure::Final(io::Error::new(
                     io::ErrorKind::NotFound,
@@ -173,12 +243,12 @@ impl HttpShard {
             }
         }
         self.body = Some(body);
-        Ok(())
+        Ok(Reply::Body)
     }
 
     /// Connects at `self.pos`, retrying with backoff; `first_error` is why the last
     /// connection was lost.
-    fn connect_retrying(&mut self, first_error: Option<String>) -> io::Result<()> {
+    fn connect_retrying(&mut self, first_error: Option<String>) -> io::Result<Reply> {
         let mut last = first_error;
         let mut wait = self.retry.backoff;
         // A first connection tries at once; a lost one waits before each try.
@@ -190,7 +260,7 @@ impl HttpShard {
                 wait = wait.saturating_mul(2);
             }
             match self.request() {
-                Ok(()) => return Ok(()),
+                Ok(reply) => return Ok(reply),
                 Err(Failure::Final(e)) => return Err(e),
                 Err(Failure::Retry(why)) => last = Some(why),
             }
@@ -210,6 +280,10 @@ impl Read for HttpShard {
         }
         loop {
             if self.body.is_none() {
+                // A jump to the end: nothing to ask for.
+                if self.len == Some(self.pos) {
+                    return Ok(0);
+                }
                 self.stalls += 1;
                 if self.stalls > self.retry.attempts + 1 {
                     return Err(io::Error::other(format!(
@@ -217,7 +291,12 @@ impl Read for HttpShard {
                         self.pos
                     )));
                 }
-                self.connect_retrying(Some("connection closed early".into()))?;
+                if let Reply::PastEnd(total) =
+                    self.connect_retrying(Some("connection closed early".into()))?
+                {
+                    self.ended_here(total)?;
+                    return Ok(0);
+                }
             }
             let body = self.body.as_mut().expect("connected above");
             match body.read(buf) {
@@ -238,7 +317,10 @@ impl Read for HttpShard {
                     if self.stalls > self.retry.attempts + 1 {
                         return Err(e);
                     }
-                    self.connect_retrying(Some(e.to_string()))?;
+                    if let Reply::PastEnd(total) = self.connect_retrying(Some(e.to_string()))? {
+                        self.ended_here(total)?;
+                        return Ok(0);
+                    }
                 }
             }
         }
@@ -249,12 +331,7 @@ impl ShardRead for HttpShard {
     fn skip(&mut self, n: u64) -> io::Result<u64> {
         // Far jumps on a server that takes ranges are a new request, not a download.
         if self.ranges && n > (4 << 20) {
-            let to = self.pos.saturating_add(n);
-            let to = self.len.map_or(to, |l| to.min(l));
-            let skipped = to.saturating_sub(self.pos);
-            self.pos = to;
-            self.body = None;
-            return Ok(skipped);
+            return self.jump(n);
         }
         super::tar::skip_by_reading(self, n)
     }

@@ -20,4 +20,6 @@ pub mod tar;
 pub use set::KIND;
 
 #[cfg(test)]
+mod http_tests;
+#[cfg(test)]
 mod tests;
