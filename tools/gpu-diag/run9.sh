@@ -46,7 +46,7 @@
 #       only: the loop training on a side stream (--train-stream side).
 #   (0b) 1, 2 and 4 probe processes feeding the engines at once (`probe --solo`, each one
 #       thread from a common instant): whether the feeding bound (~17-18k img/s from one
-#       thread, DALI's figure too) is the process's or the device's (~40 s);
+#       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's max_cpu_threads at 4 (~55 s);
 # They run in the order (0), (0b), (a), (k), (d), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
@@ -95,6 +95,9 @@ solo_group() {
 if [[ -x "$D/probe" ]]; then
     for n in 1 2 4; do solo_group "$n" nearest; done
     for n in 1 2; do solo_group "$n" interp --interp; done
+    # nvjpegDecodeBatchedInitialize's max_cpu_threads (1 in stokehold): does nvJPEG then
+    # spread its parse of a batch over threads of its own?
+    solo_group 1 nearest-cputhreads4 --cpu-threads 4
 else
     echo "skipped: no $D/probe"
 fi

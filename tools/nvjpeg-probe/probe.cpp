@@ -5,7 +5,7 @@
 // the planar-YUV layout can be checked against our CPU decoder on a machine without a GPU.
 //
 //   probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]
-//   probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B]
+//   probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B] [--cpu-threads N]
 //
 // --v2: several submitting threads (each with its own states, streams and handle), the CPU
 // share of the time spent in the submit calls, and nvJPEG's allocator variants (its own,
@@ -473,7 +473,7 @@ static void dump(nvjpegHandle_t hw, const Jpeg& j, const std::string& dir, nvjpe
 int main(int argc, char** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]\n"
-                        "       probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B]\n");
+                        "       probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B] [--cpu-threads N]\n");
         return 2;
     }
     std::string dir = argv[1], out = argv[2];
@@ -482,6 +482,7 @@ int main(int argc, char** argv) {
     bool quick = false, v2 = false, contention = false, blocking_sync = false;
     bool solo_mode = false, interp = false;
     double start_at = 0, seconds = 3;
+    int cpu_threads = 1;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--v2")) v2 = true;
@@ -491,6 +492,7 @@ int main(int argc, char** argv) {
         if (!strcmp(argv[i], "--interp")) interp = true;
         if (i + 1 < argc && !strcmp(argv[i], "--start-at")) start_at = atof(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        if (i + 1 < argc && !strcmp(argv[i], "--cpu-threads")) cpu_threads = atoi(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--images")) want = atol(argv[i + 1]);
     }
@@ -587,7 +589,7 @@ int main(int argc, char** argv) {
     printf("mean image %.3f MP\n", mp / hwok.size());
     if (want == 0) want = 4000;
     if (solo_mode)
-        return solo(interp ? hw_interp : hw, hwok, max_px, batch, start_at, seconds, interp,
+        return solo(interp ? hw_interp : hw, hwok, max_px, batch, start_at, seconds, interp, cpu_threads,
                     interp ? "interpolating" : "repeated chroma");
     if (contention) return contend(hw, hw_interp, hwok, max_px, std::min(batch, 64));
     if (v2) {

@@ -41,6 +41,7 @@ int contend(nvjpegHandle_t hw, nvjpegHandle_t hw_interp, std::vector<Jpeg>& imgs
 
 // The solo mode (solo.cpp): one thread feeding the engines for `seconds` from the wall-clock
 // instant `start_at`, so that several processes can run side by side; `whole`: whole images,
-// not their crop windows. Returns the exit code.
+// not their crop windows; `cpu_threads`: nvjpegDecodeBatchedInitialize's max_cpu_threads.
+// Returns the exit code.
 int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at,
-         double seconds, bool whole, const char* tag);
+         double seconds, bool whole, int cpu_threads, const char* tag);

@@ -1,7 +1,9 @@
 // The probe's solo mode (`probe DIR OUT --solo [--interp] --start-at T --seconds S`): one
 // thread feeding the JPEG engines (RGBI, two batches in flight; a crop window an image, or
 // with --interp the whole image, as nvJPEG 13.0 pads windows when it interpolates) for S
-// seconds from the wall-clock instant T, printing the images it decoded. Several of these processes started
+// seconds from the wall-clock instant T, printing the images it decoded. --cpu-threads N: the
+// `max_cpu_threads` nvjpegDecodeBatchedInitialize is given (1 in stokehold; whether nvJPEG
+// spreads its parse over more is not documented). Several of these processes started
 // together tell where the engines' feeding bound lives (docs/performance.md: one thread's
 // nvJPEG call takes 55-60 us an image, which caps one feeder at ~17-18k img/s on an H200, and
 // more threads in one process went slower, with or without handles of their own):
@@ -44,7 +46,7 @@ struct Slot {
 }  // namespace
 
 int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at,
-         double seconds, bool whole, const char* tag) {
+         double seconds, bool whole, int cpu_threads, const char* tag) {
     const int K = 2;
     std::vector<Slot> slots(K);
     for (auto& s : slots) {
@@ -78,7 +80,8 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
             else
                 NK(nvjpegDecodeParamsSetROI(s.params[i], j.roi[0], j.roi[1], j.roi[2], j.roi[3]));
         }
-        nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h, s.state, batch, 1, NVJPEG_OUTPUT_RGBI);
+        nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h, s.state, batch, cpu_threads,
+                                                          NVJPEG_OUTPUT_RGBI);
         if (st == NVJPEG_STATUS_SUCCESS)
             st = nvjpegDecodeBatchedEx(h, s.state, data.data(), lens.data(), dest.data(),
                                        s.params.data(), s.stream);
@@ -109,9 +112,9 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
     double wall = wall_now() - t0, cpu = cpu_now() - c0;
     // `late` > 0: this process was ready only after the common start (its figure then
     // overlaps the others' less).
-    printf("solo %s: %ld images in %.3f s = %.0f img/s; in the call %.1f us an image; thread CPU "
+    printf("solo %s (max_cpu_threads %d): %ld images in %.3f s = %.0f img/s; in the call %.1f us an image; thread CPU "
            "%.0f%% of the run; ready %.2f s %s the start\n",
-           tag, images, wall, images / wall, 1e6 * in_call / std::max(images, 1L),
+           tag, cpu_threads, images, wall, images / wall, 1e6 * in_call / std::max(images, 1L),
            100 * cpu / wall, late > 0 ? late : -late, late > 0 ? "after" : "before");
     for (auto& s : slots) {
         for (auto& p : s.params) nvjpegDecodeParamsDestroy(p);
