@@ -46,7 +46,8 @@
 #       only: the loop training on a side stream (--train-stream side).
 #   (0b) 1, 2 and 4 probe processes feeding the engines at once (`probe --solo`, each one
 #       thread from a common instant): whether the feeding bound (~17-18k img/s from one
-#       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's max_cpu_threads at 4 (~55 s);
+#       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's
+#       max_cpu_threads at 4 (~55 s);
 # They run in the order (0), (0b), (a), (k), (d), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
