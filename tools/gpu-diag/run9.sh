@@ -38,7 +38,8 @@
 #   (d) the training benchmark, nearest, stokehold-gpu with 1 and 2 engine slots, and the CPU
 #       path, each with its own synthetic reference; stokehold-gpu-copy (each batch copied
 #       into memory PyTorch allocates, as DALI's iterator does, against zero copy); then
-#       stokehold-gpu with 8 threads. The
+#       our default chroma ("fancy"), the GPU and the CPU path (which one `device = "auto"`
+#       should pick for it); then stokehold-gpu with 8 threads. The
 #       split now follows the engines' call as it slows beside the loop and may rise above
 #       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before).
 #       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
@@ -187,6 +188,14 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
         phase "end training-slots$k"
         grep -E '^loader=' "$L/training-slots$k.log" || tail -n 3 "$L/training-slots$k.log"
     done
+    # Our default chroma ("fancy": nvJPEG interpolating on the GPU path) in the loop a user
+    # runs by default: which path `device = "auto"` should pick for it.
+    phase "start training-fancy"
+    PYTHONPATH="$SITE" timed 90 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
+        --upsampling fancy --loaders stokehold-gpu,stokehold-cpu --steps 60 > "$L/training-fancy.log" 2>&1
+    echo "fancy rc=$?"
+    phase "end training-fancy"
+    grep -E '^loader=' "$L/training-fancy.log" || tail -n 3 "$L/training-fancy.log"
     phase "start training-t8"
     PYTHONPATH="$SITE" timed 60 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
         --upsampling nearest --loaders stokehold-gpu --threads 8 --steps 60 > "$L/training-t8.log" 2>&1
