@@ -52,6 +52,8 @@ def what_runs_it(kind):
     if kind.startswith("tool:"):
         return f"{name} on PATH"
     if kind.startswith("extra:"):
+        if name in ("torch", "torchvision"):
+            return "STOKEHOLD_TEST_TORCH=1 scripts/test.sh (installs torch and torchvision, about 5.5 GB)"
         return f".dev/venv/bin/pip install {name} (the test command does not install it)"
     return f"unknown kind '{kind}': give the skip a kind (docs/testing.md)"
 

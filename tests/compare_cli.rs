@@ -71,6 +71,8 @@ fn a_device_that_cannot_run_is_an_error_not_a_verdict() {
     }
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("GPU"), "{stderr}");
+    // What to run instead.
+    assert!(stderr.contains("--devices cpu,emu"), "{stderr}");
 }
 
 #[test]

@@ -390,6 +390,22 @@ fn replace_policy_keeps_every_position_filled() {
 }
 
 #[test]
+fn replaced_samples_are_counted_by_cause_as_replaced_not_skipped() {
+    let d = small_folder(12, &[1, 5, 6]);
+    let mut s = spec_for("resnet50-eval.toml", d.path(), 4, 2, 2);
+    s.settings.on_error = OnError::Replace;
+    let mut p = Pipeline::new(s).unwrap();
+    while let Some(b) = p.next_batch() {
+        b.unwrap();
+    }
+    let st = p.stats();
+    assert_eq!(st.skipped, 0);
+    assert!(st.skipped_by_cause.is_empty(), "{:?}", st.skipped_by_cause);
+    assert_eq!(st.replaced_by_cause.values().sum::<u64>(), st.replaced);
+    assert!(st.replaced >= 6, "{}", st.replaced);
+}
+
+#[test]
 fn resuming_gives_the_remaining_batches() {
     let d = small_folder(23, &[4, 9]);
     let spec = || spec_for("resnet50-train.toml", d.path(), 5, 2, 3);

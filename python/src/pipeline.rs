@@ -471,11 +471,16 @@ impl PyPipeline {
         d.set_item("consumer_wait_seconds", st.consumer_wait.as_secs_f64())?;
         d.set_item("batch_images", st.batch_images)?;
         d.set_item("in_place", st.in_place)?;
-        let causes = PyDict::new(py);
-        for (cause, n) in &st.skipped_by_cause {
-            causes.set_item(*cause, n)?;
+        for (key, by_cause) in [
+            ("skipped_by_cause", &st.skipped_by_cause),
+            ("replaced_by_cause", &st.replaced_by_cause),
+        ] {
+            let causes = PyDict::new(py);
+            for (cause, n) in by_cause {
+                causes.set_item(*cause, n)?;
+            }
+            d.set_item(key, causes)?;
         }
-        d.set_item("skipped_by_cause", causes)?;
         let epochs = PyList::empty(py);
         for e in &st.epochs {
             let ed = PyDict::new(py);

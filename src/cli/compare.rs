@@ -67,7 +67,19 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
         decode: !args.no_decode,
         ..CompareOptions::default()
     };
-    let c = run_compare(&spec, &options)?;
+    let c = match run_compare(&spec, &options) {
+        Ok(c) => c,
+        // Without a GPU the emulated device runs the same GPU path (kernels, executor).
+        Err(e @ crate::error::Error::GpuUnavailable(_))
+            if options.devices.contains(&DeviceChoice::Gpu) =>
+        {
+            bail!(
+                "{e}; without a GPU, --devices cpu,emu compares the CPU path with the GPU path \
+                 on the emulated device"
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
     outln!("compare {}", args.pipeline.display())?;
     outln!("{c}")?;
     Ok(if c.within_tolerance() {

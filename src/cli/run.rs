@@ -91,6 +91,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     for (cause, n) in &st.skipped_by_cause {
         outln!("skipped {n} ({cause})")?;
     }
+    for (cause, n) in &st.replaced_by_cause {
+        outln!("replaced {n} ({cause})")?;
+    }
     // A finished run also counts the bad samples after the last batch, which no batch
     // carries; a stopped one, only what the consumer was handed.
     if !interrupted {

@@ -43,10 +43,11 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
     )?;
     for e in &st.epochs {
         outln!(
-            "  epoch {}: {} images in {} batches, {} skipped, {} replaced, {} dropped",
+            "  epoch {}: {} images in {} {}, {} skipped, {} replaced, {} dropped",
             e.epoch,
             e.images,
             e.batches,
+            if e.batches == 1 { "batch" } else { "batches" },
             e.skipped,
             e.replaced,
             e.dropped

@@ -341,8 +341,38 @@ impl Setting {
                 .unwrap_or_else(|| ArgValue::Str(text.to_string())),
         };
         let mut scratch = Settings::default();
-        self.apply(&mut scratch, &value)?;
+        self.apply(&mut scratch, &value).map_err(|e| SettingError {
+            message: self.as_flag(&e.message),
+            help: self.as_flag(&e.help),
+        })?;
         Ok(value)
+    }
+
+    /// A message about the file's `name = value` said as the command line writes it:
+    /// `` `batch` = 0 `` becomes `--batch 0`, `` `batch = 32` `` becomes `` `--batch 32` ``.
+    fn as_flag(&self, text: &str) -> String {
+        let (name, long) = (self.spec.name, self.flag.long);
+        let mut out = text.replace(&format!("`{name}` = "), &format!("--{long} "));
+        out = out.replace(&format!("`{name}` "), &format!("--{long} "));
+        // A quoted value after the flag, as a shell passes it: unquoted.
+        let quoted = format!("--{long} \"");
+        if let Some(at) = out.find(&quoted) {
+            let value_at = at + quoted.len();
+            if let Some(end) = out[value_at..].find('"') {
+                out.remove(value_at + end);
+                out.remove(value_at - 1);
+            }
+        }
+        let assignment = format!("`{name} = ");
+        while let Some(at) = out.find(&assignment) {
+            let value_at = at + assignment.len();
+            let end = out[value_at..]
+                .find('`')
+                .map_or(out.len(), |e| value_at + e);
+            let value = out[value_at..end].trim_matches('"').to_string();
+            out.replace_range(at..end, &format!("`--{long} {value}"));
+        }
+        out
     }
 
     /// An example value as a file writes it (the default).
@@ -350,10 +380,22 @@ impl Setting {
         self.spec.default.unwrap_or("1")
     }
 
+    /// The example an error's help gives: the default, or where the default is the value
+    /// that leaves the setting unset (said beside it), the least value the type takes.
+    fn help_example(&self) -> String {
+        let default = self.example();
+        match (self.unset, self.spec.ty) {
+            (Unset::AsInt(n, _), ArgType::Int { min, .. }) if default == n.to_string() => {
+                min.to_string()
+            }
+            _ => default.to_string(),
+        }
+    }
+
     /// Type and range of a set value.
     fn check(&self, v: &ArgValue) -> Result<ArgValue, SettingError> {
         let name = self.spec.name;
-        let example = self.example();
+        let example = self.help_example();
         let or_unset = match self.unset {
             Unset::AsInt(n, meaning) => format!(", or `{name} = {n}` for {meaning}"),
             _ => String::new(),
@@ -521,13 +563,27 @@ mod tests {
     fn flags_parse_like_file_values() {
         let batch = find("batch").unwrap();
         assert_eq!(batch.parse_flag("16").unwrap(), ArgValue::Int(16));
+        // Said as the command line writes it.
         assert_eq!(
             find("seed").unwrap().parse_flag("-1").unwrap_err().message,
-            "`seed` = -1 is out of range: it must not be negative"
+            "--seed -1 is out of range: it must not be negative"
         );
         let e = batch.parse_flag("sixteen").unwrap_err();
-        assert_eq!(e.message, "`batch` must be an integer ≥ 1, got a string");
-        assert!(e.help.contains("batch = 32"), "{}", e.help);
+        assert_eq!(e.message, "--batch must be an integer ≥ 1, got a string");
+        assert!(e.help.contains("`--batch 32`"), "{}", e.help);
+        let e = find("device").unwrap().parse_flag("tpu").unwrap_err();
+        assert!(
+            e.message.starts_with("--device tpu is not one of"),
+            "{}",
+            e.message
+        );
+        let e = find("threads").unwrap().parse_flag("x").unwrap_err();
+        assert!(
+            e.help
+                .contains("`--threads 1`, or `--threads 0` for one per core"),
+            "{}",
+            e.help
+        );
         let device = find("device").unwrap();
         assert_eq!(
             device.parse_flag("gpu").unwrap(),
@@ -541,7 +597,7 @@ mod tests {
                 .parse_flag("1")
                 .unwrap_err()
                 .message,
-            "`on_error` = \"1\" is not one of \"skip\", \"fail\", \"replace\""
+            "--on-error 1 is not one of \"skip\", \"fail\", \"replace\""
         );
     }
 

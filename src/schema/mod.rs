@@ -432,19 +432,41 @@ fn type_error(spec: &ArgSpec, got: &ArgValue) -> ArgError {
     .with_help(format!("{how} `{} = {}`", spec.name, spec.example()))
 }
 
-fn range_error(spec: &ArgSpec, got: &ArgValue, lo: f64, hi: f64) -> ArgError {
-    ArgError::arg(
-        spec.name,
-        format!("argument '{}' = {got} is out of range", spec.name),
-    )
-    .with_help(format!("use values in [{lo}, {hi}]"))
+/// `got` out of `[lo, hi]`; `element`: its index where the argument is a list (`whole`).
+fn range_error(
+    spec: &ArgSpec,
+    got: &ArgValue,
+    element: Option<(usize, &ArgValue)>,
+    (lo, hi): (f64, f64),
+) -> ArgError {
+    let what = match element {
+        Some((i, whole)) => format!("argument '{0}' = {whole}: {0}[{i}] = {got}", spec.name),
+        None => format!("argument '{}' = {got}", spec.name),
+    };
+    ArgError::arg(spec.name, format!("{what} is out of range"))
+        .with_help(format!("use {}", bounds_in_words(lo, hi)))
+}
+
+/// `[lo, hi]` as a reader says it: a bound at the edge of what the type holds (`f32::MAX`,
+/// `i64::MAX`) is no bound, and the smallest positive float means "greater than 0".
+fn bounds_in_words(lo: f64, hi: f64) -> String {
+    const HUGE: f64 = 1e15;
+    let above_zero = lo > 0.0 && lo < 1e-30;
+    match (lo <= -HUGE, above_zero, hi >= HUGE) {
+        (true, _, true) => "a finite value".into(),
+        (true, _, false) => format!("a value of at most {hi}"),
+        (_, true, true) => "a value greater than 0".into(),
+        (_, true, false) => format!("a value greater than 0 and at most {hi}"),
+        (false, false, true) => format!("a value of at least {lo}"),
+        (false, false, false) => format!("values in [{lo}, {hi}]"),
+    }
 }
 
 fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
-    let num_in = |x: &ArgValue, lo: f64, hi: f64| -> Result<f64, ArgError> {
+    let num_in = |x: &ArgValue, element: Option<(usize, &ArgValue)>, lo: f64, hi: f64| {
         let f = x.as_f64().ok_or_else(|| type_error(spec, x))?;
         if !(f.is_finite() && f >= lo && f <= hi) {
-            return Err(range_error(spec, x, lo, hi));
+            return Err(range_error(spec, x, element, (lo, hi)));
         }
         Ok(f)
     };
@@ -455,11 +477,11 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
         },
         ArgType::Int { min, max } => match v {
             ArgValue::Int(i) if i >= min && i <= max => Ok(v),
-            ArgValue::Int(_) => Err(range_error(spec, &v, min as f64, max as f64)),
+            ArgValue::Int(_) => Err(range_error(spec, &v, None, (min as f64, max as f64))),
             _ => Err(type_error(spec, &v)),
         },
         ArgType::Float { min, max } => {
-            let f = num_in(&v, min, max)?;
+            let f = num_in(&v, None, min, max)?;
             Ok(ArgValue::Float(f))
         }
         ArgType::Str => match v {
@@ -491,7 +513,7 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
             for x in &items {
                 match x {
                     ArgValue::Int(i) if *i >= 1 && *i <= max => {}
-                    ArgValue::Int(_) => return Err(range_error(spec, &v, 1.0, max as f64)),
+                    ArgValue::Int(_) => return Err(range_error(spec, &v, None, (1.0, max as f64))),
                     _ => return Err(type_error(spec, &v)),
                 }
             }
@@ -504,8 +526,8 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
             if l.len() != 2 {
                 return Err(type_error(spec, &v));
             }
-            let lo = num_in(&l[0], min, max)?;
-            let hi = num_in(&l[1], min, max)?;
+            let lo = num_in(&l[0], Some((0, &v)), min, max)?;
+            let hi = num_in(&l[1], Some((1, &v)), min, max)?;
             if lo > hi {
                 return Err(ArgError::arg(
                     spec.name,
@@ -540,8 +562,10 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
                 _ => return Err(type_error(spec, &v)),
             };
             let mut out = Vec::with_capacity(items.len());
-            for x in &items {
-                out.push(ArgValue::Float(num_in(x, min, max)?));
+            let listed = matches!(v, ArgValue::List(_));
+            for (i, x) in items.iter().enumerate() {
+                let element = listed.then_some((i, &v));
+                out.push(ArgValue::Float(num_in(x, element, min, max)?));
             }
             Ok(ArgValue::List(out))
         }
@@ -552,10 +576,17 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
             if (len == 0 && l.is_empty()) || (len != 0 && l.len() != len) {
                 return Err(type_error(spec, &v));
             }
-            for x in l {
+            for (k, x) in l.iter().enumerate() {
                 match x {
                     ArgValue::Int(i) if *i >= min && *i <= max => {}
-                    ArgValue::Int(_) => return Err(range_error(spec, x, min as f64, max as f64)),
+                    ArgValue::Int(_) => {
+                        return Err(range_error(
+                            spec,
+                            x,
+                            Some((k, &v)),
+                            (min as f64, max as f64),
+                        ))
+                    }
                     _ => return Err(type_error(spec, &v)),
                 }
             }
@@ -611,4 +642,59 @@ pub fn expect_u8_hwc(kind: &str, inputs: &[ValueType]) -> Result<ImageType, Stri
         ));
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(ty: ArgType) -> ArgSpec {
+        ArgSpec {
+            name: "std",
+            ty,
+            default: None,
+            doc: "",
+        }
+    }
+
+    fn refused(ty: ArgType, value: ArgValue) -> (String, String) {
+        let e = spec(ty).check(value).unwrap_err();
+        (e.message, e.help.unwrap_or_default())
+    }
+
+    #[test]
+    fn a_value_out_of_range_is_named_and_its_bounds_said_in_words() {
+        let positive = ArgType::Floats {
+            len: 0,
+            min: f32::MIN_POSITIVE as f64,
+            max: f32::MAX as f64,
+        };
+        let list = ArgValue::List(vec![
+            ArgValue::Float(58.395),
+            ArgValue::Int(0),
+            ArgValue::Float(57.375),
+        ]);
+        let (message, help) = refused(positive, list);
+        assert_eq!(
+            message,
+            "argument 'std' = [58.395, 0, 57.375]: std[1] = 0 is out of range"
+        );
+        assert_eq!(help, "use a value greater than 0");
+        let (message, help) = refused(positive, ArgValue::Int(0));
+        assert_eq!(message, "argument 'std' = 0 is out of range");
+        assert_eq!(help, "use a value greater than 0");
+        let unit = ArgType::Float { min: 0.0, max: 1.0 };
+        assert_eq!(
+            refused(unit, ArgValue::Float(1.5)).1,
+            "use values in [0, 1]"
+        );
+        let at_least_one = ArgType::Int {
+            min: 1,
+            max: i64::MAX,
+        };
+        assert_eq!(
+            refused(at_least_one, ArgValue::Int(0)).1,
+            "use a value of at least 1"
+        );
+    }
 }

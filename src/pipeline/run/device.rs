@@ -186,9 +186,8 @@ fn open_upload(
     match dev {
         Ok(d) => Ok(Some(d)),
         Err(e) => Err(Error::GpuUnavailable(format!(
-            "batch_memory = \"{name}\": the CPU path's batches can't be uploaded ({}): {}; \
-             leave batch_memory = \"auto\" for batches in host memory",
-            chosen.report,
+            "batch_memory = \"{name}\": the CPU path's batches can't be uploaded: {}; leave \
+             batch_memory = \"auto\" for batches in host memory",
             why(&e)
         ))),
     }

@@ -32,6 +32,7 @@ pub struct Stats {
     pub(super) batch_images: AtomicU64,
     pub(super) consumer_wait_ns: AtomicU64,
     pub(super) skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
+    pub(super) replaced_by_cause: Mutex<BTreeMap<&'static str, u64>>,
     pub(super) epochs: Mutex<Vec<EpochSummary>>,
     pub(super) queue_samples: AtomicU64,
     pub(super) queue_sum: AtomicU64,
@@ -175,6 +176,8 @@ pub struct StatsSnapshot {
     pub consumer_wait: Duration,
     /// Skipped samples by cause.
     pub skipped_by_cause: BTreeMap<&'static str, u64>,
+    /// Replaced samples (`on_error = "replace"`) by cause.
+    pub replaced_by_cause: BTreeMap<&'static str, u64>,
     /// The device's figures: the GPU path's, or the CPU path's uploads or pinned batches
     /// (`batch_memory`); `None` for batches in ordinary host memory on the CPU path.
     pub gpu: Option<GpuStats>,
@@ -270,6 +273,11 @@ impl Stats {
             consumer_wait: ns(&self.consumer_wait_ns),
             skipped_by_cause: self
                 .skipped_by_cause
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            replaced_by_cause: self
+                .replaced_by_cause
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),

@@ -33,20 +33,19 @@ impl Assembler {
         // carried into the next epoch's first batch.
         self.skipped.clear();
         let summary = std::mem::take(&mut self.summary);
+        let batches = match summary.batches {
+            1 => "1 batch".to_string(),
+            n => format!("{n} batches"),
+        };
         if summary.skipped + summary.replaced > 0 {
             tracing::warn!(
-                "epoch {epoch}: {} images in {} batches; {} bad samples skipped, {} replaced",
+                "epoch {epoch}: {} images in {batches}; {} bad samples skipped, {} replaced",
                 summary.images,
-                summary.batches,
                 summary.skipped,
                 summary.replaced
             );
         } else {
-            tracing::info!(
-                "epoch {epoch}: {} images in {} batches",
-                summary.images,
-                summary.batches
-            );
+            tracing::info!("epoch {epoch}: {} images in {batches}", summary.images);
         }
         if let Ok(mut v) = self.links.stats.epochs.lock() {
             v.push(EpochSummary { epoch, ..summary });

@@ -280,7 +280,12 @@ impl Assembler {
             stats.skipped.fetch_add(1, Ordering::Relaxed);
             self.summary.skipped += 1;
         }
-        if let Ok(mut m) = stats.skipped_by_cause.lock() {
+        let by_cause = if replaced {
+            &stats.replaced_by_cause
+        } else {
+            &stats.skipped_by_cause
+        };
+        if let Ok(mut m) = by_cause.lock() {
             *m.entry(e.kind.category()).or_default() += 1;
         }
         self.summary.errors.push(e.clone());
