@@ -71,7 +71,8 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
         Ok(c) => c,
         // Without a GPU the emulated device runs the same GPU path (kernels, executor).
         Err(e @ crate::error::Error::GpuUnavailable(_))
-            if options.devices.contains(&DeviceChoice::Gpu) =>
+            if options.devices.contains(&DeviceChoice::Gpu)
+                && crate::cuda::probe(spec.settings.device_id).is_err() =>
         {
             bail!(
                 "{e}; without a GPU, --devices cpu,emu compares the CPU path with the GPU path \

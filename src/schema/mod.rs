@@ -443,15 +443,25 @@ fn range_error(
         Some((i, whole)) => format!("argument '{0}' = {whole}: {0}[{i}] = {got}", spec.name),
         None => format!("argument '{}' = {got}", spec.name),
     };
+    let value = got.as_f64().unwrap_or(f64::NAN);
     ArgError::arg(spec.name, format!("{what} is out of range"))
-        .with_help(format!("use {}", bounds_in_words(lo, hi)))
+        .with_help(format!("use {}", bounds_in_words(lo, hi, value)))
 }
 
-/// `[lo, hi]` as a reader says it: a bound at the edge of what the type holds (`f32::MAX`,
-/// `i64::MAX`) is no bound, and the smallest positive float means "greater than 0".
-fn bounds_in_words(lo: f64, hi: f64) -> String {
+/// `[lo, hi]` as a reader says it, for a rejected `value`: a bound at the edge of what the
+/// type holds (`f32::MAX`, `i64::MAX`) is no bound, and the smallest positive float means
+/// "greater than 0" — unless `value` is past that very edge, which is then said as it is.
+fn bounds_in_words(lo: f64, hi: f64, value: f64) -> String {
     const HUGE: f64 = 1e15;
     let above_zero = lo > 0.0 && lo < 1e-30;
+    if value.is_finite() {
+        if value > hi && hi >= HUGE {
+            return format!("a value of at most {hi:e}");
+        }
+        if value < lo && (lo <= -HUGE || (above_zero && value > 0.0)) {
+            return format!("a value of at least {lo:e}");
+        }
+    }
     match (lo <= -HUGE, above_zero, hi >= HUGE) {
         (true, _, true) => "a finite value".into(),
         (true, _, false) => format!("a value of at most {hi}"),
@@ -510,10 +520,14 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
                 ArgValue::List(l) if l.len() == 2 => l.clone(),
                 _ => return Err(type_error(spec, &v)),
             };
-            for x in &items {
+            let listed = matches!(v, ArgValue::List(_));
+            for (k, x) in items.iter().enumerate() {
                 match x {
                     ArgValue::Int(i) if *i >= 1 && *i <= max => {}
-                    ArgValue::Int(_) => return Err(range_error(spec, &v, None, (1.0, max as f64))),
+                    ArgValue::Int(_) => {
+                        let element = listed.then_some((k, &v));
+                        return Err(range_error(spec, x, element, (1.0, max as f64)));
+                    }
                     _ => return Err(type_error(spec, &v)),
                 }
             }
@@ -695,6 +709,30 @@ mod tests {
         assert_eq!(
             refused(at_least_one, ArgValue::Int(0)).1,
             "use a value of at least 1"
+        );
+        // Past an edge the words otherwise leave out, that edge is said.
+        let below = refused(positive, ArgValue::Float(1e-39)).1;
+        assert_eq!(
+            below,
+            format!("use a value of at least {:e}", f32::MIN_POSITIVE as f64)
+        );
+        let above = refused(positive, ArgValue::Float(1e39)).1;
+        assert_eq!(
+            above,
+            format!("use a value of at most {:e}", f32::MAX as f64)
+        );
+        let any = ArgType::Float {
+            min: -(f32::MAX as f64),
+            max: f32::MAX as f64,
+        };
+        assert!(refused(any, ArgValue::Float(-1e39))
+            .1
+            .starts_with("use a value of at least -3.4"));
+        let size = ArgType::Size { max: 1 << 16 };
+        let pair = ArgValue::List(vec![ArgValue::Int(224), ArgValue::Int(0)]);
+        assert_eq!(
+            refused(size, pair).0,
+            "argument 'std' = [224, 0]: std[1] = 0 is out of range"
         );
     }
 }

@@ -85,13 +85,24 @@ solo_group() {
     local s; s=$(limit 20)
     if (( s < 12 )); then echo "solo x$n $tag: skipped (budget of ${BUDGET}s spent)"; return; fi
     local at; at=$(( $(date +%s) + 5 ))
+    local pids=() i
     for i in $(seq 1 "$n"); do
         timeout "$s" "$D/probe" "$P" /tmp/probe-out --solo --start-at "$at" --seconds 3 "$@" \
             > "$L/solo-$tag-x$n-$i.log" 2>&1 &
+        pids+=($!)
     done
-    wait
+    # Only the probes: the call's monitors (start_call) are background jobs of this shell too.
+    local rcs=""
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"
+        rcs+=" $?"
+    done
     local lines; lines=$(grep -h '^solo ' "$L"/solo-"$tag"-x"$n"-*.log)
-    echo "x$n $tag: sum $(echo "$lines" | grep -oE '= [0-9]+ img/s' | awk '{s += $2} END {print s+0}') img/s"
+    local got; got=$(echo "$lines" | grep -c '^solo ')
+    # A process ready after the common start ran partly alone: its figure overstates the sum.
+    local late; late=$(echo "$lines" | grep -c ' after the start')
+    echo "x$n $tag: sum $(echo "$lines" | grep -oE '= [0-9]+ img/s' | awk '{s += $2} END {print s+0}') img/s" \
+        "of $got of $n processes (exit statuses:$rcs; ready late: $late)"
     echo "$lines" | sed 's/^/    /'
 }
 if [[ -x "$D/probe" ]]; then

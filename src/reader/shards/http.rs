@@ -117,9 +117,11 @@ impl HttpShard {
     }
 
     /// The server said nothing is at or after `self.pos`, all of it delivered: the shard
-    /// ends here (where it said the shard is longer, the server contradicts itself).
+    /// ends here — unless its length is known to be more (said before, or said now), when
+    /// the server contradicts itself and the rest is lost, an error.
     fn ended_here(&mut self, total: Option<u64>) -> io::Result<()> {
-        match total {
+        let said_before = self.len.filter(|&l| l != self.pos);
+        match said_before.or(total) {
             Some(t) if t != self.pos => Err(io::Error::other(format!(
                 "the server says the shard is {t} bytes, and nothing at byte {} (HTTP 416)",
                 self.pos

@@ -148,6 +148,48 @@ fn a_jump_to_exactly_the_end_is_the_end_not_an_error() {
 }
 
 #[test]
+fn a_416_before_the_length_the_server_gave_is_an_error_not_the_end() {
+    // The first reply says 10,000 bytes and is cut at 5,000; the reconnection at byte 5,000
+    // is answered 416 (with no length, or with 5,000): the rest is lost, and says so.
+    for total_in_416 in [false, true] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/a.tar", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(20) {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let (mut line, mut ranged) = (String::new(), false);
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    ranged |= line.to_ascii_lowercase().starts_with("range:");
+                    line.clear();
+                }
+                let _ = if ranged {
+                    let range = if total_in_416 {
+                        "content-range: bytes */5000\r\n"
+                    } else {
+                        ""
+                    };
+                    let head = format!(
+                        "HTTP/1.1 416 Range Not Satisfiable\r\n{range}content-length: 0\r\n\r\n"
+                    );
+                    stream.write_all(head.as_bytes())
+                } else {
+                    stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10000\r\n\r\n")
+                        .and_then(|()| stream.write_all(&body(5000)))
+                };
+                let _ = stream.flush();
+            }
+        });
+        let mut shard = HttpShard::open(&url, retry()).unwrap();
+        let mut got = Vec::new();
+        let e = shard.read_to_end(&mut got).unwrap_err();
+        assert_eq!(got, body(5000), "what came is delivered");
+        assert!(e.to_string().contains("10000 bytes"), "{e}");
+    }
+}
+
+#[test]
 fn a_connection_lost_exactly_at_an_unsaid_end_ends_the_shard_cleanly() {
     // The first reply delivers every byte, but no end of its chunked body: the reconnection
     // at byte 10,000 gets a 416.
