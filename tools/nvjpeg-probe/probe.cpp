@@ -165,15 +165,6 @@ static nvjpegHandle_t make_hw(Alloc a, unsigned flags) {
     return h;
 }
 
-struct HwSlot {
-    nvjpegJpegState_t state;
-    cudaStream_t stream;
-    cudaEvent_t done;
-    std::vector<nvjpegDecodeParams_t> params;
-    unsigned char* out;
-    bool used = false;
-};
-
 struct HwResult {
     double imgs_per_s, submit_us_per_img, wall;
     long images;

@@ -25,6 +25,17 @@
         }                                                                              \
     } while (0)
 
+// One batch in flight on the engines: its nvJPEG state, stream, completion event, per-image
+// decode parameters and output buffer.
+struct HwSlot {
+    nvjpegJpegState_t state;
+    cudaStream_t stream;
+    cudaEvent_t done;
+    std::vector<nvjpegDecodeParams_t> params;
+    unsigned char* out;
+    bool used = false;
+};
+
 struct Jpeg {
     std::string name;
     const unsigned char* data;  // in the pinned block

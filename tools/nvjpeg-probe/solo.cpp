@@ -34,21 +34,12 @@ double cpu_now() {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-struct Slot {
-    nvjpegJpegState_t state;
-    cudaStream_t stream;
-    cudaEvent_t done;
-    std::vector<nvjpegDecodeParams_t> params;
-    unsigned char* out;
-    bool used = false;
-};
-
 }  // namespace
 
 int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at,
          double seconds, bool whole, int cpu_threads, const char* tag) {
     const int K = 2;
-    std::vector<Slot> slots(K);
+    std::vector<HwSlot> slots(K);
     for (auto& s : slots) {
         NK(nvjpegJpegStateCreate(h, &s.state));
         CK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
@@ -66,7 +57,7 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
     size_t next = 0;
     // One batch through each slot before the start: the states' buffers are then allocated.
     // The caller waits for the slot's last batch first (not counted as the call's time).
-    auto submit = [&](Slot& s) {
+    auto submit = [&](HwSlot& s) {
         s.used = true;
         for (int i = 0; i < batch; i++) {
             Jpeg& j = imgs[next++ % imgs.size()];
@@ -100,7 +91,7 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
     long images = 0;
     int r = 0;
     while (wall_now() - t0 < seconds) {
-        Slot& s = slots[r++ % K];
+        HwSlot& s = slots[r++ % K];
         if (s.used) CK(cudaEventSynchronize(s.done));
         double a = wall_now();
         if (submit(s) != NVJPEG_STATUS_SUCCESS) {

@@ -21,8 +21,9 @@ struct Answers {
     total_in_416: bool,
 }
 
-/// Serves `body` on 127.0.0.1 as `answers` say (at most 20 requests); returns the URL.
-fn serve(body: Vec<u8>, answers: Answers) -> String {
+/// Answers at most 20 requests on 127.0.0.1 with `reply(range start)`'s bytes (the
+/// connection then closes); returns the URL.
+fn serve_with(reply: impl Fn(Option<usize>) -> Vec<u8> + Send + 'static) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/a.tar", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -37,50 +38,49 @@ fn serve(body: Vec<u8>, answers: Answers) -> String {
                 }
                 line.clear();
             }
-            let len = body.len();
-            let _ = match from {
-                None => {
-                    // Chunked, no length, cut off: the client sees a broken body.
-                    let cut = answers.first_cut.min(len);
-                    let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
-                    let chunk = format!("{cut:x}\r\n");
-                    stream
-                        .write_all(head.as_bytes())
-                        .and_then(|()| stream.write_all(chunk.as_bytes()))
-                        .and_then(|()| stream.write_all(&body[..cut]))
-                }
-                Some(f) if f >= len => {
-                    let range = if answers.total_in_416 {
-                        format!("content-range: bytes */{len}\r\n")
-                    } else {
-                        String::new()
-                    };
-                    let head = format!(
-                        "HTTP/1.1 416 Range Not Satisfiable\r\n{range}content-length: 0\r\n\r\n"
-                    );
-                    stream.write_all(head.as_bytes())
-                }
-                Some(f) => {
-                    let total = if answers.total_in_206 {
-                        len.to_string()
-                    } else {
-                        "*".into()
-                    };
-                    let head = format!(
-                        "HTTP/1.1 206 Partial Content\r\ncontent-length: {}\r\n\
-                         content-range: bytes {f}-{}/{total}\r\nconnection: close\r\n\r\n",
-                        len - f,
-                        len - 1
-                    );
-                    stream
-                        .write_all(head.as_bytes())
-                        .and_then(|()| stream.write_all(&body[f..]))
-                }
-            };
+            let _ = stream.write_all(&reply(from));
             let _ = stream.flush();
         }
     });
     url
+}
+
+/// A 416 reply, with `content-range: bytes */LEN` where `len` is given.
+fn refused(len: Option<usize>) -> Vec<u8> {
+    let range = len.map_or(String::new(), |l| format!("content-range: bytes */{l}\r\n"));
+    format!("HTTP/1.1 416 Range Not Satisfiable\r\n{range}content-length: 0\r\n\r\n").into_bytes()
+}
+
+/// Serves `body` as `answers` say; returns the URL.
+fn serve(body: Vec<u8>, answers: Answers) -> String {
+    serve_with(move |from| {
+        let len = body.len();
+        let (head, bytes) = match from {
+            None => {
+                // Chunked, no length, cut off: the client sees a broken body.
+                let cut = answers.first_cut.min(len);
+                let head =
+                    format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{cut:x}\r\n");
+                (head, &body[..cut])
+            }
+            Some(f) if f >= len => return refused(answers.total_in_416.then_some(len)),
+            Some(f) => {
+                let total = if answers.total_in_206 {
+                    len.to_string()
+                } else {
+                    "*".into()
+                };
+                let head = format!(
+                    "HTTP/1.1 206 Partial Content\r\ncontent-length: {}\r\n\
+                     content-range: bytes {f}-{}/{total}\r\nconnection: close\r\n\r\n",
+                    len - f,
+                    len - 1
+                );
+                (head, &body[f..])
+            }
+        };
+        [head.as_bytes(), bytes].concat()
+    })
 }
 
 fn body(len: usize) -> Vec<u8> {
@@ -152,33 +152,11 @@ fn a_416_before_the_length_the_server_gave_is_an_error_not_the_end() {
     // The first reply says 10,000 bytes and is cut at 5,000; the reconnection at byte 5,000
     // is answered 416 (with no length, or with 5,000): the rest is lost, and says so.
     for total_in_416 in [false, true] {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/a.tar", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().take(20) {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let (mut line, mut ranged) = (String::new(), false);
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    ranged |= line.to_ascii_lowercase().starts_with("range:");
-                    line.clear();
-                }
-                let _ = if ranged {
-                    let range = if total_in_416 {
-                        "content-range: bytes */5000\r\n"
-                    } else {
-                        ""
-                    };
-                    let head = format!(
-                        "HTTP/1.1 416 Range Not Satisfiable\r\n{range}content-length: 0\r\n\r\n"
-                    );
-                    stream.write_all(head.as_bytes())
-                } else {
-                    stream
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10000\r\n\r\n")
-                        .and_then(|()| stream.write_all(&body(5000)))
-                };
-                let _ = stream.flush();
+        let url = serve_with(move |from| match from {
+            Some(_) => refused(total_in_416.then_some(5000)),
+            None => {
+                let head = b"HTTP/1.1 200 OK\r\ncontent-length: 10000\r\n\r\n";
+                [&head[..], &body(5000)].concat()
             }
         });
         let mut shard = HttpShard::open(&url, retry()).unwrap();
