@@ -1,7 +1,10 @@
 //! The command line's devices: what `check` says of a GPU pipeline without a GPU, and the
 //! emulated device (`--device emu`, the GPU stage without a GPU): the shipped pipelines give
-//! the CPU's batches (within compare's tolerance), `check` says where they run, and simulated device failures from the
-//! environment are errors, not hangs. And what the device line says of the JPEG decoder.
+//! the CPU's batches (within compare's tolerance; bit for bit with nearest chroma, whatever
+//! the decoders' split), `check` says where they run, simulated device failures from the
+//! environment are errors, not hangs, and a run with a real GPU's timing reports its limit
+//! and allocates nothing after its warm-up. And what the device line says of the JPEG
+//! decoder.
 
 mod common;
 
@@ -318,4 +321,109 @@ fn pinned_batches_from_the_file_and_the_command_line() {
             "{stderr}"
         );
     }
+}
+
+/// Which decoder takes a sample changes nothing about it: with `upsampling = "nearest"` (the
+/// engines' chroma, which the CPU decoder then writes too) the GPU path's batches are the
+/// CPU path's bit for bit — samples, positions and pixels — whatever share of them the split
+/// gives the CPU decoder (`STOKEHOLD_CPU_DECODE_SHARE` fixes it: none, half, all).
+#[test]
+fn the_decoders_split_changes_no_batch() {
+    let Some((_samples, data)) = emu_and_samples() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let nearest = edited_train(
+        d.path(),
+        &[(
+            "output = \"decoded\"\n",
+            "output = \"decoded\"\nupsampling = \"nearest\"\n",
+        )],
+    );
+    let batches = |device: &str, share: Option<&str>| -> (Vec<String>, String) {
+        let mut cmd = stokehold();
+        cmd.arg("run")
+            .arg(&nearest)
+            .args(["--device", device, "--batch", "16", "--epochs", "2"])
+            .args(["--print-batches", "--stats", "--data"])
+            .arg(&data);
+        if let Some(s) = share {
+            cmd.env("STOKEHOLD_CPU_DECODE_SHARE", s);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{device} {share:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = stdout
+            .lines()
+            .filter(|l| l.starts_with("batch "))
+            .map(str::to_string)
+            .collect();
+        (lines, stdout)
+    };
+    let (cpu, _) = batches("cpu", None);
+    assert_eq!(cpu.len(), 8, "{cpu:?}");
+    for share in ["0", "0.5", "1"] {
+        let (emu, stdout) = batches("emu", Some(share));
+        assert_eq!(cpu, emu, "share {share}: {stdout}");
+        // The share was what it was told: the CPU decoder took that part of the engines'.
+        let took_cpu = stdout.contains("decoded by cpu-decoder:share");
+        assert_eq!(took_cpu, share != "0", "share {share}: {stdout}");
+        let took_engines = stdout.contains("decoded by device-decoder:hardware");
+        assert_eq!(took_engines, share != "1", "share {share}: {stdout}");
+    }
+}
+
+/// The emulated device with a real GPU's timing (`STOKEHOLD_EMU_MODEL=h100`): `bench --stats`
+/// says how close the run came to the modelled limit, keeps several batches in flight, and
+/// allocates nothing after the warm-up — with batches of 16, whose decode areas vary the
+/// most from group to group (25,600 images: they grew past what the warm-up saw three
+/// times in every such run before the decode areas were sized for the images' spread).
+#[test]
+fn the_timing_model_run_reports_its_limit_and_allocates_nothing_after_the_warm_up() {
+    let Some((_samples, data)) = emu_and_samples() else {
+        return;
+    };
+    let out = stokehold()
+        .args(["bench", "pipelines/resnet50-train.toml", "--device", "emu"])
+        .args(["--batch", "16", "--epochs", "400", "--stats", "--data"])
+        .arg(&data)
+        .env("STOKEHOLD_EMU_MODEL", "h100")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |start: &str| -> &str {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no `{start}` line: {stdout}"))
+    };
+    assert!(
+        line("allocations after warm-up:").contains("after warm-up: 0 ("),
+        "{stdout}"
+    );
+    let in_flight: usize = line("batches in flight: max ")
+        .trim_start()
+        .trim_start_matches("batches in flight: max ")
+        .split(';')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(in_flight >= 2, "{stdout}");
+    // The limit's line, before the throughput line that ends the run.
+    let limit = line("modelled limit: ");
+    assert!(limit.contains("img/s, reached "), "{limit}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[lines.len() - 1].starts_with("device=emu ") && lines[lines.len() - 2] == limit,
+        "{stdout}"
+    );
 }

@@ -396,8 +396,10 @@ def pipeline_summary(p):
         return None
     split = gpu["decoders"]
     return {"batches_in_flight": gpu["batches_in_flight"], "decode_area_waits": gpu["decode_area_waits"],
-            "allocations_after_warm_up": gpu["allocations_after_warm_up"], "cpu_share": split["cpu_share"],
-            "feed": split.get("feed")}
+            "allocations_after_warm_up": gpu["allocations_after_warm_up"],
+            "allocations_by_kind": gpu.get("allocations_after_warm_up_by_kind"),
+            "cpu_share": split["cpu_share"], "cpu_share_ceiling": split.get("cpu_share_ceiling"),
+            "estimates_capped": split.get("estimates_capped"), "feed": split.get("feed")}
 
 
 def peak_host_memory_gib():

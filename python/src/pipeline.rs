@@ -517,6 +517,16 @@ impl PyPipeline {
             // (None before it ends): 0 in a steady state.
             let after = g.after_warm_up.map(|w| w.total());
             gd.set_item("allocations_after_warm_up", after)?;
+            // The same by kind: which a run should look at when it is not 0.
+            if let Some(w) = g.after_warm_up {
+                let kinds = PyDict::new(py);
+                kinds.set_item("device_allocs", w.device_allocs)?;
+                kinds.set_item("device_frees", w.device_frees)?;
+                kinds.set_item("pinned_allocs", w.pinned_allocs)?;
+                kinds.set_item("pinned_frees", w.pinned_frees)?;
+                kinds.set_item("events_created", w.events_created)?;
+                gd.set_item("allocations_after_warm_up_by_kind", kinds)?;
+            }
             // The most batches launched and not yet done on the device at once, and the
             // host's waits for a decode area an earlier batch still used (few or none).
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
@@ -534,6 +544,10 @@ impl PyPipeline {
             split.set_item("cpu_images", dec.cpu_images)?;
             split.set_item("cpu_busy_seconds", dec.cpu_busy.as_secs_f64())?;
             split.set_item("cpu_share", dec.cpu_share)?;
+            // The most the share may rise to since the warm-up (None before), and how many
+            // estimates wanted more.
+            split.set_item("cpu_share_ceiling", dec.cpu_share_ceiling)?;
+            split.set_item("estimates_capped", dec.estimates_capped)?;
             if let Some(f) = dec.engine_feed {
                 let feed = PyDict::new(py);
                 feed.set_item("calls", f.calls)?;

@@ -92,6 +92,15 @@ def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin
     # buffer first, and the pipeline runs ahead, so not necessarily at once).
     again = [b["images"].data_ptr for _ in range(2) for b in p]
     assert ptr in again
+    # The warm-up is over: the split's ceiling is known, and nothing was allocated since,
+    # of any kind.
+    gpu = p.stats()["gpu"]
+    split = gpu["decoders"]
+    assert 0.0 <= split["cpu_share"] <= split["cpu_share_ceiling"] <= 0.9, split
+    assert isinstance(split["estimates_capped"], int), split
+    assert gpu["allocations_after_warm_up_by_kind"] == dict.fromkeys(
+        ["device_allocs", "device_frees", "pinned_allocs", "pinned_frees", "events_created"], 0
+    ), gpu
 
 
 def test_the_tensor_keeps_the_device_memory_after_its_batch_and_pipeline(builtin):

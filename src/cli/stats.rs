@@ -90,11 +90,12 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             };
             outln!(
             "  decoders: JPEG engines {} images, {} of the feeding thread's time ({:.3} s busy); \
-             CPU (the split's share, now {:.0}%) {} images, {} per worker thread ({:.3} s busy)",
+             CPU (the split's share, now {:.0}%{}) {} images, {} per worker thread ({:.3} s busy)",
             d.engine_images,
             rate(d.engine_images, d.engine_busy),
             d.engine_busy.as_secs_f64(),
             100.0 * d.cpu_share,
+            ceiling(d),
             d.cpu_images,
             rate(d.cpu_images, d.cpu_busy),
             d.cpu_busy.as_secs_f64()
@@ -160,6 +161,20 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         outln!("  peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }
     Ok(())
+}
+
+/// The split's ceiling since the warm-up, as `, at most N%` (and how many estimates it
+/// lowered), or nothing before the warm-up ended.
+fn ceiling(d: &crate::pipeline::DecoderStats) -> String {
+    match (d.cpu_share_ceiling, d.estimates_capped) {
+        (None, _) => String::new(),
+        (Some(c), 0) => format!(", at most {:.0}%", 100.0 * c),
+        (Some(c), n) => format!(
+            ", at most {:.0}%: {n} estimate{} wanted more",
+            100.0 * c,
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// Peak resident set size of this process (Linux: VmHWM), if known.

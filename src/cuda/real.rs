@@ -279,11 +279,14 @@ struct PinnedOwner {
     _slice: cudarc::driver::PinnedHostSlice<u8>,
     len: usize,
     counter: Arc<AtomicUsize>,
+    /// Counts the free (`cuMemFreeHost` waits for the whole device: a steady state has none).
+    counters: Arc<crate::nvjpeg::safe::Counters>,
 }
 
 impl Drop for PinnedOwner {
     fn drop(&mut self) {
         self.counter.fetch_sub(self.len, Ordering::Relaxed);
+        self.counters.pinned_frees.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -385,6 +388,7 @@ impl GpuDevice for RealDevice {
             _slice: slice,
             len: bytes,
             counter: self.pinned_bytes.clone(),
+            counters: self.ctx.counters().clone(),
         };
         // SAFETY: `ptr` is the start of `bytes` page-locked bytes owned by `owner` (freed by
         // cudarc when it drops), used by nobody else.

@@ -124,7 +124,7 @@ pub const SETTINGS: &[Setting] = &[
             default: Some("0"),
             doc: "worker threads",
         },
-        unset: Unset::AsInt(0, "one per core"),
+        unset: Unset::AsInt(0, "one per core (on the GPU path a quarter, at least 2)"),
         flag: Flag {
             long: "threads",
             value_name: "N",
@@ -354,13 +354,16 @@ impl Setting {
         let (name, long) = (self.spec.name, self.flag.long);
         let mut out = text.replace(&format!("`{name}` = "), &format!("--{long} "));
         out = out.replace(&format!("`{name}` "), &format!("--{long} "));
-        // A quoted value after the flag, as a shell passes it: unquoted.
+        // A quoted value after the flag, as a shell passes it: unquoted where a shell would
+        // take it unquoted (an empty value or one with spaces keeps its quotes).
         let quoted = format!("--{long} \"");
         if let Some(at) = out.find(&quoted) {
             let value_at = at + quoted.len();
             if let Some(end) = out[value_at..].find('"') {
-                out.remove(value_at + end);
-                out.remove(value_at - 1);
+                if is_shell_word(&out[value_at..value_at + end]) {
+                    out.remove(value_at + end);
+                    out.remove(value_at - 1);
+                }
             }
         }
         let assignment = format!("`{name} = ");
@@ -461,6 +464,14 @@ fn quoted_list(choices: &[&str]) -> String {
     quoted.join(", ")
 }
 
+/// Whether a shell passes `value` as one word without quotes.
+fn is_shell_word(value: &str) -> bool {
+    !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:,+=@%".contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,7 +531,10 @@ mod tests {
         };
         let threads = find("threads").unwrap();
         assert_eq!(threads.value(&s), None);
-        assert_eq!(threads.unset, Unset::AsInt(0, "one per core"));
+        assert_eq!(
+            threads.unset,
+            Unset::AsInt(0, "one per core (on the GPU path a quarter, at least 2)")
+        );
         let mut t = Settings {
             threads: Some(4),
             ..Settings::default()
@@ -529,7 +543,10 @@ mod tests {
         assert_eq!(t.threads, None);
         assert_eq!(find("epochs").unwrap().value(&s), None);
         assert_eq!(find("seed").unwrap().value(&s), None);
-        assert_eq!(threads.type_doc(), "integer ≥ 1, or 0: one per core");
+        assert_eq!(
+            threads.type_doc(),
+            "integer ≥ 1, or 0: one per core (on the GPU path a quarter, at least 2)"
+        );
     }
 
     #[test]
@@ -556,7 +573,7 @@ mod tests {
             .help
             .as_deref()
             .unwrap()
-            .contains("`threads = 0` for one per core"));
+            .contains("`threads = 0` for one per core (on the GPU path a quarter, at least 2)"));
     }
 
     #[test]
@@ -580,7 +597,7 @@ mod tests {
         let e = find("threads").unwrap().parse_flag("x").unwrap_err();
         assert!(
             e.help
-                .contains("`--threads 1`, or `--threads 0` for one per core"),
+                .contains("`--threads 1`, or `--threads 0` for one per core (on the GPU path a quarter, at least 2)"),
             "{}",
             e.help
         );
@@ -599,6 +616,16 @@ mod tests {
                 .message,
             "--on-error 1 is not one of \"skip\", \"fail\", \"replace\""
         );
+        // A value a shell needs quotes for keeps them.
+        for (value, said) in [("", "\"\""), ("sk ip", "\"sk ip\"")] {
+            let e = find("on_error").unwrap().parse_flag(value).unwrap_err();
+            assert!(
+                e.message
+                    .starts_with(&format!("--on-error {said} is not one of")),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[test]

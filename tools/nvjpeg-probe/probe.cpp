@@ -227,13 +227,7 @@ static HwResult run_hw(nvjpegHandle_t h, std::vector<Jpeg>& imgs, int batch, int
     }
     for (auto& s : slots) CK(cudaStreamSynchronize(s.stream));
     double wall = secs(t0, Clock::now());
-    for (auto& s : slots) {
-        for (auto& p : s.params) nvjpegDecodeParamsDestroy(p);
-        nvjpegJpegStateDestroy(s.state);
-        cudaEventDestroy(s.done);
-        cudaStreamDestroy(s.stream);
-        cudaFree(s.out);
-    }
+    destroy_slots(slots);
     if (failed) {
         printf("  (failed: nvjpeg status %d)\n", failed);
         return {0, 0, wall, 0};
@@ -387,13 +381,7 @@ static double run_hw_mt(std::vector<nvjpegHandle_t>& hs, std::vector<Jpeg>& imgs
         for (auto& s : slots) CK(cudaStreamSynchronize(s.stream));
         sub_ns += my_sub;
         cpu_ns += my_cpu;
-        for (auto& s : slots) {
-            for (auto& p : s.params) nvjpegDecodeParamsDestroy(p);
-            nvjpegJpegStateDestroy(s.state);
-            cudaEventDestroy(s.done);
-            cudaStreamDestroy(s.stream);
-            cudaFree(s.out);
-        }
+        destroy_slots(slots);
     };
     std::vector<std::thread> th;
     for (int t = 0; t < T; t++) th.emplace_back(worker, t);

@@ -36,6 +36,18 @@ struct HwSlot {
     bool used = false;
 };
 
+// Releases what each slot holds (its stream must have finished).
+inline void destroy_slots(std::vector<HwSlot>& slots) {
+    for (auto& s : slots) {
+        for (auto& p : s.params) nvjpegDecodeParamsDestroy(p);
+        nvjpegJpegStateDestroy(s.state);
+        cudaEventDestroy(s.done);
+        cudaStreamDestroy(s.stream);
+        cudaFree(s.out);
+    }
+    slots.clear();
+}
+
 struct Jpeg {
     std::string name;
     const unsigned char* data;  // in the pinned block

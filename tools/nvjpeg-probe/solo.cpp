@@ -109,12 +109,6 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
            "%.0f%% of the run; ready %.2f s %s the start\n",
            tag, cpu_threads, images, wall, images / wall, 1e6 * in_call / std::max(images, 1L),
            100 * cpu / wall, late > 0 ? late : -late, late > 0 ? "after" : "before");
-    for (auto& s : slots) {
-        for (auto& p : s.params) nvjpegDecodeParamsDestroy(p);
-        nvjpegJpegStateDestroy(s.state);
-        cudaEventDestroy(s.done);
-        cudaStreamDestroy(s.stream);
-        cudaFree(s.out);
-    }
+    destroy_slots(slots);
     return 0;
 }

@@ -90,8 +90,13 @@ impl GpuStage {
                 return Err(Error::Cuda("a sample to decode is not the device's".into()));
             };
             at.push(area_len);
-            area_len = (area_len + stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
+            area_len += (stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
+        self.area_sizes.add(
+            at.iter()
+                .zip(at.iter().skip(1).chain([&area_len]))
+                .map(|(a, b)| b - a),
+        );
         let (batch, n) = (self.batch, samples.len());
         let mut area = self.pools.decoded.take(area_len, streams::DECODE, &|| {
             format!("the decoded images of a batch of {batch} samples ({n} decoded at once)")

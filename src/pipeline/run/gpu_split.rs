@@ -23,9 +23,12 @@
 //! CPU decodes carry at most that many pixel bytes (a sample that would pass it goes to the
 //! engines), because they are uploaded through buffers sized then, and a batch that carried
 //! more would allocate again. The budget leaves room above what the warm-up reached (twice
-//! its share, and at least a quarter more of the batch: [`headroom`]), so that a share that
-//! must rise later — the training loop starting after the loader's first batches — can, and
-//! the stage sizes its buffers for it. Which samples
+//! its share, at least a quarter more of the batch, and at least the balance with the
+//! engines' call [`SLOWDOWN`] times slower than the warm-up measured: [`headroom`]), so
+//! that a share that must rise later — the training loop starting after the loader's first
+//! batches — can, and the stage sizes its buffers for it. (On an H200 a quarter more was
+//! not enough: beside a ResNet-50 loop the share sat at its ceiling, 0.25, the feeding
+//! thread busy the whole run, and the loop ran at 93%.) Which samples
 //! go to the CPU is a hash of (seed, epoch, index) against the share, so a run is the same
 //! whatever the threads' timing — and which decoder took a sample changes nothing else about
 //! it: the same parameters, the same skips (`docs/gpu.md`).
@@ -48,15 +51,25 @@ const ADAPT_EVERY: u64 = 256;
 /// before).
 const RECENT: f64 = 0.5;
 
+/// How many times slower the engines' call may get after the warm-up than it measured then:
+/// beside a training loop or our own kernels it took 250–284 µs an image on an H200 against
+/// 55–60 alone (4.2–5.2×, docs/performance.md), and a margin.
+const SLOWDOWN: f64 = 6.0;
+
 /// The most bytes the headroom gives a batch's CPU pixels (a warm-up batch that carried more
 /// keeps what it carried).
 const MAX_BUDGET_BYTES: usize = 192 << 20;
 
 /// The share the CPU may reach after the warm-up, in millionths, when it reached `most`
-/// during it: twice that, and at least a quarter of the batch more, within [`MAX_SHARE`].
-pub(crate) fn headroom(most: u32) -> u32 {
-    let most = f64::from(most) / 1e6;
-    let ceiling = (2.0 * most).max(most + 0.25).min(MAX_SHARE).max(most);
+/// during it and `slowed` is the balance with the engines [`SLOWDOWN`] times slower: twice
+/// `most`, at least a quarter of the batch more, and at least `slowed`, within [`MAX_SHARE`].
+pub(crate) fn headroom(most: u32, slowed: u32) -> u32 {
+    let (most, slowed) = (f64::from(most) / 1e6, f64::from(slowed) / 1e6);
+    let ceiling = (2.0 * most)
+        .max(most + 0.25)
+        .max(slowed)
+        .min(MAX_SHARE)
+        .max(most);
     (ceiling * 1e6).round() as u32
 }
 
@@ -143,8 +156,9 @@ pub(crate) struct DecoderSplit {
     most_ppm: AtomicU32,
     /// The most the share may become (`u32::MAX` until [`DecoderSplit::hold`]).
     ceiling_ppm: AtomicU32,
-    /// Estimates made so far.
+    /// Estimates made so far, and those the ceiling lowered (the balance was above it).
     estimates: AtomicU32,
+    capped: AtomicU32,
     /// Samples per batch.
     batch: usize,
     /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch),
@@ -310,7 +324,11 @@ impl DecoderSplit {
         };
         self.next_estimate.store(total + every, Ordering::Relaxed);
         if let Some((s, measured)) = self.estimate() {
-            let ppm = ((s * 1e6) as u32).min(self.ceiling_ppm.load(Ordering::Relaxed));
+            let wanted = (s * 1e6) as u32;
+            let ppm = wanted.min(self.ceiling_ppm.load(Ordering::Relaxed));
+            if ppm < wanted {
+                self.capped.fetch_add(1, Ordering::Relaxed);
+            }
             self.cpu_ppm.store(ppm, Ordering::Relaxed);
             // The headroom is built on shares the CPU's measured decode time gave, not on
             // the first estimate's guess of it.
@@ -327,15 +345,27 @@ impl DecoderSplit {
         self.fixed || self.estimates.load(Ordering::Relaxed) >= 2
     }
 
+    /// The most the share may become now (`None` until [`DecoderSplit::hold`]), and how many
+    /// estimates wanted more.
+    pub(crate) fn ceiling(&self) -> (Option<f64>, u32) {
+        let c = self.ceiling_ppm.load(Ordering::Relaxed);
+        let ceiling = (c != u32::MAX).then(|| f64::from(c) / 1e6);
+        (ceiling, self.capped.load(Ordering::Relaxed))
+    }
+
     /// Ends the warm-up: from now on the share stays at or below [`headroom`] of the most it
-    /// has been, and a batch's CPU decodes carry at most [`Budget::per_batch`] bytes: what
+    /// has been and of the balance with slower engines, and a batch's CPU decodes carry at most [`Budget::per_batch`] bytes: what
     /// that share of a batch takes at the mean image's size and a quarter more (at most
     /// [`MAX_BUDGET_BYTES`]), or the most a batch carried if that is more. The stage sizes the
     /// CPU pixels' buffers for it. A share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the
     /// warm-up carried.
     pub(crate) fn hold(&self) -> Budget {
         let most = self.most_ppm.load(Ordering::Relaxed);
-        let ceiling = if self.fixed { most } else { headroom(most) };
+        let ceiling = if self.fixed {
+            most
+        } else {
+            headroom(most, (self.slowed_balance() * 1e6) as u32)
+        };
         self.ceiling_ppm.store(ceiling, Ordering::Relaxed);
         // (A share from guessed estimates may stand above it until the next estimate.)
         self.cpu_ppm.fetch_min(ceiling, Ordering::Relaxed);
@@ -400,19 +430,34 @@ impl DecoderSplit {
         w.prepare = blend(w.prepare, now.prepare.per_item_since(at.prepare));
         w.decode = blend(w.decode, now.decode.per_item_since(at.decode));
         w.at = now;
+        Some((self.balance(&w, 1.0)?, w.decode.is_some()))
+    }
+
+    /// The balance (module docs) from the window's costs, with the engines' call `slower`
+    /// times slower than measured (the slowing a wait, not a core's time: docs/performance.md),
+    /// or `None` before both decoders' sides are measured.
+    fn balance(&self, w: &Window, slower: f64) -> Option<f64> {
         let (e, p) = (w.engine?, w.prepare?);
+        let cpu = w.engine_cpu.unwrap_or(e);
+        let e = e * slower;
         // The workers that have a core: the cores less the consumer's and the feeding
         // thread's part of one. None: nothing for the CPU.
-        let on_core = (w.engine_cpu.unwrap_or(e) / e.max(1.0)).clamp(0.0, 1.0);
+        let on_core = (cpu / e.max(1.0)).clamp(0.0, 1.0);
         let workers = f64::from(self.workers).min(f64::from(self.cores) - 1.0 - on_core);
         if workers <= 0.0 {
-            return Some((0.0, w.decode.is_some()));
+            return Some(0.0);
         }
         // Before the CPU has decoded any: a sample's prepare time is a lower bound no one
         // would use; take 20 times it (a photo's decode is 10–40 times its header's parse).
         let d = w.decode.unwrap_or(20.0 * p);
-        let s = ((workers * e - p) / (workers * e + d)).clamp(0.0, MAX_SHARE);
-        Some((s, w.decode.is_some()))
+        Some(((workers * e - p) / (workers * e + d)).clamp(0.0, MAX_SHARE))
+    }
+
+    /// The balance with the engines [`SLOWDOWN`] times slower than the estimates so far
+    /// measured them (0 before they have).
+    fn slowed_balance(&self) -> f64 {
+        let w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        self.balance(&w, SLOWDOWN).unwrap_or(0.0)
     }
 }
 
@@ -502,17 +547,25 @@ mod tests {
         s.decoded_pixels(256 * 1000, 256);
         s.hold();
         // Engines 20 times slower: the balance is far above the most the warm-up saw; the
-        // share rises to twice that or a quarter more, not beyond.
+        // share rises to the balance at SLOWDOWN times the warm-up's engines (above twice
+        // the most and a quarter more here), not beyond, and says its estimates were capped.
+        let balanced = |e: f64| (4.0 * e - 30.0) / (4.0 * e + 1250.0);
         for _ in 0..10 {
             window(&s, 30, 1100);
         }
-        let ceiling = f64::from(headroom((most * 1e6) as u32)) / 1e6;
+        let (ceiling, capped) = s.ceiling();
+        let ceiling = ceiling.expect("held");
         assert!(
             (s.cpu_share() - ceiling).abs() < 1e-6,
             "{most} {}",
             s.cpu_share()
         );
-        assert!((ceiling - (most + 0.25)).abs() < 1e-3, "{most} {ceiling}");
+        assert!(
+            (ceiling - balanced(55.0 * SLOWDOWN)).abs() < 1e-3,
+            "{most} {ceiling}"
+        );
+        assert!(ceiling > most + 0.25, "{most} {ceiling}");
+        assert!(capped >= 9, "{capped}");
         // Lower still follows the measurements.
         for _ in 0..10 {
             window(&s, 30, 40);
@@ -610,12 +663,59 @@ mod tests {
     }
 
     #[test]
-    fn the_headroom_is_twice_the_share_or_a_quarter_more() {
-        assert_eq!(headroom(0), 250_000);
-        assert_eq!(headroom(100_000), 350_000);
-        assert_eq!(headroom(400_000), 800_000);
-        assert_eq!(headroom(600_000), 900_000);
-        assert_eq!(headroom(950_000), 950_000);
+    fn the_headroom_is_twice_the_share_a_quarter_more_or_the_slowed_balance() {
+        assert_eq!(headroom(0, 0), 250_000);
+        assert_eq!(headroom(100_000, 0), 350_000);
+        assert_eq!(headroom(400_000, 0), 800_000);
+        assert_eq!(headroom(600_000, 0), 900_000);
+        assert_eq!(headroom(950_000, 0), 950_000);
+        assert_eq!(headroom(4_000, 370_000), 370_000);
+        assert_eq!(headroom(100_000, 990_000), 900_000);
+    }
+
+    #[test]
+    fn a_warm_up_with_idle_sms_leaves_room_for_a_training_loop_beside_the_engines() {
+        // The H200 beside ResNet-50 (2026-11-27): 4 workers, ~200 µs to prepare a sample,
+        // 1.6 ms to decode one; the engines' call 55 µs during the warm-up (share ~0.01),
+        // then 246 µs a call's image (the wait not on a core). The balance then is ~0.31;
+        // the old headroom (a quarter more) held the share at 0.25 and the loop at 93%.
+        let s = DecoderSplit::new(4, 16, 256);
+        let n = 1000u64;
+        let feed = |s: &DecoderSplit, wall_us: u64, cpu_us: u64| {
+            s.prepared.fetch_add(n, Ordering::Relaxed);
+            s.prepare_ns.fetch_add(n * 200_000, Ordering::Relaxed);
+            s.cpu_images.fetch_add(n / 100, Ordering::Relaxed);
+            s.cpu_ns.fetch_add(n / 100 * 1_600_000, Ordering::Relaxed);
+            let due = s.next_estimate.load(Ordering::Relaxed);
+            let k = due
+                .saturating_sub(s.engine_images.load(Ordering::Relaxed))
+                .max(1);
+            s.submitted(
+                k as usize,
+                0,
+                (
+                    Duration::from_micros(wall_us * k),
+                    Duration::from_micros(cpu_us * k),
+                ),
+            );
+            s.cpu_share()
+        };
+        for _ in 0..8 {
+            feed(&s, 55, 55);
+        }
+        let warm = s.cpu_share();
+        assert!(warm < 0.05, "{warm}");
+        s.decoded_pixels(256 * 300_000, 256);
+        s.hold();
+        let mut share = 0.0;
+        for _ in 0..10 {
+            share = feed(&s, 246, 55);
+        }
+        let balanced = (4.0 * 246.0 - 200.0) / (4.0 * 246.0 + 1600.0);
+        assert!((share - balanced).abs() < 0.01, "{warm} {share} {balanced}");
+        assert_eq!(s.ceiling().1, 0, "the ceiling did not bind");
+        // Then the engines give the feeding thread the rate the loop needs (4.7k img/s).
+        assert!(1e6 / ((1.0 - share) * 246.0) > 4700.0, "{share}");
     }
 
     #[test]

@@ -60,6 +60,7 @@ use crate::cuda::pool::{DevicePool, PinnedLease, PinnedRing};
 use crate::cuda::staging::StagedBytes;
 use crate::pipeline::device_tensor::ConsumerStreams;
 
+use super::area_sizes::AreaSizes;
 pub(super) use super::gpu_decoded::{DecodeArea, Decoded, DeviceDecoded, Rebuild};
 use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
@@ -147,6 +148,9 @@ pub(crate) struct GpuStage {
     /// Where the workers copy the engines' encoded files and the pixels they decode
     /// (shared with them).
     pub(super) staging: Arc<WorkerStaging>,
+    /// The sizes of the images the decode areas were made of (what they are sized for when
+    /// the warm-up ends).
+    pub(super) area_sizes: AreaSizes,
 }
 
 impl Drop for GpuStage {
@@ -340,6 +344,7 @@ impl GpuStage {
             in_flight: Mutex::new(VecDeque::new()),
             first_epoch_over: std::sync::atomic::AtomicBool::new(false),
             warm: std::sync::atomic::AtomicBool::new(false),
+            area_sizes: AreaSizes::default(),
             split: Arc::new(DecoderSplit::new(
                 workers,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -425,12 +430,23 @@ impl GpuStage {
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);
+            // A group's decode area for the spread of its images' sizes (`area_sizes`), not
+            // only the groups the warm-up saw.
+            self.pools
+                .decoded
+                .raise_high_water(self.area_sizes.bound(self.engine_chunk));
             // A batch's rebuilt chroma is at most the decoded images it rebuilds, a part of
-            // one group's decode area (a few times out of the warm-up's sight otherwise).
+            // its groups' decode areas, and the scratch planes at most that (a chroma sample
+            // per pixel at most, 3 bytes each) and the descriptors (a few times out of the
+            // warm-up's sight otherwise).
             if self.pools.rebuilt.high_water() > 0 {
-                self.pools
-                    .rebuilt
-                    .raise_high_water(self.pools.decoded.high_water());
+                let groups = self.batch.div_ceil(self.engine_chunk.max(1));
+                let rebuilt = self.pools.decoded.high_water() * groups;
+                self.pools.rebuilt.raise_high_water(rebuilt);
+                self.pools.planes.raise_high_water(
+                    self.pools.rebuilt.high_water()
+                        + self.batch * std::mem::size_of::<crate::cuda::desc::ChromaDesc>(),
+                );
             }
             for pool in self.pools.all() {
                 pool.settle()?;

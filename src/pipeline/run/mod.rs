@@ -26,6 +26,7 @@ use super::batch::{Batch, BatchBufferPool};
 use super::graph::Graph;
 use super::spec::PipelineSpec;
 
+mod area_sizes;
 mod assembler;
 mod cpu_stage;
 pub mod device;
@@ -81,7 +82,7 @@ mod upload_tests;
 mod upsampling_tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
-pub use stats::{EpochSummary, GpuStats, Stats, StatsSnapshot};
+pub use stats::{DecoderStats, EpochSummary, GpuStats, Stats, StatsSnapshot};
 pub use warnings::StartWarning;
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.

@@ -92,6 +92,11 @@ pub struct DecoderStats {
     pub cpu_busy: Duration,
     /// The CPU's share now.
     pub cpu_share: f64,
+    /// The most the share may become since the warm-up ended (`None` before: see
+    /// `gpu_split`); the CPU's pixels' buffers, sized then, set it.
+    pub cpu_share_ceiling: Option<f64>,
+    /// Estimates of the share that wanted more than the ceiling.
+    pub estimates_capped: u32,
     /// On an emulated device with a timing model: the images per second the modelled device
     /// and the workers allow (see `gpu_split`).
     pub modelled_limit: Option<f64>,
@@ -108,6 +113,8 @@ impl DecoderStats {
             cpu_images: s.cpu_images.load(Ordering::Relaxed),
             cpu_busy: Duration::from_nanos(s.cpu_ns.load(Ordering::Relaxed)),
             cpu_share: s.cpu_share(),
+            cpu_share_ceiling: s.ceiling().0,
+            estimates_capped: s.ceiling().1,
             modelled_limit: None,
             engine_feed: None,
         }
