@@ -427,3 +427,48 @@ fn the_timing_model_run_reports_its_limit_and_allocates_nothing_after_the_warm_u
         "{stdout}"
     );
 }
+
+/// The GPU path's default on a real device — nvJPEG interpolating chroma for `upsampling =
+/// "fancy"`, no rebuild by our kernels — on the emulated device (`STOKEHOLD_EMU_INTERPOLATE=1`:
+/// its decoder interpolates as libjpeg does): the CPU path's batches bit for bit, both
+/// shipped pipelines, digests included; the device line says which chroma it decodes.
+#[test]
+fn the_interpolating_emulated_decoder_gives_the_cpu_batches_bit_for_bit() {
+    let Some((_samples, data)) = emu_and_samples() else {
+        return;
+    };
+    for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
+        let lines = |device: &str| -> Vec<String> {
+            let out = stokehold()
+                .args(["run", &format!("pipelines/{name}"), "--device", device])
+                .args([
+                    "--batch",
+                    "16",
+                    "--epochs",
+                    "2",
+                    "--print-batches",
+                    "--data",
+                ])
+                .arg(&data)
+                .env("STOKEHOLD_EMU_INTERPOLATE", "1")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{device}: {stderr}");
+            if device == "emu" {
+                assert!(
+                    stderr.contains("chroma interpolated by the decoder"),
+                    "{stderr}"
+                );
+            }
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.starts_with("batch "))
+                .map(str::to_string)
+                .collect()
+        };
+        let cpu = lines("cpu");
+        assert_eq!(cpu.len(), 8, "{cpu:?}");
+        assert_eq!(cpu, lines("emu"), "{name}");
+    }
+}

@@ -13,7 +13,8 @@
 #       legacy-stream synchronisation, or nvJPEG's kernels waiting for SMs; with the context's
 #       waits spinning (the default) and sleeping (--blocking-sync) (~30 s);
 #   (a) nearest, d4k, default threads, then 8 threads: the figures with the workers' pinned
-#       pixels (`uploaded from their worker's pinned copy: N of M`);
+#       pixels (`uploaded from their worker's pinned copy: N of M`); (a2) the CPU's topology
+#       (lscpu), and where the cores are hyperthread pairs, 8 threads on one of each pair;
 #   (b) the engines' ring of nvJPEG states (STOKEHOLD_ENGINE_SLOTS 1 / 2 / 4): does a call
 #       wait for the previous call's work? nearest, nvJPEG interpolating, rebuilt chroma (1 /
 #       2), the 1.8 MP set;
@@ -41,7 +42,10 @@
 #       our default chroma ("fancy"), the GPU and the CPU path (which one `device = "auto"`
 #       should pick for it); then stokehold-gpu with 8 threads. The
 #       split now follows the engines' call as it slows beside the loop and may rise above
-#       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before).
+#       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before:
+#       its ceiling then; now room for the engines 6x slower than the warm-up saw them,
+#       `cpu_share_ceiling`, with `estimates_capped` saying whether it still binds, and
+#       `allocations_by_kind` what the one allocation after the warm-up was).
 #       Where (0) found a device-wide wait: stokehold-gpu with groups of two batches a call
 #       (STOKEHOLD_ENGINE_CHUNK=512); where it found a wait for the legacy default stream
 #       only: the loop training on a side stream (--train-stream side).
@@ -123,7 +127,7 @@ bench() {
     local s; s=$(limit 40)
     if (( s < 5 )); then echo "$name: skipped (budget of ${BUDGET}s spent)"; return; fi
     phase "start $name"
-    env "$@" timeout "$s" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
+    env "$@" ${TASKSET:-} timeout "$s" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
         --epochs 5 ${threads:+--threads "$threads"} --stats > "$log" 2>&1
     local rc=$?
     phase "end $name"
@@ -138,6 +142,23 @@ for r in 1 2; do
     bench "nearest-tdef-r$r" /tmp/d4k /tmp/train16-nearest.toml ""
     bench "nearest-t8-r$r" /tmp/d4k /tmp/train16-nearest.toml 8
 done
+
+say "(a2) the machine's cores; where they are hyperthread pairs, 8 threads on one of each pair"
+# 16 threads went slower than 8 (17.0k against 18.1-18.5k, results-2026-11-27c): if the 16
+# "cores" are 8 pairs, the workers share the feeding thread's core; on one of each pair the
+# feeding thread has a core to itself.
+lscpu > "$L/lscpu.log" 2>&1
+grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):' "$L/lscpu.log"
+firsts=$(for f in /sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list; do
+    cut -d, -f1 "$f" | cut -d- -f1
+done 2> /dev/null | sort -un | paste -sd, -)
+if [[ -n "$firsts" ]] && (( $(tr ',' '\n' <<< "$firsts" | wc -l) < $(nproc) )); then
+    echo "one of each pair: $firsts"
+    TASKSET="taskset -c $firsts" bench nearest-t8-onepercore /tmp/d4k /tmp/train16-nearest.toml 8
+    bench nearest-t8-r3 /tmp/d4k /tmp/train16-nearest.toml 8
+else
+    echo "no hyperthread pairs (${firsts:-no topology})"
+fi
 
 # Our kernels' durations under ncu: name, data, pipeline, then VAR=value settings. Launches
 # 20..31 (after the first epoch's), each kernel's time alone (gpu__time_duration), its SM and

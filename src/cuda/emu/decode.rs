@@ -28,14 +28,19 @@ pub(crate) struct Queued {
     pub(crate) out: DeviceOutput,
     pub(crate) width: usize,
     pub(crate) height: usize,
+    /// Chroma interpolated as libjpeg does ([`super::EmuOptions::interpolate`]), else
+    /// repeated as the engines write it.
+    pub(crate) fancy: bool,
 }
 
 /// The host half, at submission: what nvJPEG would say at once for job `index` (its route,
 /// the size it writes and the window asked for inside that), or why it goes to the CPU.
-/// `pad`: ROIs are padded by an MCU (nvJPEG before 13.3).
+/// `pad`: ROIs are padded by an MCU (nvJPEG before 13.3); `fancy`: chroma interpolated, not
+/// repeated.
 pub(crate) fn prepare(
     job: &DecodeJob<'_>,
     pad: bool,
+    fancy: bool,
 ) -> Result<(DecodedInfo, Queued), NvjpegError> {
     let (route, facts) = match route_header(job.header, true) {
         Route::Cpu(reason) => return Err(NvjpegError::CpuFallback(reason)),
@@ -63,6 +68,7 @@ pub(crate) fn prepare(
         out: job.out,
         width,
         height,
+        fancy,
     };
     Ok((info, q))
 }
@@ -95,7 +101,11 @@ fn decode_into(q: &Queued, bytes: &[u8], row: usize) -> Result<(), String> {
     let opts = DecodeOptions {
         color: ColorMode::Rgb,
         apply_exif: false,
-        upsampling: Upsampling::Nearest,
+        upsampling: if q.fancy {
+            Upsampling::Fancy
+        } else {
+            Upsampling::Nearest
+        },
         ..DecodeOptions::default()
     };
     // The header the stage read (with the pipeline's limits) for these very bytes.

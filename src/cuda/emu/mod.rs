@@ -65,14 +65,21 @@ pub struct EmuOptions {
     pub exact_roi: bool,
     /// Take a real device's time instead of computing pixels ([`TimingModel`]).
     pub model: Option<TimingModel>,
+    /// The decoder interpolates chroma as libjpeg does, for a pipeline with `upsampling =
+    /// "fancy"` (as a real device's nvJPEG is asked to by default), instead of repeating it
+    /// as the engines write it for our kernels to rebuild (a real device with
+    /// `STOKEHOLD_CHROMA_REBUILD=1`): the GPU path's default on a real device, without the
+    /// rebuild.
+    pub interpolate: bool,
 }
 
 impl EmuOptions {
     /// From the environment: `STOKEHOLD_EMU_MEMORY` (bytes; `k`, `M`, `G` suffixes),
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
     /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]),
-    /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]) and `STOKEHOLD_EMU_MODEL`
-    /// (`h100`, `h100-interp`, `h100-training`: [`EmuOptions::model`]).
+    /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]), `STOKEHOLD_EMU_INTERPOLATE=1`
+    /// ([`EmuOptions::interpolate`]) and `STOKEHOLD_EMU_MODEL` (`h100`, `h100-interp`,
+    /// `h100-training`: [`EmuOptions::model`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -100,6 +107,7 @@ impl EmuOptions {
             lose_after_launches: read("STOKEHOLD_EMU_LOSE_AFTER", false)?,
             launch_delay: read("STOKEHOLD_EMU_LAUNCH_DELAY_MS", false)?.map(Duration::from_millis),
             exact_roi: read("STOKEHOLD_EMU_EXACT_ROI", false)?.is_some_and(|v| v != 0),
+            interpolate: read("STOKEHOLD_EMU_INTERPOLATE", false)?.is_some_and(|v| v != 0),
             model: match get("STOKEHOLD_EMU_MODEL") {
                 None => None,
                 Some(name) => Some(TimingModel::named(name.trim()).ok_or_else(|| {
@@ -303,9 +311,14 @@ impl GpuDevice for EmuDevice {
             device_id: 0,
             total_memory: self.memory.cap().unwrap_or(0),
             decoder: format!(
-                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines; chroma \
-                 repeated, as the engines write it (for upsampling = \"fancy\" our kernels \
-                 interpolate it){}{}",
+                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines; {}{}{}",
+                if self.options.interpolate {
+                    "chroma interpolated by the decoder, as nvJPEG asked to interpolate \
+                     (STOKEHOLD_EMU_INTERPOLATE=1)"
+                } else {
+                    "chroma repeated, as the engines write it (for upsampling = \"fancy\" our \
+                     kernels interpolate it)"
+                },
                 if self.options.exact_roi {
                     ""
                 } else {
@@ -560,6 +573,10 @@ impl GpuDevice for EmuDevice {
         }
         self.order.host_saw_all();
         Ok(())
+    }
+
+    fn decodes_fancy_chroma(&self) -> bool {
+        self.options.interpolate
     }
 
     fn route(&self, header: &JpegHeader) -> Route {

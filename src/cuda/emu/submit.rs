@@ -34,7 +34,7 @@ impl EmuDevice {
                 continue;
             }
             let pad = !self.options.exact_roi || (j.rebuilt && needs_margin(j.header));
-            match decode::prepare(j, pad) {
+            match decode::prepare(j, pad, self.options.interpolate) {
                 Ok((info, q)) => {
                     engines |= info.route == GpuRoute::Hardware;
                     results.push(Ok(info));

@@ -175,10 +175,12 @@ fn options_are_read_from_the_environment_variables() {
     let o = with(&[
         ("STOKEHOLD_EMU_LAUNCH_DELAY_MS", "25"),
         ("STOKEHOLD_EMU_EXACT_ROI", "1"),
+        ("STOKEHOLD_EMU_INTERPOLATE", "1"),
     ])
     .unwrap();
     assert_eq!(o.launch_delay, Some(Duration::from_millis(25)));
     assert!(o.exact_roi && !EmuOptions::default().exact_roi);
+    assert!(o.interpolate && !EmuOptions::default().interpolate);
     let e = with(&[("STOKEHOLD_EMU_LOSE_AFTER", "12k")]).unwrap_err();
     assert!(
         e.to_string().contains("STOKEHOLD_EMU_LOSE_AFTER=12k"),

@@ -272,15 +272,20 @@ fn open_path(
 }
 
 /// Opens the device `settings` ask for (real or emulated), its JPEG decoder for a pipeline
-/// that decodes with `upsampling` (the emulated one always repeats chroma) and its kernel
-/// modules for a chain that launches `kernels`.
+/// that decodes with `upsampling` (the emulated one repeats chroma unless told to
+/// interpolate it, and then only for `"fancy"`) and its kernel modules for a chain that
+/// launches `kernels`.
 fn open(
     settings: &RunSettings,
     upsampling: Upsampling,
     kernels: &[Kernel],
 ) -> Result<Arc<dyn GpuDevice>, Error> {
     match settings.device {
-        DeviceChoice::Emu => Ok(EmuDevice::new(EmuOptions::from_env()?)?),
+        DeviceChoice::Emu => {
+            let mut options = EmuOptions::from_env()?;
+            options.interpolate &= upsampling == Upsampling::Fancy;
+            Ok(EmuDevice::new(options)?)
+        }
         _ => Ok(RealDevice::with_upsampling(
             settings.device_id,
             settings.batch,

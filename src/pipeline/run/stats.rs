@@ -210,7 +210,7 @@ pub struct GpuStats {
     pub kernels: Duration,
     /// Where samples' pixels came from: `device-decoder:hardware`, `device-decoder:hybrid`,
     /// `cpu-decoder:<cause>` (CMYK, progressive, …), `cpu-operators` (the chain can't take
-    /// the sample), `device-decoder-failed` (decoded again on the CPU).
+    /// the sample), `device-decoder-refused` (refused at submission, decoded on the CPU).
     pub sources: BTreeMap<String, u64>,
     /// Device and pinned memory in use and at their peak.
     pub memory: MemoryUse,
