@@ -399,7 +399,8 @@ def pipeline_summary(p):
             "allocations_after_warm_up": gpu["allocations_after_warm_up"],
             "allocations_by_kind": gpu.get("allocations_after_warm_up_by_kind"),
             "cpu_share": split["cpu_share"], "cpu_share_ceiling": split.get("cpu_share_ceiling"),
-            "estimates_capped": split.get("estimates_capped"), "feed": split.get("feed")}
+            "estimates_capped": split.get("estimates_capped"), "over_budget": split.get("over_budget"),
+            "feed": split.get("feed")}
 
 
 def peak_host_memory_gib():

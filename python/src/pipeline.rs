@@ -548,6 +548,8 @@ impl PyPipeline {
             // estimates wanted more.
             split.set_item("cpu_share_ceiling", dec.cpu_share_ceiling)?;
             split.set_item("estimates_capped", dec.estimates_capped)?;
+            // Samples the share picked that went to the engines, their batch's budget spent.
+            split.set_item("over_budget", dec.over_budget)?;
             if let Some(f) = dec.engine_feed {
                 let feed = PyDict::new(py);
                 feed.set_item("calls", f.calls)?;

@@ -98,6 +98,7 @@ def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin
     split = gpu["decoders"]
     assert 0.0 <= split["cpu_share"] <= split["cpu_share_ceiling"] <= 0.9, split
     assert isinstance(split["estimates_capped"], int), split
+    assert isinstance(split["over_budget"], int), split
     assert gpu["allocations_after_warm_up_by_kind"] == dict.fromkeys(
         ["device_allocs", "device_frees", "pinned_allocs", "pinned_frees", "events_created"], 0
     ), gpu

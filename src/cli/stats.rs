@@ -163,17 +163,31 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
     Ok(())
 }
 
-/// The split's ceiling since the warm-up, as `, at most N%` (and how many estimates it
-/// lowered), or nothing before the warm-up ended.
+/// The split's ceiling since the warm-up, as `, at most N%` (with how many estimates it
+/// lowered and how many samples the CPU's byte budget sent to the engines), or nothing
+/// before the warm-up ended.
 fn ceiling(d: &crate::pipeline::DecoderStats) -> String {
-    match (d.cpu_share_ceiling, d.estimates_capped) {
-        (None, _) => String::new(),
-        (Some(c), 0) => format!(", at most {:.0}%", 100.0 * c),
-        (Some(c), n) => format!(
-            ", at most {:.0}%: {n} estimate{} wanted more",
-            100.0 * c,
+    let Some(c) = d.cpu_share_ceiling else {
+        return String::new();
+    };
+    let mut held = Vec::new();
+    if d.estimates_capped > 0 {
+        let n = d.estimates_capped;
+        held.push(format!(
+            "{n} estimate{} wanted more",
             if n == 1 { "" } else { "s" }
-        ),
+        ));
+    }
+    if d.over_budget > 0 {
+        held.push(format!(
+            "{} over the byte budget to the engines",
+            d.over_budget
+        ));
+    }
+    if held.is_empty() {
+        format!(", at most {:.0}%", 100.0 * c)
+    } else {
+        format!(", at most {:.0}%: {}", 100.0 * c, held.join(", "))
     }
 }
 

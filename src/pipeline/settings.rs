@@ -124,7 +124,7 @@ pub const SETTINGS: &[Setting] = &[
             default: Some("0"),
             doc: "worker threads",
         },
-        unset: Unset::AsInt(0, "one per core (on the GPU path a quarter, at least 2)"),
+        unset: Unset::AsInt(0, "one per core (on the GPU path a quarter, at least 2 where the cores allow)"),
         flag: Flag {
             long: "threads",
             value_name: "N",
@@ -533,7 +533,10 @@ mod tests {
         assert_eq!(threads.value(&s), None);
         assert_eq!(
             threads.unset,
-            Unset::AsInt(0, "one per core (on the GPU path a quarter, at least 2)")
+            Unset::AsInt(
+                0,
+                "one per core (on the GPU path a quarter, at least 2 where the cores allow)"
+            )
         );
         let mut t = Settings {
             threads: Some(4),
@@ -545,7 +548,7 @@ mod tests {
         assert_eq!(find("seed").unwrap().value(&s), None);
         assert_eq!(
             threads.type_doc(),
-            "integer ≥ 1, or 0: one per core (on the GPU path a quarter, at least 2)"
+            "integer ≥ 1, or 0: one per core (on the GPU path a quarter, at least 2 where the cores allow)"
         );
     }
 
@@ -573,7 +576,7 @@ mod tests {
             .help
             .as_deref()
             .unwrap()
-            .contains("`threads = 0` for one per core (on the GPU path a quarter, at least 2)"));
+            .contains("`threads = 0` for one per core (on the GPU path a quarter, at least 2 where the cores allow)"));
     }
 
     #[test]
@@ -597,7 +600,7 @@ mod tests {
         let e = find("threads").unwrap().parse_flag("x").unwrap_err();
         assert!(
             e.help
-                .contains("`--threads 1`, or `--threads 0` for one per core (on the GPU path a quarter, at least 2)"),
+                .contains("`--threads 1`, or `--threads 0` for one per core (on the GPU path a quarter, at least 2 where the cores allow)"),
             "{}",
             e.help
         );

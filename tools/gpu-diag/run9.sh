@@ -53,7 +53,7 @@
 #       thread from a common instant): whether the feeding bound (~17-18k img/s from one
 #       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's
 #       max_cpu_threads at 4 (~55 s);
-# They run in the order (0), (0b), (a), (k), (d), (b), (b2), (c): the training loop before the
+# They run in the order (0), (0b), (a), (k), (d), (a2), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
@@ -142,23 +142,6 @@ for r in 1 2; do
     bench "nearest-tdef-r$r" /tmp/d4k /tmp/train16-nearest.toml ""
     bench "nearest-t8-r$r" /tmp/d4k /tmp/train16-nearest.toml 8
 done
-
-say "(a2) the machine's cores; where they are hyperthread pairs, 8 threads on one of each pair"
-# 16 threads went slower than 8 (17.0k against 18.1-18.5k, results-2026-11-27c): if the 16
-# "cores" are 8 pairs, the workers share the feeding thread's core; on one of each pair the
-# feeding thread has a core to itself.
-lscpu > "$L/lscpu.log" 2>&1
-grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):' "$L/lscpu.log"
-firsts=$(for f in /sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list; do
-    cut -d, -f1 "$f" | cut -d- -f1
-done 2> /dev/null | sort -un | paste -sd, -)
-if [[ -n "$firsts" ]] && (( $(tr ',' '\n' <<< "$firsts" | wc -l) < $(nproc) )); then
-    echo "one of each pair: $firsts"
-    TASKSET="taskset -c $firsts" bench nearest-t8-onepercore /tmp/d4k /tmp/train16-nearest.toml 8
-    bench nearest-t8-r3 /tmp/d4k /tmp/train16-nearest.toml 8
-else
-    echo "no hyperthread pairs (${firsts:-no topology})"
-fi
 
 # Our kernels' durations under ncu: name, data, pipeline, then VAR=value settings. Launches
 # 20..31 (after the first epoch's), each kernel's time alone (gpu__time_duration), its SM and
@@ -259,6 +242,27 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
 else
     echo "skipped: no stokehold Python package (put a fresh wheel in $D/ and carry it)"
 fi
+say "(a2) the machine's cores; where they are hyperthread pairs, 8 threads on one of each pair"
+# 16 threads went slower than 8 (17.0k against 18.1-18.5k, results-2026-11-27c): if the 16
+# "cores" are 8 pairs, the workers share the feeding thread's core; on one of each pair the
+# feeding thread has a core to itself. (The process then sees 8 cores, so the split counts
+# fewer for its workers: the two runs differ in that too.)
+lscpu > "$L/lscpu.log" 2>&1
+grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)):' "$L/lscpu.log"
+# The CPUs this process may use (a cpuset may allow fewer than sysfs lists).
+allowed=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+firsts=$(for c in $allowed; do
+    sib=$(cut -d, -f1 "/sys/devices/system/cpu/cpu$c/topology/thread_siblings_list" 2> /dev/null | cut -d- -f1)
+    [[ " $allowed " == *" ${sib:-$c} "* ]] && echo "${sib:-$c}" || echo "$c"
+done | sort -un | paste -sd, -)
+if [[ -n "$firsts" ]] && (( $(tr ',' '\n' <<< "$firsts" | wc -l) < $(wc -w <<< "$allowed") )); then
+    echo "one of each pair: $firsts (of $(wc -w <<< "$allowed") allowed)"
+    TASKSET="taskset -c $firsts" bench nearest-t8-onepercore /tmp/d4k /tmp/train16-nearest.toml 8
+    bench nearest-t8-r3 /tmp/d4k /tmp/train16-nearest.toml 8
+else
+    echo "no hyperthread pairs among the allowed CPUs (${firsts:-no topology})"
+fi
+
 say "(b) the engines' ring of nvJPEG states: 1 / 2 / 4 slots"
 # nvJPEG interpolating too (the 0.47x of DALI, whose engines were less busy than ours for
 # twice the images): its CUDA work after the engines may be what the next call waits for.

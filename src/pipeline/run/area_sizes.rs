@@ -1,53 +1,94 @@
 //! How large a decode area must be for the groups after the warm-up. A group's area is the
 //! sum of its images' decoded regions, which vary with each epoch's random crops; the warm-up
-//! sees few groups (a first epoch of 200 photos in batches of 16 is 13 of them) but every
-//! image of them, so the bound comes from the images' spread: a group of `n` takes at most
-//! `n·μ + K·σ·√n` (μ, σ: an image's mean and standard deviation, measured), more than the
-//! warm-up's largest group and its pool's quarter more. With batches of 16 on the built-in
-//! photos the areas had grown after the warm-up to 1.5 times the largest it saw (three
-//! allocations in a run, each a `cuMemAlloc`); with 256, the sum of many images varies
-//! little and the bound adds ~10% to the quarter more.
+//! sees few groups (13 in a run in batches of 16 on the built-in photos) but every image of
+//! them, so the bound comes from the images' spread: a group of `n` takes at most
+//! `n·μ + K·σ·√n` (μ, σ: an image's mean size and its standard deviation, measured), and
+//! never more than the `n` largest images seen (one huge photo would otherwise inflate σ and
+//! every area with it; a later crop larger than any the warm-up drew may then still
+//! allocate). With batches of 16 on the built-in photos the areas had grown after
+//! the warm-up to 1.5 times the largest it saw (three `cuMemAlloc`s in a run of 25,600
+//! images); with 256 ImageNet photos the sum of many images varies little.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Mutex;
 
 /// Standard deviations of a group's sum the bound allows (a group past it is rarer than one
 /// in a billion for a normal sum; images' sizes are skewed, so a margin).
 const K: f64 = 6.0;
 
+/// The largest sizes kept (for groups of up to that many images; a larger group's bound
+/// takes the rest at the largest size).
+const LARGEST: usize = 1024;
+
+/// What the warm-up's groups were made of.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Images, the sum of their sizes and of their squares (bytes).
+    count: u64,
+    sum: f64,
+    squares: f64,
+    /// The most images one group held.
+    most_in_group: usize,
+    /// The largest sizes, the smallest of them on top.
+    largest: BinaryHeap<Reverse<usize>>,
+}
+
 /// The sizes of the images decode areas were made of.
 #[derive(Debug, Default)]
 pub(super) struct AreaSizes {
-    /// Images, the sum of their sizes and of their squares (bytes).
-    seen: Mutex<(u64, f64, f64)>,
+    seen: Mutex<Seen>,
 }
 
 impl AreaSizes {
     /// Counts a group's images of `lens` bytes each.
     pub(super) fn add(&self, lens: impl Iterator<Item = usize>) {
-        let (mut n, mut sum, mut squares) = (0u64, 0.0, 0.0);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
         for len in lens {
             let x = len as f64;
             n += 1;
-            sum += x;
-            squares += x * x;
+            seen.count += 1;
+            seen.sum += x;
+            seen.squares += x * x;
+            if seen.largest.len() < LARGEST {
+                seen.largest.push(Reverse(len));
+            } else if seen
+                .largest
+                .peek()
+                .is_some_and(|&Reverse(least)| least < len)
+            {
+                seen.largest.pop();
+                seen.largest.push(Reverse(len));
+            }
         }
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.0 += n;
-        seen.1 += sum;
-        seen.2 += squares;
+        seen.most_in_group = seen.most_in_group.max(n);
+    }
+
+    /// The most images one group held so far.
+    pub(super) fn most_in_group(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .most_in_group
     }
 
     /// The most bytes a group of `n` images needs (module docs), or 0 before any was seen.
     pub(super) fn bound(&self, n: usize) -> usize {
-        let (count, sum, squares) = *self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if count == 0 {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.count == 0 || n == 0 {
             return 0;
         }
-        let c = count as f64;
-        let mean = sum / c;
-        let sd = (squares / c - mean * mean).max(0.0).sqrt();
-        let n = n as f64;
-        (n * mean + K * sd * n.sqrt()).ceil() as usize
+        let c = seen.count as f64;
+        let mean = seen.sum / c;
+        let sd = (seen.squares / c - mean * mean).max(0.0).sqrt();
+        let spread = n as f64 * mean + K * sd * (n as f64).sqrt();
+        // The n largest seen; a group larger than the images kept takes them again (a
+        // group across an epoch's end holds an image twice).
+        let mut sizes: Vec<usize> = seen.largest.iter().map(|&Reverse(s)| s).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let largest: usize = sizes.iter().cycle().take(n).sum();
+        (spread.ceil() as usize).min(largest)
     }
 }
 
@@ -59,14 +100,33 @@ mod tests {
     fn the_bound_is_the_groups_mean_and_six_deviations_of_its_sum() {
         let a = AreaSizes::default();
         assert_eq!(a.bound(16), 0);
-        // Images of 1 and 3 MB: mean 2, deviation 1.
-        a.add([1 << 20, 3 << 20].into_iter());
-        a.add([1 << 20, 3 << 20].into_iter());
-        let mb = f64::from(1 << 20);
-        assert_eq!(a.bound(16), (16.0 * 2.0 * mb + 6.0 * mb * 4.0) as usize);
-        // A group of one image of each size: no deviation, n times the size.
+        // Ten images of each size from 1 to 100 kB: mean 50.5, deviation 28.87. For 100 of
+        // them the spread, 5,050 + 6 × 288.7 = 6,782 kB, is less than the 100 largest
+        // (10 × (100 + 99 + … + 91) = 9,550 kB).
+        for _ in 0..10 {
+            a.add((1..=100).map(|k| k * 1000));
+        }
+        assert_eq!(a.most_in_group(), 100);
+        let sd = ((1..=100).map(|k| (k as f64 - 50.5).powi(2)).sum::<f64>() / 100.0).sqrt();
+        let spread = (100.0 * 50_500.0 + 6.0 * sd * 1000.0 * 10.0).ceil() as usize;
+        assert_eq!(a.bound(100), spread);
+        // For 4, the 4 largest are less: 400 kB.
+        assert_eq!(a.bound(4), 400_000);
+        // Seven images of one size: no deviation, n times the size.
         let b = AreaSizes::default();
         b.add([5000; 7].into_iter());
         assert_eq!(b.bound(4), 20_000);
+        assert_eq!(b.most_in_group(), 7);
+    }
+
+    #[test]
+    fn one_huge_image_bounds_the_group_by_the_largest_seen_not_by_the_spread() {
+        // 199 images of 150 kB and one of 72 MB: the spread alone would ask 617 MB for 256
+        // (σ is 5 MB); the largest seen are the huge one and every other, the first 56 of
+        // them again (a group across an epoch's end).
+        let a = AreaSizes::default();
+        a.add(std::iter::repeat_n(150_000, 199).chain([72_000_000]));
+        assert_eq!(a.bound(256), 2 * 72_000_000 + (199 + 55) * 150_000);
+        assert_eq!(a.bound(200), 72_000_000 + 199 * 150_000);
     }
 }

@@ -159,6 +159,8 @@ pub(crate) struct DecoderSplit {
     /// Estimates made so far, and those the ceiling lowered (the balance was above it).
     estimates: AtomicU32,
     capped: AtomicU32,
+    /// Samples the share picked that went to the engines: their batch's budget was spent.
+    over_budget: AtomicU64,
     /// Samples per batch.
     batch: usize,
     /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch),
@@ -248,7 +250,14 @@ impl DecoderSplit {
             seed ^ epoch.rotate_left(32) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         )
         .below(1_000_000);
-        h < u64::from(ppm) && self.reserve((epoch, pos / self.batch), bytes)
+        if h >= u64::from(ppm) {
+            return false;
+        }
+        let taken = self.reserve((epoch, pos / self.batch), bytes);
+        if !taken {
+            self.over_budget.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Takes `bytes` of batch `at`'s budget, if it has them. Bad samples shift where batches
@@ -345,18 +354,29 @@ impl DecoderSplit {
         self.fixed || self.estimates.load(Ordering::Relaxed) >= 2
     }
 
-    /// The most the share may become now (`None` until [`DecoderSplit::hold`]), and how many
-    /// estimates wanted more.
-    pub(crate) fn ceiling(&self) -> (Option<f64>, u32) {
+    /// The most the share has been (what the warm-up measured, until it ends).
+    pub(crate) fn most_share(&self) -> f64 {
+        f64::from(self.most_ppm.load(Ordering::Relaxed)) / 1e6
+    }
+
+    /// The most the share may become now (`None` until [`DecoderSplit::hold`]), how many
+    /// estimates wanted more, and how many samples the share picked went to the engines
+    /// because their batch's budget was spent: what held the CPU back since the warm-up.
+    pub(crate) fn ceiling(&self) -> (Option<f64>, u32, u64) {
         let c = self.ceiling_ppm.load(Ordering::Relaxed);
         let ceiling = (c != u32::MAX).then(|| f64::from(c) / 1e6);
-        (ceiling, self.capped.load(Ordering::Relaxed))
+        (
+            ceiling,
+            self.capped.load(Ordering::Relaxed),
+            self.over_budget.load(Ordering::Relaxed),
+        )
     }
 
     /// Ends the warm-up: from now on the share stays at or below [`headroom`] of the most it
-    /// has been and of the balance with slower engines, and a batch's CPU decodes carry at most [`Budget::per_batch`] bytes: what
-    /// that share of a batch takes at the mean image's size and a quarter more (at most
-    /// [`MAX_BUDGET_BYTES`]), or the most a batch carried if that is more. The stage sizes the
+    /// has been and of the balance with slower engines, and a batch's CPU decodes carry at
+    /// most [`Budget::per_batch`] bytes: what that share of a batch takes at the mean image's
+    /// size and a quarter more (at most [`MAX_BUDGET_BYTES`]), or the most a batch carried if
+    /// that is more. The stage sizes the
     /// CPU pixels' buffers for it. A share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the
     /// warm-up carried.
     pub(crate) fn hold(&self) -> Budget {
@@ -454,7 +474,10 @@ impl DecoderSplit {
     }
 
     /// The balance with the engines [`SLOWDOWN`] times slower than the estimates so far
-    /// measured them (0 before they have).
+    /// measured them (0 before they have). Where the warm-up gave the CPU nothing, its decode
+    /// time is the estimate's guess (20 times a sample's prepare): unlike the most share
+    /// reached, which is doubled, this only sizes the room, and without it a warm-up whose
+    /// engines kept up alone would leave the CPU none once they slow.
     fn slowed_balance(&self) -> f64 {
         let w = self.window.lock().unwrap_or_else(|p| p.into_inner());
         self.balance(&w, SLOWDOWN).unwrap_or(0.0)
@@ -553,7 +576,7 @@ mod tests {
         for _ in 0..10 {
             window(&s, 30, 1100);
         }
-        let (ceiling, capped) = s.ceiling();
+        let (ceiling, capped, _) = s.ceiling();
         let ceiling = ceiling.expect("held");
         assert!(
             (s.cpu_share() - ceiling).abs() < 1e-6,
@@ -751,6 +774,8 @@ mod tests {
         let far = 10 * (BUDGET_BATCHES + 1);
         assert!(s.to_cpu(7, (1, far, far), 100));
         assert!(!s.to_cpu(7, (1, 15, 15), 100));
+        // Each sample the share picked and the budget sent to the engines is counted.
+        assert_eq!(s.ceiling().2, 3);
     }
 
     #[test]

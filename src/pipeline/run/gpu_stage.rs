@@ -431,21 +431,31 @@ impl GpuStage {
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);
             // A group's decode area for the spread of its images' sizes (`area_sizes`), not
-            // only the groups the warm-up saw.
+            // only the groups the warm-up saw: for the most images the engines took in one
+            // group, and the split's most share of a group more (it may give those back).
+            let chunk = self.engine_chunk;
+            let split_most = (self.split.most_share() * chunk as f64).ceil() as usize;
+            let engine_images = (self.area_sizes.most_in_group() + split_most).min(chunk);
             self.pools
                 .decoded
-                .raise_high_water(self.area_sizes.bound(self.engine_chunk));
-            // A batch's rebuilt chroma is at most the decoded images it rebuilds, a part of
-            // its groups' decode areas, and the scratch planes at most that (a chroma sample
-            // per pixel at most, 3 bytes each) and the descriptors (a few times out of the
-            // warm-up's sight otherwise).
-            if self.pools.rebuilt.high_water() > 0 {
-                let groups = self.batch.div_ceil(self.engine_chunk.max(1));
-                let rebuilt = self.pools.decoded.high_water() * groups;
-                self.pools.rebuilt.raise_high_water(rebuilt);
+                .raise_high_water(self.area_sizes.bound(engine_images));
+            // A batch's rebuilt chroma is at most its engine images (a few times out of the
+            // warm-up's sight otherwise), and its scratch planes grow with it: as much more
+            // as the warm-up's ratio says, and at least half the images (a chroma sample per
+            // two pixels, 3 bytes each, for 4:2:2; a quarter for 4:2:0) and each image's
+            // descriptor and alignment.
+            let rebuilt = self.pools.rebuilt.high_water();
+            if rebuilt > 0 {
+                let per_batch = (engine_images * self.batch.div_ceil(chunk)).min(self.batch);
+                self.pools
+                    .rebuilt
+                    .raise_high_water(self.area_sizes.bound(per_batch));
+                let grew = self.pools.rebuilt.high_water() as f64 / rebuilt as f64;
+                let planes = self.pools.planes.high_water() as f64 * grew;
+                let each = ALIGN + std::mem::size_of::<crate::cuda::desc::ChromaDesc>();
                 self.pools.planes.raise_high_water(
-                    self.pools.rebuilt.high_water()
-                        + self.batch * std::mem::size_of::<crate::cuda::desc::ChromaDesc>(),
+                    (planes.ceil() as usize)
+                        .max(self.pools.rebuilt.high_water() / 2 + self.batch * each),
                 );
             }
             for pool in self.pools.all() {

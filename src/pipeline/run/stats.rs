@@ -97,6 +97,9 @@ pub struct DecoderStats {
     pub cpu_share_ceiling: Option<f64>,
     /// Estimates of the share that wanted more than the ceiling.
     pub estimates_capped: u32,
+    /// Samples the share picked for the CPU that went to the engines, their batch's byte
+    /// budget spent (see `gpu_split`).
+    pub over_budget: u64,
     /// On an emulated device with a timing model: the images per second the modelled device
     /// and the workers allow (see `gpu_split`).
     pub modelled_limit: Option<f64>,
@@ -107,14 +110,16 @@ pub struct DecoderStats {
 
 impl DecoderStats {
     pub(super) fn of(s: &super::gpu_split::DecoderSplit) -> DecoderStats {
+        let (ceiling, capped, over_budget) = s.ceiling();
         DecoderStats {
             engine_images: s.engine_images.load(Ordering::Relaxed),
             engine_busy: Duration::from_nanos(s.engine_ns.load(Ordering::Relaxed)),
             cpu_images: s.cpu_images.load(Ordering::Relaxed),
             cpu_busy: Duration::from_nanos(s.cpu_ns.load(Ordering::Relaxed)),
             cpu_share: s.cpu_share(),
-            cpu_share_ceiling: s.ceiling().0,
-            estimates_capped: s.ceiling().1,
+            cpu_share_ceiling: ceiling,
+            estimates_capped: capped,
+            over_budget,
             modelled_limit: None,
             engine_feed: None,
         }
