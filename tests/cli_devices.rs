@@ -23,6 +23,46 @@ fn emu_and_samples() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     Some((samples, data))
 }
 
+/// What `stokehold run FILE --batch 16 --print-batches ARGS --data DATA`, with `env` set,
+/// printed.
+struct Printed {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    /// The `batch …` lines (each batch's samples, positions and digest).
+    batches: Vec<String>,
+}
+
+fn print_batches(
+    file: &std::path::Path,
+    args: &[&str],
+    data: &std::path::Path,
+    env: &[(&str, &str)],
+) -> Printed {
+    let out = stokehold()
+        .arg("run")
+        .arg(file)
+        .args(["--batch", "16", "--print-batches"])
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let batches = stdout
+        .lines()
+        .filter(|l| l.starts_with("batch "))
+        .map(str::to_string)
+        .collect();
+    Printed {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        stdout,
+        batches,
+    }
+}
+
 #[test]
 fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
     if let Some(why) = stokehold::cuda::emu::kernels::unavailable() {
@@ -37,15 +77,10 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
     let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
         let lines = |device: &str| -> Vec<String> {
-            let out = stokehold()
-                .args(["run", &format!("pipelines/{name}"), "--device", device])
-                .args(["--batch", "16", "--print-batches", "--stats", "--data"])
-                .arg(&data)
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{device}: {stderr}");
+            let file = std::path::PathBuf::from(format!("pipelines/{name}"));
+            let p = print_batches(&file, &["--device", device, "--stats"], &data, &[]);
+            let (stdout, stderr) = (&p.stdout, &p.stderr);
+            assert_eq!(p.code, Some(0), "{device}: {stderr}");
             if device == "emu" {
                 assert!(stderr.contains("device: emu (device = \"emu\""), "{stderr}");
                 assert!(
@@ -55,9 +90,8 @@ fn the_shipped_pipelines_run_on_the_emulated_device_with_the_cpu_batches() {
             }
             // The pixels' digest aside: the emulated engines decode as the real ones do
             // (repeated chroma, rebuilt by the chroma kernels), so a few values differ.
-            stdout
-                .lines()
-                .filter(|l| l.starts_with("batch "))
+            p.batches
+                .iter()
                 .map(|l| {
                     l.split(' ')
                         .filter(|w| !w.starts_with("digest="))
@@ -268,35 +302,12 @@ fn pinned_batches_from_the_file_and_the_command_line() {
         String::from_utf8_lossy(&out.stderr)
     );
     let run = |args: &[&str]| {
-        let out = stokehold()
-            .arg("run")
-            .arg(&file)
-            .args([
-                "--batch",
-                "16",
-                "--epochs",
-                "2",
-                "--print-batches",
-                "--stats",
-            ])
-            .args(args)
-            .arg("--data")
-            .arg(&data)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        (out.status.code(), stdout, stderr)
-    };
-    let batches = |stdout: &str| -> Vec<String> {
-        stdout
-            .lines()
-            .filter(|l| l.starts_with("batch "))
-            .map(String::from)
-            .collect()
+        let args = [&["--epochs", "2", "--stats"], args].concat();
+        let p = print_batches(&file, &args, &data, &[]);
+        (p.code, p.stdout, p.stderr, p.batches)
     };
     // From the file.
-    let (code, pinned, stderr) = run(&[]);
+    let (code, pinned, stderr, pinned_batches) = run(&[]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         pinned.contains("batches pinned by the CPU path"),
@@ -304,17 +315,13 @@ fn pinned_batches_from_the_file_and_the_command_line() {
     );
     assert!(pinned.contains("allocations after warm-up: 0 "), "{pinned}");
     // The command line overrides the file.
-    let (code, host, stderr) = run(&["--batch-memory", "auto"]);
+    let (code, host, stderr, host_batches) = run(&["--batch-memory", "auto"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!host.contains("pinned by"), "{host}");
-    assert_eq!(batches(&pinned).len(), 8, "{pinned}");
-    assert_eq!(
-        batches(&pinned),
-        batches(&host),
-        "the same batches and digests"
-    );
+    assert_eq!(pinned_batches.len(), 8, "{pinned}");
+    assert_eq!(pinned_batches, host_batches, "the same batches and digests");
     if stokehold::cuda::probe(0).is_err() {
-        let (code, _, stderr) = run(&["--batch-memory", "pinned"]);
+        let (code, _, stderr, _) = run(&["--batch-memory", "pinned"]);
         assert_eq!(code, Some(1), "{stderr}");
         assert!(
             stderr.contains("batch_memory = \"pinned\": the CPU path's batches can't be pinned"),
@@ -341,28 +348,14 @@ fn the_decoders_split_changes_no_batch() {
         )],
     );
     let batches = |device: &str, share: Option<&str>| -> (Vec<String>, String) {
-        let mut cmd = stokehold();
-        cmd.arg("run")
-            .arg(&nearest)
-            .args(["--device", device, "--batch", "16", "--epochs", "2"])
-            .args(["--print-batches", "--stats", "--data"])
-            .arg(&data);
-        if let Some(s) = share {
-            cmd.env("STOKEHOLD_CPU_DECODE_SHARE", s);
-        }
-        let out = cmd.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "{device} {share:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lines = stdout
-            .lines()
-            .filter(|l| l.starts_with("batch "))
-            .map(str::to_string)
+        let env: Vec<(&str, &str)> = share
+            .map(|s| ("STOKEHOLD_CPU_DECODE_SHARE", s))
+            .into_iter()
             .collect();
-        (lines, stdout)
+        let args = ["--device", device, "--epochs", "2", "--stats"];
+        let p = print_batches(&nearest, &args, &data, &env);
+        assert_eq!(p.code, Some(0), "{device} {share:?}: {}", p.stderr);
+        (p.batches, p.stdout)
     };
     let (cpu, _) = batches("cpu", None);
     assert_eq!(cpu.len(), 8, "{cpu:?}");
@@ -439,33 +432,18 @@ fn the_interpolating_emulated_decoder_gives_the_cpu_batches_bit_for_bit() {
     };
     for name in ["resnet50-train.toml", "resnet50-eval.toml"] {
         let lines = |device: &str| -> Vec<String> {
-            let out = stokehold()
-                .args(["run", &format!("pipelines/{name}"), "--device", device])
-                .args([
-                    "--batch",
-                    "16",
-                    "--epochs",
-                    "2",
-                    "--print-batches",
-                    "--data",
-                ])
-                .arg(&data)
-                .env("STOKEHOLD_EMU_INTERPOLATE", "1")
-                .output()
-                .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{device}: {stderr}");
+            let file = std::path::PathBuf::from(format!("pipelines/{name}"));
+            let env = [("STOKEHOLD_EMU_INTERPOLATE", "1")];
+            let p = print_batches(&file, &["--device", device, "--epochs", "2"], &data, &env);
+            assert_eq!(p.code, Some(0), "{device}: {}", p.stderr);
             if device == "emu" {
                 assert!(
-                    stderr.contains("chroma interpolated by the decoder"),
-                    "{stderr}"
+                    p.stderr.contains("chroma interpolated by the decoder"),
+                    "{}",
+                    p.stderr
                 );
             }
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.starts_with("batch "))
-                .map(str::to_string)
-                .collect()
+            p.batches
         };
         let cpu = lines("cpu");
         assert_eq!(cpu.len(), 8, "{cpu:?}");

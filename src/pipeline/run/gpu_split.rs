@@ -523,19 +523,33 @@ mod tests {
 
     /// [`window`], the feeding thread on a core for `on_core` of its call.
     fn window_on_core(s: &DecoderSplit, prepare_us: u64, engine_us: u64, on_core: f64) -> f64 {
+        let engine = engine_us as f64;
+        window_of(s, prepare_us, (100, 1250), (engine, engine * on_core))
+    }
+
+    /// One estimate's window: 1,000 samples prepared at `prepare_us` each, `decodes` of
+    /// them decoded on the CPU at `decode_us`, and engine images at `engine` µs of the
+    /// feeding thread's wall and CPU time each until an estimate is due. Returns the share.
+    fn window_of(
+        s: &DecoderSplit,
+        prepare_us: u64,
+        (decodes, decode_us): (u64, u64),
+        engine: (f64, f64),
+    ) -> f64 {
         let n = 1000;
         s.prepared.fetch_add(n, Ordering::Relaxed);
         s.prepare_ns
             .fetch_add(n * prepare_us * 1000, Ordering::Relaxed);
-        s.cpu_images.fetch_add(n / 10, Ordering::Relaxed);
-        s.cpu_ns.fetch_add(n / 10 * 1_250_000, Ordering::Relaxed);
+        s.cpu_images.fetch_add(decodes, Ordering::Relaxed);
+        s.cpu_ns
+            .fetch_add(decodes * decode_us * 1000, Ordering::Relaxed);
         // Enough engine images to make the next estimate due.
         let due = s.next_estimate.load(Ordering::Relaxed);
         let k = due
             .saturating_sub(s.engine_images.load(Ordering::Relaxed))
             .max(1);
-        let call = Duration::from_micros(engine_us * k);
-        s.submitted(k as usize, 0, (call, call.mul_f64(on_core)));
+        let us = |per: f64| Duration::from_secs_f64(per * k as f64 / 1e6);
+        s.submitted(k as usize, 0, (us(engine.0), us(engine.1)));
         s.cpu_share()
     }
 
@@ -703,28 +717,9 @@ mod tests {
         // then 246 µs a call's image (the wait not on a core). The balance then is ~0.31;
         // the old headroom (a quarter more) held the share at 0.25 and the loop at 93%.
         let s = DecoderSplit::new(4, 16, 256);
-        let n = 1000u64;
-        let feed = |s: &DecoderSplit, wall_us: u64, cpu_us: u64| {
-            s.prepared.fetch_add(n, Ordering::Relaxed);
-            s.prepare_ns.fetch_add(n * 200_000, Ordering::Relaxed);
-            s.cpu_images.fetch_add(n / 100, Ordering::Relaxed);
-            s.cpu_ns.fetch_add(n / 100 * 1_600_000, Ordering::Relaxed);
-            let due = s.next_estimate.load(Ordering::Relaxed);
-            let k = due
-                .saturating_sub(s.engine_images.load(Ordering::Relaxed))
-                .max(1);
-            s.submitted(
-                k as usize,
-                0,
-                (
-                    Duration::from_micros(wall_us * k),
-                    Duration::from_micros(cpu_us * k),
-                ),
-            );
-            s.cpu_share()
-        };
+        let feed = |s: &DecoderSplit, wall_us: f64| window_of(s, 200, (10, 1600), (wall_us, 55.0));
         for _ in 0..8 {
-            feed(&s, 55, 55);
+            feed(&s, 55.0);
         }
         let warm = s.cpu_share();
         assert!(warm < 0.05, "{warm}");
@@ -732,7 +727,7 @@ mod tests {
         s.hold();
         let mut share = 0.0;
         for _ in 0..10 {
-            share = feed(&s, 246, 55);
+            share = feed(&s, 246.0);
         }
         let balanced = (4.0 * 246.0 - 200.0) / (4.0 * 246.0 + 1600.0);
         assert!((share - balanced).abs() < 0.01, "{warm} {share} {balanced}");
