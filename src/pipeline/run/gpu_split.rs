@@ -714,7 +714,7 @@ mod tests {
     fn a_warm_up_with_idle_sms_leaves_room_for_a_training_loop_beside_the_engines() {
         // The H200 beside ResNet-50 (2026-11-27): 4 workers, ~200 µs to prepare a sample,
         // 1.6 ms to decode one; the engines' call 55 µs during the warm-up (share ~0.01),
-        // then 246 µs a call's image (the wait not on a core). The balance then is ~0.31;
+        // then 246 µs a call's image (the wait not on a core). The balance then is ~0.30;
         // the old headroom (a quarter more) held the share at 0.25 and the loop at 93%.
         let s = DecoderSplit::new(4, 16, 256);
         let feed = |s: &DecoderSplit, wall_us: f64| window_of(s, 200, (10, 1600), (wall_us, 55.0));
