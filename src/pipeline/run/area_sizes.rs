@@ -11,6 +11,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Standard deviations of a group's sum the bound allows (a group past it is rarer than one
@@ -38,11 +39,17 @@ struct Seen {
 #[derive(Debug, Default)]
 pub(super) struct AreaSizes {
     seen: Mutex<Seen>,
+    /// The areas are sized ([`AreaSizes::close`]): nothing more is counted (the feeding
+    /// thread, the engines' bound, does no work for it after the warm-up).
+    closed: AtomicBool,
 }
 
 impl AreaSizes {
-    /// Counts a group's images of `lens` bytes each.
+    /// Counts a group's images of `lens` bytes each, until closed.
     pub(super) fn add(&self, lens: impl Iterator<Item = usize>) {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for len in lens {
@@ -63,6 +70,11 @@ impl AreaSizes {
             }
         }
         seen.most_in_group = seen.most_in_group.max(n);
+    }
+
+    /// Stops counting: the warm-up is over and the areas sized.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
     }
 
     /// The most images one group held so far.

@@ -439,6 +439,7 @@ impl GpuStage {
             self.pools
                 .decoded
                 .raise_high_water(self.area_sizes.bound(engine_images));
+            self.area_sizes.close();
             // A batch's rebuilt chroma is at most its engine images (a few times out of the
             // warm-up's sight otherwise), and its scratch planes grow with it: as much more
             // as the warm-up's ratio says, and at least half the images (a chroma sample per
