@@ -450,3 +450,61 @@ fn the_interpolating_emulated_decoder_gives_the_cpu_batches_bit_for_bit() {
         assert_eq!(cpu, lines("emu"), "{name}");
     }
 }
+
+/// A GPU without JPEG engines (most GPUs; the emulated device with
+/// `STOKEHOLD_EMU_NO_ENGINES=1`): every JPEG is decoded by the CPU decoder on the workers —
+/// the GPU path leaves nvJPEG's CUDA decoders, whose Huffman stage is one host thread's,
+/// alone — so the workers take every core by default, as on the CPU path; the batches are
+/// the CPU path's bit for bit, and the warm-up ends without a split to wait for.
+#[test]
+fn a_device_without_jpeg_engines_leaves_every_jpeg_to_the_workers_on_every_core() {
+    let Some((_samples, data)) = emu_and_samples() else {
+        return;
+    };
+    let file = std::path::PathBuf::from("pipelines/resnet50-train.toml");
+    let cpu = print_batches(&file, &["--device", "cpu", "--epochs", "2"], &data, &[]);
+    assert_eq!(cpu.code, Some(0), "{}", cpu.stderr);
+    assert_eq!(cpu.batches.len(), 8, "{:?}", cpu.batches);
+    let env = [("STOKEHOLD_EMU_NO_ENGINES", "1")];
+    let args = ["--device", "emu", "--epochs", "2", "--stats"];
+    let emu = print_batches(&file, &args, &data, &env);
+    assert_eq!(emu.code, Some(0), "{}", emu.stderr);
+    assert_eq!(cpu.batches, emu.batches);
+    assert!(
+        emu.stderr.contains("without JPEG engines"),
+        "{}",
+        emu.stderr
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        emu.stderr.contains(&format!("; {cores} worker threads;")),
+        "{cores} cores: {}",
+        emu.stderr
+    );
+    assert!(
+        emu.stdout
+            .contains("decoded by cpu-decoder:not-for-jpeg-engines"),
+        "{}",
+        emu.stdout
+    );
+    assert!(
+        !emu.stdout.contains("decoded by device-decoder"),
+        "{}",
+        emu.stdout
+    );
+    // The warm-up, which waits for the decoders' split where there is one to make, ends
+    // without one: the pools settle and nothing is allocated after it.
+    let out = stokehold()
+        .args(["bench", "pipelines/resnet50-train.toml", "--device", "emu"])
+        .args(["--batch", "16", "--epochs", "20", "--stats", "--data"])
+        .arg(&data)
+        .env("STOKEHOLD_EMU_NO_ENGINES", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("allocations after warm-up: 0 ("),
+        "{stdout}"
+    );
+}

@@ -100,7 +100,7 @@ def parse_args(argv=None):
                          "(jpeg_fancy_upsampling): fancy (libjpeg's interpolation, as Pillow) or nearest (chroma "
                          "repeated, as the GPU's JPEG engines and DALI's GPU decoder by default); the DataLoader "
                          "(Pillow) always decodes fancy")
-    ap.add_argument("--threads", type=int, help="stokehold's worker threads (default: its own: every core on the CPU path, a quarter of them on the GPU path)")
+    ap.add_argument("--threads", type=int, help="stokehold's worker threads (default: its own: every core on the CPU path, half of them on the GPU path with JPEG engines)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="DataLoader workers and DALI threads (default: a core each)")
     ap.add_argument("--prefetch", type=int, help="stokehold's prefetch (default: its own)")
     ap.add_argument("--torch-threads", type=int, help="torch.set_num_threads in each loader's process (default: torch's own)")

@@ -145,7 +145,7 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
                 c.events_created
             )?,
             None => outln!(
-                "  allocations after warm-up: not known before the first epoch ends ({} device, {} pinned, {} events so far)",
+                "  allocations after warm-up: not known yet, the warm-up (the first epoch, at least 16 batches, the decoders' split settled) goes on; {} device, {} pinned, {} events so far",
                 c.device_allocs,
                 c.pinned_allocs,
                 c.events_created

@@ -153,8 +153,8 @@ pub use crate::reader::schedule::LastBatch;
 pub struct Settings {
     /// Samples per batch.
     pub batch: usize,
-    /// Worker threads; `None` means one per core (on the GPU path a quarter of them, at least
-    /// 2 where the cores allow).
+    /// Worker threads; `None` means one per core (on the GPU path with JPEG engines half of
+    /// them, at least 2 where the cores allow).
     pub threads: Option<usize>,
     /// Batches prepared ahead of the consumer.
     pub prefetch: usize,

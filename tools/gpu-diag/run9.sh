@@ -12,7 +12,7 @@
 #       (PyTorch's), on a blocking stream, on the decode's own stream: a device-wide wait, a
 #       legacy-stream synchronisation, or nvJPEG's kernels waiting for SMs; with the context's
 #       waits spinning (the default) and sleeping (--blocking-sync) (~30 s);
-#   (a) nearest, d4k, default threads, then 8 threads: the figures with the workers' pinned
+#   (a) nearest, d4k, default threads (half the cores since 2026-11-28), then 4: the figures with the workers' pinned
 #       pixels (`uploaded from their worker's pinned copy: N of M`); (a2) the CPU's topology
 #       (lscpu), and where the cores are hyperthread pairs, 8 threads on one of each pair;
 #   (b) the engines' ring of nvJPEG states (STOKEHOLD_ENGINE_SLOTS 1 / 2 / 4): does a call
@@ -32,7 +32,9 @@
 #       kernels): the chain on the ImageNet-size photos (nearest), the chroma rebuild's three
 #       kernels, and the chain on the 1.8 MP set (in (c)); then the rebuild's `compare` and
 #       speed against nvJPEG interpolating (its guess's longest thread is 1/5600 of what it
-#       was: if it now runs near nearest's speed, `"fancy"` can be rebuilt by default). `kernels (device)` in --stats is
+#       was: if it now runs near nearest's speed, `"fancy"` can be rebuilt by default);
+#       `"fancy"` with 4 and 12 workers beside the default (half the cores), and on the CPU
+#       path (every core: `device = "auto"`'s choice for it). `kernels (device)` in --stats is
 #       event time on the kernel stream, which also counts the SMs shared with nvJPEG's work:
 #       20 µs an image at ImageNet size and 216 on the 1.8 MP set (H200) against a host
 #       emulation that finds the 1.8 MP chain only 3x the work;
@@ -40,7 +42,7 @@
 #       path, each with its own synthetic reference; stokehold-gpu-copy (each batch copied
 #       into memory PyTorch allocates, as DALI's iterator does, against zero copy); then
 #       our default chroma ("fancy"), the GPU and the CPU path (which one `device = "auto"`
-#       should pick for it); then stokehold-gpu with 8 threads. The
+#       should pick for it); then stokehold-gpu with 4 threads (the old default). The
 #       split now follows the engines' call as it slows beside the loop and may rise above
 #       the warm-up's share (`cpu_share` in the pipeline's line, 25% on the H200 before:
 #       its ceiling then; now room for the engines 6x slower than the warm-up saw them,
@@ -127,7 +129,7 @@ bench() {
     local s; s=$(limit 40)
     if (( s < 5 )); then echo "$name: skipped (budget of ${BUDGET}s spent)"; return; fi
     phase "start $name"
-    env "$@" ${TASKSET:-} timeout "$s" "$S" bench "$pipe" --data "$data" --device gpu --batch 256 \
+    env "$@" ${TASKSET:-} timeout "$s" "$S" bench "$pipe" --data "$data" --device "${DEVICE:-gpu}" --batch 256 \
         --epochs 5 ${threads:+--threads "$threads"} --stats > "$log" 2>&1
     local rc=$?
     phase "end $name"
@@ -137,10 +139,10 @@ bench() {
         | sed 's/^ */    /'
 }
 
-say "(a) nearest, d4k: default threads, 8; twice"
+say "(a) nearest, d4k: default threads (half the cores since 2026-11-28), 4; twice"
 for r in 1 2; do
     bench "nearest-tdef-r$r" /tmp/d4k /tmp/train16-nearest.toml ""
-    bench "nearest-t8-r$r" /tmp/d4k /tmp/train16-nearest.toml 8
+    bench "nearest-t4-r$r" /tmp/d4k /tmp/train16-nearest.toml 4
 done
 
 # Our kernels' durations under ncu: name, data, pipeline, then VAR=value settings. Launches
@@ -190,6 +192,12 @@ echo "compare rebuilt: rc=$? $(grep -m1 -E 'within tolerance|outside' "$L/compar
 grep -E '^(images|decoded) ' "$L/compare-rebuilt.log" | sed 's/^/    /'
 bench rebuilt /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CHROMA_REBUILD=1
 bench fancy /tmp/d4k /tmp/train16-fancy.toml ""
+# Our default chroma: the CPU's share is most of the work (4 workers decoded 2.5k img/s of
+# it on the H200, the engines 3.5k): the workers' count, and the CPU path on every core (which
+# path `device = "auto"` should take for "fancy").
+bench fancy-t4 /tmp/d4k /tmp/train16-fancy.toml 4
+bench fancy-t12 /tmp/d4k /tmp/train16-fancy.toml 12
+DEVICE=cpu bench fancy-cpu-path /tmp/d4k /tmp/train16-fancy.toml ""
 
 say "(d) training benchmark, nearest: stokehold-gpu with 1 and 2 engine slots; the CPU path"
 if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then
@@ -211,12 +219,12 @@ if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/nul
     echo "fancy rc=$?"
     phase "end training-fancy"
     grep -E '^loader=' "$L/training-fancy.log" || tail -n 3 "$L/training-fancy.log"
-    phase "start training-t8"
+    phase "start training-t4"
     PYTHONPATH="$SITE" timed 60 python3 examples/python/bench_training.py --mode gpu --data /tmp/d4k \
-        --upsampling nearest --loaders stokehold-gpu --threads 8 --steps 60 > "$L/training-t8.log" 2>&1
-    echo "threads 8 rc=$?"
-    phase "end training-t8"
-    grep -E '^loader=' "$L/training-t8.log" || tail -n 3 "$L/training-t8.log"
+        --upsampling nearest --loaders stokehold-gpu --threads 4 --steps 60 > "$L/training-t4.log" 2>&1
+    echo "threads 4 rc=$?"
+    phase "end training-t4"
+    grep -E '^loader=' "$L/training-t4.log" || tail -n 3 "$L/training-t4.log"
     # Where (0) found the call waiting for the legacy default stream's work (PyTorch's, where
     # the loop trains) and not for a side stream's: the loop on a stream of its own.
     if grep -qE '^legacy default stream, 1 block .*waited' "$L/contend-spin.log" 2> /dev/null &&

@@ -71,6 +71,10 @@ pub struct EmuOptions {
     /// `STOKEHOLD_CHROMA_REBUILD=1`): the GPU path's default on a real device, without the
     /// rebuild.
     pub interpolate: bool,
+    /// A device without JPEG engines (most GPUs: only the A100, A30, H100, H200 and their
+    /// kind have them): every JPEG is routed as nvJPEG routes it there, to its CUDA decoders,
+    /// which the GPU path leaves to the CPU decoder on the workers.
+    pub no_engines: bool,
 }
 
 impl EmuOptions {
@@ -78,7 +82,8 @@ impl EmuOptions {
     /// `STOKEHOLD_EMU_LOSE_AFTER` (kernel launches), for trying faults from the command line,
     /// `STOKEHOLD_EMU_LAUNCH_DELAY_MS` ([`EmuOptions::launch_delay`]),
     /// `STOKEHOLD_EMU_EXACT_ROI=1` ([`EmuOptions::exact_roi`]), `STOKEHOLD_EMU_INTERPOLATE=1`
-    /// ([`EmuOptions::interpolate`]) and `STOKEHOLD_EMU_MODEL` (`h100`, `h100-interp`,
+    /// ([`EmuOptions::interpolate`]), `STOKEHOLD_EMU_NO_ENGINES=1`
+    /// ([`EmuOptions::no_engines`]) and `STOKEHOLD_EMU_MODEL` (`h100`, `h100-interp`,
     /// `h100-training`: [`EmuOptions::model`]).
     pub fn from_env() -> Result<EmuOptions, Error> {
         Self::from_lookup(|name| std::env::var(name).ok())
@@ -108,6 +113,7 @@ impl EmuOptions {
             launch_delay: read("STOKEHOLD_EMU_LAUNCH_DELAY_MS", false)?.map(Duration::from_millis),
             exact_roi: read("STOKEHOLD_EMU_EXACT_ROI", false)?.is_some_and(|v| v != 0),
             interpolate: read("STOKEHOLD_EMU_INTERPOLATE", false)?.is_some_and(|v| v != 0),
+            no_engines: read("STOKEHOLD_EMU_NO_ENGINES", false)?.is_some_and(|v| v != 0),
             model: match get("STOKEHOLD_EMU_MODEL") {
                 None => None,
                 Some(name) => Some(TimingModel::named(name.trim()).ok_or_else(|| {
@@ -311,7 +317,12 @@ impl GpuDevice for EmuDevice {
             device_id: 0,
             total_memory: self.memory.cap().unwrap_or(0),
             decoder: format!(
-                "stokehold's CPU decoder, routed as nvJPEG with JPEG engines; {}{}{}",
+                "stokehold's CPU decoder, routed as nvJPEG {}; {}{}{}",
+                if self.options.no_engines {
+                    "without JPEG engines (STOKEHOLD_EMU_NO_ENGINES=1)"
+                } else {
+                    "with JPEG engines"
+                },
                 if self.options.interpolate {
                     "chroma interpolated by the decoder, as nvJPEG asked to interpolate \
                      (STOKEHOLD_EMU_INTERPOLATE=1)"
@@ -332,7 +343,7 @@ impl GpuDevice for EmuDevice {
                     None => String::new(),
                 }
             ),
-            hardware_decoder: true,
+            hardware_decoder: !self.options.no_engines,
         }
     }
 
@@ -580,7 +591,7 @@ impl GpuDevice for EmuDevice {
     }
 
     fn route(&self, header: &JpegHeader) -> Route {
-        route_header(header, true)
+        route_header(header, !self.options.no_engines)
     }
 
     fn region_to_decode(

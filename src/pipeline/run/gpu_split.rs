@@ -354,6 +354,14 @@ impl DecoderSplit {
         self.fixed || self.estimates.load(Ordering::Relaxed) >= 2
     }
 
+    /// Whether the split has settled ([`DecoderSplit::settled`]) or has too little to settle
+    /// on: the engines took fewer images than its first two estimates need — a device without
+    /// engines, or photos they don't take (PNGs, progressive JPEGs) — so the warm-up, which
+    /// waits for the split where there is one to make, does not wait forever.
+    pub(crate) fn settled_or_idle(&self) -> bool {
+        self.settled() || self.engine_images.load(Ordering::Relaxed) < 2 * (ADAPT_EVERY / 4)
+    }
+
     /// The most the share has been (what the warm-up measured, until it ends).
     pub(crate) fn most_share(&self) -> f64 {
         f64::from(self.most_ppm.load(Ordering::Relaxed)) / 1e6
@@ -571,6 +579,20 @@ mod tests {
         // Within 2% of the balance at the new speed after six windows, whatever the run's
         // average (which would still be at 55 µs for most of its images).
         assert!((share - balanced(250.0)).abs() < 0.02, "{before} {share}");
+    }
+
+    #[test]
+    fn a_split_the_engines_take_too_little_for_does_not_hold_up_the_warm_up() {
+        // Nothing for the engines (no engines, or photos they don't take): nothing to settle.
+        let s = DecoderSplit::new(4, 32, 256);
+        s.prepared(Duration::from_micros(30));
+        assert!(!s.settled() && s.settled_or_idle());
+        // Images for them: the warm-up waits for two estimates, then not.
+        let call = Duration::from_micros(55 * ADAPT_EVERY / 4);
+        s.submitted((ADAPT_EVERY / 4) as usize, 0, (call, call));
+        assert!(!s.settled() && s.settled_or_idle());
+        s.submitted((ADAPT_EVERY / 4) as usize, 0, (call, call));
+        assert!(s.settled() && s.settled_or_idle());
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub(super) use super::gpu_plan::ALIGN;
 pub(super) const UPLOAD_SLOTS: usize = 4;
 
 /// The warm-up is the first epoch, at least this many batches, and two estimates of the
-/// split between the decoders ([`DecoderSplit::settled`]): the split settles within them,
+/// split between the decoders where the engines take enough images for them
+/// ([`DecoderSplit::settled_or_idle`]): the split settles within them,
 /// and with it the sizes later batches ask for (a first epoch of a few batches does not meet
 /// them). At its end every pool is sized for what it saw, and the split's share is held at
 /// or below its headroom above the most it reached ([`DecoderSplit::hold`]), the CPU's
@@ -408,7 +409,7 @@ impl GpuStage {
         if self.warm.load(Ordering::Relaxed)
             || !self.first_epoch_over.load(Ordering::Relaxed)
             || self.stats.batches.load(Ordering::Relaxed) < WARM_UP_BATCHES
-            || !self.split.settled()
+            || !self.split.settled_or_idle()
         {
             return Ok(());
         }
