@@ -271,8 +271,8 @@ fn keyword_error(py: Python<'_>, setting: &Setting, value: &ArgValue, e: Setting
 /// Lays the keyword settings over `spec`, each through the settings schema.
 ///
 /// `epochs=None` means as many epochs as are iterated (each `for` loop is one epoch), not the
-/// pipeline file's `epochs`, which is for the command line; `threads=0` is the default count (one per core; on the GPU path with JPEG engines half), as
-/// in a file.
+/// pipeline file's `epochs`, which is for the command line; `threads=0` is the default count
+/// (one per core; on the GPU path with JPEG engines half), as in a file.
 pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank) -> PyResult<()> {
     let s = &mut spec.settings;
     let (choice, device_id) = device(py, &o.device, rank)?;
