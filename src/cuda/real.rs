@@ -170,7 +170,12 @@ impl RealDevice {
                         true => "; host waits sleep (STOKEHOLD_CUDA_BLOCKING_SYNC)",
                         false => "",
                     };
-                    let text = format!("{}; {chroma}{waits}", d.describe());
+                    // The GPU path leaves what the engines don't take to the CPU decoder.
+                    let workers = match hw {
+                        true => "",
+                        false => "; every JPEG decoded by the CPU decoder on the workers",
+                    };
+                    let text = format!("{}{workers}; {chroma}{waits}", d.describe());
                     (Some(Mutex::new(d)), text, hw, pads, fancy)
                 }
                 Err(e) => (

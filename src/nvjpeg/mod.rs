@@ -150,7 +150,7 @@ impl GpuJpegDecoder {
             .unwrap_or_else(|e| format!("unknown version ({e})"));
         let hw = match self.inner.hardware_info() {
             Some((e, c)) => format!("hardware decoder: {e} engines x {c} cores"),
-            None => "no hardware decoder".to_string(),
+            None => "no JPEG engines".to_string(),
         };
         let roi = if self.inner.pads_roi() {
             "; ROIs padded by an MCU (ROI boundary bug before 13.3)"
