@@ -7,7 +7,9 @@
 //! every area with it; a later crop larger than any the warm-up drew may then still
 //! allocate). With batches of 16 on the built-in photos the areas had grown after
 //! the warm-up to 1.5 times the largest it saw (three `cuMemAlloc`s in a run of 25,600
-//! images); with 256 ImageNet photos the sum of many images varies little.
+//! images); with 256 ImageNet photos the sum of many images varies little. The images of a
+//! batch the engines can't take, which the CPU decodes and the batch uploads, are bounded
+//! the same way (the host images' area: every image of a batch on a device without engines).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -63,13 +63,21 @@ impl GpuStage {
         // All of it goes up; what the workers did not copy into pinned memory goes through the
         // upload lease. The split counts what it did not send (the engines can't take it).
         let (mut host_len, mut host_copied, mut forced) = (0, 0, 0);
-        for (im, staged, cause) in host_images.iter().filter_map(|&k| host_image(&entries[k])) {
-            let l = im.pixels.as_bytes().len().next_multiple_of(ALIGN);
+        let host = || host_images.iter().filter_map(|&k| host_image(&entries[k]));
+        let len = |im: &Image| im.pixels.as_bytes().len().next_multiple_of(ALIGN);
+        for (im, staged, cause) in host() {
+            let l = len(im);
             host_len += l;
             host_copied += if staged.is_none() { l } else { 0 };
             forced += if cause == SPLIT_CAUSE { 0 } else { l };
         }
         self.split.carried(host_len, host_images.len(), forced);
+        // (Read only until the warm-up ends.)
+        self.forced_sizes.add(
+            host()
+                .filter(|&(.., cause)| cause != SPLIT_CAUSE)
+                .map(|(im, ..)| len(im)),
+        );
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let mut host_area = None;
         if host_len > 0 {

@@ -78,7 +78,7 @@ pub(crate) fn headroom(most: u32, slowed: u32) -> u32 {
 pub(crate) struct Budget {
     /// Pixel bytes of the split's choosing a batch's CPU decodes may carry.
     pub(crate) per_batch: usize,
-    /// How much more that is than the most a warm-up batch carried.
+    /// How much more that is than the most of the split's choosing a warm-up batch carried.
     pub(crate) above_warm_up: usize,
     /// The most bytes of images the engines can't take that a warm-up batch carried (on top
     /// of the budget: the split does not choose them).
@@ -164,9 +164,11 @@ pub(crate) struct DecoderSplit {
     /// Samples per batch.
     batch: usize,
     /// The most pixel bytes decoded on the CPU that one batch carried (measured at launch),
-    /// and the most of those the split did not send (images the engines can't take).
+    /// the most of those the split did not send (images the engines can't take), and the
+    /// most it did.
     most_bytes: AtomicUsize,
     most_forced: AtomicUsize,
+    most_chosen: AtomicUsize,
     /// Pixel bytes of the samples decoded so far (either decoder), and how many.
     pixel_bytes: AtomicU64,
     pixel_images: AtomicU64,
@@ -289,6 +291,8 @@ impl DecoderSplit {
     pub(crate) fn carried(&self, bytes: usize, images: usize, forced: usize) {
         self.most_bytes.fetch_max(bytes, Ordering::Relaxed);
         self.most_forced.fetch_max(forced, Ordering::Relaxed);
+        self.most_chosen
+            .fetch_max(bytes.saturating_sub(forced), Ordering::Relaxed);
         self.decoded_pixels(bytes, images);
     }
 
@@ -381,12 +385,12 @@ impl DecoderSplit {
     }
 
     /// Ends the warm-up: from now on the share stays at or below [`headroom`] of the most it
-    /// has been and of the balance with slower engines, and a batch's CPU decodes carry at
-    /// most [`Budget::per_batch`] bytes: what that share of a batch takes at the mean image's
-    /// size and a quarter more (at most [`MAX_BUDGET_BYTES`]), or the most a batch carried if
-    /// that is more. The stage sizes the
-    /// CPU pixels' buffers for it. A share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the
-    /// warm-up carried.
+    /// has been and of the balance with slower engines, and a batch's CPU decodes of the
+    /// split's choosing carry at most [`Budget::per_batch`] bytes: what that share of the
+    /// samples the engines take takes at the mean image's size and a quarter more (at most
+    /// [`MAX_BUDGET_BYTES`]), or the most a batch carried of them if that is more. The stage
+    /// sizes the CPU pixels' buffers for it and for the images the engines can't take. A
+    /// share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the warm-up carried.
     pub(crate) fn hold(&self) -> Budget {
         let most = self.most_ppm.load(Ordering::Relaxed);
         let ceiling = if self.fixed {
@@ -398,18 +402,30 @@ impl DecoderSplit {
         // (A share from guessed estimates may stand above it until the next estimate.)
         self.cpu_ppm.fetch_min(ceiling, Ordering::Relaxed);
         let carried = self.most_bytes.load(Ordering::Relaxed);
+        let chosen = self.most_chosen.load(Ordering::Relaxed);
         let images = self.pixel_images.load(Ordering::Relaxed).max(1);
         let mean = self.pixel_bytes.load(Ordering::Relaxed) as f64 / images as f64;
-        let room = f64::from(ceiling) / 1e6 * self.batch as f64 * mean * 1.25;
+        // The share applies to the samples the engines take (the split sends some of them
+        // to the CPU): none on a device without engines, few in a data set of PNGs.
+        let prepared = self.prepared.load(Ordering::Relaxed);
+        let eligible = match prepared {
+            0 => 1.0,
+            n => {
+                let split = self.engine_images.load(Ordering::Relaxed)
+                    + self.cpu_images.load(Ordering::Relaxed);
+                (split as f64 / n as f64).min(1.0)
+            }
+        };
+        let room = f64::from(ceiling) / 1e6 * self.batch as f64 * eligible * mean * 1.25;
         let per_batch = if self.fixed {
-            carried
+            chosen
         } else {
-            carried.max((room as usize).min(MAX_BUDGET_BYTES))
+            chosen.max((room as usize).min(MAX_BUDGET_BYTES))
         };
         self.budget.store(per_batch, Ordering::Relaxed);
         Budget {
             per_batch,
-            above_warm_up: per_batch - carried,
+            above_warm_up: per_batch - chosen,
             forced: self.most_forced.load(Ordering::Relaxed),
             carried,
         }
@@ -719,6 +735,39 @@ mod tests {
             }
         );
         assert_eq!(fixed.ceiling_ppm.load(Ordering::Relaxed), 100_000);
+    }
+
+    #[test]
+    fn the_budget_counts_the_images_the_engines_cannot_take_once() {
+        // A batch of 100 carried 600 kB from the CPU: 500 kB the engines can't take, 100 kB
+        // the split sent; half the samples were the engines' (450) or the split's (50).
+        let s = DecoderSplit::new(4, 32, 100);
+        s.most_ppm.store(100_000, Ordering::Relaxed);
+        s.carried(600_000, 60, 500_000);
+        s.decoded_pixels(1_000_000, 100);
+        s.prepared.store(1000, Ordering::Relaxed);
+        s.engine_images.store(450, Ordering::Relaxed);
+        s.cpu_images.store(50, Ordering::Relaxed);
+        // The headroom, 35%, of those 50 samples of 10 kB, a quarter more: 218,750 bytes of
+        // the split's; the forced bytes come on top, once.
+        let b = s.hold();
+        assert_eq!(
+            b,
+            Budget {
+                per_batch: 218_750,
+                above_warm_up: 118_750,
+                forced: 500_000,
+                carried: 600_000
+            }
+        );
+        assert_eq!(b.rise(), 218_750 + 218_750 / 4 + 500_000 - 600_000);
+        // A device without engines: nothing of the split's, and no room to rise into.
+        let idle = DecoderSplit::new(4, 32, 100);
+        idle.carried(600_000, 60, 600_000);
+        idle.decoded_pixels(1_000_000, 100);
+        idle.prepared(Duration::from_micros(30));
+        let b = idle.hold();
+        assert_eq!((b.per_batch, b.forced, b.rise()), (0, 600_000, 0));
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub(crate) struct GpuStage {
     /// The sizes of the images the decode areas were made of (what they are sized for when
     /// the warm-up ends).
     pub(super) area_sizes: AreaSizes,
+    /// The sizes of the images each batch carried that the engines can't take (until the
+    /// warm-up ends): the host images' area and the CPU pixels' buffers are sized for them.
+    pub(super) forced_sizes: AreaSizes,
 }
 
 impl Drop for GpuStage {
@@ -346,6 +349,7 @@ impl GpuStage {
             first_epoch_over: std::sync::atomic::AtomicBool::new(false),
             warm: std::sync::atomic::AtomicBool::new(false),
             area_sizes: AreaSizes::default(),
+            forced_sizes: AreaSizes::default(),
             split: Arc::new(DecoderSplit::new(
                 workers,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -418,7 +422,12 @@ impl GpuStage {
             // host images' device area (one at a time: taken and given back within a launch)
             // for the most a later batch may carry (`Budget::most_per_batch`), the workers'
             // pinned slabs and the upload ring for its rise above the warm-up's.
-            let budget = self.split.hold();
+            let mut budget = self.split.hold();
+            // The images the engines can't take vary from batch to batch as a decode area's
+            // group does (`area_sizes`): on a device without engines, every image of a batch.
+            let forced = &self.forced_sizes;
+            budget.forced = budget.forced.max(forced.bound(forced.most_in_group()));
+            forced.close();
             if budget.most_per_batch() > 0 {
                 self.pools.host.raise_high_water(budget.most_per_batch());
                 self.pools.host.expect_out(1);
