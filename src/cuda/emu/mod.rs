@@ -323,7 +323,9 @@ impl GpuDevice for EmuDevice {
                 } else {
                     "with JPEG engines"
                 },
-                if self.options.interpolate {
+                if self.options.no_engines {
+                    "chroma as the pipeline asks (the workers' CPU decoder decodes every JPEG)"
+                } else if self.options.interpolate {
                     "chroma interpolated by the decoder, as nvJPEG asked to interpolate \
                      (STOKEHOLD_EMU_INTERPOLATE=1)"
                 } else {

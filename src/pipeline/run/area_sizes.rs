@@ -31,8 +31,9 @@ struct Seen {
     count: u64,
     sum: f64,
     squares: f64,
-    /// The most images one group held.
+    /// The most images one group held, and the groups counted.
     most_in_group: usize,
+    groups: u64,
     /// The largest sizes, the smallest of them on top.
     largest: BinaryHeap<Reverse<usize>>,
 }
@@ -72,6 +73,7 @@ impl AreaSizes {
             }
         }
         seen.most_in_group = seen.most_in_group.max(n);
+        seen.groups += 1;
     }
 
     /// Stops counting: the warm-up is over and the areas sized.
@@ -85,6 +87,21 @@ impl AreaSizes {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .most_in_group
+    }
+
+    /// The most images a later group of `of` samples may hold, where each sample is one of
+    /// these images as often as the groups so far say (the images the engines can't take in
+    /// a batch vary with the shuffle): the binomial count's mean and [`K`] deviations, at
+    /// least the most a group held, at most `of`.
+    pub(super) fn likely_most_in_group(&self, of: usize) -> usize {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.groups == 0 || of == 0 {
+            return seen.most_in_group;
+        }
+        let n = of as f64;
+        let p = (seen.count as f64 / (seen.groups as f64 * n)).min(1.0);
+        let likely = (n * p + K * (n * p * (1.0 - p)).sqrt()).ceil() as usize;
+        likely.max(seen.most_in_group).min(of)
     }
 
     /// The most bytes a group of `n` images needs (module docs), or 0 before any was seen.
@@ -131,6 +148,25 @@ mod tests {
         b.add([5000; 7].into_iter());
         assert_eq!(b.bound(4), 20_000);
         assert_eq!(b.most_in_group(), 7);
+    }
+
+    #[test]
+    fn a_groups_count_of_images_allows_for_the_shuffle() {
+        // Batches of 16 that held 1 to 6 such images, 3.2 on average: p = 0.2, σ = 1.6;
+        // 3.2 + 6 × 1.6 = 12.8, so 13 of 16.
+        let a = AreaSizes::default();
+        for k in 0..10 {
+            a.add(std::iter::repeat_n(1000, [2, 3, 6, 4, 1][k % 5]));
+        }
+        assert_eq!(a.most_in_group(), 6);
+        assert_eq!(a.likely_most_in_group(16), 13);
+        // None of them, or all: nothing more, every sample.
+        let none = AreaSizes::default();
+        none.add(std::iter::empty());
+        assert_eq!(none.likely_most_in_group(16), 0);
+        let all = AreaSizes::default();
+        all.add(std::iter::repeat_n(1000, 16));
+        assert_eq!(all.likely_most_in_group(16), 16);
     }
 
     #[test]

@@ -47,6 +47,9 @@ const BUDGET_BATCHES: usize = 16;
 /// Engine images between two estimates (once the first four are made).
 const ADAPT_EVERY: u64 = 256;
 
+/// The split is idle where fewer than one in this many samples were the engines' to take.
+const IDLE_ONE_IN: u64 = 16;
+
 /// The weight of the last window's measurements in an estimate (the rest is the estimate
 /// before).
 const RECENT: f64 = 0.5;
@@ -358,12 +361,23 @@ impl DecoderSplit {
         self.fixed || self.estimates.load(Ordering::Relaxed) >= 2
     }
 
-    /// Whether the split has settled ([`DecoderSplit::settled`]) or has too little to settle
-    /// on: the engines took fewer images than its first two estimates need — a device without
-    /// engines, or photos they don't take (PNGs, progressive JPEGs) — so the warm-up, which
-    /// waits for the split where there is one to make, does not wait forever.
+    /// Whether the split has settled ([`DecoderSplit::settled`]) or has nothing to settle:
+    /// [`DecoderSplit::idle`]. The warm-up waits for the split where there is one to make,
+    /// and does not wait forever where there is none.
     pub(crate) fn settled_or_idle(&self) -> bool {
-        self.settled() || self.engine_images.load(Ordering::Relaxed) < 2 * (ADAPT_EVERY / 4)
+        self.settled() || self.idle()
+    }
+
+    /// Whether the engines take almost none of the samples (fewer than one in
+    /// [`IDLE_ONE_IN`] of those prepared went to them or to the split's CPU share): a device
+    /// without engines, or photos they don't take (PNGs, progressive JPEGs). A rate, not a
+    /// count: small batches meet the warm-up's other conditions before the engines have
+    /// taken the images two estimates need.
+    pub(crate) fn idle(&self) -> bool {
+        let split =
+            self.engine_images.load(Ordering::Relaxed) + self.cpu_images.load(Ordering::Relaxed);
+        let prepared = self.prepared.load(Ordering::Relaxed);
+        prepared > 0 && split * IDLE_ONE_IN < prepared
     }
 
     /// The most the share has been (what the warm-up measured, until it ends).
@@ -406,16 +420,8 @@ impl DecoderSplit {
         let images = self.pixel_images.load(Ordering::Relaxed).max(1);
         let mean = self.pixel_bytes.load(Ordering::Relaxed) as f64 / images as f64;
         // The share applies to the samples the engines take (the split sends some of them
-        // to the CPU): none on a device without engines, few in a data set of PNGs.
-        let prepared = self.prepared.load(Ordering::Relaxed);
-        let eligible = match prepared {
-            0 => 1.0,
-            n => {
-                let split = self.engine_images.load(Ordering::Relaxed)
-                    + self.cpu_images.load(Ordering::Relaxed);
-                (split as f64 / n as f64).min(1.0)
-            }
-        };
+        // to the CPU): none where they take almost none.
+        let eligible = if self.idle() { 0.0 } else { 1.0 };
         let room = f64::from(ceiling) / 1e6 * self.batch as f64 * eligible * mean * 1.25;
         let per_batch = if self.fixed {
             chosen
@@ -601,14 +607,20 @@ mod tests {
     fn a_split_the_engines_take_too_little_for_does_not_hold_up_the_warm_up() {
         // Nothing for the engines (no engines, or photos they don't take): nothing to settle.
         let s = DecoderSplit::new(4, 32, 256);
-        s.prepared(Duration::from_micros(30));
+        s.prepared.store(1000, Ordering::Relaxed);
         assert!(!s.settled() && s.settled_or_idle());
-        // Images for them: the warm-up waits for two estimates, then not.
+        // One in 16 of the samples theirs: the warm-up waits for two estimates, however few
+        // images that is so far (small batches), then not.
         let call = Duration::from_micros(55 * ADAPT_EVERY / 4);
         s.submitted((ADAPT_EVERY / 4) as usize, 0, (call, call));
-        assert!(!s.settled() && s.settled_or_idle());
+        assert!(!s.settled() && !s.settled_or_idle());
         s.submitted((ADAPT_EVERY / 4) as usize, 0, (call, call));
         assert!(s.settled() && s.settled_or_idle());
+        // Fewer than one in 16: idle.
+        let few = DecoderSplit::new(4, 32, 256);
+        few.prepared.store(1100, Ordering::Relaxed);
+        few.submitted(68, 0, (call, call));
+        assert!(!few.settled() && few.settled_or_idle());
     }
 
     #[test]
@@ -741,26 +753,28 @@ mod tests {
     fn the_budget_counts_the_images_the_engines_cannot_take_once() {
         // A batch of 100 carried 600 kB from the CPU: 500 kB the engines can't take, 100 kB
         // the split sent; half the samples were the engines' (450) or the split's (50).
-        let s = DecoderSplit::new(4, 32, 100);
+        let s = DecoderSplit::new(4, 32, 200);
         s.most_ppm.store(100_000, Ordering::Relaxed);
         s.carried(600_000, 60, 500_000);
-        s.decoded_pixels(1_000_000, 100);
+        s.decoded_pixels(1_000_000, 200);
         s.prepared.store(1000, Ordering::Relaxed);
         s.engine_images.store(450, Ordering::Relaxed);
         s.cpu_images.store(50, Ordering::Relaxed);
-        // The headroom, 35%, of those 50 samples of 10 kB, a quarter more: 218,750 bytes of
-        // the split's; the forced bytes come on top, once.
+        // The headroom of a batch of 200 at the mean image's size (the 260 counted), a
+        // quarter more, of the split's; the forced bytes come on top, once.
         let b = s.hold();
+        let ceiling = f64::from(s.ceiling_ppm.load(Ordering::Relaxed)) / 1e6;
+        let room = (ceiling * 200.0 * (1_600_000.0 / 260.0) * 1.25) as usize;
         assert_eq!(
             b,
             Budget {
-                per_batch: 218_750,
-                above_warm_up: 118_750,
+                per_batch: room,
+                above_warm_up: room - 100_000,
                 forced: 500_000,
                 carried: 600_000
             }
         );
-        assert_eq!(b.rise(), 218_750 + 218_750 / 4 + 500_000 - 600_000);
+        assert_eq!(b.rise(), room + room / 4 + 500_000 - 600_000);
         // A device without engines: nothing of the split's, and no room to rise into.
         let idle = DecoderSplit::new(4, 32, 100);
         idle.carried(600_000, 60, 600_000);

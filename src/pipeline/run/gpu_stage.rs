@@ -423,10 +423,12 @@ impl GpuStage {
             // for the most a later batch may carry (`Budget::most_per_batch`), the workers'
             // pinned slabs and the upload ring for its rise above the warm-up's.
             let mut budget = self.split.hold();
-            // The images the engines can't take vary from batch to batch as a decode area's
-            // group does (`area_sizes`): on a device without engines, every image of a batch.
+            // The images the engines can't take vary from batch to batch, in sizes as a
+            // decode area's group does and in number with the shuffle (`area_sizes`): on a
+            // device without engines, every image of a batch.
             let forced = &self.forced_sizes;
-            budget.forced = budget.forced.max(forced.bound(forced.most_in_group()));
+            let most = forced.likely_most_in_group(self.batch);
+            budget.forced = budget.forced.max(forced.bound(most));
             forced.close();
             if budget.most_per_batch() > 0 {
                 self.pools.host.raise_high_water(budget.most_per_batch());
