@@ -420,9 +420,11 @@ impl DecoderSplit {
         let images = self.pixel_images.load(Ordering::Relaxed).max(1);
         let mean = self.pixel_bytes.load(Ordering::Relaxed) as f64 / images as f64;
         // The share applies to the samples the engines take (the split sends some of them
-        // to the CPU): none where they take almost none.
-        let eligible = if self.idle() { 0.0 } else { 1.0 };
-        let room = f64::from(ceiling) / 1e6 * self.batch as f64 * eligible * mean * 1.25;
+        // to the CPU): no room where they take almost none.
+        let room = match self.idle() {
+            true => 0.0,
+            false => f64::from(ceiling) / 1e6 * self.batch as f64 * mean * 1.25,
+        };
         let per_batch = if self.fixed {
             chosen
         } else {
