@@ -372,9 +372,10 @@ fn the_decoders_split_changes_no_batch() {
 
 /// The emulated device with a real GPU's timing (`STOKEHOLD_EMU_MODEL=h100`): `bench --stats`
 /// says how close the run came to the modelled limit, keeps several batches in flight, and
-/// allocates nothing after the warm-up — with batches of 16, whose decode areas vary the
-/// most from group to group (25,600 images: they grew past what the warm-up saw three
-/// times in every such run before the decode areas were sized for the images' spread).
+/// allocates nothing after the warm-up, which `bench` waits for before timing — with
+/// batches of 16, whose decode areas vary the most from group to group (25,600 images: they
+/// grew past what the warm-up saw three times in every such run before the decode areas
+/// were sized for the images' spread).
 #[test]
 fn the_timing_model_run_reports_its_limit_and_allocates_nothing_after_the_warm_up() {
     let Some((_samples, data)) = emu_and_samples() else {
@@ -411,6 +412,14 @@ fn the_timing_model_run_reports_its_limit_and_allocates_nothing_after_the_warm_u
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(in_flight >= 2, "{stdout}");
+    // The timing starts once the pools have settled (after 16 batches: 4 epochs of 64
+    // photos) and an epoch began after it: at least 5 epochs of warm-up.
+    let warm_up: u64 = line("timed 400 epochs after ")
+        .split(' ')
+        .nth(4)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!((5..=20).contains(&warm_up), "{stdout}");
     // The limit's line, before the throughput line that ends the run.
     let limit = line("modelled limit: ");
     assert!(limit.contains("img/s, reached "), "{limit}");

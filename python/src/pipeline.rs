@@ -531,6 +531,8 @@ impl PyPipeline {
             // host's waits for a decode area an earlier batch still used (few or none).
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
             gd.set_item("decode_area_waits", g.decode_area_waits)?;
+            gd.set_item("decode_groups_split", g.decode_groups_split)?;
+            gd.set_item("chroma_rebuilt_in_parts", g.chroma_rebuilt_in_parts)?;
             gd.set_item(
                 "host_images_pinned_by_workers",
                 g.host_images_pinned_by_workers,

@@ -80,6 +80,7 @@ def test_device_memory_returns_to_the_pool_only_when_the_last_array_goes(builtin
     assert isinstance(gpu["idle_device_buffers"], int)
     assert gpu["batches_in_flight"] >= 1, gpu
     assert isinstance(gpu["decode_area_waits"], int), gpu
+    assert gpu["decode_groups_split"] == 0 and gpu["chroma_rebuilt_in_parts"] == 0, gpu
     assert isinstance(gpu["host_images_pinned_by_workers"], int), gpu
     # The split between the (emulated) engines and the CPU decoder, and the feeding
     # thread's calls, are counted.

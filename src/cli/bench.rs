@@ -1,4 +1,5 @@
-//! `stokehold bench`: times whole epochs after a warm-up one, repeating them until the
+//! `stokehold bench`: times whole epochs after a warm-up (the first epoch, and the next
+//! while the pipeline's own warm-up runs: [`timed_run`]), repeating them until the
 //! timed part is long enough to mean something, and prints their spread and a throughput
 //! line. [`measure`] is also what `tune` times each trial with. With `--consumer-busy-ms`
 //! it also says how much the pipeline slows a consumer that computes ([`busy_report`]).
@@ -86,8 +87,12 @@ pub struct Measurement {
     pub waited: f64,
     /// Throughput of each timed epoch.
     pub epoch_rates: Vec<f64>,
+    /// Epochs before the timed ones (the warm-up: [`timed_run`]).
+    pub warm_up_epochs: u64,
     /// Statistics of the whole run, warm-up included...
     pub stats: StatsSnapshot,
+    /// ...and as they were when the warm-up ended.
+    pub stats_at_warm_end: Option<StatsSnapshot>,
     /// ...which took this long.
     pub run_seconds: f64,
     /// What the pipeline's threads used during the timed epochs, in all and by name.
@@ -118,7 +123,7 @@ impl Measurement {
     }
 }
 
-/// Runs `spec` for one warm-up epoch and then the timed epochs `timing` asks for, the
+/// Runs `spec` for its warm-up epochs and then the timed epochs `timing` asks for, the
 /// consumer doing its step on each batch.
 pub fn measure(
     spec: PipelineSpec,
@@ -136,8 +141,53 @@ pub struct Running {
     pub next: Option<Batch>,
 }
 
+/// Epochs at most in the warm-up.
+const MAX_WARM_UP_EPOCHS: u64 = 20;
+
+/// The epochs' times: the warm-up's, then each timed epoch's rate.
+struct EpochClock {
+    /// When the warm-up ended (the last warm-up epoch's last batch).
+    warm_end: Option<Instant>,
+    warm_epochs: u64,
+    epoch_start: Instant,
+    rates: Vec<f64>,
+}
+
+impl EpochClock {
+    fn new(start: Instant) -> EpochClock {
+        EpochClock {
+            warm_end: None,
+            warm_epochs: 0,
+            epoch_start: start,
+            rates: Vec::new(),
+        }
+    }
+
+    /// Closes an epoch of `images` at `end`: a timed one's rate, or a warm-up epoch, the
+    /// last one where it began with the pipeline warm (`began_warm`).
+    fn close(&mut self, end: Instant, images: u64, began_warm: bool) {
+        if self.warm_end.is_some() {
+            let secs = (end - self.epoch_start).as_secs_f64();
+            self.rates.push(images as f64 / secs.max(1e-9));
+        } else {
+            self.warm_epochs += 1;
+            if began_warm || self.warm_epochs >= MAX_WARM_UP_EPOCHS {
+                self.warm_end = Some(end);
+            }
+        }
+        self.epoch_start = end;
+    }
+}
+
+/// Whether the pipeline's own warm-up is over: on the GPU path the pools settle after the
+/// first epoch and 16 batches (and the decoders' split).
+fn pipeline_warm(p: &Pipeline) -> bool {
+    p.stats().gpu.is_none_or(|g| g.after_warm_up.is_some())
+}
+
 /// [`measure`]; with `keep_running`, the pipeline runs on past the timed epochs and is
-/// handed back.
+/// handed back. The warm-up is the epochs until one that began with the pipeline's own
+/// warm-up over ([`pipeline_warm`]), that one included, at most [`MAX_WARM_UP_EPOCHS`].
 fn timed_run(
     mut spec: PipelineSpec,
     timing: Timing,
@@ -145,14 +195,10 @@ fn timed_run(
     verbose: bool,
     keep_running: bool,
 ) -> Result<(Measurement, Option<Running>)> {
-    // Repeating epochs until long enough: run unbounded and stop at an epoch's end. With
-    // `--epochs n`, one epoch more than the warm-up and the timed ones: the timing stops at
-    // its first batch, with the pipeline's threads still there to be counted (a pipeline
-    // whose input ended has let its threads go, and their use with them).
-    spec.settings.epochs = match keep_running {
-        true => None,
-        false => timing.epochs.map(|n| n + 2),
-    };
+    // Run unbounded and stop at the first batch after the timed epochs, with the pipeline's
+    // threads still there to be counted (a pipeline whose input ended has let its threads
+    // go, and their use with them).
+    spec.settings.epochs = None;
     let batch = spec.settings.batch;
     let mut p = Pipeline::new(spec)?;
     if verbose {
@@ -167,41 +213,39 @@ fn timed_run(
     let started = Instant::now();
     let mut epoch = 0u64;
     let mut last_arrival = Instant::now();
-    let mut warm_end: Option<Instant> = None;
-    let mut epoch_start = last_arrival;
+    let mut clock = EpochClock::new(last_arrival);
+    // Whether the pipeline's warm-up was over when this epoch began: its pools settle on the
+    // producer's side, and the epoch the consumer then meets pays for it.
+    let mut began_warm = pipeline_warm(&p);
     let (mut epoch_images, mut images, mut batches) = (0u64, 0u64, 0u64);
     let mut waited = Duration::ZERO;
-    let mut epoch_rates = Vec::new();
     let mut threads_at_warm_end = ThreadSnapshot::default();
+    let mut stats_at_warm_end = None;
     let mut next = None;
-    let mut close_epoch = |epoch: u64, end: Instant, epoch_images: u64| {
-        if epoch == 0 {
-            warm_end = Some(end);
-        } else {
-            let secs = (end - epoch_start).as_secs_f64();
-            epoch_rates.push(epoch_images as f64 / secs.max(1e-9));
-        }
-        epoch_start = end;
-        warm_end
-    };
     loop {
         let asked = Instant::now();
         let Some(b) = p.next_batch() else {
-            close_epoch(epoch, last_arrival, epoch_images);
+            clock.close(last_arrival, epoch_images, true);
             break;
         };
         let b = b?;
         let now = Instant::now();
         if b.epoch != epoch {
-            let warm = close_epoch(epoch, last_arrival, epoch_images);
-            if epoch == 0 {
+            let was_warming = clock.warm_end.is_none();
+            clock.close(last_arrival, epoch_images, began_warm);
+            began_warm = pipeline_warm(&p);
+            if was_warming && clock.warm_end.is_some() {
                 threads_at_warm_end = threads::pipeline_threads();
+                stats_at_warm_end = Some(p.stats());
             }
             (epoch, epoch_images) = (b.epoch, 0);
-            let timed = warm.map_or(0.0, |w| (last_arrival - w).as_secs_f64());
+            let timed = clock
+                .warm_end
+                .map_or(0.0, |w| (last_arrival - w).as_secs_f64());
+            let timed_epochs = clock.rates.len() as u64;
             let long_enough = match timing.epochs {
-                Some(n) => epoch > n,
-                None => epoch > timing.min_epochs && timed >= timing.min_seconds,
+                Some(n) => timed_epochs >= n,
+                None => timed_epochs >= timing.min_epochs && timed >= timing.min_seconds,
             };
             if long_enough {
                 next = Some(b);
@@ -210,7 +254,7 @@ fn timed_run(
         }
         let n = (b.len() - b.padded) as u64;
         epoch_images += n;
-        if epoch > 0 {
+        if clock.warm_end.is_some() {
             images += n;
             batches += 1;
             waited += now - asked;
@@ -223,8 +267,8 @@ fn timed_run(
     let used = threads_now.since(&threads_at_warm_end);
     let used_by_name = threads_now.since_by_name(&threads_at_warm_end);
     progress.finish();
-    let seconds = warm_end.map_or(0.0, |w| {
-        epoch_start.saturating_duration_since(w).as_secs_f64()
+    let seconds = clock.warm_end.map_or(0.0, |w| {
+        clock.epoch_start.saturating_duration_since(w).as_secs_f64()
     });
     let m = Measurement {
         device: p.device().device,
@@ -234,8 +278,10 @@ fn timed_run(
         batches,
         seconds,
         waited: waited.as_secs_f64(),
-        epoch_rates,
+        epoch_rates: clock.rates,
+        warm_up_epochs: clock.warm_epochs,
         stats: p.stats(),
+        stats_at_warm_end,
         run_seconds: started.elapsed().as_secs_f64(),
         thread_use: used,
         thread_use_by_name: used_by_name,
@@ -265,15 +311,19 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         stats::print(&m.stats, m.run_seconds)?;
     }
     let epochs = m.epoch_rates.len();
+    let warm_up = match m.warm_up_epochs {
+        1 => "a warm-up epoch".to_string(),
+        n => format!("{n} warm-up epochs (until the pipeline's pools settled)"),
+    };
     match m.spread() {
         Some((median, lo, hi)) => outln!(
-            "timed {epochs} epochs after a warm-up one in {:.2} s: median {median:.1} img/s \
+            "timed {epochs} epochs after {warm_up} in {:.2} s: median {median:.1} img/s \
              per epoch (lowest {lo:.1}, highest {hi:.1}, ±{:.1}%)",
             m.seconds,
             50.0 * (hi - lo) / median.max(1e-9)
         )?,
         None => outln!(
-            "timed {epochs} epoch after a warm-up one in {:.2} s (no spread from one epoch)",
+            "timed {epochs} epoch after {warm_up} in {:.2} s (no spread from one epoch)",
             m.seconds
         )?,
     }
@@ -343,13 +393,20 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         };
         // The serial bounds: one thread assembles every batch and launches its kernels,
         // one feeds the engines every image they decode (their own time per image,
-        // modelled waits included).
-        let since_start = m.stats.images.max(1) as f64;
-        let per_image = |t: std::time::Duration| t.as_secs_f64() * 1e6 / since_start;
+        // modelled waits included), over the timed epochs (the pipeline made its images a
+        // little ahead of them).
+        let (warm_images, warm_busy, warm_feed) = m
+            .stats_at_warm_end
+            .as_ref()
+            .map_or((0, Duration::ZERO, Duration::ZERO), |w| {
+                (w.images, w.assembler_busy, w.feeder_busy)
+            });
+        let timed_images = m.stats.images.saturating_sub(warm_images).max(1) as f64;
+        let per_image = |t: Duration| t.as_secs_f64() * 1e6 / timed_images;
         let rate = |us: f64| if us > 0.0 { 1e6 / us } else { f64::INFINITY };
         let (busy_us, feed_us) = (
-            per_image(m.stats.assembler_busy),
-            per_image(m.stats.feeder_busy),
+            per_image(m.stats.assembler_busy.saturating_sub(warm_busy)),
+            per_image(m.stats.feeder_busy.saturating_sub(warm_feed)),
         );
         let (serial, feed) = (rate(busy_us), rate(feed_us));
         let limit = device.min(host).min(serial).min(feed);

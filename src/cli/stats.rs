@@ -120,9 +120,11 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
                 )?;
             }
             outln!(
-                "  batches in flight: max {}; host waits for a decode area: {}; images decoded on the CPU uploaded from their worker's pinned copy: {} of {}",
+                "  batches in flight: max {}; host waits for a decode area: {}; past the settled sizes, groups decoded in parts {} and batches' chroma rebuilt in parts {}; images decoded on the CPU uploaded from their worker's pinned copy: {} of {}",
                 g.batches_in_flight,
                 g.decode_area_waits,
+                g.decode_groups_split,
+                g.chroma_rebuilt_in_parts,
                 g.host_images_pinned_by_workers,
                 g.sources
                     .iter()

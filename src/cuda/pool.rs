@@ -159,9 +159,7 @@ impl DevicePool {
         stream: StreamId,
         what: &dyn Fn() -> String,
     ) -> Result<DeviceBuffer, Error> {
-        let cap = size_class(len.max(1))
-            .and_then(|c| c.checked_next_multiple_of(256))
-            .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))?;
+        let cap = capacity_for(len)?;
         let after_host = self.reuse == Reuse::AfterHost;
         // A pool for the engines waits for a buffer still in use only once settled: until
         // then it allocates another (and settles with enough).
@@ -352,15 +350,21 @@ impl DevicePool {
         out.1 = out.1.max(n);
     }
 
+    /// Whether a request of `len` bytes is larger than the buffers this pool settled on
+    /// ([`DevicePool::settle`]), so that taking it would allocate: false before it settles.
+    pub fn past_settled(&self, len: usize) -> bool {
+        self.settled.load(Ordering::Relaxed)
+            && capacity_for(len).map_or(true, |cap| cap > self.high_water())
+    }
+
     /// The largest buffer this pool made so far (0 before the first).
     pub fn high_water(&self) -> usize {
         *self.high_water.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Raises the size [`DevicePool::settle`] makes its buffers to at least `len`: for a
-    /// role whose largest request is bounded by another pool's (the rebuilt chroma of a
-    /// batch by the decode areas it was decoded into), where the warm-up may not have met
-    /// the largest.
+    /// role whose largest request is bounded beyond what the warm-up met (the decode areas
+    /// by their images' spread, the chroma planes by the areas).
     pub fn raise_high_water(&self, len: usize) {
         let mut high = self.high_water.lock().unwrap_or_else(|p| p.into_inner());
         *high = (*high).max(size_class(len).unwrap_or(len));
@@ -419,6 +423,13 @@ impl DevicePool {
         }
         Ok(made)
     }
+}
+
+/// The capacity a request of `len` bytes takes: its size class, in whole 256 bytes.
+fn capacity_for(len: usize) -> Result<usize, Error> {
+    size_class(len.max(1))
+        .and_then(|c| c.checked_next_multiple_of(256))
+        .ok_or_else(|| Error::Cuda(format!("a buffer of {len} bytes is too large")))
 }
 
 impl Drop for DevicePool {

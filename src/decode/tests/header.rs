@@ -405,7 +405,6 @@ fn segments_libjpeg_refuses_are_irregular_and_go_to_libjpeg() {
         too_wide[sof + 7..sof + 9].copy_from_slice(&65501u16.to_be_bytes());
         let mut stranger = clean.clone();
         stranger[sos + 5] = 0x7F;
-        eprintln!("DBG sos {:02x?}", &clean[sos..sos + 16]);
         // The scan's first two components swapped (Y after Cb).
         let mut swapped = clean.clone();
         let first = [clean[sos + 5], clean[sos + 6]];

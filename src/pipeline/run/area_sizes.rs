@@ -114,13 +114,23 @@ impl AreaSizes {
         let mean = seen.sum / c;
         let sd = (seen.squares / c - mean * mean).max(0.0).sqrt();
         let spread = n as f64 * mean + K * sd * (n as f64).sqrt();
-        // The n largest seen; a group larger than the images kept takes them again (a
-        // group across an epoch's end holds an image twice).
-        let mut sizes: Vec<usize> = seen.largest.iter().map(|&Reverse(s)| s).collect();
-        sizes.sort_unstable_by(|a, b| b.cmp(a));
-        let largest: usize = sizes.iter().cycle().take(n).sum();
-        (spread.ceil() as usize).min(largest)
+        (spread.ceil() as usize).min(largest_sum(&seen, n))
     }
+
+    /// The `n` largest sizes seen, summed: the most a group of `n` needs unless an image
+    /// comes larger than any seen (for sizes whose bound may be generous: the chain's
+    /// descriptors and taps, where the warm-up saw every photo of the data set, cropped).
+    pub(super) fn largest_sum(&self, n: usize) -> usize {
+        largest_sum(&self.seen.lock().unwrap_or_else(|p| p.into_inner()), n)
+    }
+}
+
+/// The `n` largest sizes of `seen`; a group larger than the sizes kept takes them again (a
+/// group across an epoch's end holds an image twice).
+fn largest_sum(seen: &Seen, n: usize) -> usize {
+    let mut sizes: Vec<usize> = seen.largest.iter().map(|&Reverse(s)| s).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    sizes.iter().cycle().take(n).sum()
 }
 
 #[cfg(test)]
@@ -178,5 +188,15 @@ mod tests {
         a.add(std::iter::repeat_n(150_000, 199).chain([72_000_000]));
         assert_eq!(a.bound(256), 2 * 72_000_000 + (199 + 55) * 150_000);
         assert_eq!(a.bound(200), 72_000_000 + 199 * 150_000);
+    }
+
+    #[test]
+    fn the_largest_sum_takes_the_largest_seen_again_for_a_larger_group() {
+        let a = AreaSizes::default();
+        assert_eq!(a.largest_sum(4), 0);
+        a.add([5, 1, 9].into_iter());
+        a.add([7, 3].into_iter());
+        assert_eq!(a.largest_sum(2), 9 + 7);
+        assert_eq!(a.largest_sum(7), 9 + 7 + 5 + 3 + 1 + 9 + 7);
     }
 }

@@ -49,6 +49,8 @@ pub(super) struct ChainDescs {
     geometry: ChainPass,
     rest: ChainPass,
     jitter: Vec<JitterDesc>,
+    /// Each sample's bytes in the device buffer: descriptors, taps, its luma sum.
+    sample_bytes: Vec<usize>,
 }
 
 impl ChainDescs {
@@ -69,16 +71,21 @@ impl ChainDescs {
             geometry: ChainPass::default(),
             rest: ChainPass::default(),
             jitter: Vec::new(),
+            sample_bytes: Vec::new(),
         };
+        const DESC: usize = std::mem::size_of::<FusedDesc>();
         let geometry = c.stages.as_ref().map_or(&c.fused, |s| &s.geometry);
         for (&k, s) in c.places.iter().zip(geometry) {
             let d = decoded_dims(&entries[k])?;
+            let taps = c.geometry.taps.len();
             c.geometry
                 .descs
                 .push(build_desc(d, s, &mut c.geometry.taps)?);
+            c.sample_bytes
+                .push(DESC + 4 * (c.geometry.taps.len() - taps) + 8);
         }
         if let Some(st) = &c.stages {
-            for (j, r) in st.jitter.iter().zip(&st.rest) {
+            for ((j, r), bytes) in st.jitter.iter().zip(&st.rest).zip(&mut c.sample_bytes) {
                 let (h, w) = r.output_size();
                 c.jitter.push(j.desc(h * w)?);
                 let dims = SourceDims {
@@ -87,7 +94,9 @@ impl ChainDescs {
                     channels: 3,
                     pitch: w * 3,
                 };
+                let taps = c.rest.taps.len();
                 c.rest.descs.push(build_desc(dims, r, &mut c.rest.taps)?);
+                *bytes += std::mem::size_of::<JitterDesc>() + DESC + 4 * (c.rest.taps.len() - taps);
             }
         }
         // A table is never empty: its upload needs an address.
@@ -99,6 +108,12 @@ impl ChainDescs {
     /// The samples of the first launch (all of the chain, or its geometry before jitter).
     fn geometry_samples(&self) -> &[FusedSample] {
         self.stages.as_ref().map_or(&self.fused, |s| &s.geometry)
+    }
+
+    /// Each sample's bytes in the device buffer ([`ChainDescs::device_len`] is their sum and
+    /// at most `gpu_stage::DESC_SLACK` more).
+    pub(super) fn sample_bytes(&self) -> &[usize] {
+        &self.sample_bytes
     }
 
     /// Bytes of the device buffer for every descriptor and table (the jitter's luma sums

@@ -46,35 +46,40 @@ impl GpuStage {
             .collect()
     }
 
-    /// Rebuilds the fancy chroma of the `chroma` samples into new buffers (returned, kept
-    /// until the batch's release) and points their entries at the rebuilt images.
+    /// Rebuilds the fancy chroma of the `chroma` samples in place: the kernels resolve each
+    /// chroma block from the decode into scratch planes (returned, kept until the batch's
+    /// release), then each pixel is read and written again by one thread. After the warm-up
+    /// the planes buffer has the size the pool settled on; a batch whose planes need more
+    /// is rebuilt in parts, one after the other in the same buffer on the kernel stream,
+    /// rather than allocate.
     pub(super) fn rebuild_chroma(
         &self,
         entries: &mut [Entry],
         chroma: &[(usize, ChromaDesc)],
         staging: &mut Staging<'_>,
     ) -> Result<Vec<DeviceBuffer>, Error> {
-        let n = chroma.len();
-        let mut image_len = 0usize;
-        let mut plane_len = 0usize;
-        let mut placed = Vec::with_capacity(n);
-        for (_, d) in chroma {
-            placed.push((image_len, plane_len));
-            image_len += (d.pitch as usize * d.height as usize).next_multiple_of(ALIGN);
-            plane_len += d.plane_bytes().next_multiple_of(ALIGN);
-        }
-        let batch = self.batch;
-        let images = self.pools.rebuilt.take(image_len, streams::KERNELS, &|| {
-            format!("the rebuilt chroma of {n} images of a batch of {batch}")
-        })?;
-        let planes_len = plane_len + n * std::mem::size_of::<ChromaDesc>();
-        let planes = self.pools.planes.take(planes_len, streams::KERNELS, &|| {
+        const DESC: usize = std::mem::size_of::<ChromaDesc>();
+        let (n, batch) = (chroma.len(), self.batch);
+        let need = |d: &ChromaDesc| d.plane_bytes().next_multiple_of(ALIGN);
+        let total: usize = chroma.iter().map(|(_, d)| need(d) + DESC).sum();
+        let room = if self.pools.planes.past_settled(total) {
+            let largest = chroma.iter().map(|(_, d)| need(d) + DESC).max();
+            self.pools.planes.high_water().max(largest.unwrap_or(0))
+        } else {
+            total
+        };
+        let planes = self.pools.planes.take(room, streams::KERNELS, &|| {
             format!("the chroma planes of {n} images of a batch of {batch}")
         })?;
+        // Each part's planes from the buffer's start, its descriptors after them.
         let mut descs = Vec::with_capacity(n);
-        let mut max_blocks = 0usize;
-        let mut max_pixels = 0usize;
-        for (&(k, d), &(im_at, pl_at)) in chroma.iter().zip(&placed) {
+        let mut parts = Vec::new();
+        let (mut first, mut plane_len) = (0, 0);
+        for (i, &(k, d)) in chroma.iter().enumerate() {
+            if i > first && plane_len + need(&d) + (i + 1 - first) * DESC > room {
+                parts.push((first..i, plane_len));
+                (first, plane_len) = (i, 0);
+            }
             let Entry::Sample {
                 decoded: Some(dec), ..
             } = &mut entries[k]
@@ -85,41 +90,53 @@ impl GpuStage {
             };
             let mut d = d;
             d.src = dec.ptr;
-            d.dst = images.ptr() + im_at as u64;
-            d.planes = planes.ptr() + pl_at as u64;
-            let (c, r) = d.blocks();
-            max_blocks = max_blocks.max(c * r);
-            max_pixels = max_pixels.max(d.width as usize * d.height as usize);
-            dec.ptr = d.dst;
+            d.dst = dec.ptr;
+            d.planes = planes.ptr() + plane_len as u64;
             dec.rebuild = None;
             descs.push(d);
+            plane_len += need(&d);
+        }
+        parts.push((first..n, plane_len));
+        if parts.len() > 1 {
+            self.stats.count_chroma_in_parts();
         }
         let from = staging.put(as_bytes(&descs));
-        let desc_dst = planes.ptr() + plane_len as u64;
-        // SAFETY: the staged descriptors stay in the lease until its done event; `desc_dst`
-        // is the tail of `planes`, sized for them, kept until the release event.
-        unsafe {
-            self.dev.copy_to_device(
-                streams::KERNELS,
-                desc_dst,
-                staging.lease.ptr(from),
-                std::mem::size_of_val(&descs[..]),
-            )?
-        };
-        let args = [KernelArg::Ptr(desc_dst), KernelArg::U32(n as u32)];
-        // A thread per chroma block to resolve and guess, per pixel to upsample.
-        for (kernel, largest) in [
-            (Kernel::ChromaResolve, max_blocks),
-            (Kernel::ChromaGuess, max_blocks),
-            (Kernel::ChromaUpsample, max_pixels),
-        ] {
-            let grid = kernel.grid(largest as u64, n);
-            // SAFETY: each descriptor's source is the engines' output in a decode area of
-            // this batch, its output and planes in `images` and `planes` (sized by
-            // `ChromaDesc::plane_bytes` and pitch × height), all kept until the release
-            // event; the region lies inside the image (the decoder's plan).
-            unsafe { self.dev.launch(streams::KERNELS, kernel, grid, &args)? };
+        for (range, plane_len) in parts {
+            let part = &descs[range.clone()];
+            let desc_dst = planes.ptr() + plane_len as u64;
+            // SAFETY: the staged descriptors stay in the lease until its done event;
+            // `desc_dst` follows the part's planes in `planes`, kept until the release event;
+            // an earlier part's kernels, which read it, come first on this stream.
+            unsafe {
+                self.dev.copy_to_device(
+                    streams::KERNELS,
+                    desc_dst,
+                    staging.lease.ptr(from + range.start * DESC),
+                    std::mem::size_of_val(part),
+                )?
+            };
+            let largest = |f: fn(&ChromaDesc) -> usize| part.iter().map(f).max().unwrap_or(0);
+            let blocks = largest(|d| {
+                let (c, r) = d.blocks();
+                c * r
+            });
+            let pixels = largest(|d| d.width as usize * d.height as usize);
+            let args = [KernelArg::Ptr(desc_dst), KernelArg::U32(part.len() as u32)];
+            // A thread per chroma block to resolve and guess, per pixel to upsample.
+            for (kernel, most) in [
+                (Kernel::ChromaResolve, blocks),
+                (Kernel::ChromaGuess, blocks),
+                (Kernel::ChromaUpsample, pixels),
+            ] {
+                let grid = kernel.grid(most as u64, part.len());
+                // SAFETY: each descriptor's source and output are the engines' output in a
+                // decode area of this batch (each pixel read, then written, by one thread of
+                // the upsample, after the blocks were resolved from it), its planes in
+                // `planes` (sized by `ChromaDesc::plane_bytes`), all kept until the release
+                // event; the region lies inside the image (the decoder's plan).
+                unsafe { self.dev.launch(streams::KERNELS, kernel, grid, &args)? };
+            }
         }
-        Ok(vec![images, planes])
+        Ok(vec![planes])
     }
 }

@@ -92,6 +92,23 @@ impl GpuStage {
             at.push(area_len);
             area_len += (stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
+        // After the warm-up the areas have the size `area_sizes` bounds a group by; a group
+        // past it (a large photo's wide crop among the others) goes in parts that each fit
+        // a settled area, rather than allocate (the pool keeps one area to spare, and
+        // `area_sizes` makes a group past its bound rare).
+        if samples.len() > 1 && self.pools.decoded.past_settled(area_len) {
+            // The most images from the front whose area fits (`at[i]`: the first i's).
+            let cut = at
+                .iter()
+                .position(|&end| self.pools.decoded.past_settled(end))
+                .map_or(samples.len() - 1, |i| i - 1)
+                .max(1);
+            self.stats.count_split_group();
+            let (first, rest) = samples.split_at_mut(cut);
+            let mut failed = self.decode(first)?;
+            failed.extend(self.decode(rest)?);
+            return Ok(failed);
+        }
         self.area_sizes.add(
             at.iter()
                 .zip(at.iter().skip(1).chain([&area_len]))

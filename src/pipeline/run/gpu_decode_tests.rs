@@ -4,7 +4,8 @@
 //! the CPU.
 
 use super::gpu_tests::{
-    assert_same_runs, builtin, corpus, corpus_spec, emu, emu_pipeline, on, run, shipped, slow_emu,
+    assert_same_runs, builtin, corpus, corpus_spec, emu, emu_pipeline,
+    nothing_allocated_after_warm_up, on, run, shipped, slow_emu,
 };
 use crate::cuda::gpu_device::GpuDevice;
 use crate::cuda::{EmuDevice, EmuOptions};
@@ -460,4 +461,59 @@ fn gpu_the_jpeg_engines_write_when_called() {
     assert!(d >= 40.0, "{d:.1} dB");
     // SAFETY: allocated above; the stream's work is done.
     unsafe { dev.free(out) };
+}
+
+/// A group whose decode area is larger than the areas the pool settled on — here every
+/// photo, after the warm-up, replaced by one twice its area — is decoded in parts, each into
+/// a settled area, and its chroma rebuilt in parts: nothing is allocated, and the batches
+/// are the CPU's on the new photos.
+#[test]
+fn a_group_past_the_settled_area_is_decoded_in_parts_without_allocating() {
+    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+    let Some(dev) = emu() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("photos");
+    std::fs::create_dir(&data).unwrap();
+    let write_all = |h: usize, w: usize| {
+        let jpeg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 90, Sub::S422);
+        for k in 0..48 {
+            let tmp = d.path().join("next.jpg");
+            std::fs::write(&tmp, &jpeg).unwrap();
+            // Renamed into place: a worker reads the old photo or the new one, whole.
+            std::fs::rename(&tmp, data.join(format!("{k:02}.jpg"))).unwrap();
+        }
+    };
+    write_all(96, 128);
+    let mut spec = shipped("resnet50-eval.toml", &data);
+    spec.settings.batch = 16;
+    spec.settings.epochs = Some(12);
+    let last = spec.settings.epochs.unwrap() - 1;
+    let mut p = emu_pipeline(&spec, dev).unwrap();
+    let mut swapped_in = None;
+    let mut got = Vec::new();
+    while let Some(b) = p.next() {
+        let b = b.unwrap();
+        let epoch = b.epoch;
+        if b.epoch == last {
+            got.push(Ok(b));
+        }
+        if swapped_in.is_none() && p.stats().gpu.is_some_and(|g| g.after_warm_up.is_some()) {
+            write_all(136, 180);
+            swapped_in = Some(epoch);
+        }
+    }
+    let swapped_in = swapped_in.expect("the warm-up ended");
+    assert!(
+        swapped_in + 2 < last,
+        "swapped in epoch {swapped_in} of {last}"
+    );
+    let gpu = nothing_allocated_after_warm_up(&p, "larger photos after the warm-up");
+    assert!(gpu.decode_groups_split > 0, "{gpu:?}");
+    assert!(gpu.chroma_rebuilt_in_parts > 0, "{gpu:?}");
+    // The CPU's last epoch on the new photos.
+    let cpu: Vec<_> = run(&on(&spec, DeviceChoice::Cpu))
+        .into_iter()
+        .filter(|b| b.as_ref().map_or(true, |b| b.epoch == last))
+        .collect();
+    assert_same_runs(&cpu, &got, "groups decoded in parts");
 }

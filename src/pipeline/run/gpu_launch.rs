@@ -23,7 +23,9 @@ use crate::pipeline::device_tensor::DeviceTensor;
 
 use super::gpu_chain::{ChainDescs, DescArea};
 use super::gpu_plan::{Prepared, Source, SPLIT_CAUSE};
-use super::gpu_stage::{DecodeArea, Decoded, DeviceFill, Entry, GpuStage, Staging, ALIGN};
+use super::gpu_stage::{
+    DecodeArea, Decoded, DeviceFill, Entry, GpuStage, Staging, ALIGN, DESC_SLACK,
+};
 
 /// Where each entry of a batch goes in its output.
 struct OutputLayout {
@@ -89,6 +91,12 @@ impl GpuStage {
         let chroma = self.chroma_descs(&entries);
         let mut chain = ChainDescs::build(&entries)?;
         let desc_len = chain.device_len();
+        // (Read only until the warm-up ends.)
+        self.desc_sizes.add(chain.sample_bytes().iter().copied());
+        debug_assert!(
+            desc_len <= chain.sample_bytes().iter().sum::<usize>() + DESC_SLACK,
+            "the descriptor buffers' bound misses part of a batch's {desc_len} bytes"
+        );
         let upload_len = host_copied
             + ALIGN
             + chroma.len() * std::mem::size_of::<ChromaDesc>()

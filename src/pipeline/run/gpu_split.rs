@@ -407,7 +407,8 @@ impl DecoderSplit {
     /// share fixed by `STOKEHOLD_CPU_DECODE_SHARE` keeps what the warm-up carried.
     pub(crate) fn hold(&self) -> Budget {
         let most = self.most_ppm.load(Ordering::Relaxed);
-        let ceiling = if self.fixed {
+        // Idle (the engines took almost no sample): no room below, so no share to rise to.
+        let ceiling = if self.fixed || self.idle() {
             most
         } else {
             headroom(most, (self.slowed_balance() * 1e6) as u32)

@@ -33,7 +33,8 @@
 //! slots (batches whose kernels may be queued at once):
 //! ```text
 //! device ≤ (prefetch + K + 1) × out_batch        queued, held by the consumer, being written
-//!        + (K + 1) × 2 × decoded_batch           engines' output and its rebuilt chroma
+//!        + (K + 1) × 1.5 × decoded_batch         engines' output (its chroma rebuilt in
+//!                                                place) and the rebuild's scratch planes
 //!        + (K + 1) × jitter_batch (with jitter)  u8 images between the jitter's launches
 //!        + (K + 1) × (descriptors + tap tables)  < 1 MB for B = 256
 //!        + idle pool buffers                     reused before anything is allocated
@@ -85,6 +86,11 @@ pub(super) const WARM_UP_BATCHES: u64 = 16;
 /// Groups of samples with the feeding thread at once (`assembler::ahead`): one it submits,
 /// one next, so it never waits for the assembler between them.
 pub(super) const GROUPS_OUT: usize = 2;
+
+/// What a batch's buffer of the chain's descriptors and taps (`ChainDescs::device_len`)
+/// needs beyond its samples' bytes at most: six parts each aligned, and a table's first
+/// entry each.
+pub(super) const DESC_SLACK: usize = 6 * ALIGN + 8;
 
 /// Decode areas alive at once in a steady state: the groups with the feeding thread, and the
 /// two a batch being filled may draw from (a group and a batch need not line up).
@@ -155,6 +161,9 @@ pub(crate) struct GpuStage {
     /// The sizes of the images each batch carried that the engines can't take (until the
     /// warm-up ends): the host images' area and the CPU pixels' buffers are sized for them.
     pub(super) forced_sizes: AreaSizes,
+    /// Each sample's bytes of the chain's descriptors and taps (until the warm-up ends):
+    /// the descriptor buffers are sized for a batch of the largest.
+    pub(super) desc_sizes: AreaSizes,
 }
 
 impl Drop for GpuStage {
@@ -187,8 +196,7 @@ pub(super) struct Pools {
     pub(super) worker_decoded: Arc<DevicePool>,
     /// Pixels decoded on the CPU, uploaded.
     pub(super) host: Arc<DevicePool>,
-    /// The rebuilt chroma's images, and its scratch planes.
-    pub(super) rebuilt: Arc<DevicePool>,
+    /// The scratch planes of the chroma rebuild.
     pub(super) planes: Arc<DevicePool>,
     /// Descriptors and tap tables.
     pub(super) descs: Arc<DevicePool>,
@@ -203,20 +211,18 @@ impl Pools {
             decoded: DevicePool::for_engines(dev.clone()),
             worker_decoded: DevicePool::new(dev.clone()),
             host: DevicePool::new(dev.clone()),
-            rebuilt: DevicePool::new(dev.clone()),
             planes: DevicePool::new(dev.clone()),
             descs: DevicePool::new(dev.clone()),
             jitter: DevicePool::new(dev.clone()),
         }
     }
 
-    fn all(&self) -> [&Arc<DevicePool>; 8] {
+    fn all(&self) -> [&Arc<DevicePool>; 7] {
         [
             &self.outputs,
             &self.decoded,
             &self.worker_decoded,
             &self.host,
-            &self.rebuilt,
             &self.planes,
             &self.descs,
             &self.jitter,
@@ -350,6 +356,7 @@ impl GpuStage {
             warm: std::sync::atomic::AtomicBool::new(false),
             area_sizes: AreaSizes::default(),
             forced_sizes: AreaSizes::default(),
+            desc_sizes: AreaSizes::default(),
             split: Arc::new(DecoderSplit::new(
                 workers,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -435,10 +442,20 @@ impl GpuStage {
                 self.pools.host.expect_out(1);
             }
             self.staging.settle(budget);
+            // A batch's descriptors and taps grow with its crops' extent in the photos: sized
+            // for a batch of the largest samples the warm-up saw (which saw every photo), on
+            // the device and in the upload ring.
+            let descs_before = self.pools.descs.high_water();
+            let descs = self.desc_sizes.largest_sum(self.batch);
+            if descs > 0 {
+                self.pools.descs.raise_high_water(descs + DESC_SLACK);
+            }
+            self.desc_sizes.close();
+            let descs_rise = self.pools.descs.high_water() - descs_before;
             self.uploads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .make_room(budget.rise());
+                .make_room(budget.rise() + descs_rise);
             // The warm-up may not have seen the consumer's queue full.
             self.pools.outputs.expect_out(self.outputs_out);
             self.pools.decoded.expect_out(AREAS_OUT);
@@ -452,24 +469,15 @@ impl GpuStage {
                 .decoded
                 .raise_high_water(self.area_sizes.bound(engine_images));
             self.area_sizes.close();
-            // A batch's rebuilt chroma is at most its engine images (a few times out of the
-            // warm-up's sight otherwise), and its scratch planes grow with it: as much more
-            // as the warm-up's ratio says, and at least half the images (a chroma sample per
-            // two pixels, 3 bytes each, for 4:2:2; a quarter for 4:2:0) and each image's
-            // descriptor and alignment.
-            let rebuilt = self.pools.rebuilt.high_water();
-            if rebuilt > 0 {
+            // A batch's chroma planes take at most half its engine images' bytes (3 per
+            // chroma block of 2 pixels for 4:2:2, of 4 for 4:2:0, against 3 per pixel) and
+            // each image's descriptor and alignment; a batch past that is rebuilt in parts.
+            if self.pools.planes.high_water() > 0 {
                 let per_batch = (engine_images * self.batch.div_ceil(chunk)).min(self.batch);
-                self.pools
-                    .rebuilt
-                    .raise_high_water(self.area_sizes.bound(per_batch));
-                let grew = self.pools.rebuilt.high_water() as f64 / rebuilt as f64;
-                let planes = self.pools.planes.high_water() as f64 * grew;
                 let each = ALIGN + std::mem::size_of::<crate::cuda::desc::ChromaDesc>();
-                self.pools.planes.raise_high_water(
-                    (planes.ceil() as usize)
-                        .max(self.pools.rebuilt.high_water() / 2 + self.batch * each),
-                );
+                self.pools
+                    .planes
+                    .raise_high_water(self.area_sizes.bound(per_batch) / 2 + self.batch * each);
             }
             for pool in self.pools.all() {
                 pool.settle()?;

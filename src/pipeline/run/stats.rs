@@ -57,6 +57,11 @@ pub struct Stats {
     /// GPU path: the times the host waited for a decode area's earlier batch to be done
     /// (`DevicePool::host_waits`).
     pub(super) gpu_area_waits: AtomicU64,
+    /// GPU path: cuts in groups whose area was past the settled size.
+    pub(super) gpu_groups_split: AtomicU64,
+    /// GPU path: batches whose chroma was rebuilt in parts, their planes past the settled
+    /// size.
+    pub(super) gpu_chroma_in_parts: AtomicU64,
     /// GPU path: images decoded on the CPU uploaded from their worker's pinned copy.
     pub(super) gpu_host_pinned: AtomicU64,
     /// GPU path: the device's allocation counters at the end of the first epoch, and last
@@ -228,6 +233,16 @@ pub struct GpuStats {
     /// the device had no room for another area); few or none: the pool settles with as
     /// many areas as the warm-up had in use at once, and one to spare under 64 MB.
     pub decode_area_waits: u64,
+    /// The cuts made in groups of samples after the warm-up (a group in three parts counts
+    /// two): their decode area would have been larger than the areas the pool settled on (a
+    /// large photo's wide crop among the rest), and settled areas serve the parts rather
+    /// than an allocation. Rare: the areas are sized for a group's sum six deviations above
+    /// its mean.
+    pub decode_groups_split: u64,
+    /// The batches whose chroma was rebuilt in parts after the warm-up, one after the other
+    /// in the settled scratch buffer: their planes would have needed a larger one. Rare, as
+    /// [`GpuStats::decode_groups_split`].
+    pub chroma_rebuilt_in_parts: u64,
     /// Images decoded on the CPU that went up from the pinned copy their worker made (the
     /// rest the assembling thread copied: no room in the workers' slabs).
     pub host_images_pinned_by_workers: u64,
@@ -319,6 +334,8 @@ impl Stats {
                 .unwrap_or_default(),
             batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
             decode_area_waits: self.gpu_area_waits.load(Ordering::Relaxed),
+            decode_groups_split: self.gpu_groups_split.load(Ordering::Relaxed),
+            chroma_rebuilt_in_parts: self.gpu_chroma_in_parts.load(Ordering::Relaxed),
             host_images_pinned_by_workers: self.gpu_host_pinned.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),
             decoders: self
@@ -384,6 +401,16 @@ impl Stats {
             self.record_device(dev);
         }
         Ok(())
+    }
+
+    /// Counts a cut in a group whose area was past the settled size (`GpuStage::decode`).
+    pub(super) fn count_split_group(&self) {
+        self.gpu_groups_split.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a batch whose chroma was rebuilt in parts (`GpuStage::rebuild_chroma`).
+    pub(super) fn count_chroma_in_parts(&self) {
+        self.gpu_chroma_in_parts.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a sample's pixel source on the GPU path.
