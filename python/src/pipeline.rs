@@ -532,6 +532,8 @@ impl PyPipeline {
             gd.set_item("batches_in_flight", g.batches_in_flight)?;
             gd.set_item("decode_area_waits", g.decode_area_waits)?;
             gd.set_item("decode_groups_split", g.decode_groups_split)?;
+            gd.set_item("workers_running", g.workers_running)?;
+            gd.set_item("workers_parked", g.workers_parked)?;
             gd.set_item("chroma_rebuilt_in_parts", g.chroma_rebuilt_in_parts)?;
             gd.set_item(
                 "host_images_pinned_by_workers",

@@ -88,6 +88,13 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
                     format!("{:.0} img/s", n as f64 / t.as_secs_f64())
                 }
             };
+            if g.workers_parked > 0 {
+                outln!(
+                    "  workers: {} running, {} parked (they run where the JPEG engines take almost none of the photos)",
+                    g.workers_running,
+                    g.workers_parked
+                )?;
+            }
             outln!(
             "  decoders: JPEG engines {} images, {} of the feeding thread's time ({:.3} s busy); \
              CPU (the split's share, now {:.0}%{}) {} images, {} per worker thread ({:.3} s busy)",

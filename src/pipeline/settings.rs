@@ -124,7 +124,7 @@ pub const SETTINGS: &[Setting] = &[
             default: Some("0"),
             doc: "worker threads",
         },
-        unset: Unset::AsInt(0, "one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow)"),
+        unset: Unset::AsInt(0, "one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"),
         flag: Flag {
             long: "threads",
             value_name: "N",
@@ -535,7 +535,7 @@ mod tests {
             threads.unset,
             Unset::AsInt(
                 0,
-                "one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow)"
+                "one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"
             )
         );
         let mut t = Settings {
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(find("seed").unwrap().value(&s), None);
         assert_eq!(
             threads.type_doc(),
-            "integer ≥ 1, or 0: one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow)"
+            "integer ≥ 1, or 0: one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"
         );
     }
 
@@ -576,7 +576,7 @@ mod tests {
             .help
             .as_deref()
             .unwrap()
-            .contains("`threads = 0` for one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow)"));
+            .contains("`threads = 0` for one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"));
     }
 
     #[test]
@@ -600,7 +600,7 @@ mod tests {
         let e = find("threads").unwrap().parse_flag("x").unwrap_err();
         assert!(
             e.help
-                .contains("`--threads 1`, or `--threads 0` for one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow)"),
+                .contains("`--threads 1`, or `--threads 0` for one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"),
             "{}",
             e.help
         );

@@ -27,6 +27,7 @@ use super::read_stage::Loaded;
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
+use super::worker_gate::WorkerGate;
 
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
@@ -51,12 +52,21 @@ pub(super) struct GpuPrep {
     pub(super) staging: Arc<super::gpu_staging::WorkerStaging>,
     /// The pool of what a worker's own GPU decoder writes (`gpu_huffman`).
     pub(super) worker_areas: Arc<crate::cuda::pool::DevicePool>,
+    /// For a worker beyond the default count: the gate it waits at, and the channel that
+    /// disconnects once the readers are done (`worker_gate`).
+    pub(super) parked: Option<(Arc<WorkerGate>, crossbeam_channel::Receiver<()>)>,
 }
 
 impl GpuPrep {
     /// Prepares samples until the readers are done, the assembler is gone or the pipeline
     /// shuts down.
     pub(super) fn run(self) {
+        if let Some((gate, readers)) = &self.parked {
+            if !gate.park(readers, &self.input.shutdown) {
+                self.out.sender_done();
+                return;
+            }
+        }
         let chain = match self.plan.chain() {
             Ok(c) => c,
             // Checked when the pipeline started; never expected.

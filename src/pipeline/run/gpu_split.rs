@@ -182,7 +182,8 @@ pub(crate) struct DecoderSplit {
     reserved: Mutex<Vec<((u64, usize), usize)>>,
     /// Whether the share adapts (`STOKEHOLD_CPU_DECODE_SHARE` fixes it).
     fixed: bool,
-    workers: u32,
+    /// Worker threads running (more once the worker gate opens).
+    workers: AtomicU32,
     /// The machine's cores (the workers' and the feeding thread's).
     cores: u32,
     /// Samples prepared, and the workers' time preparing them (decodes excluded).
@@ -223,7 +224,7 @@ impl DecoderSplit {
             most_ppm: AtomicU32::new(ppm),
             ceiling_ppm: AtomicU32::new(u32::MAX),
             fixed: fixed.is_some(),
-            workers: workers.max(1) as u32,
+            workers: AtomicU32::new(workers.max(1) as u32),
             cores: cores.max(1) as u32,
             batch: batch.max(1),
             budget: AtomicUsize::new(usize::MAX),
@@ -380,6 +381,11 @@ impl DecoderSplit {
         prepared > 0 && split * IDLE_ONE_IN < prepared
     }
 
+    /// Counts `n` workers running from now on (`WorkerGate`).
+    pub(crate) fn set_workers(&self, n: usize) {
+        self.workers.store(n.max(1) as u32, Ordering::Relaxed);
+    }
+
     /// The most the share has been (what the warm-up measured, until it ends).
     pub(crate) fn most_share(&self) -> f64 {
         f64::from(self.most_ppm.load(Ordering::Relaxed)) / 1e6
@@ -457,7 +463,8 @@ impl DecoderSplit {
         // The chroma rebuild's three launches and the chain's.
         let device = model.device_limit(mp, batch, 4.0) * prepared as f64 / engine as f64;
         let host_ns = self.prepare_ns.load(Ordering::Relaxed) + self.cpu_ns.load(Ordering::Relaxed);
-        let workers = f64::from(self.workers) * prepared as f64 * 1e9 / host_ns.max(1) as f64;
+        let workers = f64::from(self.workers.load(Ordering::Relaxed)) * prepared as f64 * 1e9
+            / host_ns.max(1) as f64;
         Some(device.min(workers))
     }
 
@@ -496,7 +503,8 @@ impl DecoderSplit {
         // The workers that have a core: the cores less the consumer's and the feeding
         // thread's part of one. None: nothing for the CPU.
         let on_core = (cpu / e.max(1.0)).clamp(0.0, 1.0);
-        let workers = f64::from(self.workers).min(f64::from(self.cores) - 1.0 - on_core);
+        let workers = f64::from(self.workers.load(Ordering::Relaxed))
+            .min(f64::from(self.cores) - 1.0 - on_core);
         if workers <= 0.0 {
             return Some(0.0);
         }

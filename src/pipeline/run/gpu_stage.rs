@@ -67,6 +67,7 @@ use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
 pub(crate) use super::gpu_staging::WorkerStaging;
 use super::stats::Stats;
+use super::worker_gate::{WorkerGate, DECIDE_AFTER};
 
 pub(super) use super::gpu_plan::ALIGN;
 
@@ -164,6 +165,9 @@ pub(crate) struct GpuStage {
     /// Each sample's bytes of the chain's descriptors and taps (until the warm-up ends):
     /// the descriptor buffers are sized for a batch of the largest.
     pub(super) desc_sizes: AreaSizes,
+    /// The workers beyond the default, parked until the engines show they take almost none
+    /// of the photos.
+    pub(super) gate: Arc<WorkerGate>,
 }
 
 impl Drop for GpuStage {
@@ -332,7 +336,7 @@ impl GpuStage {
         plan: Arc<GpuPlan>,
         stats: Arc<Stats>,
         (batch, prefetch): (usize, usize),
-        workers: usize,
+        (workers, parked): (usize, usize),
     ) -> GpuStage {
         // The events a steady state keeps alive at once (per batch in flight: a sub-batch's
         // two, the kernels' two, a consumer's release), created now: later batches record
@@ -357,6 +361,7 @@ impl GpuStage {
             area_sizes: AreaSizes::default(),
             forced_sizes: AreaSizes::default(),
             desc_sizes: AreaSizes::default(),
+            gate: Arc::new(WorkerGate::new(workers, parked)),
             split: Arc::new(DecoderSplit::new(
                 workers,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -403,6 +408,11 @@ impl GpuStage {
         self.stats
             .gpu_area_waits
             .store(self.pools.decoded.host_waits(), Ordering::Relaxed);
+        let s = &self.stats;
+        s.gpu_workers_running
+            .store(self.gate.running() as u64, Ordering::Relaxed);
+        s.gpu_workers_parked
+            .store(self.gate.parked() as u64, Ordering::Relaxed);
         // Here, not where a consumer drops a batch: freeing waits for the whole device.
         for p in self.pools.all() {
             p.trim_done();
@@ -417,10 +427,23 @@ impl GpuStage {
         if epoch_ended {
             self.first_epoch_over.store(true, Ordering::Relaxed);
         }
+        let batches = self.stats.batches.load(Ordering::Relaxed);
+        let first_epoch_over = self.first_epoch_over.load(Ordering::Relaxed);
+        if self.gate.undecided()
+            && (first_epoch_over || self.split.prepared.load(Ordering::Relaxed) >= DECIDE_AFTER)
+            && self.gate.decide(self.split.idle(), batches)
+        {
+            self.split.set_workers(self.gate.running());
+            tracing::info!(
+                "the JPEG engines take almost none of these photos: {} workers decode them, one per core",
+                self.gate.running()
+            );
+        }
         if self.warm.load(Ordering::Relaxed)
-            || !self.first_epoch_over.load(Ordering::Relaxed)
-            || self.stats.batches.load(Ordering::Relaxed) < WARM_UP_BATCHES
+            || !first_epoch_over
+            || batches < WARM_UP_BATCHES
             || !self.split.settled_or_idle()
+            || !self.gate.lets_warm_up_end(batches)
         {
             return Ok(());
         }

@@ -57,6 +57,7 @@ mod template;
 pub mod threads;
 mod upload;
 mod warnings;
+mod worker_gate;
 
 #[cfg(test)]
 mod batch_memory_support;
@@ -350,9 +351,11 @@ impl Pipeline {
         &self.warnings
     }
 
-    /// Worker threads in use.
+    /// Worker threads in use (on the GPU path, those the worker gate lets run).
     pub fn worker_threads(&self) -> usize {
-        self.worker_threads
+        self.gpu
+            .as_ref()
+            .map_or(self.worker_threads, |g| g.gate.running())
     }
 
     /// The scratch pools this pipeline's threads recycle sample buffers in (its own: no

@@ -94,11 +94,18 @@ impl Pipeline {
                 memory::check_device(&graph, &settings, plan, capacity, total)?
             }
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = cores();
         let described = chosen.gpu.as_ref().map(|(dev, _)| dev.describe());
         let worker_threads = settings
             .threads
             .unwrap_or_else(|| default_workers(cores, described.as_ref()));
+        // Beside JPEG engines, the rest of the cores' workers wait at the worker gate for
+        // photos the engines don't take (`worker_gate`).
+        let parked_workers = match settings.threads {
+            Some(_) => 0,
+            None if chosen.gpu.is_some() => cores.saturating_sub(worker_threads),
+            None => 0,
+        };
         let graph = Arc::new(graph);
         let stats = Arc::new(Stats::new(graph.nodes.len()));
         let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
@@ -112,7 +119,8 @@ impl Pipeline {
         } else {
             capacity
         };
-        let credits = ahead + 4 * worker_threads + 8 + credit_chunk(capacity);
+        let all_workers = worker_threads + parked_workers;
+        let credits = ahead + 4 * all_workers + 8 + credit_chunk(capacity);
         let scratch = ScratchPools::new(credits);
         let (credit_tx, credit_rx) = bounded::<()>(credits);
         for _ in 0..credits {
@@ -139,7 +147,7 @@ impl Pipeline {
                     plan.clone(),
                     stats.clone(),
                     (settings.batch, settings.prefetch),
-                    worker_threads,
+                    (worker_threads, parked_workers),
                 )),
                 dev,
                 plan,
@@ -158,7 +166,7 @@ impl Pipeline {
             let sizes = (settings.batch, settings.prefetch);
             Pin::new(pool, sizes, stats.clone(), &device.reason)
         });
-        let gathered = Arc::new(Gather::<Processed>::new(worker_threads));
+        let gathered = Arc::new(Gather::<Processed>::new(all_workers));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> JoinHandle<()> {
@@ -179,7 +187,9 @@ impl Pipeline {
             .filter_map(|n| n.op.max_input_bytes())
             .max()
             .unwrap_or(crate::decode::Limits::default().max_file_bytes);
-        let io_threads = (worker_threads / 4).clamp(1, 4);
+        let io_threads = (all_workers / 4).clamp(1, 4);
+        // Disconnects once every reader is done: parked workers then leave.
+        let (readers_alive, readers_done) = bounded::<()>(0);
         let reader = ReadStage {
             steps: Arc::new(Mutex::new(source.steps(
                 &graph.reader,
@@ -202,13 +212,17 @@ impl Pipeline {
         };
         for t in 0..io_threads {
             let r = reader.clone();
+            let alive = readers_alive.clone();
             threads.push(spawn(
                 format!("stokehold-read-{t}"),
-                Box::new(move || r.run()),
+                Box::new(move || {
+                    r.run();
+                    drop(alive);
+                }),
             ));
         }
         // The workers see the end of the input once every reader is gone.
-        drop(reader);
+        drop((reader, readers_alive));
         // Workers: decode and transform one sample at a time (CPU path), or prepare samples
         // for the device (GPU path).
         let worker_input = StageInput {
@@ -250,9 +264,13 @@ impl Pipeline {
                     split: stage.split.clone(),
                     staging: stage.staging.clone(),
                     worker_areas: stage.pools.worker_decoded.clone(),
+                    parked: None,
                 };
-                for t in 0..worker_threads {
-                    let w = worker.clone();
+                for t in 0..all_workers {
+                    let mut w = worker.clone();
+                    if t >= worker_threads {
+                        w.parked = Some((stage.gate.clone(), readers_done.clone()));
+                    }
                     threads.push(spawn(
                         format!("stokehold-gpu-prep-{t}"),
                         Box::new(move || w.run()),
@@ -307,6 +325,23 @@ impl Pipeline {
             finished: false,
         })
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The cores a pipeline started on this thread counts (tests of the worker counts, on a
+    /// machine of any size).
+    pub(super) static TEST_CORES: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The machine's cores.
+fn cores() -> usize {
+    #[cfg(test)]
+    if let Some(n) = TEST_CORES.with(|c| c.get()) {
+        return n;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Worker threads where `threads` is unset, on `cores` cores, for the CPU path (`gpu`:

@@ -57,6 +57,9 @@ pub struct Stats {
     /// GPU path: the times the host waited for a decode area's earlier batch to be done
     /// (`DevicePool::host_waits`).
     pub(super) gpu_area_waits: AtomicU64,
+    /// GPU path: the workers running, and parked at the worker gate.
+    pub(super) gpu_workers_running: AtomicU64,
+    pub(super) gpu_workers_parked: AtomicU64,
     /// GPU path: cuts in groups whose area was past the settled size.
     pub(super) gpu_groups_split: AtomicU64,
     /// GPU path: batches whose chroma was rebuilt in parts, their planes past the settled
@@ -239,6 +242,12 @@ pub struct GpuStats {
     /// than an allocation. Rare: the areas are sized for a group's sum six deviations above
     /// its mean.
     pub decode_groups_split: u64,
+    /// The worker threads running.
+    pub workers_running: u64,
+    /// The worker threads parked at the worker gate: beside JPEG engines the default runs
+    /// half the cores' workers and parks the rest until the photos show the engines take
+    /// almost none of them (then every core's runs).
+    pub workers_parked: u64,
     /// The batches whose chroma was rebuilt in parts after the warm-up, one after the other
     /// in the settled scratch buffer: their planes would have needed a larger one. Rare, as
     /// [`GpuStats::decode_groups_split`].
@@ -335,6 +344,8 @@ impl Stats {
             batches_in_flight: self.gpu_in_flight_max.load(Ordering::Relaxed),
             decode_area_waits: self.gpu_area_waits.load(Ordering::Relaxed),
             decode_groups_split: self.gpu_groups_split.load(Ordering::Relaxed),
+            workers_running: self.gpu_workers_running.load(Ordering::Relaxed),
+            workers_parked: self.gpu_workers_parked.load(Ordering::Relaxed),
             chroma_rebuilt_in_parts: self.gpu_chroma_in_parts.load(Ordering::Relaxed),
             host_images_pinned_by_workers: self.gpu_host_pinned.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),
