@@ -205,9 +205,12 @@ fn timed_run(
         options::describe(&p);
     }
     let per_epoch = p.samples_per_epoch() as u64;
+    // The warm-up's length is known once it ends: one epoch on the CPU path, two or more on
+    // the GPU path's.
+    let warm_up_guess = if pipeline_warm(&p) { 1 } else { 2 };
     let mut progress = Progress::new(
-        timing.epochs.map(|n| (n + 1) * per_epoch),
-        timing.epochs.map(|n| n + 1),
+        timing.epochs.map(|n| (n + warm_up_guess) * per_epoch),
+        timing.epochs.map(|n| n + warm_up_guess),
         verbose,
     );
     let started = Instant::now();
@@ -237,6 +240,10 @@ fn timed_run(
             if was_warming && clock.warm_end.is_some() {
                 threads_at_warm_end = threads::pipeline_threads();
                 stats_at_warm_end = Some(p.stats());
+                if let Some(n) = timing.epochs {
+                    let epochs = clock.warm_epochs + n;
+                    progress.set_length(epochs * per_epoch, epochs);
+                }
             }
             (epoch, epoch_images) = (b.epoch, 0);
             let timed = clock

@@ -67,6 +67,13 @@ impl Progress {
             .set_message(format!("{epoch}  {rate} img/s{skipped}"));
     }
 
+    /// Sets the run's length once it is known: `total` samples of `epochs` epochs (a
+    /// bench's warm-up lasts until the pipeline's pools settled).
+    pub fn set_length(&mut self, total: u64, epochs: u64) {
+        self.bar.set_length(total);
+        self.epochs = Some(epochs);
+    }
+
     /// Runs `f` with the bar out of the way (for lines printed during the run).
     pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
         self.bar.suspend(f)

@@ -357,6 +357,16 @@ impl DevicePool {
             && capacity_for(len).map_or(true, |cap| cap > self.high_water())
     }
 
+    /// Whether a request of `len` bytes is past the settled size ([`past_settled`]) by less
+    /// than that size again: work that size may be done in parts, each in a settled buffer.
+    /// Further past, the sizing missed (a role the warm-up never met): better one allocation,
+    /// after which the pool's buffers are that large, than many parts from then on.
+    ///
+    /// [`past_settled`]: DevicePool::past_settled
+    pub fn a_little_past_settled(&self, len: usize) -> bool {
+        self.past_settled(len) && !self.past_settled(len / 2)
+    }
+
     /// The largest buffer this pool made so far (0 before the first).
     pub fn high_water(&self) -> usize {
         *self.high_water.lock().unwrap_or_else(|p| p.into_inner())

@@ -31,8 +31,9 @@ struct Seen {
     count: u64,
     sum: f64,
     squares: f64,
-    /// The most images one group held, and the groups counted.
+    /// The most images one group held, the most bytes, and the groups counted.
     most_in_group: usize,
+    largest_group: usize,
     groups: u64,
     /// The largest sizes, the smallest of them on top.
     largest: BinaryHeap<Reverse<usize>>,
@@ -54,10 +55,11 @@ impl AreaSizes {
             return;
         }
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let mut n = 0;
+        let (mut n, mut bytes) = (0, 0);
         for len in lens {
             let x = len as f64;
             n += 1;
+            bytes += len;
             seen.count += 1;
             seen.sum += x;
             seen.squares += x * x;
@@ -73,12 +75,21 @@ impl AreaSizes {
             }
         }
         seen.most_in_group = seen.most_in_group.max(n);
+        seen.largest_group = seen.largest_group.max(bytes);
         seen.groups += 1;
     }
 
     /// Stops counting: the warm-up is over and the areas sized.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// The most bytes one group held so far.
+    pub(super) fn largest_group(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .largest_group
     }
 
     /// The most images one group held so far.
@@ -197,6 +208,7 @@ mod tests {
         a.add([5, 1, 9].into_iter());
         a.add([7, 3].into_iter());
         assert_eq!(a.largest_sum(2), 9 + 7);
+        assert_eq!(a.largest_group(), 5 + 1 + 9);
         assert_eq!(a.largest_sum(7), 9 + 7 + 5 + 3 + 1 + 9 + 7);
     }
 }

@@ -49,8 +49,8 @@ impl GpuStage {
     /// Rebuilds the fancy chroma of the `chroma` samples in place: the kernels resolve each
     /// chroma block from the decode into scratch planes (returned, kept until the batch's
     /// release), then each pixel is read and written again by one thread. After the warm-up
-    /// the planes buffer has the size the pool settled on; a batch whose planes need more
-    /// is rebuilt in parts, one after the other in the same buffer on the kernel stream,
+    /// the planes buffer has the size the pool settled on; a batch whose planes need a little
+    /// more is rebuilt in parts, one after the other in the same buffer on the kernel stream,
     /// rather than allocate.
     pub(super) fn rebuild_chroma(
         &self,
@@ -62,7 +62,7 @@ impl GpuStage {
         let (n, batch) = (chroma.len(), self.batch);
         let need = |d: &ChromaDesc| d.plane_bytes().next_multiple_of(ALIGN);
         let total: usize = chroma.iter().map(|(_, d)| need(d) + DESC).sum();
-        let room = if self.pools.planes.past_settled(total) {
+        let room = if self.pools.planes.a_little_past_settled(total) {
             let largest = chroma.iter().map(|(_, d)| need(d) + DESC).max();
             self.pools.planes.high_water().max(largest.unwrap_or(0))
         } else {

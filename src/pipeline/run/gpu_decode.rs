@@ -93,10 +93,10 @@ impl GpuStage {
             area_len += (stored.0 * stored.1 * 3).next_multiple_of(ALIGN);
         }
         // After the warm-up the areas have the size `area_sizes` bounds a group by; a group
-        // past it (a large photo's wide crop among the others) goes in parts that each fit
-        // a settled area, rather than allocate (the pool keeps one area to spare, and
-        // `area_sizes` makes a group past its bound rare).
-        if samples.len() > 1 && self.pools.decoded.past_settled(area_len) {
+        // a little past it (a large photo's wide crop among the others) goes in parts that
+        // each fit a settled area, rather than allocate (the pool keeps one area to spare,
+        // and `area_sizes` makes a group past its bound rare).
+        if samples.len() > 1 && self.pools.decoded.a_little_past_settled(area_len) {
             // The most images from the front whose area fits (`at[i]`: the first i's).
             let cut = at
                 .iter()

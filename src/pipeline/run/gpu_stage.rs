@@ -467,14 +467,15 @@ impl GpuStage {
             self.staging.settle(budget);
             // A batch's descriptors and taps grow with its crops' extent in the photos: sized
             // for a batch of the largest samples the warm-up saw (which saw every photo), on
-            // the device and in the upload ring.
-            let descs_before = self.pools.descs.high_water();
+            // the device and, above the most a warm-up batch staged, in the upload ring.
             let descs = self.desc_sizes.largest_sum(self.batch);
+            let mut descs_rise = 0;
             if descs > 0 {
-                self.pools.descs.raise_high_water(descs + DESC_SLACK);
+                let bound = descs + DESC_SLACK;
+                self.pools.descs.raise_high_water(bound);
+                descs_rise = bound.saturating_sub(self.desc_sizes.largest_group());
             }
             self.desc_sizes.close();
-            let descs_rise = self.pools.descs.high_water() - descs_before;
             self.uploads
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
