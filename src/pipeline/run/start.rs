@@ -119,8 +119,10 @@ impl Pipeline {
         } else {
             capacity
         };
+        // (The workers running at the start: parked ones change nothing until they run,
+        // and the batches' samples ahead are most of the credits.)
         let all_workers = worker_threads + parked_workers;
-        let credits = ahead + 4 * all_workers + 8 + credit_chunk(capacity);
+        let credits = ahead + 4 * worker_threads + 8 + credit_chunk(capacity);
         let scratch = ScratchPools::new(credits);
         let (credit_tx, credit_rx) = bounded::<()>(credits);
         for _ in 0..credits {
@@ -187,7 +189,7 @@ impl Pipeline {
             .filter_map(|n| n.op.max_input_bytes())
             .max()
             .unwrap_or(crate::decode::Limits::default().max_file_bytes);
-        let io_threads = (all_workers / 4).clamp(1, 4);
+        let io_threads = (worker_threads / 4).clamp(1, 4);
         // Disconnects once every reader is done: parked workers then leave.
         let (readers_alive, readers_done) = bounded::<()>(0);
         let reader = ReadStage {
