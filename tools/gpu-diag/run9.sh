@@ -55,7 +55,9 @@
 #       thread from a common instant): whether the feeding bound (~17-18k img/s from one
 #       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's
 #       max_cpu_threads at 4 (~55 s);
-# They run in the order (0), (0b), (a), (k), (d), (a2), (b), (b2), (c): the training loop before the
+#   (k2) PNGs (the bundle's photos, made there with Pillow): the default, whose parked workers
+#       should all run (every core), against 8 threads and the CPU path (~40 s);
+# They run in the order (0), (0b), (a), (k), (k2), (d), (a2), (b), (b2), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
@@ -135,7 +137,7 @@ bench() {
     phase "end $name"
     echo "$name rc=$rc $(grep -E 'throughput=' "$log" | tail -n1 | grep -oE 'threads=.*')"
     grep -qE 'throughput=' "$log" || tail -n 2 "$log" | sed 's/^/    /'
-    grep -E 'decoders:|feeding thread in|kernels \(device\)|batches in flight|allocations after|stokehold-(feed|assem)' "$log" \
+    grep -E 'workers:|decoders:|feeding thread in|kernels \(device\)|batches in flight|allocations after|stokehold-(feed|assem)' "$log" \
         | sed 's/^ */    /'
 }
 
@@ -198,6 +200,36 @@ bench fancy /tmp/d4k /tmp/train16-fancy.toml ""
 bench fancy-t4 /tmp/d4k /tmp/train16-fancy.toml 4
 bench fancy-t12 /tmp/d4k /tmp/train16-fancy.toml 12
 DEVICE=cpu bench fancy-cpu-path /tmp/d4k /tmp/train16-fancy.toml ""
+
+# (k2) The worker gate (2026-11-28): photos the engines don't take start the parked half of the
+# cores' workers (`workers: N running` in the log where some are still parked; the info line
+# says when they go). The bundle's photos as PNGs, ten times over: the default against 8 (the
+# old default) and the CPU path.
+say "(k2) PNGs: the parked workers let go"
+if timed 60 python3 - "$P" /tmp/png2k << 'PY' > "$L/make-png.log" 2>&1; then
+import os, sys
+from concurrent.futures import ProcessPoolExecutor
+from PIL import Image
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+names = sorted(n for n in os.listdir(src) if n.lower().endswith(("jpg", "jpeg")))
+def one(n):
+    out = os.path.join(dst, "0-" + os.path.splitext(n)[0] + ".png")
+    Image.open(os.path.join(src, n)).convert("RGB").save(out, compress_level=1)
+    for k in range(1, 10):
+        os.link(out, os.path.join(dst, f"{k}-" + os.path.basename(out)[2:]))
+with ProcessPoolExecutor(16) as ex:
+    list(ex.map(one, names))
+print(len(os.listdir(dst)), "PNGs")
+PY
+    cat "$L/make-png.log"
+    bench png-tdef /tmp/png2k /tmp/train16-nearest.toml ""
+    grep -E 'workers|one per core' "$L/bench-png-tdef.log" | head -n 3 | sed 's/^/    /'
+    bench png-t8 /tmp/png2k /tmp/train16-nearest.toml 8
+    DEVICE=cpu bench png-cpu-path /tmp/png2k /tmp/train16-nearest.toml ""
+else
+    echo "no PNGs made: $(tail -n 1 "$L/make-png.log")"
+fi
 
 say "(d) training benchmark, nearest: stokehold-gpu with 1 and 2 engine slots; the CPU path"
 if install_wheel && PYTHONPATH="$SITE" python3 -c 'import stokehold' 2> /dev/null; then
