@@ -168,6 +168,7 @@ STAGE_TESTS=(
     pipeline::run::gpu_tests::gpu_the_gpu_path_on_a_real_device_matches_the_cpu
     pipeline::run::upsampling_tests::gpu_nearest_chroma_on_a_real_device_matches_the_cpu
     pipeline::run::gpu_decode_tests::gpu_the_jpeg_engines_write_when_called
+    pipeline::run::gpu_decode_tests::gpu_the_decoders_feeding_times_answer_during_its_call
     pipeline::run::gpu_huffman_tests::gpu_a_workers_gpu_decoder_matches_the_cpu
     pipeline::run::damaged_tests::gpu_damaged_headers_get_the_cpu_verdicts_on_a_real_device
 )

@@ -214,8 +214,10 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Where the thread calling [`GpuDevice::submit_decode`] spent its time, by phase;
-    /// `None` for a device that decodes nothing.
+    /// Where the thread calling [`GpuDevice::submit_decode`] spent its time, by phase, as of
+    /// its last call; `None` for a device that decodes nothing. Returns at once, never
+    /// waiting for a call in progress (the statistics read it on the assembling thread after
+    /// every batch).
     fn feed_times(&self) -> Option<FeedTimes> {
         None
     }

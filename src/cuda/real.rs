@@ -53,7 +53,12 @@ pub struct RealDevice {
     ctx: Arc<CudaGpuContext>,
     /// By [`StreamId`]: decode, kernels, then consumers'.
     streams: Mutex<Vec<Arc<CudaStream>>>,
+    /// Held by the feeding thread for each whole nvJPEG call (milliseconds: up to a training
+    /// step's length beside a training loop): nothing on another thread's path takes it.
     decoder: Option<Mutex<GpuJpegDecoder>>,
+    /// The decoder's feeding times as of its last call, read without the decoder's lock
+    /// (the statistics read them after every batch, on the assembling thread).
+    feed: Mutex<FeedTimes>,
     /// The engines' support checks, asked without the decoder's lock.
     checks: Option<Arc<SupportChecks>>,
     /// Whether the decoder pads ROIs by an MCU (nvJPEG before 13.3).
@@ -225,6 +230,7 @@ impl RealDevice {
             modules,
             ctx,
             decoder,
+            feed: Mutex::default(),
             checks,
             pads_roi,
             fancy,
@@ -594,9 +600,8 @@ impl GpuDevice for RealDevice {
     }
 
     fn feed_times(&self) -> Option<FeedTimes> {
-        let decoder = self.decoder.as_ref()?;
-        let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
-        Some(dec.batch_decoder().feed_times())
+        self.decoder.as_ref()?;
+        Some(*self.feed.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn region_to_decode(
@@ -667,6 +672,7 @@ impl GpuDevice for RealDevice {
                 }
             }
         }
+        *self.feed.lock().unwrap_or_else(|p| p.into_inner()) = dec.batch_decoder().feed_times();
         Ok(results)
     }
 

@@ -147,6 +147,9 @@ pub struct EmuDevice {
     /// The time of the threads calling `submit_decode` (all of it counted as the engines'
     /// call: the emulation has no staging or checks of its own).
     feed: Mutex<FeedTimes>,
+    /// Held for a whole submission, as the real device holds its nvJPEG decoder's lock: one
+    /// call at a time, and whatever else took it would wait out a call.
+    decoder: Mutex<()>,
     options: EmuOptions,
     threads: usize,
 }
@@ -198,6 +201,7 @@ impl EmuDevice {
             modelled_images: AtomicU64::new(0),
             refused_checks: AtomicU64::new(0),
             feed: Mutex::default(),
+            decoder: Mutex::new(()),
             options,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         };
@@ -615,10 +619,12 @@ impl GpuDevice for EmuDevice {
         jobs: &[DecodeJob<'_>],
     ) -> Result<Vec<Result<DecodedInfo, NvjpegError>>, Error> {
         self.stream(stream)?;
+        let call = self.decoder.lock().unwrap_or_else(|p| p.into_inner());
         let t0 = std::time::Instant::now();
         // SAFETY: forwarded contract (each job's output device memory of this emulation,
         // its bytes kept until an event after the decode).
         let out = unsafe { self.queue_decodes(stream, jobs) };
+        drop(call);
         let mut feed = self.feed.lock().unwrap_or_else(|p| p.into_inner());
         feed.calls += 1;
         feed.pinned_images += jobs.iter().filter(|j| j.pinned).count() as u64;

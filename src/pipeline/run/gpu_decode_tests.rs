@@ -517,3 +517,89 @@ fn a_group_past_the_settled_area_is_decoded_in_parts_without_allocating() {
         .collect();
     assert_same_runs(&cpu, &got, "groups decoded in parts");
 }
+
+/// Asks `dev` for its feeding times while a call decoding `copies` copies of `jpeg` holds its
+/// decoder, and says whether they came before the call ended. The statistics read them on
+/// the assembling thread after every batch: on the H200 (2026-11-27) that read waited for the
+/// feeding thread's call to end, 7–9 ms a batch (a whole training step beside a training
+/// loop), and the groups the assembler would have sent meanwhile left the engines idle
+/// 16–38% of the time.
+fn feed_times_during_a_call(dev: &dyn GpuDevice, jpeg: &[u8], copies: usize) -> bool {
+    use crate::cuda::gpu_device::streams;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    let header = JpegHeader::read(jpeg, &Limits::default()).unwrap();
+    let len = header.width() * header.height() * 3;
+    let out = dev.alloc(len * copies).unwrap();
+    let jobs: Vec<_> = (0..copies)
+        .map(|k| crate::testutil::whole_image_job((jpeg, &header), out + (k * len) as u64))
+        .collect();
+    let (started, ended) = (AtomicBool::new(false), AtomicBool::new(false));
+    let answered = std::thread::scope(|s| {
+        s.spawn(|| {
+            started.store(true, SeqCst);
+            // SAFETY: each job's output is its own part of `out`; the bytes and `out` outlive
+            // the wait for the stream below.
+            let r = unsafe { dev.submit_decode(streams::DECODE, &jobs) }.unwrap();
+            ended.store(true, SeqCst);
+            assert!(r.iter().all(Result::is_ok), "{:?}", r.first());
+        });
+        while !started.load(SeqCst) {
+            std::thread::yield_now();
+        }
+        // Into the call (it takes the decoder first thing).
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(dev.feed_times().is_some());
+        !ended.load(SeqCst)
+    });
+    dev.synchronize(&dev.record(streams::DECODE, false).unwrap())
+        .unwrap();
+    // SAFETY: the stream's work is done.
+    unsafe { dev.free(out) };
+    answered
+}
+
+/// The emulated device holds its decoder for a whole call, as the real one does; its
+/// feeding times answer during a call of 300 ms (the timing model's).
+#[test]
+fn the_decoders_feeding_times_answer_during_its_call() {
+    use crate::cuda::TimingModel;
+    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+
+    if emu().is_none() {
+        return;
+    }
+    let options = EmuOptions {
+        model: Some(TimingModel {
+            submit_us: 300_000.0,
+            ..TimingModel::named("h100").unwrap()
+        }),
+        ..EmuOptions::default()
+    };
+    let dev = EmuDevice::new(options).unwrap();
+    let jpeg = encode_jpeg(&pattern_rgb(32, 48), 32, 48, 3, 90, Sub::S420);
+    assert!(
+        feed_times_during_a_call(dev.as_ref(), &jpeg, 1),
+        "the feeding times waited for the call"
+    );
+}
+
+/// The real device's feeding times answer while nvJPEG's call decodes 512 megapixel photos
+/// (tens of milliseconds on an H100 or H200) holding the decoder.
+#[test]
+fn gpu_the_decoders_feeding_times_answer_during_its_call() {
+    use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+
+    let Some(dev) = nearest_real_device(|d| {
+        d.decoder
+            .starts_with("no nvJPEG")
+            .then(|| format!("no nvJPEG ({})", d.decoder))
+    }) else {
+        return;
+    };
+    let jpeg = encode_jpeg(&pattern_rgb(1024, 1024), 1024, 1024, 3, 90, Sub::S420);
+    assert!(
+        feed_times_during_a_call(dev.as_ref(), &jpeg, 512),
+        "the feeding times waited for nvJPEG's call"
+    );
+}
