@@ -244,6 +244,13 @@ fn nearest_real_device(
     Some(dev)
 }
 
+/// What a device without nvJPEG lacks (for [`nearest_real_device`]).
+fn without_nvjpeg(d: &crate::cuda::gpu_device::DeviceDescription) -> Option<String> {
+    d.decoder
+        .starts_with("no nvJPEG")
+        .then(|| format!("no nvJPEG ({})", d.decoder))
+}
+
 /// The real device's decode (a GPU machine: `scripts/gpu-check.sh`): nvJPEG through the seam
 /// as the stage drives it — the header read once and passed in, the plan's output (padded
 /// ROIs before nvJPEG 13.3), submit on the decode stream, then wait for its event — gives
@@ -258,11 +265,7 @@ fn gpu_the_real_device_decodes_through_the_seam() {
     use crate::pipeline::compare::psnr;
     use crate::testutil::{encode_jpeg, encode_rgb_stored_jpeg, pattern_rgb, RgbMark, Sub};
 
-    let Some(dev) = nearest_real_device(|d| {
-        d.decoder
-            .starts_with("no nvJPEG")
-            .then(|| format!("no nvJPEG ({})", d.decoder))
-    }) else {
+    let Some(dev) = nearest_real_device(without_nvjpeg) else {
         return;
     };
     let mut files = Vec::new();
@@ -590,11 +593,7 @@ fn the_decoders_feeding_times_answer_during_its_call() {
 fn gpu_the_decoders_feeding_times_answer_during_its_call() {
     use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
 
-    let Some(dev) = nearest_real_device(|d| {
-        d.decoder
-            .starts_with("no nvJPEG")
-            .then(|| format!("no nvJPEG ({})", d.decoder))
-    }) else {
+    let Some(dev) = nearest_real_device(without_nvjpeg) else {
         return;
     };
     let jpeg = encode_jpeg(&pattern_rgb(1024, 1024), 1024, 1024, 3, 90, Sub::S420);
