@@ -387,7 +387,12 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     if let Some(peak) = stats::peak_rss_bytes() {
         outln!("peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }
-    if let Some(device) = m.stats.gpu.as_ref().and_then(|g| g.decoders.modelled_limit) {
+    let modelled = |s: &StatsSnapshot| s.gpu.as_ref()?.decoders.modelled;
+    let device = modelled(&m.stats).and_then(|now| {
+        // Over the timed epochs, as the bounds below and the throughput held against them.
+        now.limit_since(m.stats_at_warm_end.as_ref().and_then(modelled).as_ref())
+    });
+    if let Some(device) = device {
         // The host bound: this machine's cores at the pipeline threads' measured CPU per
         // image (on a small machine the readers, workers and feeding thread share them).
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -19,6 +19,7 @@ mod tensor_meta;
 pub use crate::reader::schedule::Position;
 pub use batch::{Batch, BatchTensor, DeviceTensor, PinnedTensor, SampleInfo};
 pub use run::{
-    DecoderStats, DeviceReport, EpochSummary, GpuStats, Pipeline, Stats, StatsSnapshot, Waited,
+    DecoderStats, DeviceReport, EpochSummary, GpuStats, ModelledCounts, Pipeline, Stats,
+    StatsSnapshot, Waited,
 };
 pub use spec::{BatchMemory, DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Settings};

@@ -446,26 +446,21 @@ impl DecoderSplit {
         }
     }
 
-    /// What a timing model's device and the workers, measured, take at most, in images per
-    /// second: the device's limit for what it decodes over the share of images it decodes,
-    /// or the workers' (preparing every sample, decoding the CPU's), the smaller.
-    pub(crate) fn modelled_limit(
+    /// The counts a timing model's limit is computed from, now ([`ModelledCounts`]).
+    pub(crate) fn modelled_counts(
         &self,
-        model: &crate::cuda::TimingModel,
+        model: crate::cuda::TimingModel,
         batch: usize,
-    ) -> Option<f64> {
-        let prepared = self.prepared.load(Ordering::Relaxed);
-        let engine = self.engine_images.load(Ordering::Relaxed);
-        if prepared == 0 || engine == 0 {
-            return None;
+    ) -> ModelledCounts {
+        ModelledCounts {
+            model,
+            batch,
+            workers: self.workers.load(Ordering::Relaxed),
+            prepared: self.prepared.load(Ordering::Relaxed),
+            engine_images: self.engine_images.load(Ordering::Relaxed),
+            engine_kpx: self.engine_kpx.load(Ordering::Relaxed),
+            host_ns: self.prepare_ns.load(Ordering::Relaxed) + self.cpu_ns.load(Ordering::Relaxed),
         }
-        let mp = self.engine_kpx.load(Ordering::Relaxed) as f64 / 1000.0 / engine as f64;
-        // The chroma rebuild's three launches and the chain's.
-        let device = model.device_limit(mp, batch, 4.0) * prepared as f64 / engine as f64;
-        let host_ns = self.prepare_ns.load(Ordering::Relaxed) + self.cpu_ns.load(Ordering::Relaxed);
-        let workers = f64::from(self.workers.load(Ordering::Relaxed)) * prepared as f64 * 1e9
-            / host_ns.max(1) as f64;
-        Some(device.min(workers))
     }
 
     /// The share that finishes both decoders at once (module docs), once each has a
@@ -525,6 +520,55 @@ impl DecoderSplit {
     }
 }
 
+/// On an emulated device with a timing model: the split's counts at one moment, from which
+/// [`ModelledCounts::limit_since`] gives the images per second the modelled device and the
+/// workers, as measured, allow between two such moments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelledCounts {
+    model: crate::cuda::TimingModel,
+    batch: usize,
+    /// Worker threads running at that moment.
+    workers: u32,
+    prepared: u64,
+    engine_images: u64,
+    engine_kpx: u64,
+    /// The workers' time preparing samples and decoding the CPU's share (ns).
+    host_ns: u64,
+}
+
+impl ModelledCounts {
+    /// The most images per second since `earlier` (since the start without it): the
+    /// device's limit for the images the engines decoded, over their share of the images,
+    /// or the workers' (preparing every sample, decoding the CPU's share), the smaller.
+    /// Measured over the same span as the run it is held against: a warm-up, where the
+    /// CPU's share is larger, would otherwise lower the workers' figure below what the
+    /// timed epochs allowed. `None` when no image went to the engines in that span.
+    pub fn limit_since(&self, earlier: Option<&ModelledCounts>) -> Option<f64> {
+        let (prepared, engine, kpx, host_ns) = match earlier {
+            Some(e) => (
+                self.prepared.saturating_sub(e.prepared),
+                self.engine_images.saturating_sub(e.engine_images),
+                self.engine_kpx.saturating_sub(e.engine_kpx),
+                self.host_ns.saturating_sub(e.host_ns),
+            ),
+            None => (
+                self.prepared,
+                self.engine_images,
+                self.engine_kpx,
+                self.host_ns,
+            ),
+        };
+        if prepared == 0 || engine == 0 {
+            return None;
+        }
+        let mp = kpx as f64 / 1000.0 / engine as f64;
+        // The chroma rebuild's three launches and the chain's.
+        let device = self.model.device_limit(mp, self.batch, 4.0) * prepared as f64 / engine as f64;
+        let workers = f64::from(self.workers) * prepared as f64 * 1e9 / host_ns.max(1) as f64;
+        Some(device.min(workers))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,6 +597,42 @@ mod tests {
         let call = Duration::from_micros(ADAPT_EVERY);
         t.submitted(ADAPT_EVERY as usize, 0, (call, call));
         assert_eq!(t.cpu_share(), 0.0);
+    }
+
+    #[test]
+    fn the_modelled_limit_is_the_timed_spans_not_the_warm_ups() {
+        let model = crate::cuda::TimingModel::named("h100").unwrap();
+        let s = DecoderSplit::new(2, 2, 256);
+        let count = |prepared: u64, prepare_ms: u64, cpu: u64, cpu_ms: u64, engine: u64| {
+            s.prepared.fetch_add(prepared, Ordering::Relaxed);
+            s.prepare_ns
+                .fetch_add(prepare_ms * 1_000_000, Ordering::Relaxed);
+            s.cpu_images.fetch_add(cpu, Ordering::Relaxed);
+            s.cpu_ns.fetch_add(cpu_ms * 1_000_000, Ordering::Relaxed);
+            s.engine_images.fetch_add(engine, Ordering::Relaxed);
+            s.engine_kpx.fetch_add(engine * 200, Ordering::Relaxed);
+        };
+        // A warm-up where the CPU decoded half of 1,000 images at 1.25 ms each...
+        count(1000, 30, 500, 625, 500);
+        let warm = s.modelled_counts(model, 256);
+        // ...then 2,000 images all to the engines, 30 µs each to prepare.
+        count(2000, 60, 0, 0, 2000);
+        let now = s.modelled_counts(model, 256);
+        let timed = now.limit_since(Some(&warm)).unwrap();
+        // Over the timed span: the device's limit for 0.2 MP images, or 2 workers at 30 µs.
+        let expected = model.device_limit(0.2, 256, 4.0).min(2.0 * 1e6 / 30.0);
+        assert!((timed / expected - 1.0).abs() < 1e-9, "{timed} {expected}");
+        // Since the start, the warm-up's CPU decodes bind the workers: 3,000 samples in
+        // 715 ms of two workers' time.
+        let whole = now.limit_since(None).unwrap();
+        let workers_whole = 2.0 * 3000.0 / 0.715;
+        assert!(
+            (whole / workers_whole - 1.0).abs() < 1e-9,
+            "{whole} {workers_whole}"
+        );
+        assert!(whole < timed / 2.0, "{whole} {timed}");
+        // Nothing to the engines in the span: no limit.
+        assert_eq!(now.limit_since(Some(&now)), None);
     }
 
     /// One estimate's window: 1,000 samples prepared at `prepare_us` each, a tenth of them

@@ -542,10 +542,10 @@ impl GpuStage {
         self.stats.record_device(self.dev.as_ref());
         if let Ok(mut d) = self.stats.gpu_decoders.lock() {
             let mut s = super::stats::DecoderStats::of(&self.split);
-            s.modelled_limit = self
+            s.modelled = self
                 .dev
                 .timing_model()
-                .and_then(|m| self.split.modelled_limit(&m, self.batch));
+                .map(|m| self.split.modelled_counts(m, self.batch));
             s.engine_feed = self.dev.feed_times();
             *d = Some(s);
         }

@@ -83,7 +83,7 @@ mod upload_tests;
 mod upsampling_tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
-pub use stats::{DecoderStats, EpochSummary, GpuStats, Stats, StatsSnapshot};
+pub use stats::{DecoderStats, EpochSummary, GpuStats, ModelledCounts, Stats, StatsSnapshot};
 pub use warnings::StartWarning;
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.

@@ -9,6 +9,8 @@ use std::time::Duration;
 use crate::cuda::gpu_device::{DeviceCounters, GpuDevice, MemoryUse};
 use crate::error::{Error, SampleError};
 
+pub use super::gpu_split::ModelledCounts;
+
 /// Counters and stage times, shared by all threads.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -108,9 +110,9 @@ pub struct DecoderStats {
     /// Samples the share picked for the CPU that went to the engines, their batch's byte
     /// budget spent (see `gpu_split`).
     pub over_budget: u64,
-    /// On an emulated device with a timing model: the images per second the modelled device
-    /// and the workers allow (see `gpu_split`).
-    pub modelled_limit: Option<f64>,
+    /// On an emulated device with a timing model: what the limit the modelled device and
+    /// the workers allow is computed from ([`ModelledCounts::limit_since`]).
+    pub modelled: Option<ModelledCounts>,
     /// The feeding thread's time inside the device's decoder, by phase (`None` before the
     /// first submission is read).
     pub engine_feed: Option<crate::nvjpeg::FeedTimes>,
@@ -128,7 +130,7 @@ impl DecoderStats {
             cpu_share_ceiling: ceiling,
             estimates_capped: capped,
             over_budget,
-            modelled_limit: None,
+            modelled: None,
             engine_feed: None,
         }
     }
