@@ -12,17 +12,31 @@ use super::output::outln;
 pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
     let pct = |d: Duration| 100.0 * d.as_secs_f64() / secs.max(1e-9);
     outln!("stage times (summed over threads; % of wall time):")?;
+    // The CPU path's operator stages; on the GPU path they run only the samples its chain
+    // can't take, and a stage that ran none is left out.
+    let gpu_path = st
+        .gpu
+        .as_ref()
+        .is_some_and(|g| !g.pinned_only && !g.uploads_only);
+    let ops: Vec<_> = st
+        .ops
+        .iter()
+        .filter(|(_, d)| !gpu_path || !d.is_zero())
+        .collect();
+    let w = ops.iter().map(|(n, _)| n.len()).fold(9, usize::max);
     outln!(
-        "  read      {:>9.3} s  {:>6.1}%  ({:.1} MB)",
+        "  {:<w$} {:>9.3} s  {:>6.1}%  ({:.1} MB)",
+        "read",
         st.read.as_secs_f64(),
         pct(st.read),
         st.read_bytes as f64 / 1e6
     )?;
-    for (name, d) in &st.ops {
-        outln!("  {name:<9} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d))?;
+    for (name, d) in ops {
+        outln!("  {name:<w$} {:>9.3} s  {:>6.1}%", d.as_secs_f64(), pct(*d))?;
     }
     outln!(
-        "  assemble  {:>9.3} s  {:>6.1}%  ({} of {} images written in place by the workers)",
+        "  {:<w$} {:>9.3} s  {:>6.1}%  ({} of {} images written in place by the workers)",
+        "assemble",
         st.assemble.as_secs_f64(),
         pct(st.assemble),
         st.in_place,
