@@ -137,7 +137,9 @@ bench() {
     phase "end $name"
     echo "$name rc=$rc $(grep -E 'throughput=' "$log" | tail -n1 | grep -oE 'threads=.*')"
     grep -qE 'throughput=' "$log" || tail -n 2 "$log" | sed 's/^/    /'
-    grep -E 'workers:|decoders:|feeding thread in|kernels \(device\)|batches in flight|allocations after|stokehold-(feed|assem)' "$log" \
+    # `assemble` (the assembling thread's time outside its waits, % of the run) first: it
+    # was 68-86% of every run7 step, waiting for nvJPEG's call (fixed 2026-11-28).
+    grep -E '^  assemble |workers:|decoders:|feeding thread in|kernels \(device\)|batches in flight|allocations after|pipeline threads during|stokehold-(feed|assem|gpu-p|read)' "$log" \
         | sed 's/^ */    /'
 }
 
