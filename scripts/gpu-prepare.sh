@@ -4,9 +4,9 @@
 # hidden (scripts/gpu-rehearse.sh), the stokehold wheel and the nvJPEG probe (.diag/), and
 # NVIDIA DALI with its libraries packed as xz parts (.peerwhl/dali-site.tar.xz.*). Then it
 # checks what each call sends against the 64 MiB a call takes and prints the calls, in order.
-# All of it is git-ignored, so a fresh checkout runs this first (4 minutes on 2 cores with
-# the release build cached, 2026-11-28; allow 15 from a fresh clone: DALI's xz and the
-# release build run side by side).
+# All of it is git-ignored, so a fresh checkout runs this first (on 2 cores, 2026-11-28: 4
+# minutes with the release build cached, 6 from a fresh clone; DALI's xz and the release
+# build run side by side).
 #
 #   scripts/gpu-prepare.sh [--images N] [--no-dali] [--no-rehearse] [--shared DIR]
 #
