@@ -54,7 +54,9 @@
 #   (0b) 1, 2 and 4 probe processes feeding the engines at once (`probe --solo`, each one
 #       thread from a common instant): whether the feeding bound (~17-18k img/s from one
 #       thread, DALI's figure too) is the process's or the device's; one with nvJPEG's
-#       max_cpu_threads at 4 (~55 s);
+#       max_cpu_threads at 4; then 2 threads of one process in its primary context and 2
+#       and 4 each in a CUDA context of its own (`--threads N --own-contexts`): whether a
+#       context per feeding thread passes the bound inside one process (~80 s);
 #   (k2) PNGs (the bundle's photos, made there with Pillow): the default, whose parked workers
 #       should all run (every core), against 8 threads and the CPU path (~40 s);
 # They run in the order (0), (0b), (a), (k), (k2), (d), (a2), (b), (b2), (c): the training loop before the
@@ -119,6 +121,12 @@ if [[ -x "$D/probe" ]]; then
     # nvjpegDecodeBatchedInitialize's max_cpu_threads (1 in stokehold): does nvJPEG then
     # spread its parse of a batch over threads of its own?
     solo_group 1 nearest-cputhreads4 --cpu-threads 4
+    # Threads of one process, a handle each: in the primary context (slower than one thread on
+    # the H100 of 2026-11-26), then each in a CUDA context of its own. If these add up as
+    # processes do, one process passes the bound with a feeding thread per context.
+    solo_group 1 threads2-primary --threads 2
+    solo_group 1 threads2-contexts --threads 2 --own-contexts
+    solo_group 1 threads4-contexts --threads 4 --own-contexts
 else
     echo "skipped: no $D/probe"
 fi

@@ -6,6 +6,7 @@
 //
 //   probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]
 //   probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B] [--cpu-threads N]
+//         [--threads N [--own-contexts]]
 //
 // --v2: several submitting threads (each with its own states, streams and handle), the CPU
 // share of the time spent in the submit calls, and nvJPEG's allocator variants (its own,
@@ -18,7 +19,9 @@
 //
 // --solo: one thread feeding the engines from a given wall-clock instant for S seconds
 // (solo.cpp); several processes started together show whether the feeding bound is the
-// process's or the device's. --interp: nvJPEG interpolating chroma.
+// process's or the device's. --interp: nvJPEG interpolating chroma. --threads N: N feeding
+// threads in this one process, each with a handle of its own; --own-contexts: each in a CUDA
+// context of its own (whether the bound is the context's or the process's).
 //
 // Plain C++ against the CUDA runtime and nvJPEG (no kernels): built on the development
 // machine by tools/nvjpeg-probe/build.sh, run on the GPU machine with its own libraries.
@@ -452,7 +455,8 @@ static void dump(nvjpegHandle_t hw, const Jpeg& j, const std::string& dir, nvjpe
 int main(int argc, char** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: probe DIR OUT [--batch B] [--images N] [--quick] [--v2 | --contend] [--blocking-sync]\n"
-                        "       probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B] [--cpu-threads N]\n");
+                        "       probe DIR OUT --solo [--interp] --start-at UNIX_SECONDS --seconds S [--batch B] [--cpu-threads N]\n"
+                        "             [--threads N [--own-contexts]]\n");
         return 2;
     }
     std::string dir = argv[1], out = argv[2];
@@ -461,7 +465,8 @@ int main(int argc, char** argv) {
     bool quick = false, v2 = false, contention = false, blocking_sync = false;
     bool solo_mode = false, interp = false;
     double start_at = 0, seconds = 3;
-    int cpu_threads = 1;
+    int cpu_threads = 1, threads = 1;
+    bool own_contexts = false;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         if (!strcmp(argv[i], "--v2")) v2 = true;
@@ -472,6 +477,8 @@ int main(int argc, char** argv) {
         if (i + 1 < argc && !strcmp(argv[i], "--start-at")) start_at = atof(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--cpu-threads")) cpu_threads = atoi(argv[i + 1]);
+        if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--own-contexts")) own_contexts = true;
         if (i + 1 < argc && !strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         if (i + 1 < argc && !strcmp(argv[i], "--images")) want = atol(argv[i + 1]);
     }
@@ -567,6 +574,9 @@ int main(int argc, char** argv) {
     for (auto& j : hwok) mp += (double)j.w * j.h / 1e6;
     printf("mean image %.3f MP\n", mp / hwok.size());
     if (want == 0) want = 4000;
+    if (solo_mode && (threads > 1 || own_contexts))
+        return solo_threads(hwok, max_px, batch, start_at, seconds, interp, cpu_threads, std::max(threads, 1),
+                            own_contexts);
     if (solo_mode)
         return solo(interp ? hw_interp : hw, hwok, max_px, batch, start_at, seconds, interp, cpu_threads,
                     interp ? "interpolating" : "repeated chroma");

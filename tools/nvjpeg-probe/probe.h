@@ -68,3 +68,8 @@ int contend(nvjpegHandle_t hw, nvjpegHandle_t hw_interp, std::vector<Jpeg>& imgs
 // Returns the exit code.
 int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at,
          double seconds, bool whole, int cpu_threads, const char* tag);
+
+// The solo mode with several threads (solo.cpp): `threads` threads, each with an nvJPEG handle
+// of its own, in the primary context or each in a context of its own (`own_contexts`).
+int solo_threads(std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at, double seconds,
+                 bool whole, int cpu_threads, int threads, bool own_contexts);

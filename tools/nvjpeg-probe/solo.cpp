@@ -13,11 +13,13 @@
 //     engines' submission path); no feeder arrangement passes it.
 #include "probe.h"
 
+#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace {
@@ -110,5 +112,95 @@ int solo(nvjpegHandle_t h, std::vector<Jpeg>& imgs, size_t max_px, int batch, do
            tag, cpu_threads, images, wall, images / wall, 1e6 * in_call / std::max(images, 1L),
            100 * cpu / wall, late > 0 ? late : -late, late > 0 ? "after" : "before");
     destroy_slots(slots);
+    return 0;
+}
+
+// The solo mode with `--threads N [--own-contexts]`: N threads of this process feed the engines
+// from the common instant, each with an nvJPEG handle of its own, in the device's primary
+// context (as stokehold's threads would be) or, with --own-contexts, each in a CUDA context of
+// its own (cuCtxCreate). Several threads in one process went slower than one, handles of their
+// own or not (results-2026-11-26/run2.log); if threads in contexts of their own add up as
+// processes do, the bound is the context's (the driver's lock of it), and one process can pass
+// it with a context per feeding thread (memory made with cuMemCreate is mapped for the device,
+// not a context, and a stream may wait for another context's event); if only processes add up,
+// it is nvJPEG's or the runtime's process-wide state.
+namespace {
+
+using CUresult = int;
+using CUdevice = int;
+struct CUctx_st;
+using CUcontext = CUctx_st*;
+
+struct Driver {
+    CUresult (*init)(unsigned) = nullptr;
+    CUresult (*device_get)(CUdevice*, int) = nullptr;
+    CUresult (*create_v2)(CUcontext*, unsigned, CUdevice) = nullptr;
+    CUresult (*create_v4)(CUcontext*, void*, unsigned, CUdevice) = nullptr;
+    CUresult (*set_current)(CUcontext) = nullptr;
+    CUresult (*destroy)(CUcontext) = nullptr;
+};
+
+bool load_driver(Driver& d) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "solo: libcuda.so.1: %s\n", dlerror());
+        return false;
+    }
+    d.init = (CUresult(*)(unsigned))dlsym(lib, "cuInit");
+    d.device_get = (CUresult(*)(CUdevice*, int))dlsym(lib, "cuDeviceGet");
+    d.create_v2 = (CUresult(*)(CUcontext*, unsigned, CUdevice))dlsym(lib, "cuCtxCreate_v2");
+    d.create_v4 = (CUresult(*)(CUcontext*, void*, unsigned, CUdevice))dlsym(lib, "cuCtxCreate_v4");
+    d.set_current = (CUresult(*)(CUcontext))dlsym(lib, "cuCtxSetCurrent");
+    d.destroy = (CUresult(*)(CUcontext))dlsym(lib, "cuCtxDestroy_v2");
+    if (!d.init || !d.device_get || !(d.create_v2 || d.create_v4) || !d.set_current || !d.destroy) {
+        fprintf(stderr, "solo: libcuda.so.1 lacks a context function\n");
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int solo_threads(std::vector<Jpeg>& imgs, size_t max_px, int batch, double start_at, double seconds,
+                 bool whole, int cpu_threads, int threads, bool own_contexts) {
+    Driver drv;
+    if (own_contexts && !load_driver(drv)) return 1;
+    if (own_contexts && drv.init(0) != 0) {
+        fprintf(stderr, "solo: cuInit failed\n");
+        return 1;
+    }
+    std::vector<int> rc(threads, 0);
+    std::vector<std::thread> th;
+    for (int k = 0; k < threads; k++) {
+        th.emplace_back([&, k] {
+            CUcontext ctx = nullptr;
+            if (own_contexts) {
+                CUdevice dev = 0;
+                CUresult r = drv.device_get(&dev, 0);
+                if (r == 0)
+                    r = drv.create_v2 ? drv.create_v2(&ctx, 0, dev) : drv.create_v4(&ctx, nullptr, 0, dev);
+                if (r == 0) r = drv.set_current(ctx);
+                if (r != 0) {
+                    fprintf(stderr, "solo: thread %d: a context of its own: CUresult %d\n", k, r);
+                    rc[k] = 1;
+                    return;
+                }
+            } else {
+                CK(cudaSetDevice(0));
+            }
+            nvjpegHandle_t h;
+            NK(nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr,
+                              whole ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0, &h));
+            std::string tag = std::string(whole ? "interpolating" : "repeated chroma") + ", thread " +
+                              std::to_string(k + 1) + " of " + std::to_string(threads) +
+                              (own_contexts ? ", a context of its own" : ", the primary context");
+            rc[k] = solo(h, imgs, max_px, batch, start_at, seconds, whole, cpu_threads, tag.c_str());
+            nvjpegDestroy(h);
+            if (ctx) drv.destroy(ctx);
+        });
+    }
+    for (auto& t : th) t.join();
+    for (int r : rc)
+        if (r) return r;
     return 0;
 }
