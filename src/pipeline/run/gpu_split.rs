@@ -541,8 +541,9 @@ impl ModelledCounts {
     /// device's limit for the images the engines decoded, over their share of the images,
     /// or the workers' (preparing every sample, decoding the CPU's share), the smaller.
     /// Measured over the same span as the run it is held against: a warm-up, where the
-    /// CPU's share is larger, would otherwise lower the workers' figure below what the
-    /// timed epochs allowed. `None` when no image went to the engines in that span.
+    /// CPU's share is larger, would otherwise move both figures away from what the timed
+    /// epochs allowed. The workers are those running at the later moment. `None` when no
+    /// image went to the engines in that span.
     pub fn limit_since(&self, earlier: Option<&ModelledCounts>) -> Option<f64> {
         let (prepared, engine, kpx, host_ns) = match earlier {
             Some(e) => (
