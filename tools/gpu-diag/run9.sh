@@ -57,9 +57,12 @@
 #       max_cpu_threads at 4; then 2 threads of one process in its primary context and 2
 #       and 4 each in a CUDA context of its own (`--threads N --own-contexts`): whether a
 #       context per feeding thread passes the bound inside one process (~80 s);
+#   (k3) DALI with interpolated chroma on the engines alone (hw_decoder_load 1.0) and at
+#       its default split: whether its call with interpolation is cheaper than ours; the
+#       probe's interpolating call with nvJPEG's max_cpu_threads at 4;
 #   (k2) PNGs (the bundle's photos, made there with Pillow): the default, whose parked workers
 #       should all run (every core), against 8 threads and the CPU path (~40 s);
-# They run in the order (0), (0b), (a), (k), (k2), (d), (a2), (b), (b2), (c): the training loop before the
+# They run in the order (0), (0b), (a), (k), (k2), (d), (a2), (b), (b2), (k3), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).
 # Carries .gpu/ (scripts/gpu-bundle.sh --images 200) and .diag/ (a fresh stokehold wheel).
@@ -329,6 +332,22 @@ bench rebuilt-sleeping /tmp/d4k /tmp/train16-fancy.toml "" STOKEHOLD_CUDA_BLOCKI
 DALI=""
 PYTHONPATH=/tmp/site python3 -c 'import nvidia.dali' 2> /dev/null && DALI=/tmp/site
 echo "DALI: ${DALI:-not importable from /tmp/site}"
+
+# (k3) DALI with interpolated chroma made 11.2k img/s on the H200 (run7) with the engines
+# 34-40% busy, where ours made 5.3k with them 40-48% busy: at its default split (65% to the
+# engines) DALI's engines took >= 7.3k img/s interpolating, ours 3.5k. Engines only tells
+# whether DALI's call with interpolation is cheaper than ours (and the probe's 177 us).
+say "(k3) DALI's interpolated chroma on the engines alone; the probe's call with 4 CPU threads"
+if [[ -n "$DALI" ]]; then
+    for load in 1.0 0.65; do
+        phase "start dali-fancy-hw$load"
+        PYTHONPATH="$DALI" timed 60 python3 "$HERE/dali_upsampling.py" /tmp/d4k --upsampling fancy \
+            --hw-load "$load" --batch 256 --epochs 5 --threads 16 > "$L/dali-fancy-hw$load.log" 2>&1
+        echo "dali fancy hw_decoder_load $load rc=$? $(grep -oE 'threads=.*' "$L/dali-fancy-hw$load.log" | tail -n1)"
+        phase "end dali-fancy-hw$load"
+    done
+fi
+[[ -x "$D/probe" ]] && solo_group 1 interp-cputhreads4 --interp --cpu-threads 4
 
 say "(c) the 1.8 MP set: threads 4 / 8 / 16, engine slots 1 / 2; DALI"
 if timed 60 python3 "$HERE/make_big.py" "$P" /tmp/big1 3 > "$L/make-big.log" 2>&1; then
