@@ -35,12 +35,7 @@ part_mb=60
 wheels="$out/wheels"
 mkdir -p "$wheels"
 if ((download)); then
-    # The list and the pins of ../shared/peers/README.md.
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
-        --platform manylinux_2_17_x86_64 -d "$wheels" \
-        nvidia-dali-cuda130 'nvidia-nvimgcodec-cu13<0.10' nvidia-libnvcomp-cu13==5.3.0.16 \
-        nvidia-nvjpeg2k-cu13 nvidia-nvtiff-cu13 nvtx astunparse gast makefun optree 'libcst~=1.8'
+    scripts/dali-download.sh "$wheels"
 fi
 ls "$wheels"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $wheels" >&2; exit 1; }
 

@@ -45,21 +45,16 @@ part_mib=52
 log="$(mktemp -d /tmp/stokehold-prepare.XXXXXX)"
 echo "==> logs in $log" >&2
 
-# DALI first, in the background: its xz is the longest step. The wheels are those (and the
-# pins) of ../shared/peers/README.md, unpacked into one folder whose `nvidia` namespace then
-# merges with the GPU machine's own `nvidia` packages (the top nvidia/__init__.py removed);
-# the machine's nvJPEG 13.0.1, which our decoder uses too, is the one both decode with.
+# DALI first, in the background: its xz is the longest step. Its wheels
+# (scripts/dali-download.sh) are unpacked into one folder whose `nvidia` namespace then
+# merges with the GPU machine's own `nvidia` packages (the top nvidia/__init__.py removed).
 dali_pid=""
 if ((dali)); then
     (
         set -euo pipefail
         work="$log/dali"
         mkdir -p "$work/wheels" "$work/site"
-        python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-            --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
-            --platform manylinux_2_17_x86_64 -d "$work/wheels" \
-            nvidia-dali-cuda130==2.4.0 'nvidia-nvimgcodec-cu13<0.10' nvidia-libnvcomp-cu13==5.3.0.16 \
-            nvidia-nvjpeg2k-cu13 nvidia-nvtiff-cu13 nvtx astunparse gast makefun optree 'libcst~=1.8'
+        scripts/dali-download.sh "$work/wheels"
         for w in "$work"/wheels/*.whl; do python3 -m zipfile -e "$w" "$work/site"; done
         rm -f "$work/site/nvidia/__init__.py"
         # Executable bits: zipfile drops them, and DALI's libraries are opened, not run, but

@@ -57,11 +57,11 @@
 #       max_cpu_threads at 4; then 2 threads of one process in its primary context and 2
 #       and 4 each in a CUDA context of its own (`--threads N --own-contexts`): whether a
 #       context per feeding thread passes the bound inside one process (~80 s);
+#   (k2) PNGs (the bundle's photos, made there with Pillow): the default, whose parked workers
+#       should all run (every core), against 8 threads and the CPU path (~40 s);
 #   (k3) DALI with interpolated chroma on the engines alone (hw_decoder_load 1.0) and at
 #       its default split: whether its call with interpolation is cheaper than ours; the
 #       probe's interpolating call with nvJPEG's max_cpu_threads at 4;
-#   (k2) PNGs (the bundle's photos, made there with Pillow): the default, whose parked workers
-#       should all run (every core), against 8 threads and the CPU path (~40 s);
 # They run in the order (0), (0b), (a), (k), (k2), (d), (a2), (b), (b2), (k3), (c): the training loop before the
 # budget can run out (a step that would pass it is skipped and says so).
 # `nvidia-smi dmon` runs the whole call ($L/dmon.log; phases in $L/phases.log).

@@ -12,7 +12,6 @@
 // driver API (libcuda.so.1, loaded at run time): no CUDA compiler needed to build the probe.
 #include "probe.h"
 
-#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -70,11 +69,8 @@ double cpu_now() {
 }
 
 bool load_spin(Spin& s) {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) {
-        fprintf(stderr, "contend: libcuda.so.1 not loaded: %s\n", dlerror());
-        return false;
-    }
+    void* lib = libcuda("contend");
+    if (!lib) return false;
     auto load = reinterpret_cast<LoadData>(dlsym(lib, "cuModuleLoadData"));
     auto get = reinterpret_cast<GetFunction>(dlsym(lib, "cuModuleGetFunction"));
     s.launch = reinterpret_cast<Launch>(dlsym(lib, "cuLaunchKernel"));

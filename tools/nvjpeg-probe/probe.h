@@ -1,6 +1,7 @@
 // Shared by the probe's files (probe.cpp, contend.cpp): error checks and one parsed JPEG.
 #pragma once
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nvjpeg.h>
 
 #include <cstdio>
@@ -24,6 +25,15 @@
             exit(1);                                                                   \
         }                                                                              \
     } while (0)
+
+// The CUDA driver (libcuda.so.1), opened at run time for the few driver calls the runtime
+// lacks (the probe links only the runtime); `who` names the mode in the error. nullptr if
+// absent.
+inline void* libcuda(const char* who) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) fprintf(stderr, "%s: libcuda.so.1 not loaded: %s\n", who, dlerror());
+    return lib;
+}
 
 // One batch in flight on the engines: its nvJPEG state, stream, completion event, per-image
 // decode parameters and output buffer.

@@ -13,7 +13,6 @@
 //     engines' submission path); no feeder arrangement passes it.
 #include "probe.h"
 
-#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -141,11 +140,8 @@ struct Driver {
 };
 
 bool load_driver(Driver& d) {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "solo: libcuda.so.1: %s\n", dlerror());
-        return false;
-    }
+    void* lib = libcuda("solo");
+    if (!lib) return false;
     d.init = (CUresult(*)(unsigned))dlsym(lib, "cuInit");
     d.device_get = (CUresult(*)(CUdevice*, int))dlsym(lib, "cuDeviceGet");
     d.create_v2 = (CUresult(*)(CUcontext*, unsigned, CUdevice))dlsym(lib, "cuCtxCreate_v2");
