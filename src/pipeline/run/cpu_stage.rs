@@ -88,7 +88,7 @@ pub(super) enum Output {
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct CpuStage {
-    pub(super) input: StageInput<Loaded>,
+    pub(super) input: StageInput<Vec<Loaded>>,
     pub(super) out: Arc<Gather<Processed>>,
     pub(super) source: Source,
     pub(super) graph: Arc<Graph>,
@@ -153,7 +153,7 @@ impl CpuStage {
 /// and everything goes to the assembler's gather, what it needs at once marked urgent. The
 /// gather hears when the thread ends, however it ends.
 pub(super) fn run_worker(
-    input: &StageInput<Loaded>,
+    input: &StageInput<Vec<Loaded>>,
     out: &Gather<Processed>,
     mut process: impl FnMut(
         Sample,
@@ -162,9 +162,16 @@ pub(super) fn run_worker(
     ) -> ProcessedSample,
 ) {
     let _leaving = SenderGuard(out);
-    input.run(
-        |item| {
-            Some(match item {
+    let running = || {
+        matches!(
+            input.shutdown.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        )
+    };
+    // Samples a reader handed on together: each goes to the assembler once processed.
+    input.run(Some, |loaded: Vec<Loaded>| {
+        loaded.into_iter().all(|item| {
+            let processed = match item {
                 Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
                 Loaded::Sample {
                     seq,
@@ -175,16 +182,17 @@ pub(super) fn run_worker(
                     label,
                     bytes,
                 } => {
+                    if !running() {
+                        return false;
+                    }
                     let at = Sample { seq, epoch, pos };
                     Processed::Sample(process(at, (index, path, label), bytes))
                 }
-            })
-        },
-        |processed| {
+            };
             let urgent = processed.urgent();
             out.push(processed, urgent)
-        },
-    );
+        })
+    });
 }
 
 /// Which place of the walk a worker is processing.

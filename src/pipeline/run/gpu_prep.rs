@@ -32,7 +32,7 @@ use super::worker_gate::WorkerGate;
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct GpuPrep {
-    pub(super) input: StageInput<Loaded>,
+    pub(super) input: StageInput<Vec<Loaded>>,
     pub(super) out: Arc<Gather<Processed>>,
     /// The data set, for replacements under `on_error = "replace"`.
     pub(super) source: DataSource,

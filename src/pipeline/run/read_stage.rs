@@ -1,12 +1,19 @@
 //! The read stage: reader threads take the source's next step while they hold a credit,
 //! read that sample's file (or take the shard sample already read) and hand the bytes on to
 //! the workers.
+//!
+//! On the GPU path a reader hands samples on a few at a time ([`GPU_PATH_HOLD`]): there the
+//! workers only parse headers, faster than a reader reads, so they wait for each sample, and
+//! a sample handed on alone woke a worker — which, with the feeding thread on a core of its
+//! own, took the reader's core until it was done: a wake-up and a preemption a sample. The
+//! CPU path's workers are the slow stage: they find samples waiting, and one at a time keeps
+//! them all busy to a batch's last sample.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{select, Sender};
 
 use crate::error::SampleErrorKind;
 use crate::reader::file_io::read_file;
@@ -40,17 +47,55 @@ pub(super) struct ReadStage {
     /// One credit per step: the assembler gives them back as it takes samples, which bounds
     /// the samples in flight.
     pub(super) credits: StageInput<()>,
-    pub(super) out: Sender<Loaded>,
+    /// Samples in schedule order, as many at once as were read together.
+    pub(super) out: Sender<Vec<Loaded>>,
     pub(super) stats: Arc<Stats>,
     /// Files over this many bytes are refused unread.
     pub(super) max_bytes: u64,
+    /// The most samples handed on at once (1 on the CPU path, [`GPU_PATH_HOLD`] on the GPU
+    /// path's).
+    pub(super) hold: usize,
 }
+
+/// Samples a reader of the GPU path reads before it hands them on together, while it has
+/// the credits to read them at once.
+pub(super) const GPU_PATH_HOLD: usize = 16;
+
+/// How long a reader holds its first sample at most: slow reads hand samples on sooner.
+const HOLD_FOR: Duration = Duration::from_millis(2);
 
 impl ReadStage {
     /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
     pub(super) fn run(self) {
-        self.credits
-            .run(|()| self.next_loaded(), |item| self.out.send(item).is_ok());
+        super::threads::below_the_consumer();
+        let credits = &self.credits;
+        loop {
+            select! {
+                recv(credits.items) -> c => if c.is_err() { return },
+                recv(credits.shutdown) -> _ => return,
+            }
+            let first = Instant::now();
+            let mut held = Vec::with_capacity(self.hold);
+            let more = loop {
+                let Some(item) = self.next_loaded() else {
+                    break false;
+                };
+                held.push(item);
+                if held.len() >= self.hold || first.elapsed() >= HOLD_FOR {
+                    break true;
+                }
+                // Only credits at hand: waiting for one would hold what was read.
+                if credits.items.try_recv().is_err() {
+                    break true;
+                }
+            };
+            if !held.is_empty() && self.out.send(held).is_err() {
+                return;
+            }
+            if !more {
+                return;
+            }
+        }
     }
 
     /// The source's next step, its file read (`None` once the schedule ends).
@@ -134,3 +179,7 @@ pub(super) fn read_sample(
     }
     r.map(Arc::new)
 }
+
+#[cfg(test)]
+#[path = "read_stage_tests.rs"]
+mod tests;

@@ -39,7 +39,7 @@ use super::gpu_prep::GpuPrep;
 use super::gpu_stage::GpuStage;
 use super::pin::Pin;
 use super::placement::{BatchBuffers, Placing};
-use super::read_stage::{Loaded, ReadStage};
+use super::read_stage::{Loaded, ReadStage, GPU_PATH_HOLD};
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{DeviceRole, Stats};
@@ -128,7 +128,7 @@ impl Pipeline {
         for _ in 0..credits {
             credit_tx.send(()).expect("capacity");
         }
-        let (loaded_tx, loaded_rx) = unbounded::<Loaded>();
+        let (loaded_tx, loaded_rx) = unbounded::<Vec<Loaded>>();
         // Workers write final images straight into the batch buffers the assembler hands out.
         let batch_pool = Arc::new(BatchBufferPool::default());
         let buffers = BatchBuffers::new(
@@ -211,6 +211,7 @@ impl Pipeline {
             out: loaded_tx,
             stats: stats.clone(),
             max_bytes,
+            hold: if gpu.is_some() { GPU_PATH_HOLD } else { 1 },
         };
         for t in 0..io_threads {
             let r = reader.clone();

@@ -1,0 +1,118 @@
+//! How a reader hands samples on: in schedule order, every one, a few at once where it
+//! holds the credits to read them together, and never waiting to fill a handful.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+
+use super::*;
+use crate::pipeline::run::stats::Stats;
+use crate::reader::schedule::{LastBatch, Position};
+use crate::reader::source::{Source, Walk};
+use crate::reader::{ReaderConfig, SourceKind};
+
+/// A reader over `n` one-byte files, for one epoch, handing on at most `hold` at once; the
+/// sender of its credits and what it hands on. Its thread ends with the schedule.
+fn reader(dir: &Path, n: usize, hold: usize) -> (Sender<()>, Receiver<Vec<Loaded>>) {
+    for i in 0..n {
+        std::fs::write(dir.join(format!("{i:03}.jpg")), b"x").unwrap();
+    }
+    let config = ReaderConfig {
+        root: dir.to_path_buf(),
+        list: None,
+        source: SourceKind::Auto,
+        extensions: vec!["jpg".into()],
+        shuffle: false,
+        rank: 0,
+        world_size: 1,
+        last_batch: LastBatch::Partial,
+        shards: None,
+    };
+    let source = Source::open(&config).unwrap();
+    let (stop_tx, stop) = bounded::<()>(0);
+    let steps = source.steps(
+        &config,
+        Walk {
+            batch: 8,
+            max_bytes: 1 << 20,
+            labels: false,
+            epochs: Some(1),
+            start: Position::default(),
+            stop: stop.clone(),
+        },
+    );
+    let (credit_tx, credit_rx) = unbounded();
+    let (out, handed) = unbounded();
+    let stage = ReadStage {
+        steps: Arc::new(Mutex::new(steps)),
+        credits: StageInput {
+            items: credit_rx,
+            shutdown: stop,
+        },
+        out,
+        stats: Arc::new(Stats::new(0)),
+        max_bytes: 1 << 20,
+        hold,
+    };
+    std::thread::spawn(move || {
+        stage.run();
+        drop(stop_tx);
+    });
+    (credit_tx, handed)
+}
+
+/// The sequence numbers of what was handed on at once (an epoch's end counts as one).
+fn seqs(handful: &[Loaded]) -> Vec<u64> {
+    handful
+        .iter()
+        .map(|l| match l {
+            Loaded::Sample { seq, .. } | Loaded::EpochEnd { seq, .. } => *seq,
+        })
+        .collect()
+}
+
+#[test]
+fn with_the_credits_at_hand_a_reader_hands_on_a_few_samples_at_once_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let (credits, handed) = reader(d.path(), 40, GPU_PATH_HOLD);
+    for _ in 0..64 {
+        credits.send(()).unwrap();
+    }
+    // 40 samples and the epoch's end, then the schedule ends and the reader with it. (16,
+    // 16 and 9, unless a read took longer than the reader holds a sample.)
+    let got: Vec<Vec<u64>> = handed.iter().map(|h| seqs(&h)).collect();
+    assert!(got.iter().all(|h| h.len() <= GPU_PATH_HOLD), "{got:?}");
+    assert!(got.len() < 41, "one at a time: {got:?}");
+    let all: Vec<u64> = got.concat();
+    assert_eq!(all.len(), 41);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+}
+
+#[test]
+fn a_reader_hands_on_what_its_credits_let_it_read_without_waiting_for_more() {
+    let d = tempfile::tempdir().unwrap();
+    let (credits, handed) = reader(d.path(), 40, GPU_PATH_HOLD);
+    for _ in 0..3 {
+        credits.send(()).unwrap();
+    }
+    let wait = Duration::from_secs(20);
+    assert_eq!(handed.recv_timeout(wait).unwrap().len(), 3);
+    credits.send(()).unwrap();
+    assert_eq!(handed.recv_timeout(wait).unwrap().len(), 1);
+    // Nothing more without credits.
+    assert!(handed.recv_timeout(Duration::from_millis(50)).is_err());
+}
+
+#[test]
+fn on_the_cpu_path_a_reader_hands_on_one_sample_at_a_time() {
+    let d = tempfile::tempdir().unwrap();
+    let (credits, handed) = reader(d.path(), 10, 1);
+    for _ in 0..64 {
+        credits.send(()).unwrap();
+    }
+    let got: Vec<Vec<u64>> = handed.iter().map(|h| seqs(&h)).collect();
+    assert_eq!(got.len(), 11, "{got:?}");
+    assert!(got.iter().all(|h| h.len() == 1));
+}
