@@ -21,7 +21,8 @@ use crate::errors::{self, data_err, pipeline_err, to_py};
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub data: Option<PathBuf>,
-    pub device: String,
+    /// `None`: the pipeline's own `device` (its GPU this rank's under torchrun).
+    pub device: Option<String>,
     pub batch: Option<i64>,
     pub threads: Option<i64>,
     pub seed: Option<i64>,
@@ -39,8 +40,15 @@ pub struct Rank {
     /// (rank, world size) when given or set by torchrun; `None` leaves the pipeline file's
     /// (its reader's `rank`/`world_size`).
     pub given: Option<(usize, usize)>,
-    /// The GPU of this rank (`LOCAL_RANK`, else 0).
-    pub local_rank: usize,
+    /// The GPU of this rank, where torchrun set it (`LOCAL_RANK`).
+    pub local_rank: Option<usize>,
+}
+
+impl Rank {
+    /// The GPU of this rank: `LOCAL_RANK`, else 0.
+    pub fn gpu(&self) -> usize {
+        self.local_rank.unwrap_or(0)
+    }
 }
 
 /// Where the pipeline definition came from, to tell its problems in its own terms.
@@ -142,7 +150,7 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
         Some(w) => Some(non_negative(py, "world_size", w)?),
         None => env_index(py, "WORLD_SIZE")?,
     };
-    let local_rank = env_index(py, "LOCAL_RANK")?.unwrap_or(0);
+    let local_rank = env_index(py, "LOCAL_RANK")?;
     let (rank, world_size) = match (rank, world_size) {
         (None, None) => {
             return Ok(Rank {
@@ -188,10 +196,10 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
 fn device(py: Python<'_>, device: &str, rank: &Rank) -> PyResult<(DeviceChoice, usize)> {
     let d = device.trim().to_ascii_lowercase();
     Ok(match d.as_str() {
-        "auto" => (DeviceChoice::Auto, rank.local_rank),
+        "auto" => (DeviceChoice::Auto, rank.gpu()),
         "cpu" => (DeviceChoice::Cpu, 0),
         "emu" => (DeviceChoice::Emu, 0),
-        "cuda" | "gpu" => (DeviceChoice::Gpu, rank.local_rank),
+        "cuda" | "gpu" => (DeviceChoice::Gpu, rank.gpu()),
         _ => match d.strip_prefix("cuda:").or_else(|| d.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
                 Ok(id) => (DeviceChoice::Gpu, id),
@@ -223,9 +231,9 @@ fn batch_memory(
     Ok(match m.as_str() {
         "auto" => (BatchMemory::Auto, None),
         "emu" => (BatchMemory::Emu, None),
-        "pinned" => (BatchMemory::Pinned, Some(rank.local_rank)),
+        "pinned" => (BatchMemory::Pinned, Some(rank.gpu())),
         "emu-pinned" => (BatchMemory::EmuPinned, None),
-        "cuda" | "gpu" => (BatchMemory::Gpu, Some(rank.local_rank)),
+        "cuda" | "gpu" => (BatchMemory::Gpu, Some(rank.gpu())),
         _ => match m.strip_prefix("cuda:").or_else(|| m.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
                 Ok(id) => (BatchMemory::Gpu, Some(id)),
@@ -275,7 +283,14 @@ fn keyword_error(py: Python<'_>, setting: &Setting, value: &ArgValue, e: Setting
 /// (one per core; on the GPU path with JPEG engines half), as in a file.
 pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank) -> PyResult<()> {
     let s = &mut spec.settings;
-    let (choice, device_id) = device(py, &o.device, rank)?;
+    let (choice, device_id) = match &o.device {
+        Some(d) => device(py, d, rank)?,
+        // The pipeline's own; under torchrun its GPU is the rank's, as one process a GPU.
+        None => match (s.device, rank.local_rank) {
+            (DeviceChoice::Auto | DeviceChoice::Gpu, Some(gpu)) => (s.device, gpu),
+            _ => (s.device, s.device_id),
+        },
+    };
     set(py, s, "device", ArgValue::Str(choice.name().to_string()))?;
     let mut device_id = device_id;
     if let Some(memory) = &o.batch_memory {
@@ -288,7 +303,7 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
                     py,
                     format!(
                         "batch_memory={memory:?} names GPU {id}, but device={:?} is GPU {device_id}",
-                        o.device
+                        o.device.as_deref().unwrap_or(choice.name())
                     ),
                     Some("name the same GPU in both, or pass device=\"cpu\" to upload the CPU path's batches to another"),
                 ))

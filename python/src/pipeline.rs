@@ -218,13 +218,13 @@ fn int(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u64> {
 #[pymethods]
 impl PyPipeline {
     #[new]
-    #[pyo3(signature = (pipeline, data=None, *, device="auto", batch=None, threads=None, seed=None, epochs=None, prefetch=None, on_error=None, batch_memory=None, rank=None, world_size=None))]
+    #[pyo3(signature = (pipeline, data=None, *, device=None, batch=None, threads=None, seed=None, epochs=None, prefetch=None, on_error=None, batch_memory=None, rank=None, world_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         pipeline: &Bound<'_, PyAny>,
         data: Option<PathBuf>,
-        device: &str,
+        device: Option<String>,
         batch: Option<i64>,
         threads: Option<i64>,
         seed: Option<i64>,
@@ -237,7 +237,7 @@ impl PyPipeline {
     ) -> PyResult<PyPipeline> {
         let o = Overrides {
             data,
-            device: device.to_string(),
+            device,
             batch,
             threads,
             seed,

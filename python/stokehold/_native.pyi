@@ -120,6 +120,11 @@ class Pipeline:
     """An image input pipeline running on its own threads; each ``for`` loop over it is one
     epoch.
 
+    ``device`` says which path runs it: ``"auto"`` (``cuda:LOCAL_RANK`` when the GPU path can
+    run, else the CPU), ``"cpu"``, ``"cuda"`` / ``"cuda:N"``, or ``"emu"`` (the emulated
+    device, a test device); ``None`` (the default) keeps the pipeline's own ``device``
+    setting, ``"auto"`` unless it says otherwise (under torchrun its GPU is ``LOCAL_RANK``'s).
+
     ``batch_memory`` says where batches are handed out: ``"auto"`` (where the path makes
     them: host memory on the CPU path, the GPU on the GPU path), ``"cuda"`` / ``"cuda:N"``
     (on the GPU on either path: with ``device="cpu"`` the pipeline uploads each finished batch
@@ -138,7 +143,7 @@ class Pipeline:
         pipeline: Union[PathLike, Mapping[str, Any]],
         data: Optional[PathLike] = None,
         *,
-        device: str = "auto",
+        device: Optional[str] = None,
         batch: Optional[int] = None,
         threads: Optional[int] = None,
         seed: Optional[int] = None,

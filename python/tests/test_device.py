@@ -119,3 +119,21 @@ def test_an_unknown_device_names_the_emulated_one(builtin):
     with pytest.raises(stokehold.PipelineError) as e:
         stokehold.Pipeline(EVAL, builtin, device="tpu")
     assert "emu" in str(e.value)
+
+
+def test_without_a_device_argument_the_pipelines_own_device_holds(builtin):
+    # A pipeline whose settings say "emu": left out, the argument doesn't turn it into
+    # "auto" (which would take the CPU path on a machine without a GPU); given, it wins.
+    spec = {
+        "pipeline": {"batch": 8, "seed": 1, "outputs": ["images"], "device": "emu"},
+        "op": [
+            {"kind": "file_reader", "outputs": ["jpegs"]},
+            {"kind": "decode", "input": "jpegs", "output": "decoded"},
+            {"kind": "resize", "input": "decoded", "output": "images", "size": [32, 32]},
+        ],
+    }
+    own = stokehold.Pipeline(spec, builtin, threads=2, epochs=1)
+    assert own.device == "emu", own.device_reason
+    given = stokehold.Pipeline(spec, builtin, device="cpu", threads=2, epochs=1)
+    assert given.device == "cpu", given.device_reason
+    assert len(list(own)) == len(list(given)) > 0
