@@ -44,13 +44,6 @@ pub struct Rank {
     pub local_rank: Option<usize>,
 }
 
-impl Rank {
-    /// The GPU of this rank: `LOCAL_RANK`, else 0.
-    pub fn gpu(&self) -> usize {
-        self.local_rank.unwrap_or(0)
-    }
-}
-
 /// Where the pipeline definition came from, to tell its problems in its own terms.
 pub enum Source {
     File,
@@ -188,21 +181,21 @@ pub fn rank(py: Python<'_>, o: &Overrides) -> PyResult<Rank> {
     })
 }
 
-/// The device choice and GPU ordinal for `device`: "auto" (the GPU of this rank,
-/// `cuda:LOCAL_RANK`, when the GPU path can run, else the CPU), "cpu", "cuda"/"gpu" (this
-/// rank's GPU), "cuda:N", or "emu" (the emulated device: the GPU path without a GPU, a test
-/// device). The names are Python's (PyTorch's device strings); the settings are then set
-/// through the settings schema like the others.
-fn device(py: Python<'_>, device: &str, rank: &Rank) -> PyResult<(DeviceChoice, usize)> {
+/// The device choice for `device`, and the GPU ordinal if it names one: "auto" (the GPU
+/// path on this rank's GPU when it can run, else the CPU), "cpu", "cuda"/"gpu" (this rank's
+/// GPU), "cuda:N", or "emu" (the emulated device: the GPU path without a GPU, a test device).
+/// The names are Python's (PyTorch's device strings); the settings are then set through the
+/// settings schema like the others.
+fn device(py: Python<'_>, device: &str) -> PyResult<(DeviceChoice, Option<usize>)> {
     let d = device.trim().to_ascii_lowercase();
     Ok(match d.as_str() {
-        "auto" => (DeviceChoice::Auto, rank.gpu()),
-        "cpu" => (DeviceChoice::Cpu, 0),
-        "emu" => (DeviceChoice::Emu, 0),
-        "cuda" | "gpu" => (DeviceChoice::Gpu, rank.gpu()),
+        "auto" => (DeviceChoice::Auto, None),
+        "cpu" => (DeviceChoice::Cpu, None),
+        "emu" => (DeviceChoice::Emu, None),
+        "cuda" | "gpu" => (DeviceChoice::Gpu, None),
         _ => match d.strip_prefix("cuda:").or_else(|| d.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
-                Ok(id) => (DeviceChoice::Gpu, id),
+                Ok(id) => (DeviceChoice::Gpu, Some(id)),
                 Err(_) => return Err(bad_device(py, device)),
             },
             None => return Err(bad_device(py, device)),
@@ -218,22 +211,18 @@ fn bad_device(py: Python<'_>, device: &str) -> PyErr {
     )
 }
 
-/// The `batch_memory` choice and the GPU it names, if any, for `memory`: "auto" (host
-/// batches on the CPU path), "cuda"/"gpu" (this rank's GPU), "cuda:N", "emu" (the
-/// emulated device, a test device), "pinned" (host batches pinned by this rank's GPU) or
-/// "emu-pinned" (pinned by the emulated device, a test device).
-fn batch_memory(
-    py: Python<'_>,
-    memory: &str,
-    rank: &Rank,
-) -> PyResult<(BatchMemory, Option<usize>)> {
+/// The `batch_memory` choice and the GPU ordinal if it names one: "auto" (host batches on
+/// the CPU path), "cuda"/"gpu" (the pipeline's GPU), "cuda:N", "emu" (the emulated device, a
+/// test device), "pinned" (host batches pinned by the pipeline's GPU) or "emu-pinned" (pinned
+/// by the emulated device, a test device).
+fn batch_memory(py: Python<'_>, memory: &str) -> PyResult<(BatchMemory, Option<usize>)> {
     let m = memory.trim().to_ascii_lowercase();
     Ok(match m.as_str() {
         "auto" => (BatchMemory::Auto, None),
         "emu" => (BatchMemory::Emu, None),
-        "pinned" => (BatchMemory::Pinned, Some(rank.gpu())),
+        "pinned" => (BatchMemory::Pinned, None),
         "emu-pinned" => (BatchMemory::EmuPinned, None),
-        "cuda" | "gpu" => (BatchMemory::Gpu, Some(rank.gpu())),
+        "cuda" | "gpu" => (BatchMemory::Gpu, None),
         _ => match m.strip_prefix("cuda:").or_else(|| m.strip_prefix("gpu:")) {
             Some(n) => match n.parse() {
                 Ok(id) => (BatchMemory::Gpu, Some(id)),
@@ -283,18 +272,17 @@ fn keyword_error(py: Python<'_>, setting: &Setting, value: &ArgValue, e: Setting
 /// (one per core; on the GPU path with JPEG engines half), as in a file.
 pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank) -> PyResult<()> {
     let s = &mut spec.settings;
-    let (choice, device_id) = match &o.device {
-        Some(d) => device(py, d, rank)?,
-        // The pipeline's own; under torchrun its GPU is the rank's, as one process a GPU.
-        None => match (s.device, rank.local_rank) {
-            (DeviceChoice::Auto | DeviceChoice::Gpu, Some(gpu)) => (s.device, gpu),
-            _ => (s.device, s.device_id),
-        },
+    // The device left out: the pipeline's own. Its GPU: the one `device` names ("cuda:N"),
+    // else this rank's under torchrun (`LOCAL_RANK`: one process a GPU), else the pipeline's
+    // `device_id`.
+    let (choice, named) = match &o.device {
+        Some(d) => device(py, d)?,
+        None => (s.device, None),
     };
     set(py, s, "device", ArgValue::Str(choice.name().to_string()))?;
-    let mut device_id = device_id;
+    let mut device_id = named.or(rank.local_rank).unwrap_or(s.device_id);
     if let Some(memory) = &o.batch_memory {
-        let (m, gpu) = batch_memory(py, memory, rank)?;
+        let (m, gpu) = batch_memory(py, memory)?;
         match gpu {
             // The CPU path uploads to (or pins with) the GPU named here.
             Some(id) if choice == DeviceChoice::Cpu => device_id = id,
@@ -302,10 +290,9 @@ pub fn apply(py: Python<'_>, spec: &mut PipelineSpec, o: &Overrides, rank: &Rank
                 return Err(pipeline_err(
                     py,
                     format!(
-                        "batch_memory={memory:?} names GPU {id}, but device={:?} is GPU {device_id}",
-                        o.device.as_deref().unwrap_or(choice.name())
+                        "batch_memory={memory:?} names GPU {id}, but the GPU path would run on GPU {device_id}"
                     ),
-                    Some("name the same GPU in both, or pass device=\"cpu\" to upload the CPU path's batches to another"),
+                    Some("name the same GPU in both (device=\"cuda:N\"), or pass device=\"cpu\" to upload the CPU path's batches to another"),
                 ))
             }
             _ => {}

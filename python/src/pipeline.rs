@@ -534,6 +534,7 @@ impl PyPipeline {
             gd.set_item("decode_groups_split", g.decode_groups_split)?;
             gd.set_item("workers_running", g.workers_running)?;
             gd.set_item("workers_parked", g.workers_parked)?;
+            gd.set_item("reader_hold", g.reader_hold)?;
             gd.set_item("chroma_rebuilt_in_parts", g.chroma_rebuilt_in_parts)?;
             gd.set_item(
                 "host_images_pinned_by_workers",

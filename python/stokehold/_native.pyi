@@ -123,7 +123,8 @@ class Pipeline:
     ``device`` says which path runs it: ``"auto"`` (``cuda:LOCAL_RANK`` when the GPU path can
     run, else the CPU), ``"cpu"``, ``"cuda"`` / ``"cuda:N"``, or ``"emu"`` (the emulated
     device, a test device); ``None`` (the default) keeps the pipeline's own ``device``
-    setting, ``"auto"`` unless it says otherwise (under torchrun its GPU is ``LOCAL_RANK``'s).
+    setting, ``"auto"`` unless it says otherwise. The GPU is ``"cuda:N"``'s, else
+    ``LOCAL_RANK``'s under torchrun, else the pipeline's ``device_id``.
 
     ``batch_memory`` says where batches are handed out: ``"auto"`` (where the path makes
     them: host memory on the CPU path, the GPU on the GPU path), ``"cuda"`` / ``"cuda:N"``

@@ -82,3 +82,23 @@ def test_a_damaged_rank_yields_as_many_batches_as_the_others(flat_jpegs, tmp_pat
     assert {len(b) for b in runs[1][:-1]} == {4}, "only the last batch may be short"
     listed = sum(len(b.skipped) for b in runs[1])
     assert listed == half - 2, "every skip listed"
+
+
+def test_the_gpu_is_the_one_named_else_the_ranks_else_the_pipelines(builtin, monkeypatch):
+    # Checked before any GPU is opened: the GPU the path would run on, against the one
+    # batch_memory names.
+    spec = {
+        "pipeline": {"batch": 8, "seed": 1, "outputs": ["images"], "device": "gpu", "device_id": 1},
+        "op": [
+            {"kind": "file_reader", "outputs": ["jpegs"]},
+            {"kind": "decode", "input": "jpegs", "output": "decoded"},
+            {"kind": "resize", "input": "decoded", "output": "images", "size": [32, 32]},
+        ],
+    }
+    with pytest.raises(stokehold.PipelineError, match="names GPU 0, but the GPU path would run on GPU 1"):
+        stokehold.Pipeline(spec, builtin, batch_memory="cuda:0")
+    with pytest.raises(stokehold.PipelineError, match="on GPU 3"):
+        stokehold.Pipeline(spec, builtin, device="cuda:3", batch_memory="cuda:0")
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    with pytest.raises(stokehold.PipelineError, match="on GPU 2"):
+        stokehold.Pipeline(spec, builtin, batch_memory="cuda:0")

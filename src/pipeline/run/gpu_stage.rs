@@ -66,6 +66,7 @@ pub(super) use super::gpu_decoded::{DecodeArea, Decoded, DeviceDecoded, Rebuild}
 use super::gpu_plan::{GpuPlan, Prepared};
 use super::gpu_split::DecoderSplit;
 pub(crate) use super::gpu_staging::WorkerStaging;
+use super::read_stage::{Hold, GPU_PATH_HOLD};
 use super::stats::Stats;
 use super::worker_gate::{WorkerGate, DECIDE_AFTER};
 
@@ -168,6 +169,9 @@ pub(crate) struct GpuStage {
     /// The workers beyond the default, parked until the engines show they take almost none
     /// of the photos.
     pub(super) gate: Arc<WorkerGate>,
+    /// What the readers hand on at once: a few samples beside JPEG engines (the workers only
+    /// parse headers), one once the gate lets every core's worker decode.
+    pub(super) hold: Hold,
 }
 
 impl Drop for GpuStage {
@@ -342,6 +346,7 @@ impl GpuStage {
         // two, the kernels' two, a consumer's release), created now: later batches record
         // them again rather than create more.
         dev.create_events_ahead(EVENTS_AHEAD);
+        let dev_engines = dev.describe().hardware_decoder;
         GpuStage {
             staging: Arc::new(WorkerStaging::new(&dev)),
             pools: Pools::new(&dev),
@@ -362,6 +367,7 @@ impl GpuStage {
             forced_sizes: AreaSizes::default(),
             desc_sizes: AreaSizes::default(),
             gate: Arc::new(WorkerGate::new(workers, parked)),
+            hold: Hold::new(if dev_engines { GPU_PATH_HOLD } else { 1 }),
             split: Arc::new(DecoderSplit::new(
                 workers,
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -413,6 +419,8 @@ impl GpuStage {
             .store(self.gate.running() as u64, Ordering::Relaxed);
         s.gpu_workers_parked
             .store(self.gate.parked() as u64, Ordering::Relaxed);
+        s.gpu_reader_hold
+            .store(self.hold.most() as u64, Ordering::Relaxed);
         // Here, not where a consumer drops a batch: freeing waits for the whole device.
         for p in self.pools.all() {
             p.trim_done();
@@ -434,6 +442,7 @@ impl GpuStage {
             && self.gate.decide(self.split.idle(), batches)
         {
             self.split.set_workers(self.gate.running());
+            self.hold.one_at_a_time();
             tracing::info!(
                 "the JPEG engines take almost none of these photos: {} workers decode them, one per core",
                 self.gate.running()

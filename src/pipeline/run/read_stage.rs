@@ -2,18 +2,21 @@
 //! read that sample's file (or take the shard sample already read) and hand the bytes on to
 //! the workers.
 //!
-//! On the GPU path a reader hands samples on a few at a time ([`GPU_PATH_HOLD`]): there the
-//! workers only parse headers, faster than a reader reads, so they wait for each sample, and
-//! a sample handed on alone woke a worker — which, with the feeding thread on a core of its
-//! own, took the reader's core until it was done: a wake-up and a preemption a sample. The
-//! CPU path's workers are the slow stage: they find samples waiting, and one at a time keeps
-//! them all busy to a batch's last sample.
+//! On the GPU path beside JPEG engines a reader of files hands samples on a few at a time
+//! ([`Hold`]): there the workers only parse headers, faster than a reader reads, so they wait
+//! for each sample, and a sample handed on alone woke a worker — which, with the feeding
+//! thread on a core of its own, took the reader's core until it was done: a wake-up and a
+//! preemption a sample. Where the workers are the slow stage (the CPU path, a GPU without
+//! engines, every core's worker decoding once the worker gate opens) they find samples
+//! waiting, and one at a time keeps them all busy to a batch's last sample; a shard's next
+//! sample may keep a reader waiting, so shards go one at a time too.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Sender};
+use crossbeam_channel::{select, Sender, TryRecvError};
 
 use crate::error::SampleErrorKind;
 use crate::reader::file_io::read_file;
@@ -52,40 +55,68 @@ pub(super) struct ReadStage {
     pub(super) stats: Arc<Stats>,
     /// Files over this many bytes are refused unread.
     pub(super) max_bytes: u64,
-    /// The most samples handed on at once (1 on the CPU path, [`GPU_PATH_HOLD`] on the GPU
-    /// path's).
-    pub(super) hold: usize,
+    /// The most samples handed on at once.
+    pub(super) hold: Hold,
+    /// How long a reader holds its first sample at most ([`HOLD_FOR`]).
+    pub(super) hold_for: Duration,
 }
 
-/// Samples a reader of the GPU path reads before it hands them on together, while it has
-/// the credits to read them at once.
+/// Samples a reader of the GPU path beside JPEG engines reads before it hands them on
+/// together, while it has the credits to read them at once.
 pub(super) const GPU_PATH_HOLD: usize = 16;
 
 /// How long a reader holds its first sample at most: slow reads hand samples on sooner.
-const HOLD_FOR: Duration = Duration::from_millis(2);
+pub(super) const HOLD_FOR: Duration = Duration::from_millis(2);
+
+/// The most samples a reader hands on at once, shared by the readers and lowered to one
+/// where the workers turn out to be the slow stage (the worker gate opening).
+#[derive(Debug, Clone)]
+pub(crate) struct Hold(Arc<AtomicUsize>);
+
+impl Hold {
+    /// At most `most` samples at once (at least one).
+    pub(crate) fn new(most: usize) -> Hold {
+        Hold(Arc::new(AtomicUsize::new(most.max(1))))
+    }
+
+    /// The most samples handed on at once now.
+    pub(crate) fn most(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// From now on, one sample at a time.
+    pub(crate) fn one_at_a_time(&self) {
+        self.0.store(1, Ordering::Relaxed);
+    }
+}
 
 impl ReadStage {
     /// Reads until the schedule ends, the workers are gone or the pipeline shuts down.
     pub(super) fn run(self) {
         super::threads::below_the_consumer();
         let credits = &self.credits;
+        let running = || matches!(credits.shutdown.try_recv(), Err(TryRecvError::Empty));
         loop {
             select! {
                 recv(credits.items) -> c => if c.is_err() { return },
                 recv(credits.shutdown) -> _ => return,
             }
             let first = Instant::now();
-            let mut held = Vec::with_capacity(self.hold);
+            let most = self.hold.most();
+            let mut held = Vec::with_capacity(most);
             let more = loop {
                 let Some(item) = self.next_loaded() else {
                     break false;
                 };
+                // An epoch's last samples go at once: the next step may wait (a shard's
+                // shuffle buffer filling).
+                let epoch_end = matches!(item, Loaded::EpochEnd { .. });
                 held.push(item);
-                if held.len() >= self.hold || first.elapsed() >= HOLD_FOR {
+                if epoch_end || held.len() >= most || first.elapsed() >= self.hold_for {
                     break true;
                 }
                 // Only credits at hand: waiting for one would hold what was read.
-                if credits.items.try_recv().is_err() {
+                if !running() || credits.items.try_recv().is_err() {
                     break true;
                 }
             };

@@ -13,9 +13,15 @@ use crate::reader::schedule::{LastBatch, Position};
 use crate::reader::source::{Source, Walk};
 use crate::reader::{ReaderConfig, SourceKind};
 
-/// A reader over `n` one-byte files, for one epoch, handing on at most `hold` at once; the
-/// sender of its credits and what it hands on. Its thread ends with the schedule.
-fn reader(dir: &Path, n: usize, hold: usize) -> (Sender<()>, Receiver<Vec<Loaded>>) {
+/// A reader over `n` one-byte files, for `epochs`, handing on at most `hold` at once and
+/// holding them as long as it takes, started with `credits` credits; the sender of more and
+/// what it hands on. Its thread ends with the schedule.
+fn reader(
+    dir: &Path,
+    (n, epochs): (usize, u64),
+    hold: &Hold,
+    credits: usize,
+) -> (Sender<()>, Receiver<Vec<Loaded>>) {
     for i in 0..n {
         std::fs::write(dir.join(format!("{i:03}.jpg")), b"x").unwrap();
     }
@@ -38,12 +44,15 @@ fn reader(dir: &Path, n: usize, hold: usize) -> (Sender<()>, Receiver<Vec<Loaded
             batch: 8,
             max_bytes: 1 << 20,
             labels: false,
-            epochs: Some(1),
+            epochs: Some(epochs),
             start: Position::default(),
             stop: stop.clone(),
         },
     );
     let (credit_tx, credit_rx) = unbounded();
+    for _ in 0..credits {
+        credit_tx.send(()).unwrap();
+    }
     let (out, handed) = unbounded();
     let stage = ReadStage {
         steps: Arc::new(Mutex::new(steps)),
@@ -54,7 +63,8 @@ fn reader(dir: &Path, n: usize, hold: usize) -> (Sender<()>, Receiver<Vec<Loaded
         out,
         stats: Arc::new(Stats::new(0)),
         max_bytes: 1 << 20,
-        hold,
+        hold: hold.clone(),
+        hold_for: Duration::from_secs(600),
     };
     std::thread::spawn(move || {
         stage.run();
@@ -76,28 +86,20 @@ fn seqs(handful: &[Loaded]) -> Vec<u64> {
 #[test]
 fn with_the_credits_at_hand_a_reader_hands_on_a_few_samples_at_once_in_order() {
     let d = tempfile::tempdir().unwrap();
-    let (credits, handed) = reader(d.path(), 40, GPU_PATH_HOLD);
-    for _ in 0..64 {
-        credits.send(()).unwrap();
-    }
-    // 40 samples and the epoch's end, then the schedule ends and the reader with it. (16,
-    // 16 and 9, unless a read took longer than the reader holds a sample.)
+    let (_credits, handed) = reader(d.path(), (40, 1), &Hold::new(GPU_PATH_HOLD), 64);
+    // 40 samples and the epoch's end, then the schedule ends and the reader with it.
     let got: Vec<Vec<u64>> = handed.iter().map(|h| seqs(&h)).collect();
-    assert!(got.iter().all(|h| h.len() <= GPU_PATH_HOLD), "{got:?}");
-    assert!(got.len() < 41, "one at a time: {got:?}");
+    let sizes: Vec<usize> = got.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [16, 16, 9], "{got:?}");
     let all: Vec<u64> = got.concat();
-    assert_eq!(all.len(), 41);
     assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
 }
 
 #[test]
 fn a_reader_hands_on_what_its_credits_let_it_read_without_waiting_for_more() {
     let d = tempfile::tempdir().unwrap();
-    let (credits, handed) = reader(d.path(), 40, GPU_PATH_HOLD);
-    for _ in 0..3 {
-        credits.send(()).unwrap();
-    }
-    let wait = Duration::from_secs(20);
+    let (credits, handed) = reader(d.path(), (40, 1), &Hold::new(GPU_PATH_HOLD), 3);
+    let wait = Duration::from_secs(60);
     assert_eq!(handed.recv_timeout(wait).unwrap().len(), 3);
     credits.send(()).unwrap();
     assert_eq!(handed.recv_timeout(wait).unwrap().len(), 1);
@@ -106,12 +108,24 @@ fn a_reader_hands_on_what_its_credits_let_it_read_without_waiting_for_more() {
 }
 
 #[test]
-fn on_the_cpu_path_a_reader_hands_on_one_sample_at_a_time() {
+fn an_epochs_last_samples_go_at_once() {
     let d = tempfile::tempdir().unwrap();
-    let (credits, handed) = reader(d.path(), 10, 1);
-    for _ in 0..64 {
-        credits.send(()).unwrap();
+    let (_credits, handed) = reader(d.path(), (10, 2), &Hold::new(GPU_PATH_HOLD), 64);
+    let got: Vec<Vec<Loaded>> = handed.iter().collect();
+    assert_eq!(got.len(), 2);
+    for h in &got {
+        assert_eq!(h.len(), 11);
+        assert!(matches!(h.last(), Some(Loaded::EpochEnd { .. })));
     }
+}
+
+#[test]
+fn where_the_workers_are_the_slow_stage_a_reader_hands_on_one_sample_at_a_time() {
+    let d = tempfile::tempdir().unwrap();
+    // The CPU path's, or the GPU path's once the worker gate opened.
+    let hold = Hold::new(GPU_PATH_HOLD);
+    hold.one_at_a_time();
+    let (_credits, handed) = reader(d.path(), (10, 1), &hold, 64);
     let got: Vec<Vec<u64>> = handed.iter().map(|h| seqs(&h)).collect();
     assert_eq!(got.len(), 11, "{got:?}");
     assert!(got.iter().all(|h| h.len() == 1));

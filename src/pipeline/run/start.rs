@@ -39,7 +39,7 @@ use super::gpu_prep::GpuPrep;
 use super::gpu_stage::GpuStage;
 use super::pin::Pin;
 use super::placement::{BatchBuffers, Placing};
-use super::read_stage::{Loaded, ReadStage, GPU_PATH_HOLD};
+use super::read_stage::{Hold, Loaded, ReadStage, HOLD_FOR};
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{DeviceRole, Stats};
@@ -211,7 +211,12 @@ impl Pipeline {
             out: loaded_tx,
             stats: stats.clone(),
             max_bytes,
-            hold: if gpu.is_some() { GPU_PATH_HOLD } else { 1 },
+            // A few samples at once only from files (a shard's next sample may wait).
+            hold: match &gpu {
+                Some((stage, ..)) if source.dataset().is_some() => stage.hold.clone(),
+                _ => Hold::new(1),
+            },
+            hold_for: HOLD_FOR,
         };
         for t in 0..io_threads {
             let r = reader.clone();

@@ -62,6 +62,7 @@ pub struct Stats {
     /// GPU path: the workers running, and parked at the worker gate.
     pub(super) gpu_workers_running: AtomicU64,
     pub(super) gpu_workers_parked: AtomicU64,
+    pub(super) gpu_reader_hold: AtomicU64,
     /// GPU path: cuts in groups whose area was past the settled size.
     pub(super) gpu_groups_split: AtomicU64,
     /// GPU path: batches whose chroma was rebuilt in parts, their planes past the settled
@@ -250,6 +251,10 @@ pub struct GpuStats {
     /// half the cores' workers and parks the rest until the photos show the engines take
     /// almost none of them (then every core's runs).
     pub workers_parked: u64,
+    /// The most samples a reader hands the workers at once: a few beside JPEG engines, where
+    /// the workers only parse headers; one where they decode every photo (no engines, the
+    /// gate opened, or shards).
+    pub reader_hold: u64,
     /// The batches whose chroma was rebuilt in parts after the warm-up, one after the other
     /// in the settled scratch buffer: their planes would have needed a larger one. Rare, as
     /// [`GpuStats::decode_groups_split`].
@@ -348,6 +353,7 @@ impl Stats {
             decode_groups_split: self.gpu_groups_split.load(Ordering::Relaxed),
             workers_running: self.gpu_workers_running.load(Ordering::Relaxed),
             workers_parked: self.gpu_workers_parked.load(Ordering::Relaxed),
+            reader_hold: self.gpu_reader_hold.load(Ordering::Relaxed),
             chroma_rebuilt_in_parts: self.gpu_chroma_in_parts.load(Ordering::Relaxed),
             host_images_pinned_by_workers: self.gpu_host_pinned.load(Ordering::Relaxed),
             counters: self.gpu_counters_now(),

@@ -204,6 +204,14 @@ mod pipeline_tests {
             drop(b.unwrap());
         }
         let gpu = super::super::gpu_tests::nothing_allocated_after_warm_up(&p, "the gate");
+        // The readers hand on a few samples at once while the workers only parse headers,
+        // one at a time once every core's worker decodes.
+        let hold = if gpu.workers_parked > 0 {
+            super::super::read_stage::GPU_PATH_HOLD as u64
+        } else {
+            1
+        };
+        assert_eq!(gpu.reader_hold, hold);
         (gpu.workers_running, gpu.workers_parked)
     }
 
