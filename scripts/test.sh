@@ -151,6 +151,10 @@ failed=0
 # overflow checks (docs/testing.md has the figures).
 logged cargo test-release --no-fail-fast --all-targets "$@" || failed=1
 logged cargo test-release --doc "$@" || failed=1
+# The tests linked target/release/stokehold to their own build of the command line, whose
+# debug assertions make it ~14% slower: the release build back (a relink where the README's
+# first command built it).
+cargo build --release --quiet --bin stokehold || failed=1
 
 # The Python package, built and installed into the venv as `pip install .` does (release
 # build, in target/), then its tests from python/tests.
