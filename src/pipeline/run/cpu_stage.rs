@@ -162,12 +162,6 @@ pub(super) fn run_worker(
     ) -> ProcessedSample,
 ) {
     let _leaving = SenderGuard(out);
-    let running = || {
-        matches!(
-            input.shutdown.try_recv(),
-            Err(crossbeam_channel::TryRecvError::Empty)
-        )
-    };
     // Samples a reader handed on together: each goes to the assembler once processed.
     input.run(Some, |loaded: Vec<Loaded>| {
         loaded.into_iter().all(|item| {
@@ -182,7 +176,7 @@ pub(super) fn run_worker(
                     label,
                     bytes,
                 } => {
-                    if !running() {
+                    if !input.running() {
                         return false;
                     }
                     let at = Sample { seq, epoch, pos };

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Sender, TryRecvError};
+use crossbeam_channel::{select, Sender};
 
 use crate::error::SampleErrorKind;
 use crate::reader::file_io::read_file;
@@ -95,7 +95,6 @@ impl ReadStage {
     pub(super) fn run(self) {
         super::threads::below_the_consumer();
         let credits = &self.credits;
-        let running = || matches!(credits.shutdown.try_recv(), Err(TryRecvError::Empty));
         loop {
             select! {
                 recv(credits.items) -> c => if c.is_err() { return },
@@ -116,7 +115,7 @@ impl ReadStage {
                     break true;
                 }
                 // Only credits at hand: waiting for one would hold what was read.
-                if !running() || credits.items.try_recv().is_err() {
+                if !credits.running() || credits.items.try_recv().is_err() {
                     break true;
                 }
             };

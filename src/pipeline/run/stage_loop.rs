@@ -21,6 +21,15 @@ impl<I> Clone for StageInput<I> {
 }
 
 impl<I> StageInput<I> {
+    /// Whether the pipeline is still running (its shutdown has not fired): for a thread that
+    /// works through several items between two waits on its input.
+    pub(super) fn running(&self) -> bool {
+        matches!(
+            self.shutdown.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        )
+    }
+
     /// Runs this thread as a stage over the input ([`run_stage`]), below the consumer's
     /// priority (stage threads yield the core to the training loop: `threads.rs`).
     pub(super) fn run<O>(&self, work: impl FnMut(I) -> Option<O>, send: impl FnMut(O) -> bool) {
