@@ -10,6 +10,7 @@ use crate::error::SampleErrorKind;
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::ops::flip::{flip_in_place, Flip};
 use crate::ops::layout::to_layout;
+use crate::ops::normalize::arith::{normalize_u8, Lane};
 use crate::ops::normalize::{normalize_value, per_channel, Normalize};
 use crate::ops::{
     single_image, ImageShape, OpParams, Operator, OutputPlace, PixelsMut, SampleContext, SetupInput,
@@ -79,14 +80,14 @@ impl NormalizeToLayout {
             height,
             width,
             channels,
-            layout: Layout::Chw,
+            layout: self.layout,
             pixels,
         })
     }
 
-    /// Whether `im` takes the one pass from u8 HWC to normalized CHW.
+    /// Whether `im` takes the one pass from u8 HWC to normalized CHW or HWC.
     fn one_pass(&self, im: &Image) -> bool {
-        matches!(im.pixels, Pixels::U8(_)) && im.layout == Layout::Hwc && self.layout == Layout::Chw
+        matches!(im.pixels, Pixels::U8(_)) && im.layout == Layout::Hwc
     }
 
     /// The element type the one pass writes.
@@ -115,14 +116,20 @@ impl NormalizeToLayout {
             horizontal,
             vertical,
         };
-        match dst {
-            PixelsMut::F16(d) => hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32, d),
-            PixelsMut::F32(d) => {
+        match (self.layout, dst) {
+            (Layout::Hwc, PixelsMut::F16(d)) => hwc_normalized(&src, &mean, &inv, self.simd, d),
+            (Layout::Hwc, PixelsMut::F32(d)) => hwc_normalized(&src, &mean, &inv, self.simd, d),
+            (_, PixelsMut::F16(d)) => {
+                if !rgb_to_chw_vector(&src, &mean, &inv, self.simd, d) {
+                    hwc_to_chw_normalized(&src, &mean, &inv, f16::from_f32, d)
+                }
+            }
+            (_, PixelsMut::F32(d)) => {
                 if !rgb_to_chw_vector(&src, &mean, &inv, self.simd, d) {
                     hwc_to_chw_normalized(&src, &mean, &inv, |y| y, d)
                 }
             }
-            PixelsMut::U8(_) => unreachable!("the one pass writes f16 or f32"),
+            (_, PixelsMut::U8(_)) => unreachable!("the one pass writes f16 or f32"),
         }
     }
 
@@ -144,18 +151,18 @@ impl NormalizeToLayout {
     }
 }
 
-/// The f32 RGB case with vector instructions, when allowed (`simd`) and available; false
-/// when not taken (nothing written).
-fn rgb_to_chw_vector(
+/// The RGB case (f32 or f16) with vector instructions, when allowed (`simd`) and
+/// available; false when not taken (nothing written).
+#[cfg(target_arch = "x86_64")]
+fn rgb_to_chw_vector<T: Lane>(
     src: &SourceHwc<'_>,
     mean: &[f32],
     inv: &[f32],
     simd: bool,
-    dst: &mut [f32],
+    dst: &mut [T],
 ) -> bool {
-    #[cfg(target_arch = "x86_64")]
     if simd && src.channels == 3 && simd::available() {
-        // SAFETY: `available()` checked that this CPU has AVX2.
+        // SAFETY: `available()` checked that this CPU has AVX2 and F16C.
         unsafe {
             simd::rgb_to_chw(
                 dst,
@@ -170,8 +177,40 @@ fn rgb_to_chw_vector(
         };
         return true;
     }
-    let _ = (src, mean, inv, simd, dst);
     false
+}
+
+/// No vector pass on other CPUs: the scalar code writes every case.
+#[cfg(not(target_arch = "x86_64"))]
+fn rgb_to_chw_vector<T>(_: &SourceHwc<'_>, _: &[f32], _: &[f32], _: bool, _: &mut [T]) -> bool {
+    false
+}
+
+/// The one pass into HWC: each row normalized as it is (rows taken bottom-up when mirrored
+/// top–bottom), or through a copy with its pixels reversed when mirrored left–right.
+fn hwc_normalized<T: Lane>(
+    src: &SourceHwc<'_>,
+    mean: &[f32],
+    inv: &[f32],
+    simd: bool,
+    dst: &mut [T],
+) {
+    let (h, c) = (src.height, src.channels);
+    let row = src.width * c;
+    if row == 0 || (!src.horizontal && !src.vertical) {
+        return normalize_u8(dst, src.data, mean, inv, simd);
+    }
+    let mut reversed = vec![0u8; if src.horizontal { row } else { 0 }];
+    for (y, out) in dst.chunks_exact_mut(row).take(h).enumerate() {
+        let sy = if src.vertical { h - 1 - y } else { y };
+        let mut srow = &src.data[sy * row..][..row];
+        if src.horizontal {
+            let pixels = reversed.chunks_exact_mut(c).zip(srow.chunks_exact(c).rev());
+            pixels.for_each(|(d, s)| d.copy_from_slice(s));
+            srow = &reversed;
+        }
+        normalize_u8(out, srow, mean, inv, simd);
+    }
 }
 
 /// A u8 HWC image read optionally mirrored.
@@ -288,8 +327,11 @@ impl Operator for NormalizeToLayout {
         let im = single_image(inputs, ctx)?;
         let (horizontal, vertical) = self.choose_mirror(&im, ctx);
         if self.one_pass(&im) && self.normalize.check_channels(im.channels).is_ok() {
-            let shape = [im.channels, im.height, im.width];
-            if let Some(room) = place.room(self.one_pass_dtype(), Layout::Chw, shape) {
+            let shape = match self.layout {
+                Layout::Chw => [im.channels, im.height, im.width],
+                Layout::Hwc => [im.height, im.width, im.channels],
+            };
+            if let Some(room) = place.room(self.one_pass_dtype(), self.layout, shape) {
                 self.write_one_pass(&im, horizontal, vertical, room);
                 crate::scratch::recycle_image(im);
                 return Ok(Vec::new());
@@ -310,7 +352,7 @@ mod tests {
     proptest! {
         #[test]
         fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..40, c in 1usize..6, f16_out: bool,
-                                                 fh: bool, fv: bool, seed: u64) {
+                                                 fh: bool, fv: bool, hwc: bool, seed: u64) {
             let mut rng = crate::rng::SampleRng::from_key(seed);
             let src: Vec<u8> = (0..h * w * c).map(|_| rng.next_u64() as u8).collect();
             let im = Image::from_u8_hwc(h, w, c, src);
@@ -318,8 +360,9 @@ mod tests {
             let n = Normalize::new(&[123.675, 116.28, 103.53][..c.min(3)].iter().copied().cycle().take(c).collect::<Vec<_>>(), &[58.395], dtype).unwrap();
             let mut flipped = im.clone();
             flip_in_place(&mut flipped, fh, fv);
-            let two_pass = to_layout(&n.apply(flipped).unwrap(), Layout::Chw);
-            let mut fused = NormalizeToLayout { normalize: n, layout: Layout::Chw, mirror: None, simd: true };
+            let layout = if hwc { Layout::Hwc } else { Layout::Chw };
+            let two_pass = to_layout(&n.apply(flipped).unwrap(), layout);
+            let mut fused = NormalizeToLayout { normalize: n, layout, mirror: None, simd: true };
             prop_assert_eq!(fused.apply(im.clone(), fh, fv).unwrap(), two_pass.clone());
             fused.simd = false;
             prop_assert_eq!(fused.apply(im.clone(), fh, fv).unwrap(), two_pass.clone());

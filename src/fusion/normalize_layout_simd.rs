@@ -1,18 +1,15 @@
-//! AVX2 version of the u8 RGB HWC → f32 CHW normalize pass, chosen at run time.
+//! AVX2 version of the u8 RGB HWC → f32 or f16 CHW normalize pass, chosen at run time.
 //!
 //! Eight pixels at a time: the 24 bytes are split into their three channels with byte
 //! shuffles (in reverse pixel order when mirroring), widened to `f32`, then `(x - mean) *
 //! inv_std` with the same two rounded `f32` operations as the scalar code (no fused
-//! multiply-add), so the values are bit-identical. Only the pointer loads and stores are
-//! `unsafe`, each bounds-checked by the loop.
+//! multiply-add), so the values are bit-identical; `f16` is rounded to nearest-even by
+//! F16C's conversion, as `half::f16::from_f32` rounds. Only the pointer loads and stores
+//! are `unsafe`, each bounds-checked by the loop.
 
 use std::arch::x86_64::*;
 
-/// Whether this CPU can run [`rgb_to_chw`] (checked once, then cached by std).
-#[inline]
-pub fn available() -> bool {
-    is_x86_feature_detected!("avx2")
-}
+pub use crate::ops::normalize::arith::{available, Lane};
 
 /// Shuffle masks taking channel `k` of 8 pixels (bytes `0..16` in `lo`, `16..24` in `hi`)
 /// to bytes `0..8`, in pixel order or reversed.
@@ -31,13 +28,13 @@ fn masks(k: usize, reversed: bool) -> ([i8; 16], [i8; 16]) {
 }
 
 /// Normalizes a `height` × `width` RGB u8 HWC image into the three planes of `dst` (CHW,
-/// `f32`), mirrored left–right (`horizontal`) and/or top–bottom (`vertical`).
+/// `f32` or `f16`), mirrored left–right (`horizontal`) and/or top–bottom (`vertical`).
 ///
-/// Callers must have checked [`available`].
+/// Callers must have checked [`available`] (AVX2 and F16C).
 #[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2")]
-pub fn rgb_to_chw(
-    dst: &mut [f32],
+#[target_feature(enable = "avx2,f16c")]
+pub fn rgb_to_chw<T: Lane>(
+    dst: &mut [T],
     src: &[u8],
     height: usize,
     width: usize,
@@ -76,8 +73,9 @@ pub fn rgb_to_chw(
                 let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
                 let v = _mm256_mul_ps(_mm256_sub_ps(v, means[k]), invs[k]);
                 let at = k * plane + y * width + x;
-                // SAFETY: at + 8 ≤ k·plane + (y + 1)·width ≤ 3·plane ≤ dst.len().
-                unsafe { _mm256_storeu_ps(dst.as_mut_ptr().add(at), v) };
+                // SAFETY: at + 8 ≤ k·plane + (y + 1)·width ≤ 3·plane ≤ dst.len(); `available`
+                // was checked.
+                unsafe { T::store8(dst, at, v) };
             }
             x += 8;
         }
@@ -86,7 +84,7 @@ pub fn rgb_to_chw(
             for k in 0..3 {
                 let v = f32::from(srow[3 * sx + k]);
                 dst[k * plane + y * width + x] =
-                    crate::ops::normalize::normalize_value(v, mean[k], inv[k]);
+                    T::one(crate::ops::normalize::normalize_value(v, mean[k], inv[k]));
             }
         }
     }
