@@ -539,6 +539,9 @@ def run_loader(a, name):
 
 
 def main():
+    if importlib.util.find_spec("torch") is None:
+        sys.exit("the training benchmark trains with PyTorch: pip install torch torchvision "
+                 "(the CPU wheels do for --mode cpu)")
     a = settle_mode(parse_args())
     if a.child:
         return child(a)

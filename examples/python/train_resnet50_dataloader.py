@@ -10,8 +10,11 @@ import argparse
 import time
 from pathlib import Path
 
-import torch
-import torchvision
+try:
+    import torch
+    import torchvision
+except ImportError as e:  # the example trains with PyTorch
+    raise SystemExit(f"{e}: this example needs PyTorch and torchvision (pip install torch torchvision)")
 import torchvision.transforms as T
 from stokehold import builtin_data
 

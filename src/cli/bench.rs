@@ -300,6 +300,16 @@ fn timed_run(
 /// Below this many seconds or batches, a timed part measures start-up and noise.
 const MEANINGFUL_SECONDS: f64 = 1.0;
 const MEANINGFUL_BATCHES: u64 = 10;
+/// Epochs whose rates vary by more than this (± % of the median) are not worth a median.
+const NOISY_SPREAD_PERCENT: f64 = 10.0;
+/// Below this many batches an epoch's own time is mostly the pipeline's hand-over between
+/// epochs.
+const MEANINGFUL_BATCHES_PER_EPOCH: u32 = 8;
+
+/// Half the range of the epochs' rates, in % of their median.
+fn spread_percent(median: f64, lo: f64, hi: f64) -> f64 {
+    50.0 * (hi - lo) / median.max(1e-9)
+}
 
 /// Benchmarks the pipeline; the last line has the fields the peer scripts print.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
@@ -327,12 +337,31 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             "timed {epochs} epochs after {warm_up} in {:.2} s: median {median:.1} img/s \
              per epoch (lowest {lo:.1}, highest {hi:.1}, ±{:.1}%)",
             m.seconds,
-            50.0 * (hi - lo) / median.max(1e-9)
+            spread_percent(median, lo, hi)
         )?,
         None => outln!(
             "timed {epochs} epoch after {warm_up} in {:.2} s (no spread from one epoch)",
             m.seconds
         )?,
+    }
+    let spread = m
+        .spread()
+        .map(|(median, lo, hi)| spread_percent(median, lo, hi));
+    if let Some(spread) = spread.filter(|&s| s > NOISY_SPREAD_PERCENT) {
+        let per_epoch = m.batches as f64 / epochs.max(1) as f64;
+        let why = if per_epoch < f64::from(MEANINGFUL_BATCHES_PER_EPOCH) {
+            format!(
+                "an epoch of {per_epoch:.0} batch(es) is too short to time on its own (the \
+                 pipeline works ahead into the next one); use more data for per-epoch rates"
+            )
+        } else {
+            "is the machine busy?".to_string()
+        };
+        eprintln!(
+            "{}: the epochs' rates vary by ±{spread:.0}%, so their median is noise: {why}. The \
+             throughput line (the whole timed part) is the figure to quote",
+            super::logs::label(tracing::Level::WARN),
+        );
     }
     if m.seconds < MEANINGFUL_SECONDS || m.batches < MEANINGFUL_BATCHES {
         eprintln!(

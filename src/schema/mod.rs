@@ -609,8 +609,12 @@ fn check_type(spec: &ArgSpec, v: ArgValue) -> Result<ArgValue, ArgError> {
     }
 }
 
-/// The closest candidate by edit distance, if it is close enough to be a likely typo.
+/// The closest candidate by edit distance, if it is close enough to be a likely typo; one
+/// that differs only in case (`"hwc"` for `"HWC"`) first.
 pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    if let Some(c) = candidates.iter().find(|c| c.eq_ignore_ascii_case(word)) {
+        return Some(c);
+    }
     candidates
         .iter()
         .map(|c| (edit_distance(word, c), *c))

@@ -215,7 +215,16 @@ impl<'a> Cx<'a> {
     fn syntax_error(&self, e: &toml::de::Error) -> Error {
         let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
         let at = e.span().map(|s| self.pos(s.start)).unwrap_or((1, 1));
-        self.err_at(at, format!("invalid TOML: {message}"), None)
+        let key = e.span().and_then(|s| self.text.get(s)).map(str::trim);
+        let help = match key {
+            Some(key) if message.starts_with("duplicate key") && !key.is_empty() => {
+                format!("`{key}` is set twice in this table: keep one")
+            }
+            _ => "mend the TOML syntax here: strings in double quotes, lists in [ ], one \
+                  `key = value` a line"
+                .to_string(),
+        };
+        self.err_at(at, format!("invalid TOML: {message}"), Some(help))
     }
 
     fn unknown_top_level(&self, k: &Spanned<DeString<'_>>, v: &Spanned<DeValue<'_>>) -> Error {
@@ -275,13 +284,14 @@ impl<'a> Cx<'a> {
                 continue;
             }
             let Some(setting) = settings::find(name) else {
-                let known = settings::names();
+                let mut known = settings::names();
+                known.push(OUTPUTS.name);
                 let help = match closest(name, &known) {
                     Some(c) => format!("did you mean `{c}`? (settings: {})", known.join(", ")),
                     None if OP_KEYS.iter().any(|o| o.name == name) => {
                         format!("`{name}` belongs in an [[op]] table")
                     }
-                    None => format!("settings of [pipeline]: {}, and outputs", known.join(", ")),
+                    None => format!("settings of [pipeline]: {}", known.join(", ")),
                 };
                 self.report(self.err_help(
                     k.span(),
