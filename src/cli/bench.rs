@@ -311,6 +311,26 @@ fn spread_percent(median: f64, lo: f64, hi: f64) -> f64 {
     50.0 * (hi - lo) / median.max(1e-9)
 }
 
+/// Why the epochs' median is not worth quoting, when their rates vary by more than
+/// [`NOISY_SPREAD_PERCENT`] (`spread`, ± % of the median) with `per_epoch` batches in each.
+fn noisy_epochs(spread: f64, per_epoch: f64) -> Option<String> {
+    if spread <= NOISY_SPREAD_PERCENT {
+        return None;
+    }
+    let why = if per_epoch < f64::from(MEANINGFUL_BATCHES_PER_EPOCH) {
+        format!(
+            "an epoch of {per_epoch:.0} batch(es) is too short to time on its own (the pipeline \
+             works ahead into the next one); use more data for per-epoch rates"
+        )
+    } else {
+        "is the machine busy?".to_string()
+    };
+    Some(format!(
+        "the epochs' rates vary by ±{spread:.0}%, so their median is noise: {why}. The \
+         throughput line (the whole timed part) is the figure to quote"
+    ))
+}
+
 /// Benchmarks the pipeline; the last line has the fields the peer scripts print.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
@@ -344,24 +364,12 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             m.seconds
         )?,
     }
+    let per_epoch = m.batches as f64 / epochs.max(1) as f64;
     let spread = m
         .spread()
         .map(|(median, lo, hi)| spread_percent(median, lo, hi));
-    if let Some(spread) = spread.filter(|&s| s > NOISY_SPREAD_PERCENT) {
-        let per_epoch = m.batches as f64 / epochs.max(1) as f64;
-        let why = if per_epoch < f64::from(MEANINGFUL_BATCHES_PER_EPOCH) {
-            format!(
-                "an epoch of {per_epoch:.0} batch(es) is too short to time on its own (the \
-                 pipeline works ahead into the next one); use more data for per-epoch rates"
-            )
-        } else {
-            "is the machine busy?".to_string()
-        };
-        eprintln!(
-            "{}: the epochs' rates vary by ±{spread:.0}%, so their median is noise: {why}. The \
-             throughput line (the whole timed part) is the figure to quote",
-            super::logs::label(tracing::Level::WARN),
-        );
+    if let Some(why) = spread.and_then(|s| noisy_epochs(s, per_epoch)) {
+        eprintln!("{}: {why}", super::logs::label(tracing::Level::WARN));
     }
     if m.seconds < MEANINGFUL_SECONDS || m.batches < MEANINGFUL_BATCHES {
         eprintln!(
@@ -542,4 +550,24 @@ fn busy_report(
         100.0 * (fed / alone.max(1e-12) - 1.0)
     ));
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::noisy_epochs;
+
+    #[test]
+    fn a_wide_spread_of_epochs_is_called_noise_and_says_why() {
+        assert_eq!(noisy_epochs(9.9, 1.0), None);
+        let short = noisy_epochs(54.0, 1.0).expect("±54% is noise");
+        assert!(
+            short.contains("±54%") && short.contains("an epoch of 1 batch(es)"),
+            "{short}"
+        );
+        let busy = noisy_epochs(12.0, 40.0).expect("±12% is noise");
+        assert!(
+            busy.contains("busy") && !busy.contains("an epoch of"),
+            "{busy}"
+        );
+    }
 }
