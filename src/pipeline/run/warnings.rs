@@ -1,10 +1,11 @@
 //! What a pipeline's start finds worth telling, though the pipeline runs: problems met while
 //! listing the data, a data set without labels whose labels the pipeline uses, and builds
-//! that make everything slower. Each is logged (those about the build once per process) and
+//! that make everything slower. Each is logged once per process and
 //! kept for [`Pipeline::warnings`](super::Pipeline::warnings), which the Python package
 //! turns into Python warnings.
 
-use std::sync::Once;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, Once};
 
 use crate::pipeline::graph::Graph;
 use crate::reader::shards::samples::LabelFrom;
@@ -65,9 +66,15 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
     if let Some(why) = missing_labels(graph, source) {
         out.push(StartWarning::Data(why));
     }
+    // Logged once a process: `compare` starts a pipeline per device over the same data.
+    static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
     for w in &out {
-        tracing::warn!("{w}");
+        if logged.insert(w.message().to_string()) {
+            tracing::warn!("{w}");
+        }
     }
+    drop(logged);
     let speed: Vec<StartWarning> = [
         unoptimised_build(OPT_LEVEL),
         crate::decode::jpeg_simd_warning(),
