@@ -323,7 +323,7 @@ fn noisy_epochs(spread: f64, per_epoch: f64) -> Option<String> {
              works ahead into the next one); use more data for per-epoch rates"
         )
     } else {
-        "is the machine busy?".to_string()
+        "the machine may be busy".to_string()
     };
     Some(format!(
         "the epochs' rates vary by ±{spread:.0}%, so their median is noise: {why}. The \

@@ -349,6 +349,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn an_image_of_no_channels_passes_in_either_layout() {
+        let n = Normalize::new(&[1.0], &[2.0], DType::F16).unwrap();
+        for layout in [Layout::Hwc, Layout::Chw] {
+            let fused = NormalizeToLayout {
+                normalize: n.clone(),
+                layout,
+                mirror: None,
+                simd: true,
+            };
+            let out = fused.apply(Image::from_u8_hwc(2, 3, 0, Vec::new()), true, false);
+            assert_eq!(out.map(|im| im.pixels.len()), Ok(0), "{layout:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn normalize_to_layout_is_bit_identical(h in 1usize..9, w in 1usize..40, c in 1usize..6, f16_out: bool,

@@ -75,7 +75,11 @@ impl Lane for f16 {
 /// `mean.len()` channels interleaved (one channel for a plane of CHW): eight at a time where
 /// allowed (`simd`) and the CPU has the instructions, for up to 8 channels.
 pub fn normalize_u8<T: Lane>(dst: &mut [T], src: &[u8], mean: &[f32], inv: &[f32], simd: bool) {
-    assert!(dst.len() == src.len() && mean.len() == inv.len() && !mean.is_empty());
+    assert!(dst.len() == src.len() && mean.len() == inv.len());
+    if src.is_empty() {
+        return;
+    }
+    assert!(!mean.is_empty(), "elements of no channel");
     let c = mean.len();
     let done = if simd && c <= 8 && available() {
         vector_part(dst, src, mean, inv)

@@ -218,7 +218,7 @@ impl<'a> Cx<'a> {
         let key = e.span().and_then(|s| self.text.get(s)).map(str::trim);
         let help = match key {
             Some(key) if message.starts_with("duplicate key") && !key.is_empty() => {
-                format!("`{key}` is set twice in this table: keep one")
+                format!("`{key}` appears twice: keep one")
             }
             _ => "mend the TOML syntax here: strings in double quotes, lists in [ ], one \
                   `key = value` a line"

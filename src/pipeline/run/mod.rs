@@ -345,7 +345,8 @@ impl Pipeline {
         self.batches.len()
     }
 
-    /// What the start found worth a warning (each was logged too): problems met listing the
+    /// What the start found worth a warning (each logged too, the first time in the process):
+    /// problems met listing the
     /// data, labels the data set doesn't have, a build that makes everything slower.
     pub fn warnings(&self) -> &[StartWarning] {
         &self.warnings

@@ -56,7 +56,9 @@ pub(crate) fn unoptimised_build(opt_level: &str) -> Option<String> {
     })
 }
 
-/// The warnings for a pipeline of `graph` over `source`, logged as they are found.
+/// The warnings for a pipeline of `graph` over `source`, each logged the first time in the
+/// process (a long-lived process logs a listing problem that recurs once; every pipeline's
+/// [`Pipeline::warnings`](super::Pipeline::warnings) has all of its own).
 pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
     let mut out: Vec<StartWarning> = source
         .warnings()

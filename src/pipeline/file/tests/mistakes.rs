@@ -17,7 +17,7 @@ fn syntax_error_is_placed_and_one_line() {
         3,
         1,
         "duplicate key",
-        Some("`batch` is set twice in this table"),
+        Some("`batch` appears twice: keep one"),
     );
 }
 
