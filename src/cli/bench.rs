@@ -352,12 +352,14 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         1 => "a warm-up epoch".to_string(),
         n => format!("{n} warm-up epochs (until the pipeline's pools settled)"),
     };
-    match m.spread() {
-        Some((median, lo, hi)) => outln!(
+    let spread = m
+        .spread()
+        .map(|(median, lo, hi)| (median, lo, hi, spread_percent(median, lo, hi)));
+    match spread {
+        Some((median, lo, hi, spread)) => outln!(
             "timed {epochs} epochs after {warm_up} in {:.2} s: median {median:.1} img/s \
-             per epoch (lowest {lo:.1}, highest {hi:.1}, ±{:.1}%)",
+             per epoch (lowest {lo:.1}, highest {hi:.1}, ±{spread:.1}%)",
             m.seconds,
-            spread_percent(median, lo, hi)
         )?,
         None => outln!(
             "timed {epochs} epoch after {warm_up} in {:.2} s (no spread from one epoch)",
@@ -365,10 +367,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         )?,
     }
     let per_epoch = m.batches as f64 / epochs.max(1) as f64;
-    let spread = m
-        .spread()
-        .map(|(median, lo, hi)| spread_percent(median, lo, hi));
-    if let Some(why) = spread.and_then(|s| noisy_epochs(s, per_epoch)) {
+    if let Some(why) = spread.and_then(|(.., s)| noisy_epochs(s, per_epoch)) {
         eprintln!("{}: {why}", super::logs::label(tracing::Level::WARN));
     }
     if m.seconds < MEANINGFUL_SECONDS || m.batches < MEANINGFUL_BATCHES {

@@ -5,7 +5,7 @@
 //! turns into Python warnings.
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, Once};
+use std::sync::Mutex;
 
 use crate::pipeline::graph::Graph;
 use crate::reader::shards::samples::LabelFrom;
@@ -68,7 +68,13 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
     if let Some(why) = missing_labels(graph, source) {
         out.push(StartWarning::Data(why));
     }
-    // Logged once a process: `compare` starts a pipeline per device over the same data.
+    let speed = [
+        unoptimised_build(OPT_LEVEL),
+        crate::decode::jpeg_simd_warning(),
+    ];
+    out.extend(speed.into_iter().flatten().map(StartWarning::Speed));
+    // Logged once a process: `compare` starts a pipeline per device over the same data, and
+    // the build's warnings are the same for every pipeline.
     static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
     for w in &out {
@@ -77,17 +83,6 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
         }
     }
     drop(logged);
-    let speed: Vec<StartWarning> = [
-        unoptimised_build(OPT_LEVEL),
-        crate::decode::jpeg_simd_warning(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(StartWarning::Speed)
-    .collect();
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| speed.iter().for_each(|w| tracing::warn!("{w}")));
-    out.extend(speed);
     out
 }
 
