@@ -5,6 +5,7 @@
 
 use super::header::JpegHeader;
 use super::options::{DecodeOptions, EntropyDecoder, Upsampling};
+use super::turbo::Decoded;
 use crate::error::DecodeError;
 
 /// Decodes the JPEG `bytes`, whose header `h` was read by [`JpegHeader::read`], with
@@ -21,7 +22,39 @@ pub(crate) fn decode_pixels(
     scale_denom: u8,
     opts: &DecodeOptions,
 ) -> Result<(Vec<u8>, usize), DecodeError> {
+    decode(bytes, h, region, scale_denom, opts, false).map(|d| (d.pixels, d.channels))
+}
+
+/// As [`decode_pixels`], for a `region` of the unscaled image, which may come with columns
+/// either side of it: those libjpeg decodes anyway when our entropy decoding feeds it, kept
+/// rather than copied out ([`super::turbo::decode_from_source_wide`]).
+pub(crate) fn decode_pixels_wide(
+    bytes: &[u8],
+    h: &JpegHeader,
+    region: super::turbo::Rect,
+    opts: &DecodeOptions,
+) -> Result<Decoded, DecodeError> {
+    decode(bytes, h, Some(region), 1, opts, true)
+}
+
+fn decode(
+    bytes: &[u8],
+    h: &JpegHeader,
+    region: Option<super::turbo::Rect>,
+    scale_denom: u8,
+    opts: &DecodeOptions,
+    wide: bool,
+) -> Result<Decoded, DecodeError> {
     let (width, height) = scaled_size(h.width(), h.height(), scale_denom);
+    // The region's (or the image's) size, for a result given packed.
+    let (rows, cols) = region.map_or((height, width), |(_, _, rh, rw)| (rh, rw));
+    let packed = |(pixels, channels): (Vec<u8>, usize)| Decoded {
+        pixels,
+        height: rows,
+        width: cols,
+        channels,
+        left: 0,
+    };
     let data = &bytes[h.soi..];
     let huffman = !h.arithmetic();
     let progressive = huffman && h.progressive();
@@ -32,7 +65,7 @@ pub(crate) fn decode_pixels(
             if let Ok(decoded) = coefficients.decode(h.components(), fancy) {
                 #[cfg(test)]
                 ENTROPY_DECODED_BY.set("stokehold progressive");
-                return Ok(decoded);
+                return Ok(packed(decoded));
             }
         }
     }
@@ -53,17 +86,22 @@ pub(crate) fn decode_pixels(
     if huffman && !h.progressive() && opts.sequential_decoder == EntropyDecoder::Stokehold {
         if let Some(mut scan) = super::baseline::scan(bytes, h) {
             // Should our entropy decoding decline, libjpeg decodes the file alone (below).
-            if let Ok((px, _, _, c)) = super::turbo::decode_from_source(data, &req, &mut scan) {
+            let decoded = match wide {
+                true => super::turbo::decode_from_source_wide(data, &req, &mut scan),
+                false => super::turbo::decode_from_source(data, &req, &mut scan)
+                    .map(|(px, _, _, c)| packed((px, c))),
+            };
+            if let Ok(decoded) = decoded {
                 #[cfg(test)]
                 ENTROPY_DECODED_BY.set("stokehold sequential");
-                return Ok((px, c));
+                return Ok(decoded);
             }
         }
     }
     let (px, _, _, c) = super::turbo::decode(fewer_scans.as_deref().unwrap_or(data), &req)?;
     #[cfg(test)]
     ENTROPY_DECODED_BY.set("libjpeg");
-    Ok((px, c))
+    Ok(packed((px, c)))
 }
 
 #[cfg(test)]

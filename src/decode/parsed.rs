@@ -159,6 +159,31 @@ impl<'a> ParsedImage<'a> {
         self.decode_window_at(window, 1)
     }
 
+    /// As [`ParsedImage::decode_window`], but the image may hold columns either side of the
+    /// window — those the decoder produced anyway, kept rather than copied out — so it comes
+    /// with where the window lies in it. For operators that read a window of the image (the
+    /// same pixels there).
+    pub(crate) fn decode_window_within(
+        &self,
+        window: Window,
+    ) -> Result<(Image, Window), DecodeError> {
+        let opts = &self.opts;
+        if let Header::Jpeg(hd) = &self.header {
+            let o = if opts.apply_exif { hd.orientation } else { 1 };
+            let c = opts.color.channels();
+            // Stored = oriented coordinates, and no channel conversion to come.
+            if !(2..=8).contains(&o) && hd.components() == c {
+                check_window(window, hd.height(), hd.width())?;
+                let d = guarded(|| jpeg::decode_pixels_wide(self.bytes, hd, window, opts))?;
+                let within = (0, d.left, window.2, window.3);
+                return Ok((Image::from_u8_hwc(d.height, d.width, c, d.pixels), within));
+            }
+        }
+        let im = self.decode_window(window)?;
+        let within = (0, 0, im.height, im.width);
+        Ok((im, within))
+    }
+
     /// **Opt-in, not the reference pixels.** Decodes a JPEG downscaled by 1/`scale_denom`
     /// (1, 2, 4 or 8) in the DCT domain, `window` (or all of it) in the scaled image's
     /// coordinates: see [`super::decode_scaled`].

@@ -227,7 +227,7 @@ pub(crate) fn decode(
     data: &[u8],
     req: &Request,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
-    decode_with::<NoSource>(data, req, None)
+    decode_with::<NoSource>(data, req, None, false).map(Decoded::into_tuple)
 }
 
 /// As [`decode`], for a sequential JPEG whose one scan (all components) is entropy-decoded
@@ -242,7 +242,39 @@ pub(crate) fn decode_from_source<S: McuSource>(
     req: &Request,
     source: &mut S,
 ) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
-    decode_with(data, req, Some(source))
+    decode_with(data, req, Some(source), false).map(Decoded::into_tuple)
+}
+
+/// As [`decode_from_source`], but a region comes with the columns libjpeg decodes either
+/// side of it (to whole iMCUs and a margin), its rows written straight into the output: no
+/// copy of the window out of libjpeg's rows (3% of a training pipeline's CPU). CMYK and
+/// whole images come as [`decode_from_source`] gives them.
+pub(crate) fn decode_from_source_wide<S: McuSource>(
+    data: &[u8],
+    req: &Request,
+    source: &mut S,
+) -> Result<Decoded, DecodeError> {
+    decode_with(data, req, Some(source), true)
+}
+
+/// Decoded pixels: `height` rows of `width` pixels, `channels` interleaved samples each,
+/// the requested region's first column at `left` (0, and the region's width, but from
+/// [`decode_from_source_wide`]).
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    pub pixels: Vec<u8>,
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+    pub left: usize,
+}
+
+impl Decoded {
+    /// (pixels, height, width, channels) of a packed result.
+    fn into_tuple(self) -> (Vec<u8>, usize, usize, usize) {
+        debug_assert_eq!(self.left, 0);
+        (self.pixels, self.height, self.width, self.channels)
+    }
 }
 
 /// The type of no source.
@@ -261,9 +293,12 @@ fn decode_with<S: McuSource>(
     data: &[u8],
     req: &Request,
     source: Option<&mut S>,
-) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    wide: bool,
+) -> Result<Decoded, DecodeError> {
     let mut d = Decompress::new();
-    let result = catch_unwind(AssertUnwindSafe(|| decode_inner(&mut d, data, req, source)));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        decode_inner(&mut d, data, req, source, wide)
+    }));
     d.cinfo.common.client_data = std::ptr::null_mut();
     drop(d);
     match result {
@@ -374,7 +409,8 @@ fn decode_inner<S: McuSource>(
     data: &[u8],
     req: &Request,
     source: Option<&mut S>,
-) -> Result<(Vec<u8>, usize, usize, usize), DecodeError> {
+    wide: bool,
+) -> Result<Decoded, DecodeError> {
     let cinfo = &mut d.cinfo;
     // SAFETY: `cinfo` is zeroed with a valid error manager; creation fills the rest.
     unsafe { mozjpeg_sys::jpeg_create_decompress(cinfo) };
@@ -429,30 +465,17 @@ fn decode_inner<S: McuSource>(
         )));
     }
     let out_c = if nc == 4 { 3 } else { nc };
-    // Every row of `out` is written below (or the decode fails).
-    let mut out = crate::scratch::buffer::<u8>(h * w * out_c);
-
     if req.region.is_none() && nc != 4 {
         // Whole image straight into the output, a few rows per call.
-        let stride = w * nc;
-        while (cinfo.output_scanline as usize) < full_h {
-            let y = cinfo.output_scanline as usize;
-            let mut rows: [JSAMPROW_MUT; 4] = [std::ptr::null_mut(); 4];
-            let n = (full_h - y).min(4);
-            for (i, r) in rows.iter_mut().enumerate().take(n) {
-                *r = out[(y + i) * stride..].as_mut_ptr();
-            }
-            // SAFETY: each of the `n` row pointers points to `stride` writable bytes of
-            // `out` (rows y..y+n < full_h), which libjpeg fills with output_width ×
-            // output_components samples = `stride`.
-            let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), n as JDIMENSION) };
-            if got == 0 {
-                return Err(DecodeError::Corrupt(
-                    "JPEG: decoder returned no rows".into(),
-                ));
-            }
-        }
-        return Ok((out, h, w, out_c));
+        let mut out = crate::scratch::buffer::<u8>(h * w * out_c);
+        read_rows(cinfo, &mut out, w * nc, 0, full_h)?;
+        return Ok(Decoded {
+            pixels: out,
+            height: h,
+            width: w,
+            channels: out_c,
+            left: 0,
+        });
     }
 
     // A region (or CMYK): decode a margin around it, one row at a time into a line buffer.
@@ -485,9 +508,21 @@ fn decode_inner<S: McuSource>(
             return Err(DecodeError::Corrupt("JPEG: could not skip rows".into()));
         }
     }
+    if wide && nc != 4 {
+        // The window's rows whole, straight into the output.
+        let mut out = crate::scratch::buffer::<u8>(h * cw * nc);
+        read_rows(cinfo, &mut out, cw * nc, top, top + h)?;
+        return Ok(Decoded {
+            pixels: out,
+            height: h,
+            width: cw,
+            channels: nc,
+            left: left - xoff,
+        });
+    }
     // Up to ROWS rows per call into a small buffer (one row per call would make libjpeg
     // copy through its spare row for 2× vertical upsampling).
-    const ROWS: usize = 4;
+    let mut out = crate::scratch::buffer::<u8>(h * w * out_c);
     let line_len = cw * nc;
     let mut lines = vec![0u8; ROWS * line_len];
     let mut rgb_line = if nc == 4 {
@@ -524,5 +559,45 @@ fn decode_inner<S: McuSource>(
             out[o..o + row_bytes].copy_from_slice(&src[col..col + row_bytes]);
         }
     }
-    Ok((out, h, w, out_c))
+    Ok(Decoded {
+        pixels: out,
+        height: h,
+        width: w,
+        channels: out_c,
+        left: 0,
+    })
+}
+
+/// Rows per `jpeg_read_scanlines` call (one row per call would make libjpeg copy through
+/// its spare row for 2× vertical upsampling).
+const ROWS: usize = 4;
+
+/// Reads output rows `first..end` (the next to come is `first`) into `out`, `stride` bytes
+/// a row (the decoder's output width × components), a few rows per call.
+fn read_rows(
+    cinfo: &mut jpeg_decompress_struct,
+    out: &mut [u8],
+    stride: usize,
+    first: usize,
+    end: usize,
+) -> Result<(), DecodeError> {
+    assert!(out.len() >= (end - first) * stride);
+    while (cinfo.output_scanline as usize) < end {
+        let y = cinfo.output_scanline as usize - first;
+        let n = (end - first - y).min(ROWS);
+        let mut rows: [JSAMPROW_MUT; ROWS] = [std::ptr::null_mut(); ROWS];
+        for (i, r) in rows.iter_mut().enumerate().take(n) {
+            *r = out[(y + i) * stride..].as_mut_ptr();
+        }
+        // SAFETY: each of the `n` row pointers points to `stride` writable bytes of `out`
+        // (rows y..y+n < end - first, checked above), which libjpeg fills with its
+        // output_width × output_components samples = `stride`.
+        let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), n as JDIMENSION) };
+        if got == 0 {
+            return Err(DecodeError::Corrupt(
+                "JPEG: decoder returned no rows".into(),
+            ));
+        }
+    }
+    Ok(())
 }

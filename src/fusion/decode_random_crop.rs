@@ -46,8 +46,8 @@ fn decode_and_crop_with_info(
     rng: &mut SampleRng,
 ) -> Result<(Image, Window, ImageInfo), DecodeAndCropError> {
     let (image, window) = parse_and_choose(bytes, decode_opts, rrc, rng)?;
-    let crop = image.decode_window(window)?;
-    Ok((resize_whole(crop, rrc)?, window, image.info()))
+    let (decoded, within) = image.decode_window_within(window)?;
+    Ok((resize_within(decoded, within, rrc)?, window, image.info()))
 }
 
 /// The image's header, read once, and the window drawn for it (the same draws as the
@@ -69,16 +69,26 @@ fn parse_and_choose<'a>(
 
 /// Resizes all of `crop` to the operator's output size; its buffer is recycled.
 fn resize_whole(crop: Image, rrc: &RandomResizedCrop) -> Result<Image, DecodeAndCropError> {
+    let whole = (0, 0, crop.height, crop.width);
+    resize_within(crop, whole, rrc)
+}
+
+/// Resizes `window` of `image` to the operator's output size; its buffer is recycled.
+fn resize_within(
+    image: Image,
+    window: Window,
+    rrc: &RandomResizedCrop,
+) -> Result<Image, DecodeAndCropError> {
     let out = resize_image(
-        &crop,
-        (0, 0, crop.height, crop.width),
+        &image,
+        window,
         rrc.height,
         rrc.width,
         rrc.interp,
         rrc.antialias,
     )
     .map_err(DecodeAndCropError::Crop)?;
-    crate::scratch::recycle_image(crop);
+    crate::scratch::recycle_image(image);
     Ok(out)
 }
 

@@ -97,10 +97,12 @@ impl CroppedResize {
         (rows.start, cols.start, rows.len(), cols.len())
     }
 
-    /// Runs on `src`, a rectangle of the image starting at `origin` (row, column).
+    /// Runs on the source rectangle (`origin`, at the image's row and column, and
+    /// [`CroppedResize::source`]'s size) found at `at` in `src`.
     fn run(
         self,
         src: &Image,
+        at: (usize, usize, usize, usize),
         origin: (usize, usize),
         win: (usize, usize, usize, usize),
     ) -> Result<Image, String> {
@@ -113,7 +115,8 @@ impl CroppedResize {
             channels: c,
             stride: src.width * c,
         };
-        let (r0, c0) = origin;
+        // The image's row and column of `src`'s first pixel.
+        let (r0, c0) = (origin.0 - at.0, origin.1 - at.1);
         let (ct, cl, ch, cw) = win;
         let shift = |t: Taps, o: usize| Taps {
             start: t.start.iter().map(|&s| s - o as u32).collect(),
@@ -129,10 +132,10 @@ impl CroppedResize {
                 vertical_first,
             } => {
                 let window = (
-                    if v.is_none() { ct - r0 } else { 0 },
-                    if h.is_none() { cl - c0 } else { 0 },
-                    if v.is_none() { ch } else { src.height },
-                    if h.is_none() { cw } else { src.width },
+                    if v.is_none() { ct - r0 } else { at.0 },
+                    if h.is_none() { cl - c0 } else { at.1 },
+                    if v.is_none() { ch } else { at.2 },
+                    if h.is_none() { cw } else { at.3 },
                 );
                 let h = h.map(|t| shift(t, c0));
                 let v = v.map(|t| shift(t, r0));
@@ -195,7 +198,9 @@ impl ResizeCrop {
         match inner_window(&self.crop, oh, ow) {
             Some(win) => {
                 let p = cropped_resize(&self.resize, im.height, im.width, oh, ow, win);
-                let out = p.run(&im, (0, 0), win)?;
+                // The whole image holds the source rectangle where it lies in the image.
+                let at = p.source(win);
+                let out = p.run(&im, at, (at.0, at.1), win)?;
                 crate::scratch::recycle_image(im);
                 Ok((out, (win.0 as i64, win.1 as i64)))
             }
@@ -274,8 +279,8 @@ impl DecodeResizeCrop {
         };
         let p = cropped_resize(&self.rest.resize, h, w, oh, ow, win);
         let (r0, c0, rh, rw) = p.source(win);
-        let part = image.decode_window((r0, c0, rh, rw))?;
-        let out = p.run(&part, (r0, c0), win).map_err(op_err)?;
+        let (part, at) = image.decode_window_within((r0, c0, rh, rw))?;
+        let out = p.run(&part, at, (r0, c0), win).map_err(op_err)?;
         crate::scratch::recycle_image(part);
         Ok((out, (win.0 as i64, win.1 as i64), (h, w)))
     }

@@ -92,6 +92,15 @@ fn assert_window_exact(bytes: &[u8], opts: &DecodeOptions, full: &Image, win: Wi
         got.as_u8_hwc().unwrap() == &crop_of(full, win)[..],
         "{what}: window {win:?} differs from the full decode"
     );
+    // The same window inside the decoder's rows (the fused crop-and-resize reads it there).
+    let (within, at) = ParsedImage::parse(bytes, opts)
+        .and_then(|p| p.decode_window_within(win))
+        .unwrap_or_else(|e| panic!("{what} {win:?} within: {e}"));
+    assert_eq!((at.2, at.3, within.channels), (win.2, win.3, full.channels));
+    assert!(
+        crop_of(&within, at) == crop_of(full, win),
+        "{what}: window {win:?} at {at:?} of the decoder's rows differs from the full decode"
+    );
 }
 
 /// Windows touching every edge and none, sizes from 1 pixel to the whole image.

@@ -55,6 +55,41 @@ fn window_decode_is_bit_exact_all_subsamplings() {
 }
 
 #[test]
+fn a_window_comes_with_the_columns_decoded_beside_it() {
+    // A baseline RGB JPEG our entropy decoder takes: the window's rows come as libjpeg wrote
+    // them (no copy), whole iMCUs and a margin either side; anything else comes packed.
+    let (h, w) = (64usize, 160usize);
+    let jpg = encode_jpeg_opts(
+        &pattern_rgb(h, w),
+        h,
+        w,
+        3,
+        &JpegOpts {
+            quality: 85,
+            sub: Sub::S420,
+            progressive: false,
+            exif_tiff: None,
+        },
+    );
+    let win = (5, 50, 20, 30);
+    let (im, at) = ParsedImage::parse(&jpg, &rgb_opts())
+        .unwrap()
+        .decode_window_within(win)
+        .unwrap();
+    // 16-pixel iMCUs: columns 32..96 (the window's iMCUs and one more either side).
+    assert_eq!((im.height, im.width, at), (20, 64, (0, 18, 20, 30)));
+    let gray = DecodeOptions {
+        color: ColorMode::Gray,
+        ..rgb_opts()
+    };
+    let (im, at) = ParsedImage::parse(&jpg, &gray)
+        .unwrap()
+        .decode_window_within(win)
+        .unwrap();
+    assert_eq!((im.height, im.width, at), (20, 30, (0, 0, 20, 30)));
+}
+
+#[test]
 fn window_decode_through_every_orientation() {
     let (h, w) = (41usize, 70usize);
     let src = pattern_rgb(h, w);
@@ -203,6 +238,10 @@ proptest! {
             let got = decode_window(&jpg, &rgb_opts(), (t, l, wh, ww)).unwrap();
             prop_assert!(got.as_u8_hwc().unwrap() == &crop_of(&full, (t, l, wh, ww))[..],
                 "{sub:?} p={progressive} o={o} {h}x{w}: window {:?}", (t, l, wh, ww));
+            let (within, at) = ParsedImage::parse(&jpg, &rgb_opts()).unwrap()
+                .decode_window_within((t, l, wh, ww)).unwrap();
+            prop_assert!(crop_of(&within, at) == crop_of(&full, (t, l, wh, ww)),
+                "{sub:?} p={progressive} o={o} {h}x{w}: window {:?} at {at:?}", (t, l, wh, ww));
         }
     }
 }
