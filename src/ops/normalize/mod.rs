@@ -161,9 +161,13 @@ impl Normalize {
     pub fn check_channels(&self, channels: usize) -> Result<(), String> {
         for (name, n) in [("mean", self.mean.len()), ("std", self.inv_std.len())] {
             if n != 1 && n != channels {
+                let has = match channels {
+                    1 => "1 channel (gray)".to_string(),
+                    c => format!("{c} channels"),
+                };
                 return Err(format!(
-                    "'normalize' argument '{name}' has {n} values but the images have {channels} \
-                     channels; give '{name}' one value or {channels}"
+                    "'normalize' argument '{name}' has {n} values but its images have {has}; \
+                     give '{name}' one value per channel ({channels}), or a single value"
                 ));
             }
         }

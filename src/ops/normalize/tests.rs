@@ -86,7 +86,10 @@ fn channel_count_errors_name_the_argument() {
     let e = op
         .infer(&[ValueType::Image(ImageType::decoded(1))])
         .unwrap_err();
-    assert!(e.contains("'mean'") && e.contains("1 channels"), "{e}");
+    assert!(
+        e.contains("'mean'") && e.contains("1 channel (gray)"),
+        "{e}"
+    );
     let one_mean = Normalize::new(&[0.5], &[1.0, 2.0, 3.0], DType::F16).unwrap();
     let e = one_mean
         .apply(Image::from_u8_hwc(1, 1, 4, vec![1; 4]))

@@ -150,8 +150,9 @@ impl Pad {
             Ok(())
         } else {
             Err(format!(
-                "pad has {} fill values but the images have {c} channels; give one value or one per channel",
-                self.fill.len()
+                "pad has {} fill values but its images have {c} channel{}; give one value or one per channel",
+                self.fill.len(),
+                if c == 1 { "" } else { "s" }
             ))
         }
     }

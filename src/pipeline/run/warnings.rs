@@ -73,17 +73,22 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
         crate::decode::jpeg_simd_warning(),
     ];
     out.extend(speed.into_iter().flatten().map(StartWarning::Speed));
-    // Logged once a process: `compare` starts a pipeline per device over the same data, and
-    // the build's warnings are the same for every pipeline.
+    for w in &out {
+        warn_once(w.to_string());
+    }
+    out
+}
+
+/// Logs `message` as a warning unless this process logged it already: `compare` starts a
+/// pipeline per device and run over the same data, whose bad files, epoch summaries and
+/// listing problems are the same, as are the build's warnings for every pipeline.
+pub(super) fn warn_once(message: String) {
     static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
-    for w in &out {
-        if logged.insert(w.message().to_string()) {
-            tracing::warn!("{w}");
-        }
+    if !logged.contains(&message) {
+        tracing::warn!("{message}");
+        logged.insert(message);
     }
-    drop(logged);
-    out
 }
 
 /// Why every label will be -1 when the pipeline uses the reader's labels, if it will be.

@@ -263,15 +263,15 @@ impl Assembler {
         )
     }
 
-    /// Records a bad sample: reported once per file in the log, counted every time.
+    /// Records a bad sample: reported once per file and cause in the log (once a process),
+    /// counted every time.
     fn report(&mut self, e: SampleError, replaced: bool) {
         let stats = &self.links.stats;
         if self.reported.insert(e.index) {
-            if replaced {
-                tracing::warn!("replaced {e}");
-            } else {
-                tracing::warn!("skipped {e}");
-            }
+            super::warnings::warn_once(match replaced {
+                true => format!("replaced {e}"),
+                false => format!("skipped {e}"),
+            });
         }
         if replaced {
             stats.replaced.fetch_add(1, Ordering::Relaxed);
