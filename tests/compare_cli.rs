@@ -34,6 +34,24 @@ fn cpu_against_cpu_is_within_tolerance() {
 }
 
 #[test]
+fn epochs_given_are_compared_and_the_files_are_not() {
+    // 64 built-in images: one epoch unless --epochs says more (the file's `epochs` is run's).
+    let samples = tempfile::tempdir().unwrap();
+    let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    for (epochs, want) in [(None, 64), (Some("2"), 128)] {
+        let mut args = vec!["--batch", "32", "--threads", "2", "--no-decode"];
+        args.extend(epochs.iter().flat_map(|e| ["--epochs", e]));
+        let out = compare("resnet50-eval.toml", "cpu,cpu", &args, &data);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains(&format!("compared {want} samples")),
+            "{epochs:?}: {stdout}"
+        );
+    }
+}
+
+#[test]
 fn devices_are_checked_before_anything_runs() {
     let out = stokehold()
         .args([

@@ -25,7 +25,7 @@ pub struct CompareArgs {
     /// The two devices, the reference first (e.g. cpu,gpu).
     #[arg(long, value_name = "A,B", default_value = "cpu,gpu", value_parser = parse_devices)]
     devices: DevicePair,
-    /// Compare only the first N batches of the epoch.
+    /// Compare only the first N batches.
     #[arg(long, value_name = "N")]
     batches: Option<usize>,
     /// Leave out the comparison of the decoded images (the pipeline up to its decoder).
@@ -61,8 +61,14 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
     }
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
     let spec = checked.graph.spec.clone();
+    // The file's `epochs` is for `run`; compare runs one epoch unless told.
+    let epochs = match args.opts.settings.get("epochs") {
+        Some(_) => spec.settings.epochs.unwrap_or(1),
+        None => 1,
+    };
     let options = CompareOptions {
         devices: args.devices.0,
+        epochs,
         max_batches: args.batches,
         decode: !args.no_decode,
         ..CompareOptions::default()

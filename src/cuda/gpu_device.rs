@@ -99,7 +99,9 @@ pub struct PinnedHost {
 // SAFETY: the memory is owned by this value alone (no other handle to it exists), so moving
 // it to another thread or sharing `&PinnedHost` (which only reads) is as safe as for a Vec.
 unsafe impl Send for PinnedHost {}
-// SAFETY: as above; writes need `&mut self`.
+// SAFETY: as above. Through `&PinnedHost` the bytes are read (`as_slice`) or written only by
+// raw pointer (`as_ptr`), and a writer that way (the staging slabs) writes a range handed to
+// it alone, under a lock, that nobody reads or writes meanwhile: no data race on any byte.
 unsafe impl Sync for PinnedHost {}
 
 impl fmt::Debug for PinnedHost {
@@ -146,7 +148,8 @@ impl PinnedHost {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
-    /// The host address of byte 0.
+    /// The host address of byte 0. Writing through it (cast to `*mut`) is for bytes that no
+    /// one reads or writes meanwhile, `as_slice` included.
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr
     }

@@ -142,10 +142,13 @@ impl DevicePool {
         self.idle.lock().map(|v| v.len()).unwrap_or(0)
     }
 
+    /// Whether every event has completed; one whose query fails has not (a buffer is then
+    /// neither handed out nor freed on its account: the device's next call reports the
+    /// error).
     fn is_done(&self, events: &[Event]) -> bool {
         events
             .iter()
-            .all(|e| self.dev.is_complete(e).unwrap_or(true))
+            .all(|e| self.dev.is_complete(e).unwrap_or(false))
     }
 
     /// A buffer of at least `len` bytes for work on `stream` (contents unspecified): an idle

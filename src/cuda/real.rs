@@ -261,10 +261,32 @@ impl RealDevice {
             .ok_or_else(|| Error::Cuda("an event of another device".into()))
     }
 
-    fn bind(&self) -> Result<(), Error> {
+    /// Makes the device's context current on this thread for the guard's life, then puts
+    /// back the context that was current before, if another: a consumer's thread (a DLPack
+    /// export, a batch dropped on PyTorch's thread) keeps the device its framework set.
+    fn bind(&self) -> Result<Bound, Error> {
+        let before = cu::ctx::get_current().map_err(|e| cuda_err("read the current context", e))?;
         self.cu
             .bind_to_thread()
-            .map_err(|e| cuda_err("bind the context", e))
+            .map_err(|e| cuda_err("bind the context", e))?;
+        Ok(Bound(before.filter(|&c| c != self.cu.cu_ctx())))
+    }
+}
+
+/// The context to make current again when a [`RealDevice::bind`] ends (`None`: ours, or
+/// none, was current: it stays).
+#[must_use]
+struct Bound(Option<cudarc::driver::sys::CUcontext>);
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let Some(before) = self.0 {
+            // SAFETY: `before` was current on this thread when the bind began, a context its
+            // owner (the framework that made it current) keeps alive while it is in use.
+            if let Err(e) = unsafe { cu::ctx::set_current(before) } {
+                tracing::warn!("making the thread's context current again: {e}");
+            }
+        }
     }
 }
 
@@ -330,7 +352,7 @@ impl GpuDevice for RealDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr, Error> {
-        self.bind()?;
+        let _bound = self.bind()?;
         self.ctx
             .counters()
             .device_allocs
@@ -365,9 +387,7 @@ impl GpuDevice for RealDevice {
             .remove(&ptr)
             .unwrap_or(0);
         self.device_bytes.fetch_sub(len, Ordering::Relaxed);
-        if let Err(e) = self.bind() {
-            tracing::warn!("free: {e}");
-        }
+        let _bound = self.bind().inspect_err(|e| tracing::warn!("free: {e}"));
         self.ctx
             .counters()
             .device_frees
@@ -414,7 +434,7 @@ impl GpuDevice for RealDevice {
         len: usize,
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // SAFETY: forwarded contract: `src` is `len` pinned bytes left untouched until the
         // copy has run, `dst..dst+len` a live allocation.
         let host = unsafe { std::slice::from_raw_parts(src, len) };
@@ -431,7 +451,7 @@ impl GpuDevice for RealDevice {
         len: usize,
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // SAFETY: forwarded contract.
         unsafe { cu::memcpy_dtod_async(dst, src, len, s.cu_stream()) }
             .map_err(|e| cuda_err("device to device copy", e))
@@ -439,7 +459,7 @@ impl GpuDevice for RealDevice {
 
     unsafe fn zero(&self, stream: StreamId, dst: DevicePtr, len: usize) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // SAFETY: forwarded contract.
         unsafe { cu::memset_d8_async(dst, 0, len, s.cu_stream()) }
             .map_err(|e| cuda_err("memset", e))
@@ -452,7 +472,7 @@ impl GpuDevice for RealDevice {
         src: DevicePtr,
     ) -> Result<(), Error> {
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // SAFETY: forwarded contract; `dst` is pageable host memory, so the copy completes
         // before the synchronisation below returns, and nothing else uses `dst` meanwhile.
         unsafe { cu::memcpy_dtoh_async(dst, src, s.cu_stream()) }
@@ -501,7 +521,7 @@ impl GpuDevice for RealDevice {
 
     fn record(&self, stream: StreamId, _timing: bool) -> Result<Event, Error> {
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // Pooled (recording creates no event in steady state), blocking sync (a host
         // waiting on one sleeps), timing kept for all.
         // SAFETY: `s` is a live stream of this context (held by `self.streams`).
@@ -513,7 +533,7 @@ impl GpuDevice for RealDevice {
     fn wait(&self, stream: StreamId, event: &Event) -> Result<(), Error> {
         let s = self.stream(stream)?;
         let ev = Self::event(event)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         // SAFETY: both are live objects of this context; the wait captures the event's
         // recording at this point, so the event may be recorded again later.
         unsafe {
@@ -577,7 +597,7 @@ impl GpuDevice for RealDevice {
 
     fn worker_decoder(&self) -> Option<Box<dyn WorkerJpeg>> {
         let decoder = self.decoder.as_ref()?;
-        self.bind().ok()?;
+        let _bound = self.bind().ok()?;
         let made = decoder
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -632,7 +652,7 @@ impl GpuDevice for RealDevice {
                 .collect());
         };
         let s = self.stream(stream)?;
-        self.bind()?;
+        let _bound = self.bind()?;
         let mut results = Vec::with_capacity(jobs.len());
         let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
         let max = dec.batch_decoder().max_batch().max(1);
@@ -677,6 +697,11 @@ impl GpuDevice for RealDevice {
     }
 
     unsafe fn adopt_stream(&self, raw: u64) -> Result<StreamId, Error> {
+        // `CU_STREAM_PER_THREAD` (2) names the calling thread's own default stream, but the
+        // stream is used from other threads too (a batch's release event is recorded where
+        // its last reference drops): the legacy default stream (1), which every thread's
+        // per-thread default stream synchronises with, orders the same work from anywhere.
+        let raw = if raw == 2 { 1 } else { raw };
         // SAFETY: forwarded contract (a live `CUstream` of this context, kept alive by its
         // owner while batches may use it).
         let s = unsafe { self.cu.wrap_borrowed_stream(raw as usize as CUstream) };

@@ -338,3 +338,36 @@ fn gpu_a_device_loads_only_the_modules_its_pipeline_launches() {
         assert_eq!(dev.loaded_modules(), want, "{upsampling:?} {kernels:?}");
     }
 }
+
+#[test]
+fn gpu_a_threads_own_current_context_is_put_back() {
+    // A DLPack export or a batch dropped on a framework's thread binds our context for the
+    // call and puts the thread's own back: there, another device's (a context of its own
+    // here, as on one GPU there is no other device).
+    use crate::cuda::gpu_device::{streams, GpuDevice};
+    use cudarc::driver::{result as cu, sys};
+    let Some(dev) = crate::cuda::test_support::real_device() else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let ordinal = cu::device::get(0).unwrap();
+        // SAFETY: a device handle from the driver; no creation parameters. The new context
+        // becomes current on this thread and is destroyed below, after its last use.
+        let theirs = unsafe { cu::ctx::create_v4(std::ptr::null_mut(), 0, ordinal) }.unwrap();
+        assert_eq!(cu::ctx::get_current().unwrap(), Some(theirs));
+        let ev = dev.record(streams::KERNELS, false).unwrap();
+        dev.wait(streams::KERNELS, &ev).unwrap();
+        assert_eq!(
+            cu::ctx::get_current().unwrap(),
+            Some(theirs),
+            "the device's calls left its own context current on the caller's thread"
+        );
+        // SAFETY: created above, current on this thread only, no work queued in it.
+        assert_eq!(
+            unsafe { sys::cuCtxDestroy_v2(theirs) },
+            sys::CUresult::CUDA_SUCCESS
+        );
+    })
+    .join()
+    .unwrap();
+}

@@ -176,7 +176,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Flag {
             long: "epochs",
             value_name: "N",
-            help: "Passes over the dataset (bench and tune: timed passes after the warm-up: the first pass, and the next while the GPU path's pools settle)",
+            help: "Passes over the dataset (bench and tune: timed passes after the warm-up: the first pass, and the next while the GPU path's pools settle; compare: passes compared, 1 unless given)",
         },
         get: |s| {
             s.epochs

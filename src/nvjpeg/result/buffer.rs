@@ -21,12 +21,13 @@ pub unsafe fn create_pinned(
 /// A pinned host buffer whose memory comes from `alloc` (`nvjpegBufferPinnedCreateV2`).
 ///
 /// # Safety
-/// `h` is live and outlives the buffer; the allocator stays valid until the buffer is
-/// destroyed.
+/// `h` is live and outlives the buffer; `alloc` points at an allocator that stays valid,
+/// where it is, until the buffer is destroyed (nvJPEG may keep the pointer; it never writes
+/// through it).
 pub unsafe fn create_pinned_v2(
     lib: &Nvjpeg,
     h: sys::nvjpegHandle_t,
-    alloc: &mut sys::nvjpegPinnedAllocatorV2_t,
+    alloc: *mut sys::nvjpegPinnedAllocatorV2_t,
 ) -> Result<sys::nvjpegBufferPinned_t, NvjpegError> {
     let mut b: sys::nvjpegBufferPinned_t = std::ptr::null_mut();
     call!(lib, nvjpegBufferPinnedCreateV2(h, alloc, &mut b))?;
@@ -63,12 +64,13 @@ pub unsafe fn create_device(
 /// A device buffer whose memory comes from `alloc` (`nvjpegBufferDeviceCreateV2`).
 ///
 /// # Safety
-/// `h` is live and outlives the buffer; the allocator stays valid until the buffer is
-/// destroyed.
+/// `h` is live and outlives the buffer; `alloc` points at an allocator that stays valid,
+/// where it is, until the buffer is destroyed (nvJPEG may keep the pointer; it never writes
+/// through it).
 pub unsafe fn create_device_v2(
     lib: &Nvjpeg,
     h: sys::nvjpegHandle_t,
-    alloc: &mut sys::nvjpegDevAllocatorV2_t,
+    alloc: *mut sys::nvjpegDevAllocatorV2_t,
 ) -> Result<sys::nvjpegBufferDevice_t, NvjpegError> {
     let mut b: sys::nvjpegBufferDevice_t = std::ptr::null_mut();
     call!(lib, nvjpegBufferDeviceCreateV2(h, alloc, &mut b))?;

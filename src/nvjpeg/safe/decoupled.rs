@@ -49,6 +49,9 @@ pub(crate) struct Decoupled {
     /// [hybrid, GPU hybrid (when the library has it)].
     decoders: [Option<Decoder>; 2],
     handle: Arc<Handle>,
+    /// Only the GPU-assisted Huffman decoder (a worker's, whose purpose it is): an image it
+    /// refuses goes to the CPU rather than to the CPU-Huffman decoder.
+    gpu_huffman_only: bool,
 }
 
 impl std::fmt::Debug for Decoupled {
@@ -94,7 +97,13 @@ impl Decoupled {
             next: 0,
             decoders,
             handle: handle.clone(),
+            gpu_huffman_only: false,
         })
+    }
+
+    /// From now on, only the GPU-assisted Huffman decoder decodes (see the field).
+    pub(crate) fn gpu_huffman_only(&mut self) {
+        self.gpu_huffman_only = true;
     }
 
     /// Queues the decode of the encoded image at `data` (`len` bytes, which stay valid until
@@ -146,7 +155,9 @@ impl Decoupled {
         unsafe { result::jpeg_stream::parse(lib, h, bytes, slot.stream.raw) }.map_err(failed)?;
         let mut chosen = None;
         for which in [GPU_HYBRID, HYBRID] {
-            if which == GPU_HYBRID && pixels < GPU_HYBRID_MIN_PIXELS {
+            if which == GPU_HYBRID && pixels < GPU_HYBRID_MIN_PIXELS
+                || which == HYBRID && self.gpu_huffman_only
+            {
                 continue;
             }
             if let Some(d) = &self.decoders[which] {
@@ -163,7 +174,11 @@ impl Decoupled {
         }
         let Some(which) = chosen else {
             return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
-                "no nvJPEG decoder accepts this image with these parameters".into(),
+                match self.gpu_huffman_only {
+                    true => "nvJPEG's GPU Huffman decoder does not take this image (or region)",
+                    false => "no nvJPEG decoder accepts this image with these parameters",
+                }
+                .into(),
             )));
         };
         let (Some(decoder), Some(state)) = (&self.decoders[which], &slot.states[which]) else {

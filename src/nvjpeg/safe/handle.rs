@@ -324,10 +324,12 @@ fn to_i32(v: usize) -> Result<i32, NvjpegError> {
 impl PinnedBuffer {
     /// A pinned buffer (grown by nvJPEG as needed), from the handle's allocator.
     pub fn new(handle: &Arc<Handle>) -> Result<Self, NvjpegError> {
-        let mut alloc = handle.allocators.1;
-        // SAFETY: the handle is live; the allocator points at the handle's memory, which
-        // outlives the buffer (the buffer holds the handle).
-        let raw = unsafe { result::buffer::create_pinned_v2(&handle.lib, handle.raw, &mut alloc)? };
+        // nvJPEG reads the allocator through this pointer (it may keep it): the handle's own,
+        // boxed, which the buffer keeps alive.
+        let alloc = std::ptr::addr_of!(handle.allocators.1).cast_mut();
+        // SAFETY: the handle is live; the allocator (and the memory it points at) lives in
+        // the handle, which outlives the buffer (the buffer holds it); nvJPEG only reads it.
+        let raw = unsafe { result::buffer::create_pinned_v2(&handle.lib, handle.raw, alloc)? };
         Ok(PinnedBuffer {
             handle: handle.clone(),
             raw,
@@ -338,9 +340,9 @@ impl PinnedBuffer {
 impl DeviceBuffer {
     /// A device buffer (grown by nvJPEG as needed), from the handle's allocator.
     pub fn new(handle: &Arc<Handle>) -> Result<Self, NvjpegError> {
-        let mut alloc = handle.allocators.0;
+        let alloc = std::ptr::addr_of!(handle.allocators.0).cast_mut();
         // SAFETY: as for `PinnedBuffer::new`.
-        let raw = unsafe { result::buffer::create_device_v2(&handle.lib, handle.raw, &mut alloc)? };
+        let raw = unsafe { result::buffer::create_device_v2(&handle.lib, handle.raw, alloc)? };
         Ok(DeviceBuffer {
             handle: handle.clone(),
             raw,

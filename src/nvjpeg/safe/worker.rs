@@ -2,7 +2,10 @@
 //! stage on the GPU (`NVJPEG_BACKEND_GPU_HYBRID`), for images of at least
 //! [`GPU_HYBRID_MIN_PIXELS`]. Its host work is the stream's parse and little else, so a
 //! worker gives the device a large photo in a fraction of the time our CPU decoder takes
-//! for it — the decoder DALI gives the 1.8 MP photos its JPEG engines do not take.
+//! for it — the decoder DALI gives the 1.8 MP photos its JPEG engines do not take. An image
+//! (or region) that decoder refuses goes to our CPU decoder, not to nvJPEG's CPU-Huffman one:
+//! the stats then say so (`cpu-decoder:` with the refusal), where the CPU-Huffman decoder
+//! would have passed for the GPU one.
 //!
 //! It shares the [`BatchDecoder`](super::BatchDecoder)'s default handle (nvJPEG handles are
 //! thread-safe; states are not) and has states, buffers and slots of its own
@@ -37,7 +40,8 @@ impl WorkerDecoder {
     /// GPU-assisted Huffman decoder.
     pub(crate) fn new(handle: &Arc<Handle>, ctx: Arc<dyn GpuContext>) -> Result<Self, NvjpegError> {
         ctx.bind()?;
-        let decoupled = Decoupled::new(handle, SLOTS)?;
+        let mut decoupled = Decoupled::new(handle, SLOTS)?;
+        decoupled.gpu_huffman_only();
         if !decoupled.has_gpu_huffman() {
             return Err(NvjpegError::InvalidArgument(
                 "this nvJPEG has no GPU-assisted Huffman decoder".into(),

@@ -95,7 +95,10 @@ pub enum Decoder {
 pub struct CompareOptions {
     /// The two devices (the first is the reference).
     pub devices: [DeviceChoice; 2],
-    /// Compare at most this many batches (of the one epoch run); `None`: all.
+    /// Epochs run on both devices (1: the GPU path's pools settle after the first, so two
+    /// compare the settled path too).
+    pub epochs: u64,
+    /// Compare at most this many batches (of the epochs run); `None`: all.
     pub max_batches: Option<usize>,
     /// Also run the pipeline up to its decoder on both devices and compare the decoded
     /// images sample by sample.
@@ -108,6 +111,7 @@ impl Default for CompareOptions {
     fn default() -> Self {
         CompareOptions {
             devices: [DeviceChoice::Cpu, DeviceChoice::Gpu],
+            epochs: 1,
             max_batches: None,
             decode: true,
             tolerance: Tolerance::default(),
@@ -415,13 +419,14 @@ pub fn decode_only(spec: &PipelineSpec) -> Option<PipelineSpec> {
     })
 }
 
-/// Runs `spec` (one epoch) on both devices of `options` and compares them batch by batch;
-/// with `options.decode`, also the pipeline up to its decoder ([`decode_only`]).
+/// Runs `spec` (`options.epochs` epochs) on both devices of `options` and compares them
+/// batch by batch; with `options.decode`, also the pipeline up to its decoder
+/// ([`decode_only`]).
 pub fn compare(spec: &PipelineSpec, options: &CompareOptions) -> Result<Comparison, Error> {
     let start = |spec: &PipelineSpec, device: DeviceChoice| {
         let mut s = spec.clone();
         s.settings.device = device;
-        s.settings.epochs = Some(1);
+        s.settings.epochs = Some(options.epochs.max(1));
         Pipeline::new(s)
     };
     let [da, db] = options.devices;

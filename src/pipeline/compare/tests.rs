@@ -27,6 +27,27 @@ fn cpu(device: &str) -> DeviceReport {
     }
 }
 
+#[test]
+fn epochs_past_the_first_are_compared_too() {
+    // The GPU path's pools settle after the first epoch: a second one compares the settled
+    // path (on the emulated device here, on a GPU in `scripts/gpu-check.sh`).
+    let spec = shipped("pipelines/resnet50-train.toml", 8);
+    let run = |epochs| {
+        let options = CompareOptions {
+            devices: [DeviceChoice::Cpu, DeviceChoice::Emu],
+            epochs,
+            ..CompareOptions::default()
+        };
+        compare(&spec, &options).unwrap()
+    };
+    let (one, two) = (run(1), run(2));
+    assert!(one.within_tolerance() && two.within_tolerance(), "{two}");
+    assert_eq!(
+        (two.samples, two.batches),
+        (2 * one.samples, 2 * one.batches)
+    );
+}
+
 /// One batch of the train pipeline, run twice on the CPU.
 fn two_runs() -> (Batch, Batch, Vec<String>) {
     let spec = shipped("pipelines/resnet50-train.toml", 6);

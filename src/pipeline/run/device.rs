@@ -29,6 +29,7 @@ use crate::pipeline::spec::{BatchMemory, DeviceChoice, Settings};
 use super::run_settings::RunSettings;
 
 use super::gpu_plan::GpuPlan;
+use super::gpu_stage::engine_chunk;
 
 /// Which path a pipeline runs on, and why.
 ///
@@ -286,9 +287,11 @@ fn open(
             options.interpolate &= upsampling == Upsampling::Fancy;
             Ok(EmuDevice::new(options)?)
         }
+        // nvJPEG's largest call: a submission larger than it would be split in calls that
+        // wait for each other (the staging ring's one slot).
         _ => Ok(RealDevice::with_upsampling(
             settings.device_id,
-            settings.batch,
+            settings.batch.max(engine_chunk(settings.batch)),
             upsampling,
             kernels,
         )?),

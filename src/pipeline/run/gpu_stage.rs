@@ -564,7 +564,7 @@ impl GpuStage {
 /// Samples per decoder submission for batches of `batch`: the engines take a whole batch
 /// best (each call has a fixed cost; `docs/performance.md` has the measurement), but a batch much larger than that is submitted in parts so that decoding
 /// starts while it fills. `STOKEHOLD_ENGINE_CHUNK` overrides it (for tuning on a GPU).
-fn engine_chunk(batch: usize) -> usize {
+pub(super) fn engine_chunk(batch: usize) -> usize {
     std::env::var("STOKEHOLD_ENGINE_CHUNK")
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
