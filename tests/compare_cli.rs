@@ -122,3 +122,58 @@ fn cpu_against_the_emulated_device_is_within_tolerance_on_both_shipped_pipelines
         assert_eq!(stdout.lines().last(), Some("within tolerance"), "{name}");
     }
 }
+
+#[test]
+fn the_workers_own_gpu_decoder_gives_the_cpu_batches_on_the_emulated_device() {
+    // `STOKEHOLD_GPU_HUFFMAN=1`: photos of a megapixel or more that the split gives the
+    // workers go to each worker's own GPU decoder (emulated: our decoder on a stream of its
+    // own), their areas held until the batch's kernels are done, the kernels waiting for the
+    // worker's stream; two epochs, past the warm-up. Chroma repeated: exact.
+    let dir = tempfile::tempdir().unwrap();
+    for k in 0..8u8 {
+        let class = dir.path().join(if k % 2 == 0 { "a" } else { "b" });
+        std::fs::create_dir_all(&class).unwrap();
+        common::write_jpeg(&class.join(format!("{k}.jpg")), 1280, 880, k * 31);
+    }
+    let pipeline = common::edited_train(
+        dir.path(),
+        &[(
+            "output = \"decoded\"",
+            "output = \"decoded\"\nupsampling = \"nearest\"",
+        )],
+    );
+    let with_worker_decoder = |args: &[&str]| {
+        let out = common::stokehold()
+            .args(args)
+            .arg(&pipeline)
+            .arg("--data")
+            .arg(dir.path().join("."))
+            .args(["--batch", "4", "--threads", "2", "--epochs", "2"])
+            .env("STOKEHOLD_GPU_HUFFMAN", "1")
+            .env("STOKEHOLD_CPU_DECODE_SHARE", "0.5")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, text) = with_worker_decoder(&["compare", "--devices", "cpu,emu"]);
+    if text.contains("the emulated device is not built in") {
+        skip(Need::Emu, "no emulated device in this build");
+        return;
+    }
+    assert!(ok && text.contains("compared 16 samples"), "{text}");
+    assert!(text.trim_end().ends_with("within tolerance"), "{text}");
+    for row in ["images ", "decoded "] {
+        let line = text.lines().find(|l| l.starts_with(row)).unwrap();
+        let max_abs = line.split_whitespace().nth(2);
+        assert!(max_abs == Some("0") && line.ends_with(" ok"), "{line}");
+    }
+    // The workers' decoder took its share (counted as nvJPEG's CUDA decoder's).
+    let (ok, text) = with_worker_decoder(&["run", "--device", "emu", "--stats"]);
+    let by_workers = text
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" decoded by device-decoder:hybrid"))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert!(ok && by_workers > Some(0), "{text}");
+}

@@ -212,7 +212,8 @@ pub trait GpuDevice: Send + Sync + fmt::Debug {
 
     /// A JPEG decoder for a prep worker's thread, with a stream of its own: nvJPEG's decoder
     /// with the Huffman stage on the GPU, for large photos ([`WorkerJpeg`]); `None` where
-    /// the device has none (the emulated device, no nvJPEG, a library without it).
+    /// the device has none (no nvJPEG, a library without it, the emulated device with a
+    /// timing model).
     fn worker_decoder(&self) -> Option<Box<dyn WorkerJpeg>> {
         None
     }

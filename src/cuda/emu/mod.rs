@@ -41,7 +41,7 @@ use crate::nvjpeg::{
 
 use super::gpu_device::{
     DecodeJob, DeviceCounters, DeviceDescription, DevicePtr, Event, GpuDevice, KernelArg,
-    MemoryUse, PinnedHost, StreamId,
+    MemoryUse, PinnedHost, StreamId, WorkerJpeg,
 };
 use super::kernel::{Grid, Kernel};
 use crate::nvjpeg::safe::Counters;
@@ -135,7 +135,7 @@ pub struct EmuDevice {
     events: Mutex<Vec<Arc<EmuEvent>>>,
     memory: Arc<Memory>,
     /// The clocks of the check of stream order (`order.rs`).
-    order: Order,
+    order: Arc<Order>,
     streams: Mutex<Vec<Arc<EmuStream>>>,
     launches: AtomicU64,
     /// Decodes still to fail at their fence (see [`EmuDevice::fail_decodes`]).
@@ -194,7 +194,7 @@ impl EmuDevice {
             counters: Arc::default(),
             events: Mutex::new(Vec::new()),
             memory,
-            order: Order::default(),
+            order: Arc::default(),
             streams: Mutex::new(Vec::new()),
             launches: AtomicU64::new(0),
             failing_decodes: AtomicU64::new(0),
@@ -665,9 +665,24 @@ impl GpuDevice for EmuDevice {
     fn raw_event(&self, _event: &Event) -> u64 {
         0
     }
+
+    fn worker_decoder(&self) -> Option<Box<dyn WorkerJpeg>> {
+        if self.options.model.is_some() {
+            return None;
+        }
+        let id = self.new_stream().ok()?;
+        Some(Box::new(worker::EmuWorkerJpeg {
+            id,
+            stream: self.stream(id).ok()?,
+            memory: self.memory.clone(),
+            order: self.order.clone(),
+            fancy: self.options.interpolate,
+        }))
+    }
 }
 
 mod submit;
+mod worker;
 
 #[cfg(test)]
 mod order_tests;
