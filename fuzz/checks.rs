@@ -11,6 +11,7 @@ use stokehold::decode::{
 use stokehold::nvjpeg::{
     classify, decode_region, roi_for_display_window, route_header, Roi, Route,
 };
+use stokehold::Image;
 
 /// Pixels a check decodes at most: a header may legally ask for ~180 MP within the default
 /// limits; decoding that is correct but slow, so larger images are only probed (the limits
@@ -86,6 +87,12 @@ pub fn decode_checks(data: &[u8]) -> usize {
             assert_window_of(&part, img, (top, left, h, w), "");
             compared += 1;
         }
+        // The window where it lies in the decoder's rows (the fused crop-and-resize's).
+        if let Ok((rows, at)) = parsed.decode_window_within((top, left, h, w)) {
+            let window = Image::from_u8_hwc(h, w, rows.channels, crop(&rows, at));
+            assert_window_of(&window, img, (top, left, h, w), " in the decoder's rows");
+            compared += 1;
+        }
         // The same for a JPEG decoded at half size in the DCT domain (`dct_downscale`).
         if let Ok(half) = parsed.decode_scaled(2, None) {
             let (top, left, h, w) = window_of(half.height, half.width, pick);
@@ -96,6 +103,19 @@ pub fn decode_checks(data: &[u8]) -> usize {
         }
     }
     compared
+}
+
+/// The `window` (top, left, height, width) of `im`'s pixels, packed.
+fn crop(im: &Image, (top, left, h, w): (usize, usize, usize, usize)) -> Vec<u8> {
+    let (c, all) = (im.channels, im.pixels.as_bytes());
+    assert!(
+        top + h <= im.height && left + w <= im.width,
+        "window outside its rows"
+    );
+    (top..top + h)
+        .flat_map(|y| &all[(y * im.width + left) * c..(y * im.width + left + w) * c])
+        .copied()
+        .collect()
 }
 
 /// Asserts that `part` is the `window` (top, left, height, width) of `whole`.

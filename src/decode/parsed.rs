@@ -161,12 +161,26 @@ impl<'a> ParsedImage<'a> {
 
     /// As [`ParsedImage::decode_window`], but the image may hold columns either side of the
     /// window — those the decoder produced anyway, kept rather than copied out — so it comes
-    /// with where the window lies in it. For operators that read a window of the image (the
-    /// same pixels there).
-    pub(crate) fn decode_window_within(
-        &self,
-        window: Window,
-    ) -> Result<(Image, Window), DecodeError> {
+    /// with where the window lies in it: the same pixels there. For code that reads a window
+    /// of the image (a resize of it, as the fused crop-and-resize operators do).
+    ///
+    /// ```
+    /// use stokehold::decode::{DecodeOptions, ParsedImage};
+    ///
+    /// # fn main() -> Result<(), stokehold::decode::DecodeError> {
+    /// # let mut jpeg = Vec::new();
+    /// # jpeg_encoder::Encoder::new(&mut jpeg, 90)
+    /// #     .encode(&[128u8; 160 * 64 * 3], 160, 64, jpeg_encoder::ColorType::Rgb)
+    /// #     .unwrap();
+    /// let image = ParsedImage::parse(&jpeg, &DecodeOptions::default())?;
+    /// let (rows, at) = image.decode_window_within((10, 50, 30, 40))?;
+    /// let (top, left, h, w) = at;
+    /// assert_eq!((top, h, w, rows.height), (0, 30, 40, 30));
+    /// assert!(left + w <= rows.width); // what `decode_window` gives, from column `left`
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decode_window_within(&self, window: Window) -> Result<(Image, Window), DecodeError> {
         let opts = &self.opts;
         if let Header::Jpeg(hd) = &self.header {
             let o = if opts.apply_exif { hd.orientation } else { 1 };

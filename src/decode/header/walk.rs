@@ -237,7 +237,9 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                     h.irregular_at.get_or_insert(start);
                 }
                 let progressive = matches!(h.frame.marker, 0xC2 | 0xCA);
-                if let Some(why) = refused_progression(&scan).filter(|_| progressive) {
+                // (Asked of progressive scans only: a sequential one's bands would make a
+                // message per file for nothing.)
+                if let Some(why) = progressive.then(|| refused_progression(&scan)).flatten() {
                     return Err(corrupt(format!(
                         "damaged data at byte {start}: {why} (libjpeg, and so Pillow, refuse \
                          the file)"
