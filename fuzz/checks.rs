@@ -82,16 +82,22 @@ pub fn decode_checks(data: &[u8]) -> usize {
             panic!("decoded, yet the parse alone fails");
         };
         // Damaged data below the window may fail the whole decode only; both decoded, the
-        // window's pixels are the whole decode's.
-        if let Ok(part) = parsed.decode_window((top, left, h, w)) {
+        // window's pixels are the whole decode's. The window where it lies in the decoder's
+        // rows (the fused crop-and-resize's) is decoded or refused alike, and the same.
+        let part = parsed.decode_window((top, left, h, w));
+        let within = parsed.decode_window_within((top, left, h, w));
+        assert_eq!(
+            part.is_ok(),
+            within.is_ok(),
+            "{:?} / {:?}",
+            part.err(),
+            within.err()
+        );
+        if let (Ok(part), Ok((rows, at))) = (part, within) {
             assert_window_of(&part, img, (top, left, h, w), "");
-            compared += 1;
-        }
-        // The window where it lies in the decoder's rows (the fused crop-and-resize's).
-        if let Ok((rows, at)) = parsed.decode_window_within((top, left, h, w)) {
             let window = Image::from_u8_hwc(h, w, rows.channels, crop(&rows, at));
             assert_window_of(&window, img, (top, left, h, w), " in the decoder's rows");
-            compared += 1;
+            compared += 2;
         }
         // The same for a JPEG decoded at half size in the DCT domain (`dct_downscale`).
         if let Ok(half) = parsed.decode_scaled(2, None) {

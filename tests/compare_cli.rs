@@ -35,13 +35,28 @@ fn cpu_against_cpu_is_within_tolerance() {
 
 #[test]
 fn epochs_given_are_compared_and_the_files_are_not() {
-    // 64 built-in images: one epoch unless --epochs says more (the file's `epochs` is run's).
+    // 64 built-in images: one epoch unless --epochs says more, whatever the file's `epochs`
+    // (for `run`) says.
     let samples = tempfile::tempdir().unwrap();
     let data = stokehold::builtin_data::ensure(&samples.path().join("s")).unwrap();
+    let text = std::fs::read_to_string(common::shipped("resnet50-eval.toml")).unwrap();
+    let pipeline = samples.path().join("three-epochs.toml");
+    std::fs::write(
+        &pipeline,
+        text.replacen("[pipeline]", "[pipeline]\nepochs = 3", 1),
+    )
+    .unwrap();
     for (epochs, want) in [(None, 64), (Some("2"), 128)] {
         let mut args = vec!["--batch", "32", "--threads", "2", "--no-decode"];
         args.extend(epochs.iter().flat_map(|e| ["--epochs", e]));
-        let out = compare("resnet50-eval.toml", "cpu,cpu", &args, &data);
+        let out = common::stokehold()
+            .args(["compare", "--devices", "cpu,cpu"])
+            .arg(&pipeline)
+            .args(&args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{stdout}");
         assert!(

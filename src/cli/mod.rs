@@ -50,7 +50,7 @@ enum Command {
     /// Pack a class-folder data set into WebDataset tar shards (+ index.json), for
     /// `--data` or a shard_reader to read.
     Pack(pack::PackArgs),
-    /// Run a pipeline on two devices (one epoch) and report, per output, the largest and mean
+    /// Run a pipeline on two devices (one epoch, or --epochs) and report, per output, the largest and mean
     /// difference, the PSNR of the decoded images and whether every sample's random
     /// parameters match; exit status 3 when beyond the documented tolerance.
     Compare(compare::CompareArgs),

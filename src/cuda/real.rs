@@ -71,6 +71,27 @@ pub struct RealDevice {
     device_peak: AtomicUsize,
     pinned_bytes: Arc<AtomicUsize>,
     pinned_peak: Arc<AtomicUsize>,
+    /// The thread's own context, made current again when the device is gone (set by `drop`;
+    /// the last field, so dropped after the decoder's, modules' and streams' teardown, which
+    /// bind ours: the last batch may drop on a framework's thread).
+    put_back: PutBack,
+}
+
+/// A context to make current again when dropped (its address; `None`: leave the thread's).
+#[derive(Default)]
+struct PutBack(Option<usize>);
+
+impl Drop for PutBack {
+    fn drop(&mut self) {
+        if let Some(before) = self.0 {
+            let before = before as cudarc::driver::sys::CUcontext;
+            // SAFETY: `before` was current on this thread when the device's drop began, a
+            // context its owner (the framework that made it current) keeps alive meanwhile.
+            if let Err(e) = unsafe { cu::ctx::set_current(before) } {
+                tracing::warn!("making the thread's context current again: {e}");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for RealDevice {
@@ -128,6 +149,8 @@ impl RealDevice {
         let wants_fancy = decoding.is_some_and(|(_, u, _)| u == Upsampling::Fancy);
         let interpolate = wants_fancy && !crate::nvjpeg::safe::chroma_rebuild_enabled();
         let info: GpuInfo = probe(device_id)?;
+        // Opening binds our context: the opening thread's own is current again after it.
+        let _put_back = PutBack(cu::ctx::get_current().ok().flatten().map(|c| c as usize));
         let sleeping_waits = super::driver::blocking_sync_if_asked(device_id);
         let cu = CudaContext::new(device_id)
             .map_err(|e| Error::GpuUnavailable(format!("context for device {device_id}: {e}")))?;
@@ -240,6 +263,7 @@ impl RealDevice {
             device_peak: AtomicUsize::new(0),
             pinned_bytes: Arc::default(),
             pinned_peak: Arc::default(),
+            put_back: PutBack::default(),
         }))
     }
 
@@ -292,6 +316,11 @@ impl Drop for Bound {
 
 impl Drop for RealDevice {
     fn drop(&mut self) {
+        if let Ok(Some(before)) = cu::ctx::get_current() {
+            if before != self.cu.cu_ctx() {
+                self.put_back = PutBack(Some(before as usize));
+            }
+        }
         // Nothing may be freed (decoder work buffers, modules, streams) under running work.
         if let Err(e) = self.cu.synchronize() {
             tracing::warn!("synchronising the device before dropping it: {e}");

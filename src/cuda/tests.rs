@@ -345,23 +345,32 @@ fn gpu_a_threads_own_current_context_is_put_back() {
     // call and puts the thread's own back: there, another device's (a context of its own
     // here, as on one GPU there is no other device).
     use crate::cuda::gpu_device::{streams, GpuDevice};
+    use crate::decode::Upsampling;
     use cudarc::driver::{result as cu, sys};
-    let Some(dev) = crate::cuda::test_support::real_device() else {
+    if crate::cuda::test_support::real_device().is_none() {
         return;
-    };
+    }
     std::thread::spawn(move || {
         let ordinal = cu::device::get(0).unwrap();
         // SAFETY: a device handle from the driver; no creation parameters. The new context
         // becomes current on this thread and is destroyed below, after its last use.
         let theirs = unsafe { cu::ctx::create_v4(std::ptr::null_mut(), 0, ordinal) }.unwrap();
-        assert_eq!(cu::ctx::get_current().unwrap(), Some(theirs));
+        let still_theirs = |after: &str| {
+            assert_eq!(
+                cu::ctx::get_current().unwrap(),
+                Some(theirs),
+                "{after} left the device's own context current on the caller's thread"
+            );
+        };
+        still_theirs("creating it");
+        let dev = super::RealDevice::with_upsampling(0, 8, Upsampling::Nearest, &[Kernel::Chain])
+            .unwrap();
+        still_theirs("opening the device");
         let ev = dev.record(streams::KERNELS, false).unwrap();
         dev.wait(streams::KERNELS, &ev).unwrap();
-        assert_eq!(
-            cu::ctx::get_current().unwrap(),
-            Some(theirs),
-            "the device's calls left its own context current on the caller's thread"
-        );
+        still_theirs("recording and waiting");
+        drop((ev, dev));
+        still_theirs("dropping the device (nvJPEG's teardown included)");
         // SAFETY: created above, current on this thread only, no work queued in it.
         assert_eq!(
             unsafe { sys::cuCtxDestroy_v2(theirs) },

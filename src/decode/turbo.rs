@@ -468,7 +468,7 @@ fn decode_inner<S: McuSource>(
     if req.region.is_none() && nc != 4 {
         // Whole image straight into the output, a few rows per call.
         let mut out = crate::scratch::buffer::<u8>(h * w * out_c);
-        read_rows(cinfo, &mut out, w * nc, 0, full_h)?;
+        read_rows(cinfo, &mut out, 0, full_h)?;
         return Ok(Decoded {
             pixels: out,
             height: h,
@@ -478,7 +478,8 @@ fn decode_inner<S: McuSource>(
         });
     }
 
-    // A region (or CMYK): decode a margin around it, one row at a time into a line buffer.
+    // A region (or CMYK): decode a margin around it (libjpeg's crop widens it to whole
+    // iMCUs too), its rows kept whole (`wide`) or each copied out of a line buffer.
     let imcu_w = cinfo.max_h_samp_factor.max(1) as usize * 8;
     let margin = match smooths_blocks(cinfo) {
         true => SMOOTHING_MARGIN_IMCUS,
@@ -511,7 +512,7 @@ fn decode_inner<S: McuSource>(
     if wide && nc != 4 {
         // The window's rows whole, straight into the output.
         let mut out = crate::scratch::buffer::<u8>(h * cw * nc);
-        read_rows(cinfo, &mut out, cw * nc, top, top + h)?;
+        read_rows(cinfo, &mut out, top, top + h)?;
         return Ok(Decoded {
             pixels: out,
             height: h,
@@ -572,15 +573,15 @@ fn decode_inner<S: McuSource>(
 /// its spare row for 2× vertical upsampling).
 const ROWS: usize = 4;
 
-/// Reads output rows `first..end` (the next to come is `first`) into `out`, `stride` bytes
-/// a row (the decoder's output width × components), a few rows per call.
+/// Reads output rows `first..end` (the next to come is `first`) into `out`, a row each
+/// output width × components bytes (what libjpeg writes a row), a few rows per call.
 fn read_rows(
     cinfo: &mut jpeg_decompress_struct,
     out: &mut [u8],
-    stride: usize,
     first: usize,
     end: usize,
 ) -> Result<(), DecodeError> {
+    let stride = cinfo.output_width as usize * cinfo.output_components as usize;
     assert!(out.len() >= (end - first) * stride);
     while (cinfo.output_scanline as usize) < end {
         let y = cinfo.output_scanline as usize - first;
@@ -590,8 +591,8 @@ fn read_rows(
             *r = out[(y + i) * stride..].as_mut_ptr();
         }
         // SAFETY: each of the `n` row pointers points to `stride` writable bytes of `out`
-        // (rows y..y+n < end - first, checked above), which libjpeg fills with its
-        // output_width × output_components samples = `stride`.
+        // (rows y..y+n ≤ end - first, and `out` holds that many: asserted above), which
+        // libjpeg fills with its output_width × output_components samples = `stride`.
         let got = unsafe { jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), n as JDIMENSION) };
         if got == 0 {
             return Err(DecodeError::Corrupt(

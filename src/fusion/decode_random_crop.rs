@@ -1,10 +1,12 @@
-//! Fused `decode → random_resized_crop`: decode only the chosen window, then resize it.
+//! Fused `decode → random_resized_crop`: decode only the rows and columns the chosen window
+//! needs, then resize the window where it lies in them.
 //!
 //! [`decode_and_crop`] gives the same pixels and the same window as decoding the whole image
 //! with [`crate::decode::decode`] and running [`RandomResizedCrop`] on it with the same rng:
 //! the window depends only on the image size, which the header read once per sample gives
-//! ([`ParsedImage`]), [`ParsedImage::decode_window`] returns exactly the full decode's pixels
-//! in the window, and resizing a window reads no pixel outside it.
+//! ([`ParsedImage`]), [`ParsedImage::decode_window_within`] returns exactly the full decode's
+//! pixels in the window (with the columns the decoder produced beside it, not copied out),
+//! and resizing a window reads no pixel outside it.
 
 use crate::decode::{DecodeError, DecodeOptions, Format, ImageInfo, ParsedImage, Window};
 use crate::image::Image;
@@ -126,15 +128,15 @@ fn decode_and_crop_scaled_with_info(
         .find(|&d| wh / d >= rrc.height && ww / d >= rrc.width)
         .filter(|_| info.format == Format::Jpeg)
         .unwrap_or(1);
-    let crop = if denom == 1 {
-        image.decode_window(window)?
-    } else {
-        let (sh, sw) = (info.height.div_ceil(denom), info.width.div_ceil(denom));
-        let (t, l) = (top / denom, left / denom);
-        let b = (top + wh).div_ceil(denom).min(sh);
-        let r = (left + ww).div_ceil(denom).min(sw);
-        image.decode_scaled(denom as u8, Some((t, l, b - t, r - l)))?
-    };
+    if denom == 1 {
+        let (decoded, within) = image.decode_window_within(window)?;
+        return Ok((resize_within(decoded, within, rrc)?, window, info));
+    }
+    let (sh, sw) = (info.height.div_ceil(denom), info.width.div_ceil(denom));
+    let (t, l) = (top / denom, left / denom);
+    let b = (top + wh).div_ceil(denom).min(sh);
+    let r = (left + ww).div_ceil(denom).min(sw);
+    let crop = image.decode_scaled(denom as u8, Some((t, l, b - t, r - l)))?;
     Ok((resize_whole(crop, rrc)?, window, info))
 }
 

@@ -358,5 +358,36 @@ mod tests {
             let reference = step_by_step(&resize, &crop, im);
             prop_assert_eq!(fused, reference);
         }
+
+        /// Decoding only the source rectangle — its rows as the decoder writes them, from an
+        /// iMCU left of it — then resizing and cropping equals decoding the whole image and
+        /// resizing and cropping it.
+        #[test]
+        fn decode_resize_crop_equals_decode_then_resize_then_crop(
+            h in 16usize..120, w in 70usize..200, sub in 0usize..3,
+            short in 20usize..140, ch in 8usize..64, cw in 8usize..64,
+            nearest in any::<bool>(), pos in prop::option::of((0.0f64..=1.0, 0.0f64..=1.0)),
+        ) {
+            use crate::testutil::{encode_jpeg, pattern_rgb, Sub};
+            let sub = [Sub::S444, Sub::S422, Sub::S420][sub];
+            let jpg = encode_jpeg(&pattern_rgb(h, w), h, w, 3, 85, sub);
+            let resize = Resize {
+                target: ResizeTarget::Shorter(short),
+                interp: if nearest { Interp::Nearest } else { Interp::Bilinear },
+                antialias: true,
+            };
+            let crop = Crop {
+                height: ch,
+                width: cw,
+                anchor: pos.map_or(Anchor::Center, |(y, x)| Anchor::Position { y, x }),
+                fill: 0.0,
+            };
+            let rest = ResizeCrop { resize, crop, resize_name: "r".into(), crop_name: "c".into() };
+            let fused = DecodeResizeCrop { decode: DecodeOptions::default(), rest: rest.clone() };
+            let (got, offsets, _) = fused.apply(&jpg).unwrap();
+            let whole = crate::decode::decode(&jpg, &DecodeOptions::default()).unwrap();
+            let (want, want_offsets) = step_by_step(&resize, &crop, whole).unwrap();
+            prop_assert_eq!((got, offsets), (want, want_offsets));
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::cuda::gpu_device::{StreamId, WorkerJpeg};
 use crate::decode::{DecodeOptions, ParsedImage};
-use crate::nvjpeg::safe::output_size;
+use crate::nvjpeg::safe::{output_size, GPU_HYBRID_MIN_PIXELS};
 use crate::nvjpeg::{route_header, DeviceOutput, FallbackReason, NvjpegError, Roi, Route};
 
 use super::decode::{self, Queued};
@@ -36,7 +36,7 @@ impl WorkerJpeg for EmuWorkerJpeg {
     unsafe fn decode(
         &mut self,
         bytes: &Arc<Vec<u8>>,
-        _pixels: usize,
+        pixels: usize,
         roi: Option<Roi>,
         out: DeviceOutput,
     ) -> Result<(), NvjpegError> {
@@ -48,8 +48,14 @@ impl WorkerJpeg for EmuWorkerJpeg {
         if let Route::Cpu(reason) = route_header(&header, true) {
             return Err(NvjpegError::CpuFallback(reason));
         }
-        let (w, h) = roi.map_or((header.width(), header.height()), |r| (r.width, r.height));
-        let (width, height) = output_size(w, h, None, out)?;
+        // As the real one: only images its GPU Huffman decoder is for.
+        if pixels < GPU_HYBRID_MIN_PIXELS {
+            let why = format!("under {GPU_HYBRID_MIN_PIXELS} pixels, for the GPU Huffman decoder");
+            return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
+                why,
+            )));
+        }
+        let (width, height) = output_size(header.width(), header.height(), roi, out)?;
         let q = Queued {
             bytes: bytes.as_ptr() as u64,
             len: bytes.len(),

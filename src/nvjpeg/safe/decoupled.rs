@@ -173,12 +173,15 @@ impl Decoupled {
             }
         }
         let Some(which) = chosen else {
+            let why = match self.gpu_huffman_only {
+                true if pixels < GPU_HYBRID_MIN_PIXELS => format!(
+                    "under {GPU_HYBRID_MIN_PIXELS} pixels, for nvJPEG's GPU Huffman decoder"
+                ),
+                true => "nvJPEG's GPU Huffman decoder does not take this image (or region)".into(),
+                false => "no nvJPEG decoder accepts this image with these parameters".into(),
+            };
             return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
-                match self.gpu_huffman_only {
-                    true => "nvJPEG's GPU Huffman decoder does not take this image (or region)",
-                    false => "no nvJPEG decoder accepts this image with these parameters",
-                }
-                .into(),
+                why,
             )));
         };
         let (Some(decoder), Some(state)) = (&self.decoders[which], &slot.states[which]) else {

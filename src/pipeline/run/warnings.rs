@@ -80,8 +80,10 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
 }
 
 /// Logs `message` as a warning unless this process logged it already: `compare` starts a
-/// pipeline per device and run over the same data, whose bad files, epoch summaries and
-/// listing problems are the same, as are the build's warnings for every pipeline.
+/// pipeline per device and run over the same data, whose bad files and listing problems are
+/// the same, as are the build's warnings for every pipeline. (Each pipeline's epoch
+/// summaries are its own: logged each time.) The messages are kept for the process's life:
+/// a few per bad file.
 pub(super) fn warn_once(message: String) {
     static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());

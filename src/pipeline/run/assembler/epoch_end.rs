@@ -38,10 +38,12 @@ impl Assembler {
             n => format!("{n} batches"),
         };
         if summary.skipped + summary.replaced > 0 {
-            super::super::warnings::warn_once(format!(
+            tracing::warn!(
                 "epoch {epoch}: {} images in {batches}; {} bad samples skipped, {} replaced",
-                summary.images, summary.skipped, summary.replaced
-            ));
+                summary.images,
+                summary.skipped,
+                summary.replaced
+            );
         } else {
             tracing::info!("epoch {epoch}: {} images in {batches}", summary.images);
         }
