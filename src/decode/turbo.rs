@@ -574,7 +574,8 @@ fn decode_inner<S: McuSource>(
 const ROWS: usize = 4;
 
 /// Reads output rows `first..end` (the next to come is `first`) into `out`, a row each
-/// output width × components bytes (what libjpeg writes a row), a few rows per call.
+/// output width × components bytes (what libjpeg writes a row), a few rows per call: every
+/// one of them is written (a scratch buffer's old contents never show) or it fails.
 fn read_rows(
     cinfo: &mut jpeg_decompress_struct,
     out: &mut [u8],
