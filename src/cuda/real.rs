@@ -77,16 +77,19 @@ pub struct RealDevice {
     put_back: PutBack,
 }
 
-/// A context to make current again when dropped (its address; `None`: leave the thread's).
+/// A context to make current again when dropped (its address; `None`: leave the thread's):
+/// the thread's own, after a [`RealDevice::bind`], the device's opening or its teardown.
 #[derive(Default)]
+#[must_use]
 struct PutBack(Option<usize>);
 
 impl Drop for PutBack {
     fn drop(&mut self) {
         if let Some(before) = self.0 {
             let before = before as cudarc::driver::sys::CUcontext;
-            // SAFETY: `before` was current on this thread when the device's drop began, a
-            // context its owner (the framework that made it current) keeps alive meanwhile.
+            // SAFETY: `before` was current on this thread when the bind, opening or teardown
+            // began, a context its owner (the framework that made it current) keeps alive
+            // meanwhile.
             if let Err(e) = unsafe { cu::ctx::set_current(before) } {
                 tracing::warn!("making the thread's context current again: {e}");
             }
@@ -288,29 +291,17 @@ impl RealDevice {
     /// Makes the device's context current on this thread for the guard's life, then puts
     /// back the context that was current before, if another: a consumer's thread (a DLPack
     /// export, a batch dropped on PyTorch's thread) keeps the device its framework set.
-    fn bind(&self) -> Result<Bound, Error> {
+    fn bind(&self) -> Result<PutBack, Error> {
         let before = cu::ctx::get_current().map_err(|e| cuda_err("read the current context", e))?;
         self.cu
             .bind_to_thread()
             .map_err(|e| cuda_err("bind the context", e))?;
-        Ok(Bound(before.filter(|&c| c != self.cu.cu_ctx())))
-    }
-}
-
-/// The context to make current again when a [`RealDevice::bind`] ends (`None`: ours, or
-/// none, was current: it stays).
-#[must_use]
-struct Bound(Option<cudarc::driver::sys::CUcontext>);
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        if let Some(before) = self.0 {
-            // SAFETY: `before` was current on this thread when the bind began, a context its
-            // owner (the framework that made it current) keeps alive while it is in use.
-            if let Err(e) = unsafe { cu::ctx::set_current(before) } {
-                tracing::warn!("making the thread's context current again: {e}");
-            }
-        }
+        // Ours, or none, current before: it stays.
+        Ok(PutBack(
+            before
+                .filter(|&c| c != self.cu.cu_ctx())
+                .map(|c| c as usize),
+        ))
     }
 }
 

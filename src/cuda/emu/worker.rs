@@ -40,6 +40,13 @@ impl WorkerJpeg for EmuWorkerJpeg {
         roi: Option<Roi>,
         out: DeviceOutput,
     ) -> Result<(), NvjpegError> {
+        // As the real one: only images its GPU Huffman decoder is for.
+        if pixels < GPU_HYBRID_MIN_PIXELS {
+            let why = format!("under {GPU_HYBRID_MIN_PIXELS} pixels, for the GPU Huffman decoder");
+            return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
+                why,
+            )));
+        }
         let refused = |e: String| NvjpegError::CpuFallback(FallbackReason::NvjpegFailed(e));
         let header = ParsedImage::parse(bytes, &DecodeOptions::default())
             .map_err(|e| refused(e.to_string()))?
@@ -47,13 +54,6 @@ impl WorkerJpeg for EmuWorkerJpeg {
             .ok_or_else(|| refused("not a JPEG".into()))?;
         if let Route::Cpu(reason) = route_header(&header, true) {
             return Err(NvjpegError::CpuFallback(reason));
-        }
-        // As the real one: only images its GPU Huffman decoder is for.
-        if pixels < GPU_HYBRID_MIN_PIXELS {
-            let why = format!("under {GPU_HYBRID_MIN_PIXELS} pixels, for the GPU Huffman decoder");
-            return Err(NvjpegError::CpuFallback(FallbackReason::NvjpegUnsupported(
-                why,
-            )));
         }
         let (width, height) = output_size(header.width(), header.height(), roi, out)?;
         let q = Queued {
