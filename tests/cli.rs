@@ -469,6 +469,13 @@ fn bench_takes_stats_and_warns_when_too_short() {
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("stage times"), "{stdout}");
+    // The binary's allocator counts: a number per image, not "not counted".
+    let heap = stdout
+        .lines()
+        .find(|l| l.starts_with("heap allocations during the timed epochs: "))
+        .unwrap_or_else(|| panic!("no heap allocations line in {stdout}"));
+    let per_image = number_in(heap, "(", " an image");
+    assert!(per_image > 0.0 && per_image < 1000.0, "{heap}");
     // One epoch of 64 images in 4 batches can't be timed meaningfully.
     assert!(stderr.contains("warning: the timed part took"), "{stderr}");
     assert!(stderr.contains("too short to mean much"), "{stderr}");

@@ -16,6 +16,7 @@ use crate::pipeline::run::threads::{self, ThreadSnapshot, ThreadUse};
 use crate::pipeline::{Batch, Pipeline, PipelineSpec, StatsSnapshot};
 
 use super::consumer::{self, Consumer};
+use super::heap;
 use super::options::{self, RunOpts};
 use super::output::outln;
 use super::progress::Progress;
@@ -55,6 +56,8 @@ pub struct Timing {
     pub min_epochs: u64,
     /// ...taking at least this long together.
     pub min_seconds: f64,
+    /// Count heap allocations over the timed epochs (`--stats`; [`super::heap`]).
+    pub count_heap: bool,
 }
 
 impl Timing {
@@ -68,6 +71,7 @@ impl Timing {
                 .and_then(|n| u64::try_from(n).ok()),
             min_epochs,
             min_seconds,
+            count_heap: false,
         }
     }
 }
@@ -98,6 +102,9 @@ pub struct Measurement {
     /// What the pipeline's threads used during the timed epochs, in all and by name.
     pub thread_use: ThreadUse,
     pub thread_use_by_name: BTreeMap<String, ThreadUse>,
+    /// Heap allocations in the process during the timed epochs, where counted
+    /// ([`Timing::count_heap`] and an allocator that counts: [`super::heap`]).
+    pub heap_allocations: Option<u64>,
 }
 
 impl Measurement {
@@ -224,6 +231,8 @@ fn timed_run(
     let mut waited = Duration::ZERO;
     let mut threads_at_warm_end = ThreadSnapshot::default();
     let mut stats_at_warm_end = None;
+    let heap = timing.count_heap.then(heap::Counter::start).flatten();
+    let mut heap_at_warm_end = 0;
     let mut next = None;
     loop {
         let asked = Instant::now();
@@ -240,6 +249,7 @@ fn timed_run(
             if was_warming && clock.warm_end.is_some() {
                 threads_at_warm_end = threads::pipeline_threads();
                 stats_at_warm_end = Some(p.stats());
+                heap_at_warm_end = heap.as_ref().map_or(0, heap::Counter::read);
                 if let Some(n) = timing.epochs {
                     let epochs = clock.warm_epochs + n;
                     progress.set_length(epochs * per_epoch, epochs);
@@ -271,6 +281,7 @@ fn timed_run(
         consumer.step();
     }
     let threads_now = threads::pipeline_threads();
+    let heap_allocations = heap.map(|h| h.read().saturating_sub(heap_at_warm_end));
     let used = threads_now.since(&threads_at_warm_end);
     let used_by_name = threads_now.since_by_name(&threads_at_warm_end);
     progress.finish();
@@ -292,6 +303,7 @@ fn timed_run(
         run_seconds: started.elapsed().as_secs_f64(),
         thread_use: used,
         thread_use_by_name: used_by_name,
+        heap_allocations,
     };
     let running = keep_running.then_some(Running { pipeline: p, next });
     Ok((m, running))
@@ -334,7 +346,10 @@ fn noisy_epochs(spread: f64, per_epoch: f64) -> Option<String> {
 /// Benchmarks the pipeline; the last line has the fields the peer scripts print.
 pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
-    let timing = Timing::from(&args.opts, args.min_seconds, 3);
+    let timing = Timing {
+        count_heap: args.stats,
+        ..Timing::from(&args.opts, args.min_seconds, 3)
+    };
     let prefetch = checked.loaded.spec.settings.prefetch;
     // Calibrated before the pipeline starts, on an idle core.
     let consumer = Consumer::from_flags(args.consumer_ms, args.consumer_busy_ms);
@@ -397,6 +412,17 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
                     used.wakeups as f64 / per_batch,
                     used.preempted as f64 / per_batch
                 )?;
+            }
+            match m.heap_allocations {
+                Some(n) => outln!(
+                    "heap allocations during the timed epochs: {n} ({:.1} an image; Rust's, \
+                     every thread of the process; libjpeg's own pools not counted)",
+                    n as f64 / m.images.max(1) as f64
+                )?,
+                None => outln!(
+                    "heap allocations: not counted (only the stokehold binary's allocator \
+                     counts them)"
+                )?,
             }
         }
     }

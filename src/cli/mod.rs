@@ -13,6 +13,7 @@ mod bench;
 mod check;
 mod compare;
 mod consumer;
+pub mod heap;
 mod interrupt;
 mod logs;
 mod options;

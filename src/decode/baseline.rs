@@ -45,12 +45,16 @@ use std::rc::Rc;
 /// The entropy-coded first scan of a sequential JPEG, decoded MCU by MCU for libjpeg.
 pub(crate) struct BaselineScan<'a> {
     reader: BitReader<'a>,
-    dc_tables: Vec<Rc<HuffTable>>,
-    ac_tables: Vec<Rc<AcTable>>,
-    /// For each scan component: its DC and AC table (indices into the vectors above).
-    tables: Vec<(usize, usize)>,
-    /// Scan component of each block of an MCU.
-    members: Vec<usize>,
+    /// The DC and AC table of each Huffman slot (0..=3) the scan uses; a slot it doesn't
+    /// use holds one of the others, never read. Arrays, not vectors: a scan allocates
+    /// nothing.
+    dc_tables: [Rc<HuffTable>; 4],
+    ac_tables: [Rc<AcTable>; 4],
+    /// For each scan component: its DC and AC slot.
+    tables: [(usize, usize); 4],
+    /// Scan component of each block of an MCU, the first `mcu_blocks` of them.
+    members: [usize; MAX_MCU_BLOCKS],
+    mcu_blocks: usize,
     /// DC prediction of each scan component.
     preds: [i32; 4],
     restart_interval: usize,
@@ -79,41 +83,42 @@ fn scan_from<'a>(d: &'a [u8], h: &JpegHeader) -> R<BaselineScan<'a>> {
         d.get(t.ok_or(Unsupported)?.bytes.clone())
             .ok_or(Unsupported)
     };
-    let mut dc_tables: Vec<Rc<HuffTable>> = Vec::new();
-    let mut ac_tables: Vec<Rc<AcTable>> = Vec::new();
-    // Place in dc_tables / ac_tables of each slot, once taken.
-    let (mut dc_place, mut ac_place) = ([usize::MAX; 4], [usize::MAX; 4]);
-    let mut tables = Vec::with_capacity(ns);
-    let mut members = Vec::with_capacity(10);
+    let mut dc_tables: [Option<Rc<HuffTable>>; 4] = Default::default();
+    let mut ac_tables: [Option<Rc<AcTable>>; 4] = Default::default();
+    let mut tables = [(0, 0); 4];
+    let (mut members, mut mcu_blocks) = ([0; MAX_MCU_BLOCKS], 0);
     for (si, s) in scan.components.iter().enumerate() {
         let ci = h.component_index(s.id).ok_or(Unsupported)?;
         let (td, ta) = (usize::from(s.dc_slot), usize::from(s.ac_slot));
-        if dc_place[td] == usize::MAX {
-            dc_place[td] = dc_tables.len();
+        let dc = dc_tables.get_mut(td).ok_or(Unsupported)?;
+        if dc.is_none() {
             let t = table_bytes(&scan.tables.dc, s.dc_slot)?;
-            dc_tables.push(cached(&DC_TABLES, t, HuffTable::from_dht)?);
+            *dc = Some(cached(&DC_TABLES, t)?);
         }
-        if ac_place[ta] == usize::MAX {
-            ac_place[ta] = ac_tables.len();
+        let ac = ac_tables.get_mut(ta).ok_or(Unsupported)?;
+        if ac.is_none() {
             let t = table_bytes(&scan.tables.ac, s.ac_slot)?;
-            ac_tables.push(cached(&AC_TABLES, t, |t| {
-                Ok(AcTable::new(HuffTable::from_dht(t)?))
-            })?);
+            *ac = Some(cached(&AC_TABLES, t)?);
         }
-        tables.push((dc_place[td], ac_place[ta]));
+        *tables.get_mut(si).ok_or(Unsupported)? = (td, ta);
         // An interleaved scan's MCU: each component's h × v blocks in scan order; a lone
         // component's MCU is one block.
         let c = h.frame.components[ci];
         let blocks = if ns == 1 { 1 } else { usize::from(c.h * c.v) };
-        members.extend(std::iter::repeat_n(si, blocks));
+        members
+            .get_mut(mcu_blocks..mcu_blocks + blocks)
+            .ok_or(Unsupported)?
+            .fill(si);
+        mcu_blocks += blocks;
     }
     let restart_interval = usize::from(scan.tables.restart_interval);
     Ok(BaselineScan {
         reader: BitReader::new(d, scan.header.end, d.len()),
-        dc_tables,
-        ac_tables,
+        dc_tables: every_slot(dc_tables)?,
+        ac_tables: every_slot(ac_tables)?,
         tables,
         members,
+        mcu_blocks,
         preds: [0; 4],
         restart_interval,
         restarts_left: restart_interval,
@@ -121,36 +126,84 @@ fn scan_from<'a>(d: &'a [u8], h: &JpegHeader) -> R<BaselineScan<'a>> {
     })
 }
 
+/// The tables of the slots a scan uses, the others filled with one of them (a scan uses
+/// at least one).
+fn every_slot<T>(t: [Option<Rc<T>>; 4]) -> R<[Rc<T>; 4]> {
+    let any = t.iter().flatten().next().cloned().ok_or(Unsupported)?;
+    Ok(t.map(|t| t.unwrap_or_else(|| Rc::clone(&any))))
+}
+
+/// Blocks in an MCU at most (the JPEG standard's limit).
+const MAX_MCU_BLOCKS: usize = 10;
+
 /// Tables built lately on this thread, with the DHT bytes they were built from, most recent
 /// first: photos from one source mostly share their tables, and building one costs about
 /// as much as decoding a hundred blocks.
-type TableCache<T> = RefCell<Vec<(Box<[u8]>, Rc<T>)>>;
+type TableCache<T> = RefCell<Vec<(Vec<u8>, Rc<T>)>>;
 
 /// How many tables of each class a thread keeps.
 const CACHED_TABLES: usize = 8;
+
+/// The longest DHT entry: 16 counts and 256 symbols.
+const MAX_DHT_BYTES: usize = 16 + 256;
 
 thread_local! {
     static DC_TABLES: TableCache<HuffTable> = const { RefCell::new(Vec::new()) };
     static AC_TABLES: TableCache<AcTable> = const { RefCell::new(Vec::new()) };
 }
 
-/// The table of DHT bytes `t` from `cache`, or built by `build` (and kept).
-fn cached<T>(
+/// A table a thread's cache builds from DHT bytes, or rebuilds in place.
+trait CachedTable: Sized {
+    fn build(t: &[u8]) -> R<Self>;
+    fn rebuild(&mut self, t: &[u8]) -> R<()>;
+}
+
+impl CachedTable for HuffTable {
+    fn build(t: &[u8]) -> R<Self> {
+        HuffTable::from_dht(t)
+    }
+    fn rebuild(&mut self, t: &[u8]) -> R<()> {
+        self.rebuild_from_dht(t)
+    }
+}
+
+impl CachedTable for AcTable {
+    fn build(t: &[u8]) -> R<Self> {
+        Ok(AcTable::new(HuffTable::from_dht(t)?))
+    }
+    fn rebuild(&mut self, t: &[u8]) -> R<()> {
+        self.rebuild_from_dht(t)
+    }
+}
+
+/// The table of DHT bytes `t` from `cache`, or built (and kept). Once the cache is full a
+/// miss rebuilds the least recent table in place, where no scan still holds it: ImageNet's
+/// photos mostly carry tables of their own, and a miss then allocates nothing.
+fn cached<T: CachedTable>(
     cache: &'static std::thread::LocalKey<TableCache<T>>,
     t: &[u8],
-    build: impl FnOnce(&[u8]) -> R<T>,
 ) -> R<Rc<T>> {
     cache.with(|c| {
         let mut c = c.borrow_mut();
         if let Some(i) = c.iter().position(|(k, _)| **k == *t) {
-            let hit = c.remove(i);
-            let table = Rc::clone(&hit.1);
-            c.insert(0, hit);
-            return Ok(table);
+            c[..=i].rotate_right(1);
+            return Ok(Rc::clone(&c[0].1));
         }
-        let table = Rc::new(build(t)?);
-        c.insert(0, (t.into(), Rc::clone(&table)));
-        c.truncate(CACHED_TABLES);
+        if c.len() >= CACHED_TABLES {
+            let mut oldest = c.pop().ok_or(Unsupported)?;
+            if let Some(table) = Rc::get_mut(&mut oldest.1) {
+                // On an error the half-rebuilt table is dropped with its entry.
+                table.rebuild(t)?;
+                oldest.0.clear();
+                oldest.0.extend_from_slice(t);
+                c.insert(0, oldest);
+                return Ok(Rc::clone(&c[0].1));
+            }
+        }
+        let table = Rc::new(T::build(t)?);
+        let mut key = Vec::with_capacity(MAX_DHT_BYTES.max(t.len()));
+        key.extend_from_slice(t);
+        c.insert(0, (key, Rc::clone(&table)));
         Ok(table)
     })
 }
@@ -169,7 +222,7 @@ impl BaselineScan<'_> {
         let r = &mut self.reader;
         match blocks {
             Some(mut blocks) => {
-                for (i, &si) in self.members.iter().enumerate() {
+                for (i, &si) in self.members[..self.mcu_blocks].iter().enumerate() {
                     let (dc, ac) = self.tables[si];
                     decode_block::<true>(
                         r,
@@ -182,7 +235,7 @@ impl BaselineScan<'_> {
             }
             None => {
                 let mut discard = [0i16; 64];
-                for &si in &self.members {
+                for &si in &self.members[..self.mcu_blocks] {
                     let (dc, ac) = self.tables[si];
                     decode_block::<false>(
                         r,
@@ -201,7 +254,7 @@ impl BaselineScan<'_> {
 
 impl McuSource for BaselineScan<'_> {
     fn blocks_per_mcu(&self) -> usize {
-        self.members.len()
+        self.mcu_blocks
     }
 
     fn next_mcu(&mut self, blocks: Option<McuBlocks<'_>>) -> bool {
@@ -301,4 +354,66 @@ fn decode_block<const STORE: bool>(
     }
     r.put(b);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DHT bytes of a valid table, a different one for each `seed`: one in three a single
+    /// code of one bit (half the lookup left empty, where the table rebuilt in its place
+    /// had codes), the others the standard DC code's lengths with the 12 symbols rotated.
+    fn dht(seed: u8) -> Vec<u8> {
+        if seed % 3 == 1 {
+            let mut t = vec![0; 16];
+            t[0] = 1;
+            t.push(seed);
+            return t;
+        }
+        let mut t = vec![0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
+        t.extend((0..12u8).map(|s| (s + seed) % 12 + 16 * (seed / 12)));
+        t
+    }
+
+    /// More distinct tables than a thread keeps, revisited so that lookups hit, miss and
+    /// rebuild the oldest table in place, some held (as a scan holds its tables) all along:
+    /// every table handed out is the one built afresh from its bytes, a held one is never
+    /// rebuilt under its holder, and a table that fails to build leaves the cache working.
+    #[test]
+    fn a_full_cache_rebuilds_in_place_only_what_no_scan_holds() {
+        let tables: Vec<Vec<u8>> = (0..3 * CACHED_TABLES as u8).map(dht).collect();
+        let mut held = Vec::new();
+        for round in 0..3 {
+            for (i, t) in tables.iter().enumerate() {
+                let dc = cached(&DC_TABLES, t).unwrap();
+                assert!(
+                    *dc == HuffTable::from_dht(t).unwrap(),
+                    "round {round}, table {i}"
+                );
+                let ac = cached(&AC_TABLES, t).unwrap();
+                assert!(
+                    *ac == AcTable::new(HuffTable::from_dht(t).unwrap()),
+                    "round {round}, table {i}"
+                );
+                if i % 3 == round {
+                    held.push((i, dc, ac));
+                }
+            }
+            // A table the cache hit again is at the front (most recent).
+            let last = tables.last().unwrap();
+            assert!(DC_TABLES.with(|c| *c.borrow()[0].0 == **last));
+        }
+        let invalid = [3u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3];
+        assert!(cached(&AC_TABLES, &invalid).is_err());
+        for (i, dc, ac) in &held {
+            assert!(
+                **dc == HuffTable::from_dht(&tables[*i]).unwrap(),
+                "held {i}"
+            );
+            assert!(**ac == AcTable::new(HuffTable::from_dht(&tables[*i]).unwrap()));
+        }
+        let t = &tables[0];
+        assert!(*cached(&AC_TABLES, t).unwrap() == AcTable::new(HuffTable::from_dht(t).unwrap()));
+        assert!(AC_TABLES.with(|c| c.borrow().len()) <= CACHED_TABLES);
+    }
 }

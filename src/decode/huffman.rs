@@ -4,25 +4,42 @@
 //! decodes from the same bytes. The tables' bytes come from the header
 //! ([`super::header::JpegHeader`]).
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub(super) struct HuffTable {
     /// For the top `LOOKUP_BITS` bits: (code length << 8) | symbol, or 0 when the code is
     /// longer.
-    lookup: Vec<u16>,
+    lookup: [u16; 1 << LOOKUP_BITS],
     /// Largest code of each length (1..=16), -1 when none; index 17 is a sentinel.
     maxcode: [i32; 18],
     /// Offset of each length's first symbol in `symbols`, minus its first code.
     valoffset: [i32; 17],
-    symbols: Vec<u8>,
+    /// The symbols, the first `symbol_count` of them defined (a DHT has at most 256).
+    symbols: [u8; 256],
+    symbol_count: usize,
 }
 
 pub(super) const LOOKUP_BITS: u32 = 11;
 
 impl HuffTable {
     /// Builds a table from a DHT's 16 counts and its symbols; None when the counts describe
-    /// an invalid code (more codes than fit).
+    /// an invalid code (more codes than fit, more than 256 symbols).
     pub(super) fn new(counts: &[u8; 16], symbols: &[u8]) -> Option<HuffTable> {
-        let mut lookup = vec![0u16; 1 << LOOKUP_BITS];
+        let mut t = HuffTable {
+            lookup: [0; 1 << LOOKUP_BITS],
+            maxcode: [-1; 18],
+            valoffset: [0; 17],
+            symbols: [0; 256],
+            symbol_count: 0,
+        };
+        t.rebuild(counts, symbols)?;
+        Some(t)
+    }
+
+    /// [`HuffTable::new`] in place (a thread's cached tables are rebuilt, not allocated).
+    /// On None the table is left invalid: the caller drops it.
+    pub(super) fn rebuild(&mut self, counts: &[u8; 16], symbols: &[u8]) -> Option<()> {
+        let lookup = &mut self.lookup;
+        lookup.fill(0);
         let mut maxcode = [-1i32; 18];
         let mut valoffset = [0i32; 17];
         let mut code: u32 = 0;
@@ -49,12 +66,14 @@ impl HuffTable {
             code <<= 1;
         }
         maxcode[17] = i32::MAX;
-        Some(HuffTable {
-            lookup,
-            maxcode,
-            valoffset,
-            symbols: symbols[..k].to_vec(),
-        })
+        let (used, rest) = self.symbols.split_at_mut_checked(k)?;
+        used.copy_from_slice(symbols.get(..k)?);
+        // Past the table's symbols, zeros: a rebuilt table is the same as one built afresh.
+        rest.fill(0);
+        self.symbol_count = k;
+        self.maxcode = maxcode;
+        self.valoffset = valoffset;
+        Some(())
     }
 }
 
@@ -105,7 +124,10 @@ impl Bits {
             if code <= t.maxcode[len as usize] {
                 self.consume(len);
                 let i = code + t.valoffset[len as usize];
-                return t.symbols.get(i as usize).copied().ok_or(Unsupported);
+                return t.symbols[..t.symbol_count]
+                    .get(i as usize)
+                    .copied()
+                    .ok_or(Unsupported);
             }
             len += 1;
             if len > 16 {
@@ -121,6 +143,7 @@ impl Bits {
 /// coefficients, so one lookup often replaces two code lookups, two bit reads and two
 /// `HUFF_EXTEND`s: each lookup waits for the one before (its bits start where the last
 /// step ended), and that wait is most of the decoding time.
+#[derive(PartialEq)]
 pub(super) struct AcTable {
     /// Bits 0..5: bits both steps take (0: not in the table, decode `huff`); 5..10: bits
     /// the first takes; 10..17: the first step's run (zeros before its coefficient), or
@@ -137,16 +160,34 @@ pub(super) const AC_END_OF_BLOCK: u32 = 64;
 
 impl AcTable {
     pub(super) fn new(huff: HuffTable) -> AcTable {
+        let mut t = AcTable {
+            fast: Box::new([0u64; 1 << LOOKUP_BITS]),
+            huff,
+        };
+        t.fill_fast();
+        t
+    }
+
+    /// [`AcTable::new`] in place, from a DHT's bytes ([`HuffTable::from_dht`]).
+    pub(super) fn rebuild_from_dht(&mut self, t: &[u8]) -> R<()> {
+        self.huff.rebuild_from_dht(t)?;
+        self.fill_fast();
+        Ok(())
+    }
+
+    /// Builds [`AcTable::fast`] from the code table.
+    fn fill_fast(&mut self) {
         const MASK: u32 = (1 << LOOKUP_BITS) - 1;
+        let huff = &self.huff;
         // One step for each index: bits taken (0: does not fit), run, coefficient.
         let mut single = [(0u32, 0u32, 0i16); 1 << LOOKUP_BITS];
         for (bits, step) in single.iter_mut().enumerate() {
-            if let Some(s) = ac_step(&huff, bits as u32, LOOKUP_BITS) {
+            if let Some(s) = ac_step(huff, bits as u32, LOOKUP_BITS) {
                 *step = s;
             }
         }
-        let mut fast = Box::new([0u64; 1 << LOOKUP_BITS]);
-        for (bits, (entry, &(len1, run1, v1))) in fast.iter_mut().zip(&single).enumerate() {
+        for (bits, (entry, &(len1, run1, v1))) in self.fast.iter_mut().zip(&single).enumerate() {
+            *entry = 0;
             if len1 == 0 {
                 continue;
             }
@@ -170,7 +211,6 @@ impl AcTable {
                     | u64::from(v2 as u16) << 48;
             }
         }
-        AcTable { fast, huff }
     }
 }
 
@@ -391,6 +431,15 @@ impl HuffTable {
             .and_then(|c| c.try_into().ok())
             .ok_or(Unsupported)?;
         HuffTable::new(counts, &t[16..]).ok_or(Unsupported)
+    }
+
+    /// [`HuffTable::from_dht`] in place.
+    pub(super) fn rebuild_from_dht(&mut self, t: &[u8]) -> R<()> {
+        let counts: &[u8; 16] = t
+            .get(..16)
+            .and_then(|c| c.try_into().ok())
+            .ok_or(Unsupported)?;
+        self.rebuild(counts, &t[16..]).ok_or(Unsupported)
     }
 }
 

@@ -8,11 +8,15 @@
 //! result (the intermediate is rounded to `u8`); [`vertical_first`] is Pillow 13's rule. A pass
 //! whose size does not change is skipped, as in Pillow.
 
+use std::cell::RefCell;
 use std::ops::Range;
 
-use super::taps::{
-    bilinear_taps, nearest_indices, vertical_first, Interp, Taps, HALF, PRECISION_BITS,
-};
+use super::taps::{nearest_indices, vertical_first, Interp, Taps, HALF, PRECISION_BITS};
+
+thread_local! {
+    /// [`resize_u8`]'s horizontal and vertical tables, kept for their buffers.
+    static RESIZE_TAPS: RefCell<(Taps, Taps)> = const { RefCell::new((Taps::empty(), Taps::empty())) };
+}
 
 /// Why a resize could not be done (arguments that do not describe a valid image or window).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -235,14 +239,18 @@ pub fn resize_u8(
         )));
     }
     match interp {
-        Interp::Bilinear => {
-            let ht = (out_w != ww)
-                .then(|| bilinear_taps(ww, 0.0, ww as f32, out_w, antialias).shifted(left));
-            let vt = (out_h != wh)
-                .then(|| bilinear_taps(wh, 0.0, wh as f32, out_h, antialias).shifted(top));
+        Interp::Bilinear => RESIZE_TAPS.with(|tables| {
+            // This thread's tables, refilled: a random crop's sizes differ sample to sample.
+            let (ht, vt) = &mut *tables.borrow_mut();
+            let fill = |t: &mut Taps, in_size: usize, out: usize, offset: usize| {
+                t.fill_bilinear(in_size, 0.0, in_size as f32, out, antialias);
+                t.shift(offset);
+            };
+            let h = (out_w != ww).then(|| fill(ht, ww, out_w, left));
+            let v = (out_h != wh).then(|| fill(vt, wh, out_h, top));
             let vfirst = vertical_first(wh, ww, out_h, out_w);
-            resample_bilinear_u8(source, window, ht.as_ref(), vt.as_ref(), vfirst)
-        }
+            resample_bilinear_u8(source, window, h.map(|_| &*ht), v.map(|_| &*vt), vfirst)
+        }),
         Interp::Nearest => {
             let shift =
                 |v: Vec<u32>, o: usize| v.into_iter().map(|i| i + o as u32).collect::<Vec<_>>();
@@ -288,28 +296,35 @@ fn horizontal_pass(
     #[cfg(target_arch = "x86_64")]
     if simd && (c == 3 || c == 4) && super::simd::available() {
         use super::simd::{hrow_groups, HGroups};
-        let groups = if c == 3 {
-            HGroups::new::<3>(taps, col_base)
-        } else {
-            HGroups::new::<4>(taps, col_base)
-        };
-        for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {
-            // The vector loads may read past the row's last pixel, never past the buffer.
-            let rest = &src.data[y * src.stride..];
-            let srow = &rest[..src.width * c];
-            // SAFETY: `available()` checked that this CPU has AVX2.
-            unsafe {
-                if c == 3 {
-                    hrow_groups::<3>(orow, rest, col_base, taps, &groups, |o, i| {
-                        hpixel::<3>(o, srow, col_base, taps, i)
-                    })
-                } else {
-                    hrow_groups::<4>(orow, rest, col_base, taps, &groups, |o, i| {
-                        hpixel::<4>(o, srow, col_base, taps, i)
-                    })
+        thread_local! {
+            /// The regrouped taps, kept for their buffers.
+            static GROUPS: RefCell<HGroups> = const { RefCell::new(HGroups::empty()) };
+        }
+        GROUPS.with(|groups| {
+            let mut groups = groups.borrow_mut();
+            if c == 3 {
+                groups.fill::<3>(taps, col_base);
+            } else {
+                groups.fill::<4>(taps, col_base);
+            }
+            for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {
+                // The vector loads may read past the row's last pixel, never past the buffer.
+                let rest = &src.data[y * src.stride..];
+                let srow = &rest[..src.width * c];
+                // SAFETY: `available()` checked that this CPU has AVX2.
+                unsafe {
+                    if c == 3 {
+                        hrow_groups::<3>(orow, rest, col_base, taps, &groups, |o, i| {
+                            hpixel::<3>(o, srow, col_base, taps, i)
+                        })
+                    } else {
+                        hrow_groups::<4>(orow, rest, col_base, taps, &groups, |o, i| {
+                            hpixel::<4>(o, srow, col_base, taps, i)
+                        })
+                    }
                 }
             }
-        }
+        });
         return;
     }
     for (orow, y) in out.chunks_exact_mut(row_out).zip(rows) {

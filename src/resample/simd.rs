@@ -100,17 +100,29 @@ pub struct HGroups {
 }
 
 impl HGroups {
-    /// Groups `taps` for `N`-channel pixels, tap indices counted from `col_base`.
-    pub fn new<const N: usize>(taps: &Taps, col_base: usize) -> HGroups {
+    /// No groups, for [`HGroups::fill`] to fill.
+    pub const fn empty() -> HGroups {
+        HGroups {
+            offsets: Vec::new(),
+            taps: Vec::new(),
+            reach: Vec::new(),
+            weights: Vec::new(),
+            ksize: 0,
+        }
+    }
+
+    /// Groups `taps` for `N`-channel pixels, tap indices counted from `col_base`, in these
+    /// groups' buffers (no allocation once they are large enough).
+    pub fn fill<const N: usize>(&mut self, taps: &Taps, col_base: usize) {
         let groups = taps.out_size() / 4;
         let ksize = taps.ksize;
-        let mut g = HGroups {
-            offsets: Vec::with_capacity(groups),
-            taps: Vec::with_capacity(groups),
-            reach: Vec::with_capacity(groups),
-            weights: vec![[0; 4]; groups * ksize],
-            ksize,
-        };
+        let g = self;
+        g.ksize = ksize;
+        g.offsets.clear();
+        g.taps.clear();
+        g.reach.clear();
+        g.weights.clear();
+        g.weights.resize(groups * ksize, [0; 4]);
         for k in 0..groups {
             let outs: [usize; 4] = std::array::from_fn(|p| 4 * k + p);
             let len = outs.map(|i| (taps.len[i] as usize).min(ksize));
@@ -130,7 +142,6 @@ impl HGroups {
             g.taps.push(n);
             g.reach.push(last + 4);
         }
-        g
     }
 }
 

@@ -51,6 +51,16 @@ pub struct Taps {
 }
 
 impl Taps {
+    /// A table with no outputs, whose buffers [`Taps::fill_bilinear`] grows.
+    pub(crate) const fn empty() -> Taps {
+        Taps {
+            ksize: 0,
+            start: Vec::new(),
+            len: Vec::new(),
+            weights: Vec::new(),
+        }
+    }
+
     /// Number of output indices.
     pub fn out_size(&self) -> usize {
         self.start.len()
@@ -59,11 +69,16 @@ impl Taps {
     /// The same taps reading `offset` indices further along the source axis (used to
     /// resample a window of a larger image as if it were the whole input).
     pub fn shifted(mut self, offset: usize) -> Taps {
+        self.shift(offset);
+        self
+    }
+
+    /// [`Taps::shifted`] in place.
+    pub(crate) fn shift(&mut self, offset: usize) {
         let off = offset as u32;
         for s in &mut self.start {
             *s += off;
         }
-        self
     }
 
     /// The taps of outputs `keep` only (for computing part of a resize: a crop after it).
@@ -124,42 +139,56 @@ fn triangle(x: f64) -> f64 {
 /// path with `antialias=False`, except at the borders where the clipped window is
 /// renormalised instead of clamping the coordinate.
 pub fn bilinear_taps(in_size: usize, in0: f32, in1: f32, out_size: usize, antialias: bool) -> Taps {
-    let scale = f64::from(in1 - in0) / out_size.max(1) as f64;
-    let filterscale = if antialias { scale.max(1.0) } else { 1.0 };
-    let support = filterscale;
-    let ksize = support.ceil() as usize * 2 + 1;
-    let inv = 1.0 / filterscale;
-    let mut taps = Taps {
-        ksize,
-        start: Vec::with_capacity(out_size),
-        len: Vec::with_capacity(out_size),
-        weights: vec![0; out_size * ksize],
-    };
-    let mut w = vec![0.0f64; ksize];
-    for i in 0..out_size {
-        let center = f64::from(in0) + (i as f64 + 0.5) * scale;
-        let xmin = ((center - support + 0.5) as i64).max(0);
-        let xmax = ((center + support + 0.5) as i64).min(in_size as i64);
-        let n = (xmax - xmin).clamp(0, ksize as i64) as usize;
-        let mut sum = 0.0;
-        for (j, wj) in w.iter_mut().enumerate().take(n) {
-            *wj = triangle(((j as i64 + xmin) as f64 - center + 0.5) * inv);
-            sum += *wj;
-        }
-        let row = &mut taps.weights[i * ksize..][..n];
-        for (k, &wj) in row.iter_mut().zip(&w) {
-            let v = if sum != 0.0 { wj / sum } else { wj };
-            let scaled = v * f64::from(1u32 << PRECISION_BITS);
-            *k = if v < 0.0 {
-                (scaled - 0.5) as i32
-            } else {
-                (scaled + 0.5) as i32
-            };
-        }
-        taps.start.push(xmin as u32);
-        taps.len.push(n as u32);
-    }
+    let mut taps = Taps::empty();
+    taps.fill_bilinear(in_size, in0, in1, out_size, antialias);
     taps
+}
+
+impl Taps {
+    /// [`bilinear_taps`] into this table, reusing its buffers: no allocation once they are
+    /// as large as the outputs need (a worker's resize keeps one table per axis).
+    pub(crate) fn fill_bilinear(
+        &mut self,
+        in_size: usize,
+        in0: f32,
+        in1: f32,
+        out_size: usize,
+        antialias: bool,
+    ) {
+        let scale = f64::from(in1 - in0) / out_size.max(1) as f64;
+        let filterscale = if antialias { scale.max(1.0) } else { 1.0 };
+        let support = filterscale;
+        let ksize = support.ceil() as usize * 2 + 1;
+        let inv = 1.0 / filterscale;
+        self.ksize = ksize;
+        self.start.clear();
+        self.len.clear();
+        self.weights.clear();
+        self.weights.resize(out_size * ksize, 0);
+        for i in 0..out_size {
+            let center = f64::from(in0) + (i as f64 + 0.5) * scale;
+            let xmin = ((center - support + 0.5) as i64).max(0);
+            let xmax = ((center + support + 0.5) as i64).min(in_size as i64);
+            let n = (xmax - xmin).clamp(0, ksize as i64) as usize;
+            // Each weight is computed twice (for the sum, then to store it), the same
+            // arithmetic both times: no buffer for the unnormalised weights.
+            let weight = |j: usize| triangle(((j as i64 + xmin) as f64 - center + 0.5) * inv);
+            let sum = (0..n).fold(0.0, |sum, j| sum + weight(j));
+            let row = &mut self.weights[i * ksize..][..n];
+            for (j, k) in row.iter_mut().enumerate() {
+                let wj = weight(j);
+                let v = if sum != 0.0 { wj / sum } else { wj };
+                let scaled = v * f64::from(1u32 << PRECISION_BITS);
+                *k = if v < 0.0 {
+                    (scaled - 0.5) as i32
+                } else {
+                    (scaled + 0.5) as i32
+                };
+            }
+            self.start.push(xmin as u32);
+            self.len.push(n as u32);
+        }
+    }
 }
 
 /// Whole-axis tables a thread keeps (each is a few kB; the set is cleared when full).

@@ -174,11 +174,20 @@ impl JitterSample {
     }
 }
 
-fn push_taps(table: &mut Vec<i32>, t: &Taps) -> Result<(u32, u32), Error> {
+/// Appends outputs `keep` of `t` to `table`, their source indices `shift` further along
+/// (`t.subset(keep).shifted(shift)`, without building it: this runs for every sample):
+/// starts, lengths, then weights. Returns their offset in the table and the tap count.
+fn push_taps(
+    table: &mut Vec<i32>,
+    t: &Taps,
+    keep: std::ops::Range<usize>,
+    shift: usize,
+) -> Result<(u32, u32), Error> {
     let off = u32::try_from(table.len()).map_err(|_| Error::Cuda("tap table too large".into()))?;
-    table.extend(t.start.iter().map(|&s| s as i32));
-    table.extend(t.len.iter().map(|&n| n as i32));
-    table.extend_from_slice(&t.weights);
+    let shift = shift as u32;
+    table.extend(t.start[keep.clone()].iter().map(|&s| (s + shift) as i32));
+    table.extend(t.len[keep.clone()].iter().map(|&n| n as i32));
+    table.extend_from_slice(&t.weights[keep.start * t.ksize..keep.end * t.ksize]);
     Ok((off, t.ksize as u32))
 }
 
@@ -303,7 +312,7 @@ pub fn build_desc(
             // skipped passes are those of the whole resize (as the CPU's resize → crop).
             if s.out_w != ww {
                 let t = whole_axis_taps(ww, s.out_w, s.antialias);
-                (d.h_off, d.h_ksize) = push_taps(table, &t.subset(kl..kl + kw).shifted(left))?;
+                (d.h_off, d.h_ksize) = push_taps(table, &t, kl..kl + kw, left)?;
                 d.flags |= fused_flags::H_PASS;
             } else {
                 // No horizontal pass: the kernel reads columns `win_left + x`.
@@ -311,7 +320,7 @@ pub fn build_desc(
             }
             if s.out_h != wh {
                 let t = whole_axis_taps(wh, s.out_h, s.antialias);
-                (d.v_off, d.v_ksize) = push_taps(table, &t.subset(kt..kt + kh).shifted(top))?;
+                (d.v_off, d.v_ksize) = push_taps(table, &t, kt..kt + kh, top)?;
                 d.flags |= fused_flags::V_PASS;
             } else {
                 d.win_top = u(top + kt)?;

@@ -435,7 +435,13 @@ impl Stats {
     /// Counts a sample's pixel source on the GPU path.
     pub(super) fn count_gpu_source(&self, source: &str) {
         if let Ok(mut m) = self.gpu_sources.lock() {
-            *m.entry(source.to_string()).or_default() += 1;
+            // The name is copied only the first time (this runs for every sample).
+            match m.get_mut(source) {
+                Some(n) => *n += 1,
+                None => {
+                    m.insert(source.to_string(), 1);
+                }
+            }
         }
     }
 
