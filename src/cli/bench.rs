@@ -281,7 +281,10 @@ fn timed_run(
         consumer.step();
     }
     let threads_now = threads::pipeline_threads();
-    let heap_allocations = heap.map(|h| h.read().saturating_sub(heap_at_warm_end));
+    // None where the input ended before the warm-up did: nothing was timed.
+    let heap_allocations = heap
+        .filter(|_| clock.warm_end.is_some())
+        .map(|h| h.read().saturating_sub(heap_at_warm_end));
     let used = threads_now.since(&threads_at_warm_end);
     let used_by_name = threads_now.since_by_name(&threads_at_warm_end);
     progress.finish();
@@ -415,13 +418,14 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             }
             match m.heap_allocations {
                 Some(n) => outln!(
-                    "heap allocations during the timed epochs: {n} ({:.1} an image; Rust's, \
-                     every thread of the process; libjpeg's own pools not counted)",
+                    "heap allocations during the timed epochs: {n} ({:.1} an image; Rust's \
+                     allocations and reallocations, every thread of the process; libjpeg's \
+                     own pools not counted)",
                     n as f64 / m.images.max(1) as f64
                 )?,
                 None => outln!(
                     "heap allocations: not counted (only the stokehold binary's allocator \
-                     counts them)"
+                     counts them, over timed epochs)"
                 )?,
             }
         }

@@ -29,9 +29,11 @@
 //! # fn main() { let _ = Box::new(1u8); }
 //! ```
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Counters alive: counting is on while there is one (two benches in one process don't
+/// turn each other's off).
+static COUNTING: AtomicUsize = AtomicUsize::new(0);
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts one allocation or reallocation, while counting is on. It must not allocate: the
@@ -39,7 +41,7 @@ static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 #[inline]
 pub fn note_allocation() {
     // A load that stays in every core's cache while counting is off (all but `--stats`).
-    if COUNTING.load(Ordering::Relaxed) {
+    if COUNTING.load(Ordering::Relaxed) > 0 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -50,18 +52,18 @@ pub(crate) struct Counter;
 impl Counter {
     /// Turns counting on; None where no allocator calls [`note_allocation`].
     pub(crate) fn start() -> Option<Counter> {
-        COUNTING.store(true, Ordering::Relaxed);
+        COUNTING.fetch_add(1, Ordering::Relaxed);
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         // An allocation the optimiser can't remove: the allocator counts it or none counts.
         drop(std::hint::black_box(Box::new(0u64)));
         if ALLOCATIONS.load(Ordering::Relaxed) == before {
-            COUNTING.store(false, Ordering::Relaxed);
+            COUNTING.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         Some(Counter)
     }
 
-    /// Allocations counted so far (by every thread of the process).
+    /// Allocations and reallocations counted so far (by every thread of the process).
     pub(crate) fn read(&self) -> u64 {
         ALLOCATIONS.load(Ordering::Relaxed)
     }
@@ -69,6 +71,6 @@ impl Counter {
 
 impl Drop for Counter {
     fn drop(&mut self) {
-        COUNTING.store(false, Ordering::Relaxed);
+        COUNTING.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -22,7 +22,8 @@ pub(super) const LOOKUP_BITS: u32 = 11;
 
 impl HuffTable {
     /// Builds a table from a DHT's 16 counts and its symbols; None when the counts describe
-    /// an invalid code (more codes than fit, more than 256 symbols).
+    /// an invalid code (more codes than fit, more than 256 symbols) or more symbols than
+    /// `symbols` holds.
     pub(super) fn new(counts: &[u8; 16], symbols: &[u8]) -> Option<HuffTable> {
         let mut t = HuffTable {
             lookup: [0; 1 << LOOKUP_BITS],

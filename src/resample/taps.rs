@@ -163,6 +163,8 @@ impl Taps {
         self.ksize = ksize;
         self.start.clear();
         self.len.clear();
+        self.start.reserve(out_size);
+        self.len.reserve(out_size);
         self.weights.clear();
         self.weights.resize(out_size * ksize, 0);
         for i in 0..out_size {
