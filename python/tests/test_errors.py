@@ -109,6 +109,9 @@ def damage(folder):
     return victim, fake
 
 
+# A flat folder has no labels: test_a_flat_folder_warns_that_its_labels_are_missing
+# checks that warning; here it is beside the point.
+@pytest.mark.filterwarnings("ignore:the data set has no labels:stokehold.DataWarning")
 def test_bad_files_are_reported_with_path_and_cause(flat_jpegs):
     truncated, fake = damage(flat_jpegs)
     p = stokehold.Pipeline(EVAL, flat_jpegs, batch=8, threads=2, epochs=1)
@@ -127,6 +130,9 @@ def test_bad_files_are_reported_with_path_and_cause(flat_jpegs):
     assert not delivered & set(skipped)
 
 
+# A flat folder has no labels: test_a_flat_folder_warns_that_its_labels_are_missing
+# checks that warning; here it is beside the point.
+@pytest.mark.filterwarnings("ignore:the data set has no labels:stokehold.DataWarning")
 def test_on_error_fail_raises_a_data_error_with_the_path(flat_jpegs):
     truncated, _ = damage(flat_jpegs)
     p = stokehold.Pipeline(EVAL, flat_jpegs, batch=8, threads=2, on_error="fail")

@@ -58,6 +58,9 @@ def test_bad_ranks_are_refused(builtin, monkeypatch):
         stokehold.Pipeline(EVAL, builtin)
 
 
+# A flat folder has no labels: test_a_flat_folder_warns_that_its_labels_are_missing
+# checks that warning; here it is beside the point.
+@pytest.mark.filterwarnings("ignore:the data set has no labels:stokehold.DataWarning")
 @pytest.mark.parametrize("last_batch", ["partial", "drop", "pad"])
 def test_a_damaged_rank_yields_as_many_batches_as_the_others(flat_jpegs, tmp_path, last_batch):
     # The eval pipeline reads in listing order: rank 1 holds the second half, most of which
