@@ -8,6 +8,9 @@
 //! same way whichever outputs are asked for. When the crop reaches outside the resized image
 //! (it then pads), the fused operators fall back to the step-by-step path.
 
+use std::cell::RefCell;
+use std::ops::Range;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::decode::{DecodeOptions, ParsedImage};
@@ -23,6 +26,11 @@ use crate::resample::{
 };
 use crate::schema::expect_u8_hwc;
 use crate::value::{Value, ValueType};
+
+thread_local! {
+    /// [`CroppedResize::run`]'s horizontal and vertical tables, kept for their buffers.
+    static KEPT_TAPS: RefCell<(Taps, Taps)> = const { RefCell::new((Taps::empty(), Taps::empty())) };
+}
 
 /// A crop window `(top, left, height, width)` inside the resized image, or `None` when the
 /// crop reaches outside it.
@@ -42,10 +50,11 @@ fn inner_window(crop: &Crop, oh: usize, ow: usize) -> Option<(usize, usize, usiz
 enum CroppedResize {
     /// Same size: the crop is a copy.
     Copy,
-    /// Bilinear taps per axis (`None`: that pass is skipped, as in Pillow) and pass order.
+    /// Bilinear taps per axis — the whole resize's (this thread's cached table) and the
+    /// kept outputs; `None`: that pass is skipped, as in Pillow — and the pass order.
     Bilinear {
-        h: Option<Taps>,
-        v: Option<Taps>,
+        h: Option<(Rc<Taps>, Range<usize>)>,
+        v: Option<(Rc<Taps>, Range<usize>)>,
         vertical_first: bool,
     },
     /// Nearest source columns and rows.
@@ -66,8 +75,8 @@ fn cropped_resize(
     }
     match r.interp {
         Interp::Bilinear => CroppedResize::Bilinear {
-            h: (ow != w).then(|| whole_axis_taps(w, ow, r.antialias).subset(cl..cl + cw)),
-            v: (oh != h).then(|| whole_axis_taps(h, oh, r.antialias).subset(ct..ct + ch)),
+            h: (ow != w).then(|| (whole_axis_taps(w, ow, r.antialias), cl..cl + cw)),
+            v: (oh != h).then(|| (whole_axis_taps(h, oh, r.antialias), ct..ct + ch)),
             vertical_first: vertical_first(h, w, oh, ow),
         },
         Interp::Nearest => CroppedResize::Nearest {
@@ -88,10 +97,13 @@ impl CroppedResize {
         };
         let (rows, cols) = match self {
             CroppedResize::Copy => (ct..ct + ch, cl..cl + cw),
-            CroppedResize::Bilinear { h, v, .. } => (
-                v.as_ref().map_or(ct..ct + ch, Taps::source_range),
-                h.as_ref().map_or(cl..cl + cw, Taps::source_range),
-            ),
+            CroppedResize::Bilinear { h, v, .. } => {
+                let read = |(t, keep): &(Rc<Taps>, Range<usize>)| t.source_range_of(keep.clone());
+                (
+                    v.as_ref().map_or(ct..ct + ch, read),
+                    h.as_ref().map_or(cl..cl + cw, read),
+                )
+            }
             CroppedResize::Nearest { xs, ys } => (span(ys), span(xs)),
         };
         (rows.start, cols.start, rows.len(), cols.len())
@@ -118,10 +130,6 @@ impl CroppedResize {
         // The image's row and column of `src`'s first pixel.
         let (r0, c0) = (origin.0 - at.0, origin.1 - at.1);
         let (ct, cl, ch, cw) = win;
-        let shift = |t: Taps, o: usize| Taps {
-            start: t.start.iter().map(|&s| s - o as u32).collect(),
-            ..t
-        };
         let out = match self {
             CroppedResize::Copy => {
                 resample_bilinear_u8(source, (ct - r0, cl - c0, ch, cw), None, None, false)
@@ -137,9 +145,14 @@ impl CroppedResize {
                     if v.is_none() { ch } else { at.2 },
                     if h.is_none() { cw } else { at.3 },
                 );
-                let h = h.map(|t| shift(t, c0));
-                let v = v.map(|t| shift(t, r0));
-                resample_bilinear_u8(source, window, h.as_ref(), v.as_ref(), vertical_first)
+                // The kept outputs' taps, read from `src`: this thread's buffers, refilled.
+                KEPT_TAPS.with(|kept| {
+                    let (hk, vk) = &mut *kept.borrow_mut();
+                    let h = h.map(|(t, keep)| hk.fill_subset(&t, keep, c0));
+                    let v = v.map(|(t, keep)| vk.fill_subset(&t, keep, r0));
+                    let (h, v) = (h.map(|_| &*hk), v.map(|_| &*vk));
+                    resample_bilinear_u8(source, window, h, v, vertical_first)
+                })
             }
             CroppedResize::Nearest { xs, ys } => {
                 let xs: Vec<u32> = xs.iter().map(|&x| x - c0 as u32).collect();

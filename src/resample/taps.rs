@@ -94,15 +94,36 @@ impl Taps {
 
     /// The source indices read by any output (empty when there are no outputs).
     pub fn source_range(&self) -> Range<usize> {
-        let lo = self.start.iter().min().map_or(0, |&s| s as usize);
-        let hi = self
-            .start
+        self.source_range_of(0..self.out_size())
+    }
+
+    /// The source indices read by outputs `keep` (`self.subset(keep).source_range()`).
+    pub(crate) fn source_range_of(&self, keep: Range<usize>) -> Range<usize> {
+        let start = &self.start[keep.clone()];
+        let lo = start.iter().min().map_or(0, |&s| s as usize);
+        let hi = start
             .iter()
-            .zip(&self.len)
+            .zip(&self.len[keep])
             .map(|(&s, &n)| s as usize + (n as usize).min(self.ksize))
             .max()
             .unwrap_or(0);
         lo..hi.max(lo)
+    }
+
+    /// This table becomes `from.subset(keep)` with its source indices `back` lower, in its
+    /// own buffers (no allocation once they are large enough).
+    pub(crate) fn fill_subset(&mut self, from: &Taps, keep: Range<usize>, back: usize) {
+        let k = from.ksize;
+        let back = back as u32;
+        self.ksize = k;
+        self.start.clear();
+        self.start
+            .extend(from.start[keep.clone()].iter().map(|&s| s - back));
+        self.len.clear();
+        self.len.extend_from_slice(&from.len[keep.clone()]);
+        self.weights.clear();
+        self.weights
+            .extend_from_slice(&from.weights[keep.start * k..keep.end * k]);
     }
 
     /// The first source index and the weights of output `i`.
