@@ -176,75 +176,75 @@ impl AcTable {
         Ok(())
     }
 
-    /// Builds [`AcTable::fast`] from the code table.
+    /// Builds [`AcTable::fast`] from the code table, in two passes over it: each index's
+    /// first step, a code at a time ([`AcTable::fill_first_steps`]), then the second step of
+    /// each, read from the entry of the bits after the first (an entry's first-step fields
+    /// never change, so the table is its own table of single steps).
     fn fill_fast(&mut self) {
-        const MASK: u32 = (1 << LOOKUP_BITS) - 1;
-        let single = single_steps(&self.huff);
-        for (bits, (entry, &(len1, run1, v1))) in self.fast.iter_mut().zip(&single).enumerate() {
-            *entry = 0;
-            if len1 == 0 {
-                continue;
-            }
-            *entry = u64::from(len1)
-                | u64::from(len1) << 5
-                | u64::from(run1) << 10
-                | u64::from(v1 as u16) << 32;
-            if run1 == AC_END_OF_BLOCK || len1 == LOOKUP_BITS {
+        const MASK: usize = (1 << LOOKUP_BITS) - 1;
+        self.fill_first_steps();
+        for i in 0..self.fast.len() {
+            let e = self.fast[i];
+            let (len1, run1) = ((e >> 5) & 31, (e >> 10) & 127);
+            if e & 31 == 0 || run1 == u64::from(AC_END_OF_BLOCK) || len1 == u64::from(LOOKUP_BITS) {
                 continue;
             }
             // The step in the bits after the first: decided by them alone when it takes no
             // more than they are (no code is another's prefix).
-            let (len2, run2, v2) = single[((bits as u32) << len1 & MASK) as usize];
-            if len2 != 0 && len2 <= LOOKUP_BITS - len1 {
-                *entry = u64::from(len1 + len2)
-                    | u64::from(len1) << 5
-                    | u64::from(run1) << 10
-                    | u64::from(run2) << 17
-                    | u64::from(run2 != AC_END_OF_BLOCK) << 24
-                    | u64::from(v1 as u16) << 32
-                    | u64::from(v2 as u16) << 48;
+            let next = self.fast[(i << len1) & MASK];
+            let (len2, run2) = ((next >> 5) & 31, (next >> 10) & 127);
+            if next & 31 != 0 && len2 <= u64::from(LOOKUP_BITS) - len1 {
+                self.fast[i] = (len1 + len2)
+                    | len1 << 5
+                    | run1 << 10
+                    | run2 << 17
+                    | u64::from(run2 != u64::from(AC_END_OF_BLOCK)) << 24
+                    | (e & 0xFFFF << 32)
+                    | (next >> 32 & 0xFFFF) << 48;
             }
         }
     }
-}
 
-/// The single step of each [`LOOKUP_BITS`]-bit index ([`ac_step`] of each, `(0, 0, 0)`
-/// where none fits), a code at a time: a photo's own tables are built for every photo
-/// (ImageNet's carry their own), and per index this was 2% of the train pipeline's CPU. A
-/// code's lookup entries are one run of indices (canonical codes fill the index space in
-/// order from 0, longer codes' zeros after them), within which the magnitude bits' value
-/// changes every 2^(bits left) indices.
-fn single_steps(huff: &HuffTable) -> [(u32, u32, i16); 1 << LOOKUP_BITS] {
-    let mut single = [(0u32, 0u32, 0i16); 1 << LOOKUP_BITS];
-    let mut i = 0usize;
-    while i < single.len() {
-        let e = huff.lookup[i];
-        if e == 0 {
-            i += 1;
-            continue;
-        }
-        let len = u32::from(e >> 8);
-        let span = 1usize << (LOOKUP_BITS - len);
-        let (run, s) = (u32::from(e & 0xFF) >> 4, u32::from(e & 15));
-        let steps = &mut single[i..i + span];
-        if s == 0 {
-            steps.fill((len, if run == 15 { 15 } else { AC_END_OF_BLOCK }, 0));
-        } else if len + s <= LOOKUP_BITS {
-            let per_value = 1usize << (LOOKUP_BITS - len - s);
-            for (v, same) in steps.chunks_exact_mut(per_value).enumerate() {
-                same.fill((len + s, run, extend(v as u32, s) as i16));
+    /// Writes each index's first step alone (both lengths that step's, no second step; 0
+    /// where none fits), a code at a time: a code's lookup entries are one run of indices
+    /// (canonical codes fill the index space in order from 0, longer codes' empty entries
+    /// after them), within which the magnitude bits' value changes every 2^(bits left)
+    /// indices. A photo's own tables are built for every photo (ImageNet's carry their own):
+    /// index by index this was 2% of the train pipeline's CPU.
+    fn fill_first_steps(&mut self) {
+        let step = |len: u32, run: u32, v: i16| {
+            u64::from(len) | u64::from(len) << 5 | u64::from(run) << 10 | u64::from(v as u16) << 32
+        };
+        self.fast.fill(0);
+        let mut i = 0usize;
+        while i < self.fast.len() {
+            let e = self.huff.lookup[i];
+            if e == 0 {
+                i += 1;
+                continue;
             }
+            let len = u32::from(e >> 8);
+            let span = 1usize << (LOOKUP_BITS - len);
+            let (run, s) = (u32::from(e & 0xFF) >> 4, u32::from(e & 15));
+            let steps = &mut self.fast[i..i + span];
+            if s == 0 {
+                steps.fill(step(len, if run == 15 { 15 } else { AC_END_OF_BLOCK }, 0));
+            } else if len + s <= LOOKUP_BITS {
+                let per_value = 1usize << (LOOKUP_BITS - len - s);
+                for (v, same) in steps.chunks_exact_mut(per_value).enumerate() {
+                    same.fill(step(len + s, run, extend(v as u32, s) as i16));
+                }
+            }
+            i += span;
         }
-        i += span;
     }
-    single
 }
 
 /// The AC step whose code starts the [`LOOKUP_BITS`]-bit `bits`: (bits it takes, run or
 /// [`AC_END_OF_BLOCK`], coefficient), None unless it fits in the top `avail` of them.
 /// ZRL is sixteen zeros (fifteen, then a zero "coefficient"); every other zero-magnitude
-/// symbol ends the block, as libjpeg's sequential decoder reads it. The reference
-/// [`single_steps`] is checked against.
+/// symbol ends the block, as libjpeg's sequential decoder reads it. The reference the
+/// table's first steps are checked against.
 #[cfg(test)]
 fn ac_step(huff: &HuffTable, bits: u32, avail: u32) -> Option<(u32, u32, i16)> {
     let e = huff.lookup[bits as usize];
@@ -526,10 +526,11 @@ mod tests {
         (before - b.bits, run, v)
     }
 
-    /// The steps built a code at a time are each index's own step, on the fixtures' tables
-    /// and on codes that leave part of the index space empty or run past it.
+    /// The first steps built a code at a time are each index's own step (its entry's
+    /// first-step fields), on the fixtures' tables and on codes that leave part of the
+    /// index space empty or run past it.
     #[test]
-    fn single_steps_are_each_index_own_step() {
+    fn first_steps_are_each_index_own_step() {
         let mut tables = ac_tables();
         let sparse: [(&[u8], &[u8]); 3] = [
             // One code of one bit: half the indices have no code.
@@ -548,11 +549,20 @@ mod tests {
             c[..counts.len()].copy_from_slice(counts);
             tables.push(HuffTable::new(&c, symbols).unwrap());
         }
-        for (n, huff) in tables.iter().enumerate() {
-            let single = single_steps(huff);
-            for (bits, &step) in single.iter().enumerate() {
-                let want = ac_step(huff, bits as u32, LOOKUP_BITS).unwrap_or((0, 0, 0));
-                assert_eq!(step, want, "table {n}, index {bits:#x}");
+        for (n, huff) in tables.into_iter().enumerate() {
+            let table = AcTable::new(huff.clone());
+            for (bits, &e) in table.fast.iter().enumerate() {
+                let first = if e & 31 == 0 {
+                    (0, 0, 0)
+                } else {
+                    (
+                        ((e >> 5) & 31) as u32,
+                        ((e >> 10) & 127) as u32,
+                        (e >> 32) as u16 as i16,
+                    )
+                };
+                let want = ac_step(&huff, bits as u32, LOOKUP_BITS).unwrap_or((0, 0, 0));
+                assert_eq!(first, want, "table {n}, index {bits:#x}");
             }
         }
     }
@@ -579,6 +589,18 @@ mod tests {
                 );
                 if e & 31 == (e >> 5) & 31 {
                     singles += 1;
+                    // One step alone only where no second one fits in the index's bits.
+                    if run1 != AC_END_OF_BLOCK && len1 < LOOKUP_BITS {
+                        let mut next = b;
+                        let second = next.decode(&huff).ok().map(|rs| {
+                            next.consume(u32::from(rs & 15));
+                            b.bits - next.bits
+                        });
+                        assert!(
+                            second.is_none_or(|len2| len1 + len2 > LOOKUP_BITS),
+                            "index {idx:#x}: a second step of {second:?} bits fits"
+                        );
+                    }
                     continue;
                 }
                 pairs += 1;
