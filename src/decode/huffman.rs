@@ -179,7 +179,8 @@ impl AcTable {
     /// Builds [`AcTable::fast`] from the code table, in two passes over it: each index's
     /// first step, a code at a time ([`AcTable::fill_first_steps`]), then the second step of
     /// each, read from the entry of the bits after the first (an entry's first-step fields
-    /// never change, so the table is its own table of single steps).
+    /// — bits 5..17 and 32..48 — never change, and its bits 0..5 stay non-zero, so the
+    /// table is its own table of single steps).
     fn fill_fast(&mut self) {
         const MASK: usize = (1 << LOOKUP_BITS) - 1;
         self.fill_first_steps();
@@ -199,8 +200,8 @@ impl AcTable {
                     | run1 << 10
                     | run2 << 17
                     | u64::from(run2 != u64::from(AC_END_OF_BLOCK)) << 24
-                    | (e & 0xFFFF << 32)
-                    | (next >> 32 & 0xFFFF) << 48;
+                    | (e & (0xFFFF << 32))
+                    | ((next >> 32) & 0xFFFF) << 48;
             }
         }
     }
@@ -526,30 +527,90 @@ mod tests {
         (before - b.bits, run, v)
     }
 
-    /// The first steps built a code at a time are each index's own step (its entry's
-    /// first-step fields), on the fixtures' tables and on codes that leave part of the
-    /// index space empty or run past it.
-    #[test]
-    fn first_steps_are_each_index_own_step() {
-        let mut tables = ac_tables();
+    /// AC codes that leave part of the index space empty or run past it: one code of one
+    /// bit (half the indices have none); codes of 1, 4 and 12 bits (the last past the
+    /// lookup) with magnitudes that fit and don't; end of block, ZRL and a 15-bit magnitude
+    /// among short codes.
+    fn sparse_ac_tables() -> Vec<HuffTable> {
         let sparse: [(&[u8], &[u8]); 3] = [
-            // One code of one bit: half the indices have no code.
             (&[1], &[0x23]),
-            // Codes of 1, 4 and 12 bits (the last past the lookup), with magnitudes that fit
-            // and don't.
             (
                 &[1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1],
                 &[0x01, 0x0a, 0xf0, 0x15],
             ),
-            // End of block, ZRL and a 15-bit magnitude among short codes.
             (&[0, 3, 1], &[0x00, 0xf0, 0x0f, 0x11]),
         ];
-        for (counts, symbols) in sparse {
-            let mut c = [0u8; 16];
-            c[..counts.len()].copy_from_slice(counts);
-            tables.push(HuffTable::new(&c, symbols).unwrap());
+        sparse
+            .into_iter()
+            .map(|(counts, symbols)| {
+                let mut c = [0u8; 16];
+                c[..counts.len()].copy_from_slice(counts);
+                HuffTable::new(&c, symbols).unwrap()
+            })
+            .collect()
+    }
+
+    /// The two-step table built index by index, as before it was built a code at a time.
+    fn fast_reference(huff: &HuffTable) -> Box<[u64; 1 << LOOKUP_BITS]> {
+        const MASK: u32 = (1 << LOOKUP_BITS) - 1;
+        let mut single = [(0u32, 0u32, 0i16); 1 << LOOKUP_BITS];
+        for (bits, step) in single.iter_mut().enumerate() {
+            if let Some(s) = ac_step(huff, bits as u32, LOOKUP_BITS) {
+                *step = s;
+            }
         }
-        for (n, huff) in tables.into_iter().enumerate() {
+        let mut fast = Box::new([0u64; 1 << LOOKUP_BITS]);
+        for (bits, (entry, &(len1, run1, v1))) in fast.iter_mut().zip(&single).enumerate() {
+            if len1 == 0 {
+                continue;
+            }
+            *entry = u64::from(len1)
+                | u64::from(len1) << 5
+                | u64::from(run1) << 10
+                | u64::from(v1 as u16) << 32;
+            if run1 == AC_END_OF_BLOCK || len1 == LOOKUP_BITS {
+                continue;
+            }
+            let (len2, run2, v2) = single[((bits as u32) << len1 & MASK) as usize];
+            if len2 != 0 && len2 <= LOOKUP_BITS - len1 {
+                *entry = u64::from(len1 + len2)
+                    | u64::from(len1) << 5
+                    | u64::from(run1) << 10
+                    | u64::from(run2) << 17
+                    | u64::from(run2 != AC_END_OF_BLOCK) << 24
+                    | u64::from(v1 as u16) << 32
+                    | u64::from(v2 as u16) << 48;
+            }
+        }
+        fast
+    }
+
+    /// The table built a code at a time, in place, is the one built index by index, bit for
+    /// bit: on the fixtures' tables and the sparse codes.
+    #[test]
+    fn fast_table_is_the_one_built_index_by_index() {
+        for (n, huff) in ac_tables()
+            .into_iter()
+            .chain(sparse_ac_tables())
+            .enumerate()
+        {
+            let table = AcTable::new(huff.clone());
+            let want = fast_reference(&huff);
+            for (idx, (&got, &want)) in table.fast.iter().zip(want.iter()).enumerate() {
+                assert_eq!(got, want, "table {n}, index {idx:#x}");
+            }
+        }
+    }
+
+    /// The first steps built a code at a time are each index's own step (its entry's
+    /// first-step fields), on the fixtures' tables and the sparse codes.
+    #[test]
+    fn first_steps_are_each_index_own_step() {
+        for (n, huff) in ac_tables()
+            .into_iter()
+            .chain(sparse_ac_tables())
+            .enumerate()
+        {
             let table = AcTable::new(huff.clone());
             for (bits, &e) in table.fast.iter().enumerate() {
                 let first = if e & 31 == 0 {

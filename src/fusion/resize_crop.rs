@@ -29,7 +29,8 @@ use crate::value::{Value, ValueType};
 
 thread_local! {
     /// [`CroppedResize::run`]'s horizontal and vertical tables, kept for their buffers.
-    static KEPT_TAPS: RefCell<(Taps, Taps)> = const { RefCell::new((Taps::empty(), Taps::empty())) };
+    static KEPT_TAPS: RefCell<(Taps, Taps)> =
+        const { RefCell::new((Taps::empty(), Taps::empty())) };
 }
 
 /// A crop window `(top, left, height, width)` inside the resized image, or `None` when the

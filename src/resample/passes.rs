@@ -15,7 +15,8 @@ use super::taps::{nearest_indices, vertical_first, Interp, Taps, HALF, PRECISION
 
 thread_local! {
     /// [`resize_u8`]'s horizontal and vertical tables, kept for their buffers.
-    static RESIZE_TAPS: RefCell<(Taps, Taps)> = const { RefCell::new((Taps::empty(), Taps::empty())) };
+    static RESIZE_TAPS: RefCell<(Taps, Taps)> =
+        const { RefCell::new((Taps::empty(), Taps::empty())) };
 }
 
 /// Why a resize could not be done (arguments that do not describe a valid image or window).
