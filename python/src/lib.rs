@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use stokehold::cli::heap::CountingAllocator;
 
 mod batch;
 mod dict_spec;
@@ -27,6 +28,11 @@ fn builtin_data(py: Python<'_>, path: Option<PathBuf>) -> PyResult<String> {
     made.map(|d| d.display().to_string())
         .map_err(|e| errors::to_py(py, e))
 }
+
+/// The system allocator, counting for `stokehold bench --stats` as the Rust binary's does
+/// (`stokehold::cli::heap`): this module's Rust allocations only, Python's own untouched.
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Runs the `stokehold` command line with `args` (the program's name first) and returns its
 /// exit status: what the `stokehold` command and `python -m stokehold` do. The GIL is

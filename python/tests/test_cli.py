@@ -19,6 +19,19 @@ def test_python_m_stokehold_checks_a_shipped_pipeline():
     assert f"{train}: ok" in out.stdout and "runs on: cpu" in out.stdout
 
 
+def test_python_m_stokehold_bench_counts_heap_allocations(builtin):
+    # The native module installs the counting allocator, as the Rust binary does.
+    out = subprocess.run([sys.executable, "-m", "stokehold", "bench",
+                          stokehold.pipelines.path("resnet50-eval"), "--data", str(builtin),
+                          "--batch", "8", "--epochs", "1", "--stats"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = next((l for l in out.stdout.splitlines() if l.startswith("heap allocations")), None)
+    assert line and line.startswith("heap allocations during the timed epochs: "), out.stdout
+    per_image = float(line.split("(")[1].split(" an image")[0])
+    assert 0 < per_image < 1000, line
+
+
 def test_the_installed_command_reports_every_problem_with_exit_status_1(tmp_path):
     command = Path(sys.executable).parent / "stokehold"
     if not command.exists():

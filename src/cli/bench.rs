@@ -424,8 +424,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
                     n as f64 / m.images.max(1) as f64
                 )?,
                 None => outln!(
-                    "heap allocations: not counted (only the stokehold binary's allocator \
-                     counts them, over timed epochs)"
+                    "heap allocations: not counted (over timed epochs, where the program's \
+                     allocator counts: stokehold::cli::heap)"
                 )?,
             }
         }

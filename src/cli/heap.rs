@@ -1,34 +1,21 @@
-//! Heap allocations counted while `bench --stats` runs: the `stokehold` binary's global
-//! allocator calls [`note_allocation`] on each allocation and reallocation, which counts
-//! only while a bench asks for it. The library never installs an allocator; where none calls
-//! this (the Python package's command, another program), the bench finds that out and
-//! `--stats` says so rather than print zero. libjpeg's own pools (`malloc` from C) are not
-//! Rust allocations and are not counted.
+//! Heap allocations counted while `bench --stats` runs: the program's global allocator,
+//! [`CountingAllocator`] (the system allocator, counting), calls [`note_allocation`] on
+//! each allocation and reallocation, which counts only while a bench asks for it. The
+//! `stokehold` binary and the Python package's native module install it; the library alone
+//! never does. Where no allocator counts (another program running [`crate::cli::main`]), the
+//! bench finds that out and `--stats` says so rather than print zero. libjpeg's own pools
+//! (`malloc` from C) are not Rust allocations and are not counted.
 //!
-//! A program that runs [`crate::cli::main`] and wants the count installs an allocator like
-//! the binary's:
+//! A program that runs [`crate::cli::main`] and wants the count:
 //!
 //! ```
-//! use std::alloc::{GlobalAlloc, Layout, System};
-//!
-//! struct Counting;
-//!
-//! // SAFETY: every call goes to the system allocator unchanged.
-//! unsafe impl GlobalAlloc for Counting {
-//!     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-//!         stokehold::cli::heap::note_allocation();
-//!         unsafe { System.alloc(layout) }
-//!     }
-//!     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-//!         unsafe { System.dealloc(ptr, layout) }
-//!     }
-//! }
-//!
 //! #[global_allocator]
-//! static ALLOCATOR: Counting = Counting;
+//! static ALLOCATOR: stokehold::cli::heap::CountingAllocator =
+//!     stokehold::cli::heap::CountingAllocator;
 //! # fn main() { let _ = Box::new(1u8); }
 //! ```
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Counters alive: counting is on while there is one (two benches in one process don't
@@ -72,5 +59,36 @@ impl Counter {
 impl Drop for Counter {
     fn drop(&mut self) {
         COUNTING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The system allocator, calling [`note_allocation`] on each allocation and reallocation: a
+/// relaxed load when no bench counts, a relaxed add when one does.
+pub struct CountingAllocator;
+
+// SAFETY: every call goes to the system allocator with the caller's arguments unchanged;
+// counting only adds to an atomic and never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: the caller keeps `GlobalAlloc::alloc`'s contract, which is System's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: as `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
     }
 }
