@@ -455,21 +455,21 @@ impl HuffTable {
     /// The table of a DHT's bytes: its 16 counts, then its symbols
     /// ([`super::header::HuffmanTable::bytes`]).
     pub(super) fn from_dht(t: &[u8]) -> R<HuffTable> {
-        let counts: &[u8; 16] = t
-            .get(..16)
-            .and_then(|c| c.try_into().ok())
-            .ok_or(Unsupported)?;
-        HuffTable::new(counts, &t[16..]).ok_or(Unsupported)
+        let (counts, symbols) = split_dht(t)?;
+        HuffTable::new(counts, symbols).ok_or(Unsupported)
     }
 
     /// [`HuffTable::from_dht`] in place.
     pub(super) fn rebuild_from_dht(&mut self, t: &[u8]) -> R<()> {
-        let counts: &[u8; 16] = t
-            .get(..16)
-            .and_then(|c| c.try_into().ok())
-            .ok_or(Unsupported)?;
-        self.rebuild(counts, &t[16..]).ok_or(Unsupported)
+        let (counts, symbols) = split_dht(t)?;
+        self.rebuild(counts, symbols).ok_or(Unsupported)
     }
+}
+
+/// A DHT's bytes as its 16 counts and its symbols.
+fn split_dht(t: &[u8]) -> R<(&[u8; 16], &[u8])> {
+    let (counts, symbols) = t.split_first_chunk::<16>().ok_or(Unsupported)?;
+    Ok((counts, symbols))
 }
 
 /// The table in `slot` (0..=3) of a scan's tables.
@@ -586,7 +586,8 @@ mod tests {
     }
 
     /// The table built a code at a time, in place, is the one built index by index, bit for
-    /// bit: on the fixtures' tables and the sparse codes.
+    /// bit, and its first steps are each index's own step (its entry's first-step fields):
+    /// on the fixtures' tables and the sparse codes.
     #[test]
     fn fast_table_is_the_one_built_index_by_index() {
         for (n, huff) in ac_tables()
@@ -595,24 +596,9 @@ mod tests {
             .enumerate()
         {
             let table = AcTable::new(huff.clone());
-            let want = fast_reference(&huff);
-            for (idx, (&got, &want)) in table.fast.iter().zip(want.iter()).enumerate() {
-                assert_eq!(got, want, "table {n}, index {idx:#x}");
-            }
-        }
-    }
-
-    /// The first steps built a code at a time are each index's own step (its entry's
-    /// first-step fields), on the fixtures' tables and the sparse codes.
-    #[test]
-    fn first_steps_are_each_index_own_step() {
-        for (n, huff) in ac_tables()
-            .into_iter()
-            .chain(sparse_ac_tables())
-            .enumerate()
-        {
-            let table = AcTable::new(huff.clone());
-            for (bits, &e) in table.fast.iter().enumerate() {
+            let reference = fast_reference(&huff);
+            for (idx, (&e, &want)) in table.fast.iter().zip(reference.iter()).enumerate() {
+                assert_eq!(e, want, "table {n}, index {idx:#x}");
                 let first = if e & 31 == 0 {
                     (0, 0, 0)
                 } else {
@@ -622,8 +608,8 @@ mod tests {
                         (e >> 32) as u16 as i16,
                     )
                 };
-                let want = ac_step(&huff, bits as u32, LOOKUP_BITS).unwrap_or((0, 0, 0));
-                assert_eq!(first, want, "table {n}, index {bits:#x}");
+                let own = ac_step(&huff, idx as u32, LOOKUP_BITS).unwrap_or((0, 0, 0));
+                assert_eq!(first, own, "table {n}, index {idx:#x}: first step");
             }
         }
     }

@@ -83,13 +83,9 @@ impl Taps {
 
     /// The taps of outputs `keep` only (for computing part of a resize: a crop after it).
     pub fn subset(&self, keep: Range<usize>) -> Taps {
-        let k = self.ksize;
-        Taps {
-            ksize: k,
-            start: self.start[keep.clone()].to_vec(),
-            len: self.len[keep.clone()].to_vec(),
-            weights: self.weights[keep.start * k..keep.end * k].to_vec(),
-        }
+        let mut t = Taps::empty();
+        t.fill_subset(self, keep, 0);
+        t
     }
 
     /// The source indices read by any output (empty when there are no outputs).
