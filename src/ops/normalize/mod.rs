@@ -218,12 +218,50 @@ impl Operator for Normalize {
     }
 }
 
-/// `values` repeated to `channels` entries when it has one value, else a copy.
-pub fn per_channel(values: &[f32], channels: usize) -> Vec<f32> {
-    if values.len() == 1 {
-        vec![values[0]; channels]
+/// `values` repeated to `channels` entries when it has one value, else the same values: on
+/// the stack for up to four channels (every image but an unusual one), as it is built for
+/// each image.
+pub fn per_channel(values: &[f32], channels: usize) -> PerChannel {
+    let n = if values.len() == 1 {
+        channels
     } else {
-        values.to_vec()
+        values.len()
+    };
+    if n <= PerChannel::INLINE {
+        let mut v = [0.0; PerChannel::INLINE];
+        for (k, x) in v[..n].iter_mut().enumerate() {
+            *x = values[if values.len() == 1 { 0 } else { k }];
+        }
+        PerChannel::Inline(v, n)
+    } else if values.len() == 1 {
+        PerChannel::Heap(vec![values[0]; channels])
+    } else {
+        PerChannel::Heap(values.to_vec())
+    }
+}
+
+/// One value a channel ([`per_channel`]); reads as a slice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PerChannel {
+    /// Up to [`PerChannel::INLINE`] values: the first `.1` of the array.
+    Inline([f32; PerChannel::INLINE], usize),
+    /// More channels than that.
+    Heap(Vec<f32>),
+}
+
+impl PerChannel {
+    /// The most channels held without an allocation.
+    pub const INLINE: usize = 4;
+}
+
+impl std::ops::Deref for PerChannel {
+    type Target = [f32];
+
+    fn deref(&self) -> &[f32] {
+        match self {
+            PerChannel::Inline(v, n) => &v[..*n],
+            PerChannel::Heap(v) => v,
+        }
     }
 }
 

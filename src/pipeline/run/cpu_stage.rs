@@ -3,6 +3,7 @@
 //! `on_error = "replace"` policy, and turn a panicking operator into an error.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -275,6 +276,18 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
     }
 }
 
+/// A worker's slots for the values on the graph's edges and the places its outputs were
+/// written to: kept from sample to sample (empty between them), not allocated for each.
+#[derive(Default)]
+struct Slots {
+    edges: Vec<Option<Value>>,
+    placed: Vec<Option<Placed>>,
+}
+
+thread_local! {
+    static SLOTS: RefCell<Slots> = RefCell::default();
+}
+
 /// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
 /// in the epoch's order) with the run's `seed`.
 #[allow(clippy::too_many_arguments)]
@@ -289,15 +302,42 @@ pub(super) fn run_sample(
     label: i64,
     bytes: Arc<Vec<u8>>,
 ) -> Result<SampleOutput, Failure> {
-    // The value on each edge of the graph.
-    let mut edges: Vec<Option<Value>> = vec![None; graph.edge_names.len()];
+    SLOTS.with_borrow_mut(|Slots { edges, placed }| {
+        // Emptied first too: a panic in an operator leaves its sample's values behind.
+        edges.clear();
+        edges.resize_with(graph.edge_names.len(), || None);
+        placed.clear();
+        placed.resize_with(graph.outputs.len(), || None);
+        let r = run_in_slots(
+            graph, seed, stats, placing, at, index, path, label, bytes, edges, placed,
+        );
+        edges.clear();
+        placed.clear();
+        r
+    })
+}
+
+/// [`run_sample`] with a slot for each edge's value and each output's place, all empty.
+#[allow(clippy::too_many_arguments)]
+fn run_in_slots(
+    graph: &Graph,
+    seed: u64,
+    stats: &Stats,
+    placing: &Placing,
+    at: (u64, usize),
+    index: usize,
+    path: &Path,
+    label: i64,
+    bytes: Arc<Vec<u8>>,
+    edges: &mut [Option<Value>],
+    placed: &mut [Option<Placed>],
+) -> Result<SampleOutput, Failure> {
     edges[graph.reader_encoded] = Some(Value::Encoded(bytes));
     if let Some(l) = graph.reader_labels {
         edges[l] = Some(Value::Label(label));
     }
     let epoch = at.0;
     let mut params = Vec::new();
-    let mut placed: Vec<Option<Placed>> = vec![None; graph.outputs.len()];
     for (k, node) in graph.nodes.iter().enumerate() {
         let inputs: Vec<Value> = node
             .inputs
@@ -341,8 +381,8 @@ pub(super) fn run_sample(
     let outputs = graph
         .outputs
         .iter()
-        .zip(placed)
-        .map(|(&s, p)| match p {
+        .zip(placed.iter_mut())
+        .map(|(&s, p)| match p.take() {
             Some(p) => Output::Placed(p),
             None => Output::Value(edges[s].take().expect("outputs are produced")),
         })

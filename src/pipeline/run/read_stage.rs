@@ -47,9 +47,9 @@ pub(super) enum Loaded {
 pub(super) struct ReadStage {
     /// The walk through the source, shared by the readers.
     pub(super) steps: Arc<Mutex<Steps>>,
-    /// One credit per step: the assembler gives them back as it takes samples, which bounds
-    /// the samples in flight.
-    pub(super) credits: StageInput<()>,
+    /// One credit per step, a number of them to a message: the assembler gives them back as
+    /// it takes samples, which bounds the samples in flight.
+    pub(super) credits: StageInput<usize>,
     /// Samples in schedule order, as many at once as were read together.
     pub(super) out: Sender<Vec<Loaded>>,
     pub(super) stats: Arc<Stats>,
@@ -95,10 +95,21 @@ impl ReadStage {
     pub(super) fn run(self) {
         super::threads::below_the_consumer();
         let credits = &self.credits;
+        // Credits come a handful to a message; this reader spends its own one per step.
+        let mut balance = 0;
         loop {
-            select! {
-                recv(credits.items) -> c => if c.is_err() { return },
-                recv(credits.shutdown) -> _ => return,
+            if balance == 0 {
+                select! {
+                    recv(credits.items) -> c => match c {
+                        Ok(n) => balance += n,
+                        Err(_) => return,
+                    },
+                    recv(credits.shutdown) -> _ => return,
+                }
+                continue;
+            }
+            if !credits.running() {
+                return;
             }
             let first = Instant::now();
             let most = self.hold.most();
@@ -107,6 +118,7 @@ impl ReadStage {
                 let Some(item) = self.next_loaded() else {
                     break false;
                 };
+                balance -= 1;
                 // An epoch's last samples go at once: the next step may wait (a shard's
                 // shuffle buffer filling).
                 let epoch_end = matches!(item, Loaded::EpochEnd { .. });
@@ -115,8 +127,14 @@ impl ReadStage {
                     break true;
                 }
                 // Only credits at hand: waiting for one would hold what was read.
-                if !credits.running() || credits.items.try_recv().is_err() {
+                if !credits.running() {
                     break true;
+                }
+                if balance == 0 {
+                    match credits.items.try_recv() {
+                        Ok(n) => balance += n,
+                        Err(_) => break true,
+                    }
                 }
             };
             if !held.is_empty() && self.out.send(held).is_err() {

@@ -21,7 +21,7 @@ fn reader(
     (n, epochs): (usize, u64),
     hold: &Hold,
     credits: usize,
-) -> (Sender<()>, Receiver<Vec<Loaded>>) {
+) -> (Sender<usize>, Receiver<Vec<Loaded>>) {
     for i in 0..n {
         std::fs::write(dir.join(format!("{i:03}.jpg")), b"x").unwrap();
     }
@@ -50,9 +50,7 @@ fn reader(
         },
     );
     let (credit_tx, credit_rx) = unbounded();
-    for _ in 0..credits {
-        credit_tx.send(()).unwrap();
-    }
+    credit_tx.send(credits).unwrap();
     let (out, handed) = unbounded();
     let stage = ReadStage {
         steps: Arc::new(Mutex::new(steps)),
@@ -101,7 +99,7 @@ fn a_reader_hands_on_what_its_credits_let_it_read_without_waiting_for_more() {
     let (credits, handed) = reader(d.path(), (40, 1), &Hold::new(GPU_PATH_HOLD), 3);
     let wait = Duration::from_secs(60);
     assert_eq!(handed.recv_timeout(wait).unwrap().len(), 3);
-    credits.send(()).unwrap();
+    credits.send(1).unwrap();
     assert_eq!(handed.recv_timeout(wait).unwrap().len(), 1);
     // Nothing more without credits.
     assert!(handed.recv_timeout(Duration::from_millis(50)).is_err());
@@ -129,4 +127,21 @@ fn where_the_workers_are_the_slow_stage_a_reader_hands_on_one_sample_at_a_time()
     let got: Vec<Vec<u64>> = handed.iter().map(|h| seqs(&h)).collect();
     assert_eq!(got.len(), 11, "{got:?}");
     assert!(got.iter().all(|h| h.len() == 1));
+}
+
+#[test]
+fn a_message_of_credits_is_spent_a_step_each_then_the_reader_waits_for_the_next() {
+    let d = tempfile::tempdir().unwrap();
+    let (credits, handed) = reader(d.path(), (40, 1), &Hold::new(1), 5);
+    let wait = Duration::from_secs(60);
+    for _ in 0..5 {
+        assert_eq!(handed.recv_timeout(wait).unwrap().len(), 1);
+    }
+    assert!(handed.recv_timeout(Duration::from_millis(50)).is_err());
+    credits.send(2).unwrap();
+    let next: Vec<u64> = (0..2)
+        .flat_map(|_| seqs(&handed.recv_timeout(wait).unwrap()))
+        .collect();
+    assert_eq!(next, [5, 6]);
+    assert!(handed.recv_timeout(Duration::from_millis(50)).is_err());
 }

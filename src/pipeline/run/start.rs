@@ -124,9 +124,14 @@ impl Pipeline {
         let all_workers = worker_threads + parked_workers;
         let credits = ahead + 4 * worker_threads + 8 + credit_chunk(capacity);
         let scratch = ScratchPools::new(credits);
-        let (credit_tx, credit_rx) = bounded::<()>(credits);
-        for _ in 0..credits {
-            credit_tx.send(()).expect("capacity");
+        // A message holds a handful of credits (the readers share them out), and the channel
+        // has room for every credit alone: giving them back never blocks.
+        let (credit_tx, credit_rx) = bounded::<usize>(credits);
+        let chunk = credit_chunk(capacity);
+        for first in (0..credits).step_by(chunk) {
+            credit_tx
+                .send(chunk.min(credits - first))
+                .expect("capacity");
         }
         let (loaded_tx, loaded_rx) = unbounded::<Vec<Loaded>>();
         // Workers write final images straight into the batch buffers the assembler hands out.

@@ -35,7 +35,7 @@ use super::template::Template;
 use super::upload::Upload;
 
 /// Finished samples the assembler waits for before it wakes (see [`Assembler::run`]).
-const GATHER_AT_ONCE: usize = 8;
+const GATHER_AT_ONCE: usize = 16;
 
 /// Credits the assembler gives back at once (see [`Assembler::return_credit`]).
 pub(super) fn credit_chunk(batch: usize) -> usize {
@@ -57,7 +57,7 @@ pub(super) struct Links {
     pub(super) stats: Arc<Stats>,
     pub(super) placing: Arc<Placing>,
     pub(super) out: Sender<Result<Batch, Error>>,
-    pub(super) credits: Sender<()>,
+    pub(super) credits: Sender<usize>,
     /// Credits in all: samples between the readers and the assembler's taking them.
     pub(super) credits_total: usize,
     pub(super) shutdown: Receiver<()>,
@@ -292,14 +292,15 @@ impl Assembler {
         self.skipped.push(e);
     }
 
-    /// Gives a credit back to the readers, a chunk at a time so that a reader waiting for
+    /// Gives a credit back to the readers, a chunk to a message so that a reader waiting for
     /// credits wakes once per chunk rather than once per sample.
     fn return_credit(&mut self) {
         self.owed_credits += 1;
         if self.owed_credits >= credit_chunk(self.links.capacity) {
-            for _ in 0..std::mem::take(&mut self.owed_credits) {
-                let _ = self.links.credits.try_send(());
-            }
+            let _ = self
+                .links
+                .credits
+                .try_send(std::mem::take(&mut self.owed_credits));
         }
     }
 
