@@ -288,6 +288,30 @@ thread_local! {
     static SLOTS: RefCell<Slots> = RefCell::default();
 }
 
+/// The thread's slots while a sample runs: emptied and given back however it ends (a
+/// failure, or a panic in an operator).
+struct Lent(Slots);
+
+impl Lent {
+    /// The thread's slots, sized for `graph` (a nested run would get new ones).
+    fn for_graph(graph: &Graph) -> Lent {
+        let mut s = SLOTS.take();
+        s.edges.resize_with(graph.edge_names.len(), || None);
+        s.placed.resize_with(graph.outputs.len(), || None);
+        Lent(s)
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let mut s = std::mem::take(&mut self.0);
+        s.edges.clear();
+        s.placed.clear();
+        // Gone only when the thread is ending.
+        let _ = SLOTS.try_with(|slot| *slot.borrow_mut() = s);
+    }
+}
+
 /// Runs the per-sample operators of `graph` on one sample (`at`: its epoch and position
 /// in the epoch's order) with the run's `seed`.
 #[allow(clippy::too_many_arguments)]
@@ -302,36 +326,8 @@ pub(super) fn run_sample(
     label: i64,
     bytes: Arc<Vec<u8>>,
 ) -> Result<SampleOutput, Failure> {
-    SLOTS.with_borrow_mut(|Slots { edges, placed }| {
-        // Emptied first too: a panic in an operator leaves its sample's values behind.
-        edges.clear();
-        edges.resize_with(graph.edge_names.len(), || None);
-        placed.clear();
-        placed.resize_with(graph.outputs.len(), || None);
-        let r = run_in_slots(
-            graph, seed, stats, placing, at, index, path, label, bytes, edges, placed,
-        );
-        edges.clear();
-        placed.clear();
-        r
-    })
-}
-
-/// [`run_sample`] with a slot for each edge's value and each output's place, all empty.
-#[allow(clippy::too_many_arguments)]
-fn run_in_slots(
-    graph: &Graph,
-    seed: u64,
-    stats: &Stats,
-    placing: &Placing,
-    at: (u64, usize),
-    index: usize,
-    path: &Path,
-    label: i64,
-    bytes: Arc<Vec<u8>>,
-    edges: &mut [Option<Value>],
-    placed: &mut [Option<Placed>],
-) -> Result<SampleOutput, Failure> {
+    let mut slots = Lent::for_graph(graph);
+    let Slots { edges, placed } = &mut slots.0;
     edges[graph.reader_encoded] = Some(Value::Encoded(bytes));
     if let Some(l) = graph.reader_labels {
         edges[l] = Some(Value::Label(label));
