@@ -56,6 +56,16 @@ pub enum Error {
         /// The panic payload, when it was a string.
         message: String,
     },
+    /// The operating system refused a pipeline thread (too many threads, or too little
+    /// memory for their stacks).
+    #[error("could not start the pipeline's thread {name}: {source}; ask for fewer threads (the setting `threads`)")]
+    ThreadStart {
+        /// The thread's name.
+        name: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The GPU path was asked for and can't be used.
     #[error("GPU unavailable: {0}")]
     GpuUnavailable(String),

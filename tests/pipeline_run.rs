@@ -406,6 +406,22 @@ fn replaced_samples_are_counted_by_cause_as_replaced_not_skipped() {
 }
 
 #[test]
+fn a_sample_no_replacement_stands_in_for_is_skipped_with_its_own_error_and_nothing_replaced() {
+    // Every file bad: each sample's replacements are bad too.
+    let d = small_folder(3, &[0, 1, 2]);
+    let mut s = spec_for("resnet50-eval.toml", d.path(), 4, 2, 1);
+    s.settings.on_error = OnError::Replace;
+    let mut p = Pipeline::new(s).unwrap();
+    while let Some(b) = p.next_batch() {
+        b.unwrap();
+    }
+    let st = p.stats();
+    assert_eq!((st.skipped, st.replaced, st.images), (3, 0, 0));
+    let skipped: Vec<usize> = st.epochs[0].errors.iter().map(|e| e.index).collect();
+    assert_eq!(skipped, [0, 1, 2], "each sample with its own file");
+}
+
+#[test]
 fn resuming_gives_the_remaining_batches() {
     let d = small_folder(23, &[4, 9]);
     let spec = || spec_for("resnet50-train.toml", d.path(), 5, 2, 3);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use crate::pipeline::run::threads::{self, ThreadSnapshot, ThreadUse};
+use crate::pipeline::run::threads::{self, role_of, ThreadSnapshot, ThreadUse};
 use crate::pipeline::{Batch, Pipeline, PipelineSpec, StatsSnapshot};
 
 use super::consumer::{self, Consumer};
@@ -409,7 +409,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         if args.stats {
             for (name, used) in &m.thread_use_by_name {
                 outln!(
-                    "  {name:<16} x{}: {:.1} ms CPU, {:.1} wake-ups, {:.1} preempted per batch",
+                    "  {:<16} x{}: {:.1} ms CPU, {:.1} wake-ups, {:.1} preemptions per batch",
+                    role_of(name),
                     used.threads,
                     used.cpu.as_secs_f64() * 1000.0 / per_batch,
                     used.wakeups as f64 / per_batch,
@@ -450,7 +451,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     for line in busy_lines.into_iter().flatten() {
         outln!("{line}")?;
     }
-    if let Some(peak) = stats::peak_rss_bytes() {
+    // `--stats` printed it with the statistics.
+    if let Some(peak) = stats::peak_rss_bytes().filter(|_| !args.stats) {
         outln!("peak resident memory {:.1} MB", peak as f64 / 1e6)?;
     }
     let modelled = |s: &StatsSnapshot| s.gpu.as_ref()?.decoders.modelled;

@@ -45,6 +45,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
     let epochs = checked.graph.spec.settings.epochs;
     let seed = checked.graph.spec.settings.seed;
+    // The start counts: listing the data set, starting the threads.
+    let started = Instant::now();
     let mut p = options::start(checked, args.resume, true)?;
     let mut position = args.resume.unwrap_or(Position {
         seed,
@@ -60,7 +62,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let step = args
         .consumer_ms
         .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    let started = Instant::now();
     let (mut images, mut skipped) = (0u64, 0u64);
     let mut interrupted = false;
     loop {
@@ -88,11 +89,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if args.stats {
         stats::print(&st, secs)?;
     }
+    let samples = |n: u64| if n == 1 { "sample" } else { "samples" };
     for (cause, n) in &st.skipped_by_cause {
-        outln!("skipped {n} ({cause})")?;
+        outln!("skipped {n} bad {} ({cause})", samples(*n))?;
     }
     for (cause, n) in &st.replaced_by_cause {
-        outln!("replaced {n} ({cause})")?;
+        outln!("replaced {n} bad {} ({cause})", samples(*n))?;
     }
     // A finished run also counts the bad samples after the last batch, which no batch
     // carries; a stopped one, only what the consumer was handed.

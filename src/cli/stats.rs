@@ -55,10 +55,25 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
         st.replaced,
         st.mean_queue_depth
     )?;
-    for e in &st.epochs {
+    // Epochs alike in a row share a line.
+    let counts =
+        |e: &crate::pipeline::EpochSummary| (e.images, e.batches, e.skipped, e.replaced, e.dropped);
+    let mut k = 0;
+    while k < st.epochs.len() {
+        let e = &st.epochs[k];
+        let alike = st.epochs[k..]
+            .iter()
+            .take_while(|o| counts(o) == counts(e))
+            .count();
+        let (epochs, each) = match alike {
+            1 => (format!("epoch {}", e.epoch), ""),
+            n => (
+                format!("epochs {}–{}", e.epoch, st.epochs[k + n - 1].epoch),
+                " each",
+            ),
+        };
         outln!(
-            "  epoch {}: {} images in {} {}, {} skipped, {} replaced, {} dropped",
-            e.epoch,
+            "  {epochs}: {} images in {} {}{each}, {} skipped, {} replaced, {} dropped",
             e.images,
             e.batches,
             if e.batches == 1 { "batch" } else { "batches" },
@@ -66,6 +81,7 @@ pub fn print(st: &StatsSnapshot, secs: f64) -> io::Result<()> {
             e.replaced,
             e.dropped
         )?;
+        k += alike;
     }
     if let Some(g) = &st.gpu {
         // The CPU path's uploads and pinned batches (`batch_memory`) decode nothing and run

@@ -70,6 +70,14 @@ const COUNT: ArgType = ArgType::Int {
     min: 1,
     max: i64::MAX,
 };
+/// The most worker threads a pipeline takes: more than any machine's cores, and each thread
+/// costs a stack and buffers of its own (100,000 ran the process out of memory).
+pub const MAX_THREADS: usize = 1024;
+
+const THREADS: ArgType = ArgType::Int {
+    min: 1,
+    max: MAX_THREADS as i64,
+};
 const NATURAL: ArgType = ArgType::Int {
     min: 0,
     max: i64::MAX,
@@ -120,7 +128,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         spec: ArgSpec {
             name: "threads",
-            ty: COUNT,
+            ty: THREADS,
             default: Some("0"),
             doc: "worker threads",
         },
@@ -208,7 +216,7 @@ pub const SETTINGS: &[Setting] = &[
             name: "device",
             ty: ArgType::Choice(DeviceChoice::NAMES),
             default: Some("\"auto\""),
-            doc: "where per-sample operators run: \"cpu\"; \"gpu\" (nvJPEG and the fused \
+            doc: "where per-sample operators run: \"cpu\"; \"gpu\" or \"cuda\" (nvJPEG and the fused \
                   kernels, batches stay on the GPU; refused with the reason when it can't run); \
                   \"auto\" (the GPU when one is usable and the pipeline composes for it, else \
                   the CPU, saying why); \"emu\" (a test device: the GPU path with its kernels \
@@ -245,7 +253,7 @@ pub const SETTINGS: &[Setting] = &[
             ty: ArgType::Choice(BatchMemory::NAMES),
             default: Some("\"auto\""),
             doc: "where finished batches are handed out: \"auto\" (where the path makes them: \
-                  host memory on the CPU path, GPU memory on the GPU path); \"gpu\" (GPU \
+                  host memory on the CPU path, GPU memory on the GPU path); \"gpu\" or \"cuda\" (GPU \
                   memory on either path: the CPU path uploads each finished batch to GPU \
                   `device_id` through a pinned staging buffer, asynchronously, and hands it \
                   out with its ready event, as the GPU path does; refused at the start, with \
@@ -548,7 +556,7 @@ mod tests {
         assert_eq!(find("seed").unwrap().value(&s), None);
         assert_eq!(
             threads.type_doc(),
-            "integer ≥ 1, or 0: one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"
+            "integer in [1, 1024], or 0: one per core (on the GPU path with JPEG engines half, at least 2 where the cores allow, the rest parked until the engines take almost none of the photos)"
         );
     }
 
@@ -570,7 +578,7 @@ mod tests {
         let e = &validate(&s)[1];
         assert_eq!(
             e.message,
-            "`threads` = 0 is out of range: it must be at least 1"
+            "`threads` = 0 is out of range: it must be in [1, 1024]"
         );
         assert!(e
             .help
@@ -611,6 +619,23 @@ mod tests {
         );
         let e = device.parse_flag("gpuu").unwrap_err();
         assert!(e.help.contains("did you mean \"gpu\"?"), "{}", e.help);
+        // PyTorch's name for it, in files and flags as in Python's keywords.
+        let mut s = Settings::default();
+        device
+            .apply(&mut s, &device.parse_flag("cuda").unwrap())
+            .unwrap();
+        assert_eq!(s.device, DeviceChoice::Gpu);
+        let memory = find("batch_memory").unwrap();
+        memory
+            .apply(&mut s, &memory.parse_flag("cuda").unwrap())
+            .unwrap();
+        assert_eq!(s.batch_memory, BatchMemory::Gpu);
+        // A thread count no machine needs is refused before any thread starts.
+        let e = find("threads").unwrap().parse_flag("100000").unwrap_err();
+        assert!(e.message.contains("out of range"), "{}", e.message);
+        assert!(e.help.contains("[1, 1024]"), "{}", e.help);
+        s.threads = Some(MAX_THREADS + 1);
+        assert_eq!(validate(&s).len(), 1);
         assert_eq!(
             find("on_error")
                 .unwrap()

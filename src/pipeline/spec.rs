@@ -73,15 +73,16 @@ impl DeviceChoice {
         }
     }
 
-    /// Pipeline-file and command-line names.
-    pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu", "emu"];
+    /// Pipeline-file and command-line names (`"cuda"` is another name of `"gpu"`, as in
+    /// PyTorch).
+    pub const NAMES: &'static [&'static str] = &["auto", "cpu", "gpu", "cuda", "emu"];
 
     /// Parses a name.
     pub fn from_name(s: &str) -> Option<DeviceChoice> {
         match s {
             "auto" => Some(DeviceChoice::Auto),
             "cpu" => Some(DeviceChoice::Cpu),
-            "gpu" => Some(DeviceChoice::Gpu),
+            "gpu" | "cuda" => Some(DeviceChoice::Gpu),
             "emu" => Some(DeviceChoice::Emu),
             _ => None,
         }
@@ -123,8 +124,9 @@ impl BatchMemory {
         }
     }
 
-    /// Pipeline-file and command-line names.
-    pub const NAMES: &'static [&'static str] = &["auto", "gpu", "emu", "pinned", "emu-pinned"];
+    /// Pipeline-file and command-line names (`"cuda"` is another name of `"gpu"`).
+    pub const NAMES: &'static [&'static str] =
+        &["auto", "gpu", "cuda", "emu", "pinned", "emu-pinned"];
 
     /// True for host batches in pinned memory (`Pinned`, `EmuPinned`).
     pub fn is_pinned(self) -> bool {
@@ -135,7 +137,7 @@ impl BatchMemory {
     pub fn from_name(s: &str) -> Option<BatchMemory> {
         match s {
             "auto" => Some(BatchMemory::Auto),
-            "gpu" => Some(BatchMemory::Gpu),
+            "gpu" | "cuda" => Some(BatchMemory::Gpu),
             "emu" => Some(BatchMemory::Emu),
             "pinned" => Some(BatchMemory::Pinned),
             "emu-pinned" => Some(BatchMemory::EmuPinned),

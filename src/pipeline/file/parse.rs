@@ -217,6 +217,12 @@ impl<'a> Cx<'a> {
         let at = e.span().map(|s| self.pos(s.start)).unwrap_or((1, 1));
         let key = e.span().and_then(|s| self.text.get(s)).map(str::trim);
         let help = match key {
+            // `[op]` after `[[op]]`: one table where the file makes a list of them.
+            Some("op" | "[op]") if message.starts_with("duplicate key") => {
+                "write each operator as `[[op]]` (two pairs of brackets: one entry of the list \
+                 of operators)"
+                    .to_string()
+            }
             Some(key) if message.starts_with("duplicate key") && !key.is_empty() => {
                 format!("`{key}` appears twice: keep one")
             }

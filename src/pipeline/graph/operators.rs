@@ -100,6 +100,20 @@ fn arg_error(i: usize, e: ArgError) -> SpecError {
     }
 }
 
+/// The outputs of the operators before `i` that no operator reads and the pipeline doesn't
+/// hand out: where a missing input most likely comes from.
+fn unread_edges(spec: &PipelineSpec, i: usize) -> Vec<&str> {
+    let read = |e: &str| {
+        spec.ops.iter().any(|o| o.inputs.iter().any(|x| x == e))
+            || spec.outputs.iter().any(|x| x == e)
+    };
+    spec.ops[..i]
+        .iter()
+        .flat_map(|o| o.outputs.iter().map(String::as_str))
+        .filter(|e| !read(e))
+        .collect()
+}
+
 /// Operator `i` has as many inputs and outputs as its schema's ports (the reader's labels
 /// output is optional).
 fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), SpecError> {
@@ -114,8 +128,31 @@ fn check_ports(spec: &PipelineSpec, i: usize, schema: &OpSchema) -> Result<(), S
         };
         let help = if want_in == 0 {
             format!("'{}' takes no inputs: remove `input`", schema.kind)
+        } else if op.inputs.len() > want_in {
+            format!(
+                "give {want_in} input edge(s), for its input(s) {}",
+                names.join(", ")
+            )
         } else {
-            format!("give {want_in} input edge(s): {}", names.join(", "))
+            let unread = unread_edges(spec, i);
+            let quoted: Vec<String> = unread.iter().map(|e| format!("\"{e}\"")).collect();
+            match (quoted.last(), want_in) {
+                (None, _) => format!(
+                    "give {want_in} input edge(s) (outputs of earlier operators), for its \
+                     input(s) {}",
+                    names.join(", ")
+                ),
+                (Some(last), 1) => format!(
+                    "add `input = {last}` (the latest output no operator reads yet), or another \
+                     earlier operator's output"
+                ),
+                _ => format!(
+                    "give {want_in} input edge(s), for its input(s) {}; edges no operator \
+                     reads yet: {}",
+                    names.join(", "),
+                    quoted.join(", ")
+                ),
+            }
         };
         return Err(SpecError::new(
             at,

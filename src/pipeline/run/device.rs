@@ -376,8 +376,13 @@ fn choose(
                     "device = \"{name}\": the GPU path can't run this pipeline: {reason}"
                 )));
             }
-            let dev = device()
-                .map_err(|e| Error::GpuUnavailable(format!("device = \"{name}\": {}", why(&e))))?;
+            let dev = device().map_err(|e| {
+                Error::GpuUnavailable(format!(
+                    "device = \"{name}\": {}; use device = \"cpu\", or \"auto\" for the GPU \
+                     path only where a GPU is usable",
+                    why(&e)
+                ))
+            })?;
             let label = if settings.device == DeviceChoice::Emu {
                 "emu"
             } else {

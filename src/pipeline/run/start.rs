@@ -176,15 +176,15 @@ impl Pipeline {
         let gathered = Arc::new(Gather::<Processed>::new(all_workers));
         let (batch_tx, batch_rx) = bounded::<Result<Batch, Error>>(settings.prefetch);
         let mut threads = Vec::new();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> JoinHandle<()> {
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<JoinHandle<()>, Error> {
             let scratch = scratch.clone();
             std::thread::Builder::new()
-                .name(name)
+                .name(name.clone())
                 .spawn(move || {
                     let _pools = scratch.bind();
                     f()
                 })
-                .expect("spawning a pipeline thread")
+                .map_err(|source| Error::ThreadStart { name, source })
         };
 
         // Readers: file reading runs ahead of decoding.
@@ -232,7 +232,7 @@ impl Pipeline {
                     r.run();
                     drop(alive);
                 }),
-            ));
+            )?);
         }
         // The workers see the end of the input once every reader is gone.
         drop((reader, readers_alive));
@@ -259,7 +259,7 @@ impl Pipeline {
                     threads.push(spawn(
                         format!("stokehold-worker-{t}"),
                         Box::new(move || w.run()),
-                    ));
+                    )?);
                 }
             }
             Some((stage, dev, plan)) => {
@@ -287,7 +287,7 @@ impl Pipeline {
                     threads.push(spawn(
                         format!("stokehold-gpu-prep-{t}"),
                         Box::new(move || w.run()),
-                    ));
+                    )?);
                 }
             }
         }
@@ -316,7 +316,7 @@ impl Pipeline {
                 // Workers stop once nobody takes their results.
                 done.close();
             }),
-        ));
+        )?);
         Ok(Pipeline {
             gathered,
             batches: batch_rx,

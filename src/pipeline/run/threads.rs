@@ -25,6 +25,32 @@ use std::time::Duration;
 /// The name every pipeline thread's name starts with.
 pub const THREAD_PREFIX: &str = "stokehold-";
 
+/// What a pipeline thread does, from its name as the kernel keeps it (15 bytes:
+/// `stokehold-worke` for `stokehold-worker-3`): `"worker"`, `"reader"`, `"assembler"`, …;
+/// the name without its prefix where it is none of those.
+///
+/// ```
+/// use stokehold::pipeline::run::threads::role_of;
+/// assert_eq!(role_of("stokehold-worke"), "worker");
+/// assert_eq!(role_of("stokehold-feed"), "feeding thread");
+/// ```
+pub fn role_of(name: &str) -> &str {
+    const ROLES: &[(&str, &str)] = &[
+        ("worke", "worker"),
+        ("read", "reader"),
+        ("assem", "assembler"),
+        ("gpu-p", "GPU prep worker"),
+        ("feed", "feeding thread"),
+        ("shard", "shard reader"),
+        ("emu-s", "emulated stream"),
+    ];
+    let rest = name.strip_prefix(THREAD_PREFIX).unwrap_or(name);
+    ROLES
+        .iter()
+        .find(|(start, _)| rest.starts_with(start))
+        .map_or(rest, |(_, role)| role)
+}
+
 /// One thread's counters at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadCounters {

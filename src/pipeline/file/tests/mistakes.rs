@@ -334,3 +334,39 @@ fn columns_count_characters_not_bytes() {
         None,
     );
 }
+
+#[test]
+fn a_table_written_op_after_the_list_of_operators_says_to_write_it_twice_bracketed() {
+    assert_err(
+        "[pipeline]\noutputs = [\"x\"]\n\n[[op]]\nkind = \"file_reader\"\noutputs = [\"x\"]\n\n\
+         [op]\nkind = \"decode\"\n",
+        8,
+        2,
+        "duplicate key",
+        Some("write each operator as `[[op]]`"),
+    );
+}
+
+#[test]
+fn a_missing_input_suggests_the_latest_output_no_operator_reads() {
+    let text = "[pipeline]\noutputs = [\"images\"]\n\n\
+                [[op]]\nkind = \"file_reader\"\noutputs = [\"jpegs\", \"labels\"]\n\n\
+                [[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"decoded\"\n\n\
+                [[op]]\nkind = \"flip\"\ninput = \"decoded\"\noutput = \"flipped\"\n\n\
+                [[op]]\nkind = \"cast\"\noutput = \"images\"\ndtype = \"f32\"\n";
+    let errors = crate::pipeline::file::Draft::parse(text, Path::new(FILE))
+        .finish()
+        .unwrap_err();
+    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].starts_with(&format!("{FILE}:18:1: 'cast' takes 1 input(s), 0 given")),
+        "{shown:?}"
+    );
+    // The reader's labels go unread too, but the flip's output is the latest.
+    assert!(
+        shown[0]
+            .contains("help: add `input = \"flipped\"` (the latest output no operator reads yet)"),
+        "{shown:?}"
+    );
+}

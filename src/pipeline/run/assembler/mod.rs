@@ -321,18 +321,29 @@ impl Assembler {
         let ProcessedSample {
             epoch,
             pos,
-            index,
-            path,
+            mut index,
+            mut path,
             label,
             replaced,
-            result,
+            mut result,
             ..
         } = d;
         let settings = &self.links.settings;
         let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
         self.next_pos = pos + 1;
-        for e in replaced {
-            self.report(e, true);
+        let mut replaced = replaced.into_iter();
+        if matches!(&result, Err(Failure::Sample(k)) if !k.is_settings()) {
+            // No file tried in its place was good: the sample is skipped with its own file's
+            // error, and nothing counts as replaced (the files tried are the epoch's own
+            // samples, counted where the epoch schedules them).
+            if let Some(first) = replaced.next() {
+                (index, path) = (first.index, first.path);
+                result = Err(Failure::Sample(first.kind));
+            }
+        } else {
+            for e in replaced {
+                self.report(e, true);
+            }
         }
         match result {
             Err(Failure::Panic(message)) => {
