@@ -422,6 +422,35 @@ fn a_sample_no_replacement_stands_in_for_is_skipped_with_its_own_error_and_nothi
 }
 
 #[test]
+fn the_counts_are_of_the_batches_handed_out_not_of_those_made_ahead() {
+    // 10 good samples and 2 bad ones an epoch: batches of 4, 4 and 2.
+    let d = small_folder(12, &[1, 5]);
+    let mut s = spec_for("resnet50-eval.toml", d.path(), 4, 2, 3);
+    s.settings.prefetch = 2;
+    let mut p = Pipeline::new(s).unwrap();
+    let taken: Vec<Batch> = (0..3).map(|_| p.next_batch().unwrap().unwrap()).collect();
+    assert!(taken.iter().all(|b| b.epoch == 0));
+    // The pipeline runs on into the next epoch, as far as its queue lets it.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while p.stats().epochs.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let st = p.stats();
+    assert_eq!((st.batches, st.images, st.skipped), (3, 10, 2));
+    assert_eq!(st.skipped_by_cause.values().sum::<u64>(), 2);
+    assert_eq!(st.epochs.len(), 1, "{:?}", st.epochs);
+    assert_eq!(p.epoch_summaries().len(), 1);
+    // Once the run is over, everything counts.
+    while let Some(b) = p.next_batch() {
+        b.unwrap();
+    }
+    let st = p.stats();
+    assert_eq!((st.batches, st.images, st.skipped), (9, 30, 6));
+    assert_eq!(st.epochs.len(), 3);
+}
+
+#[test]
 fn resuming_gives_the_remaining_batches() {
     let d = small_folder(23, &[4, 9]);
     let spec = || spec_for("resnet50-train.toml", d.path(), 5, 2, 3);

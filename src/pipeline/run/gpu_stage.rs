@@ -435,7 +435,7 @@ impl GpuStage {
         if epoch_ended {
             self.first_epoch_over.store(true, Ordering::Relaxed);
         }
-        let batches = self.stats.batches.load(Ordering::Relaxed);
+        let batches = self.stats.batches_made.load(Ordering::Relaxed);
         let first_epoch_over = self.first_epoch_over.load(Ordering::Relaxed);
         if self.gate.undecided()
             && (first_epoch_over || self.split.prepared.load(Ordering::Relaxed) >= DECIDE_AFTER)

@@ -44,6 +44,7 @@ mod gpu_split;
 mod gpu_stage;
 mod gpu_staging;
 mod handoff;
+mod ledger;
 pub mod memory;
 mod pin;
 mod place_buffer;
@@ -242,13 +243,19 @@ impl Pipeline {
 
     /// What the consumer gets for a received item (`None`: the channel closed).
     fn finish(&mut self, r: Option<Result<Batch, Error>>) -> Option<Result<Batch, Error>> {
+        let mut ledger = self.stats.ledger.lock().unwrap_or_else(|p| p.into_inner());
         match r {
-            Some(Ok(b)) => Some(Ok(b)),
+            Some(Ok(b)) => {
+                ledger.batch_handed();
+                Some(Ok(b))
+            }
             Some(Err(e)) => {
+                ledger.all_handed();
                 self.finished = true;
                 Some(Err(e))
             }
             None => {
+                ledger.all_handed();
                 self.finished = true;
                 None
             }

@@ -9,17 +9,17 @@ use std::time::Duration;
 use crate::cuda::gpu_device::{DeviceCounters, GpuDevice, MemoryUse};
 use crate::error::{Error, SampleError};
 
+use super::ledger::Ledger;
+
 pub use super::gpu_split::ModelledCounts;
 
 /// Counters and stage times, shared by all threads.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub(super) images: AtomicU64,
-    pub(super) skipped: AtomicU64,
-    pub(super) replaced: AtomicU64,
-    pub(super) dropped: AtomicU64,
-    pub(super) padded: AtomicU64,
-    pub(super) batches: AtomicU64,
+    /// The counts of what was made and of what was handed out (the consumer's figures).
+    pub(super) ledger: Mutex<Ledger>,
+    /// Batches made (the GPU path's warm-up counts them).
+    pub(super) batches_made: AtomicU64,
     pub(super) read_ns: AtomicU64,
     pub(super) read_bytes: AtomicU64,
     pub(super) op_ns: Vec<AtomicU64>,
@@ -33,8 +33,7 @@ pub struct Stats {
     pub(super) in_place: AtomicU64,
     pub(super) batch_images: AtomicU64,
     pub(super) consumer_wait_ns: AtomicU64,
-    pub(super) skipped_by_cause: Mutex<BTreeMap<&'static str, u64>>,
-    pub(super) replaced_by_cause: Mutex<BTreeMap<&'static str, u64>>,
+    /// Every finished epoch's summary (the consumer's: the ledger's count of them).
     pub(super) epochs: Mutex<Vec<EpochSummary>>,
     pub(super) queue_samples: AtomicU64,
     pub(super) queue_sum: AtomicU64,
@@ -157,10 +156,14 @@ pub struct EpochSummary {
     pub errors: Vec<SampleError>,
 }
 
-/// A copy of the statistics at one moment.
+/// A copy of the statistics at one moment. The counts of images, batches, bad samples and
+/// epochs are those of the batches handed out (the pipeline works ahead of its consumer:
+/// the batches waiting in its queue count once they are taken; where the run is over,
+/// everything counts, the bad samples after the last batch included); the stage times are
+/// of all the work done.
 #[derive(Debug, Clone, Default)]
 pub struct StatsSnapshot {
-    /// Samples delivered (padding excluded).
+    /// Samples handed out (padding excluded).
     pub images: u64,
     /// Bad samples skipped.
     pub skipped: u64,
@@ -170,11 +173,11 @@ pub struct StatsSnapshot {
     pub dropped: u64,
     /// Repeats added by `last_batch = "pad"`.
     pub padded: u64,
-    /// Batches delivered.
+    /// Batches handed out.
     pub batches: u64,
     /// Mean number of ready batches in the queue when the consumer asked for one.
     pub mean_queue_depth: f64,
-    /// Per-epoch summaries, for finished epochs.
+    /// Per-epoch summaries, for finished epochs (whose last batch was handed out).
     pub epochs: Vec<EpochSummary>,
     /// Time the reader threads spent reading files (summed over threads).
     pub read: Duration,
@@ -282,10 +285,11 @@ impl Stats {
 
     /// A copy of the counters, the operators' times under `op_names` (in node order).
     pub(super) fn snapshot(&self, op_names: impl Iterator<Item = String>) -> StatsSnapshot {
+        let handed = self.ledger.lock().map(|l| l.handed()).unwrap_or_default();
         StatsSnapshot {
-            images: self.images.load(Ordering::Relaxed),
-            skipped: self.skipped.load(Ordering::Relaxed),
-            replaced: self.replaced.load(Ordering::Relaxed),
+            images: handed.images,
+            skipped: handed.skipped,
+            replaced: handed.replaced,
             mean_queue_depth: {
                 let n = self.queue_samples.load(Ordering::Relaxed);
                 if n == 0 {
@@ -295,9 +299,9 @@ impl Stats {
                 }
             },
             epochs: self.epoch_summaries(),
-            dropped: self.dropped.load(Ordering::Relaxed),
-            padded: self.padded.load(Ordering::Relaxed),
-            batches: self.batches.load(Ordering::Relaxed),
+            dropped: handed.dropped,
+            padded: handed.padded,
+            batches: handed.batches,
             read: ns(&self.read_ns),
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             ops: op_names.zip(&self.op_ns).map(|(n, t)| (n, ns(t))).collect(),
@@ -314,16 +318,8 @@ impl Stats {
             batch_images: self.batch_images.load(Ordering::Relaxed),
             in_place: self.in_place.load(Ordering::Relaxed),
             consumer_wait: ns(&self.consumer_wait_ns),
-            skipped_by_cause: self
-                .skipped_by_cause
-                .lock()
-                .map(|m| m.clone())
-                .unwrap_or_default(),
-            replaced_by_cause: self
-                .replaced_by_cause
-                .lock()
-                .map(|m| m.clone())
-                .unwrap_or_default(),
+            skipped_by_cause: handed.skipped_by_cause(),
+            replaced_by_cause: handed.replaced_by_cause(),
             gpu: self.gpu_snapshot(),
         }
     }
@@ -445,9 +441,14 @@ impl Stats {
         }
     }
 
-    /// Summaries of the epochs finished so far.
+    /// Summaries of the epochs finished so far, as far as the consumer has been handed
+    /// their batches.
     pub(super) fn epoch_summaries(&self) -> Vec<EpochSummary> {
-        self.epochs.lock().map(|v| v.clone()).unwrap_or_default()
+        let handed = self.ledger.lock().map(|l| l.handed().epochs).unwrap_or(0);
+        self.epochs
+            .lock()
+            .map(|v| v[..handed.min(v.len())].to_vec())
+            .unwrap_or_default()
     }
 
     /// Counts an image put into a batch (`in_place`: written there by its worker).

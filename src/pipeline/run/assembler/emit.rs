@@ -92,9 +92,14 @@ impl Assembler {
         }
         let real = (samples.len() - padded) as u64;
         let stats = &self.links.stats;
-        stats.images.fetch_add(real, Ordering::Relaxed);
-        stats.padded.fetch_add(padded as u64, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut l) = stats.ledger.lock() {
+            l.made.images += real;
+            l.made.padded += padded as u64;
+            l.made.batches += 1;
+            // Before the batch goes: the consumer may take it at once.
+            l.batch_made();
+        }
+        stats.batches_made.fetch_add(1, Ordering::Relaxed);
         self.summary.images += real;
         self.summary.batches += 1;
         let batch = Batch {

@@ -2,8 +2,6 @@
 //! (padded with repeats, partial, or dropped), then, with several ranks, batches of padding
 //! until this rank has yielded as many as every rank does; the epoch's summary.
 
-use std::sync::atomic::Ordering;
-
 use crate::error::Error;
 use crate::reader::schedule::{LastBatch, Position};
 
@@ -49,6 +47,10 @@ impl Assembler {
         }
         if let Ok(mut v) = self.links.stats.epochs.lock() {
             v.push(EpochSummary { epoch, ..summary });
+        }
+        if let Ok(mut l) = self.links.stats.ledger.lock() {
+            l.made.epochs += 1;
+            l.epoch_ended();
         }
         self.summary.epoch = epoch + 1;
         self.batch_in_epoch = 0;
@@ -116,7 +118,9 @@ impl Assembler {
                 }
             } else {
                 let n = (self.samples.len() - std::mem::take(&mut self.rank_padding)) as u64;
-                self.links.stats.dropped.fetch_add(n, Ordering::Relaxed);
+                if let Ok(mut l) = self.links.stats.ledger.lock() {
+                    l.made.dropped += n;
+                }
                 self.summary.dropped += n;
                 self.samples.clear();
                 self.filling.clear();

@@ -8,7 +8,6 @@ mod emit;
 mod epoch_end;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -274,19 +273,12 @@ impl Assembler {
             });
         }
         if replaced {
-            stats.replaced.fetch_add(1, Ordering::Relaxed);
             self.summary.replaced += 1;
         } else {
-            stats.skipped.fetch_add(1, Ordering::Relaxed);
             self.summary.skipped += 1;
         }
-        let by_cause = if replaced {
-            &stats.replaced_by_cause
-        } else {
-            &stats.skipped_by_cause
-        };
-        if let Ok(mut m) = by_cause.lock() {
-            *m.entry(e.kind.category()).or_default() += 1;
+        if let Ok(mut l) = stats.ledger.lock() {
+            l.made.count_bad(e.kind.category(), replaced);
         }
         self.summary.errors.push(e.clone());
         self.skipped.push(e);
