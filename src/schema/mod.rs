@@ -78,7 +78,7 @@ impl fmt::Display for ArgType {
                 write!(f, "one of {}", quoted.join(", "))
             }
             ArgType::Str => write!(f, "string"),
-            ArgType::Size { .. } => write!(f, "size: N or [height, width]"),
+            ArgType::Size { .. } => write!(f, "an integer or [height, width]"),
             ArgType::Range { min, max } => write!(f, "[low, high] within [{min}, {max}]"),
             ArgType::Floats { len: 0, .. } => write!(f, "number or array of numbers"),
             ArgType::Floats { len, .. } => write!(f, "number or array of {len} numbers"),

@@ -60,9 +60,28 @@ pub struct LoadedSpec {
 
 /// The text of the pipeline file at `file`.
 pub(super) fn read(file: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(file).map_err(|source| Error::Io {
+    let bytes = std::fs::read(file).map_err(|source| Error::Io {
         path: file.to_path_buf(),
         source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        // Where the text stops being UTF-8: a binary file given by mistake, or text in
+        // another encoding.
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let text = String::from_utf8_lossy(valid);
+        let line = text.matches('\n').count() + 1;
+        let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Error::Config {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message: "not UTF-8 text: a pipeline file is a TOML file".into(),
+            help: Some(
+                "give the pipeline's .toml file (the data set goes in `--data` or the \
+                 reader's `root`), saved as UTF-8"
+                    .into(),
+            ),
+        }
     })
 }
 

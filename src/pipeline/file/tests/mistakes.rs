@@ -370,3 +370,24 @@ fn a_missing_input_suggests_the_latest_output_no_operator_reads() {
         "{shown:?}"
     );
 }
+
+#[test]
+fn a_file_that_is_not_utf8_text_is_placed_where_the_text_stops() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("p.toml");
+    std::fs::write(&path, b"[pipeline]\nbatch = 4 # caf\xe9\n").unwrap();
+    match crate::pipeline::file::Draft::load(&path) {
+        Err(Error::Config {
+            line,
+            column,
+            message,
+            help,
+            ..
+        }) => {
+            assert_eq!((line, column), (2, 16), "{message}");
+            assert!(message.starts_with("not UTF-8 text"), "{message}");
+            assert!(help.is_some_and(|h| h.contains(".toml")));
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
