@@ -316,7 +316,11 @@ horizontal = 0.5
             "{p:#?}"
         );
         assert!(p.iter().all(|e| e.contains("\n  help: ")), "{p:#?}");
-        assert!(p[3].contains("argument 'size' must be size"), "{}", p[3]);
+        assert!(
+            p[3].contains("argument 'size' must be an integer or [height, width]"),
+            "{}",
+            p[3]
+        );
         assert!(
             p[3].contains("help: write it without quotes, e.g. `size = 224`"),
             "{}",

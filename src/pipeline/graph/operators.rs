@@ -101,7 +101,8 @@ fn arg_error(i: usize, e: ArgError) -> SpecError {
 }
 
 /// The outputs of the operators before `i` that no operator reads and the pipeline doesn't
-/// hand out: where a missing input most likely comes from.
+/// hand out: where a missing input most likely comes from. A reader's labels are left out
+/// (no operator takes labels).
 fn unread_edges(spec: &PipelineSpec, i: usize) -> Vec<&str> {
     let read = |e: &str| {
         spec.ops.iter().any(|o| o.inputs.iter().any(|x| x == e))
@@ -109,7 +110,14 @@ fn unread_edges(spec: &PipelineSpec, i: usize) -> Vec<&str> {
     };
     spec.ops[..i]
         .iter()
-        .flat_map(|o| o.outputs.iter().map(String::as_str))
+        .flat_map(|o| {
+            let n = if registry::is_reader(&o.kind) {
+                1
+            } else {
+                o.outputs.len()
+            };
+            o.outputs.iter().take(n).map(String::as_str)
+        })
         .filter(|e| !read(e))
         .collect()
 }

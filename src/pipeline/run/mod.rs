@@ -271,7 +271,8 @@ impl Pipeline {
             .snapshot(self.graph.nodes.iter().map(|n| n.name.to_string()))
     }
 
-    /// Summaries of the epochs finished so far.
+    /// Summaries of the epochs finished so far: those whose last batch was handed out (and
+    /// every one, once the run is over).
     pub fn epoch_summaries(&self) -> Vec<EpochSummary> {
         self.stats.epoch_summaries()
     }

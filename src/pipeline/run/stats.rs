@@ -298,7 +298,7 @@ impl Stats {
                     self.queue_sum.load(Ordering::Relaxed) as f64 / n as f64
                 }
             },
-            epochs: self.epoch_summaries(),
+            epochs: self.epochs_up_to(handed.epochs),
             dropped: handed.dropped,
             padded: handed.padded,
             batches: handed.batches,
@@ -445,9 +445,14 @@ impl Stats {
     /// their batches.
     pub(super) fn epoch_summaries(&self) -> Vec<EpochSummary> {
         let handed = self.ledger.lock().map(|l| l.handed().epochs).unwrap_or(0);
+        self.epochs_up_to(handed)
+    }
+
+    /// The summaries of the first `n` epochs (those finished).
+    fn epochs_up_to(&self, n: usize) -> Vec<EpochSummary> {
         self.epochs
             .lock()
-            .map(|v| v[..handed.min(v.len())].to_vec())
+            .map(|v| v[..n.min(v.len())].to_vec())
             .unwrap_or_default()
     }
 

@@ -7,11 +7,11 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TryRecvError};
 
 use crate::error::SampleErrorKind;
 use crate::reader::schedule::Position;
@@ -66,7 +66,9 @@ pub enum ShardStep {
 /// Reads the parts of one epoch, `read_ahead` at a time, in order.
 struct Feed {
     segments: VecDeque<(Segment, usize)>,
-    running: VecDeque<(Receiver<Input>, JoinHandle<()>)>,
+    /// Each part being read: its samples, and its thread (none where the system refused
+    /// one: then its samples are reported missing).
+    running: VecDeque<(Receiver<Input>, Option<JoinHandle<()>>)>,
     read_ahead: usize,
     set: Arc<ShardSet>,
     config: Arc<ShardConfig>,
@@ -134,18 +136,37 @@ impl Feed {
                     wanted: self.wanted.clone(),
                     dropped: self.dropped.clone(),
                 };
-                let handle = std::thread::Builder::new()
+                // The thread takes the part; where the system refuses the thread, the part
+                // is still here and its samples are reported missing with the reason.
+                let slot = Arc::new(Mutex::new(Some((part, tx))));
+                let theirs = slot.clone();
+                let spawned = std::thread::Builder::new()
                     .name("stokehold-shard".into())
-                    .spawn(move || part.read(&tx))
-                    .expect("spawning a shard reader");
-                self.running.push_back((rx, handle));
+                    .spawn(move || {
+                        let taken = theirs.lock().ok().and_then(|mut s| s.take());
+                        if let Some((part, tx)) = taken {
+                            part.read(&tx);
+                        }
+                    });
+                let running = match spawned {
+                    Ok(handle) => (rx, Some(handle)),
+                    Err(e) => {
+                        let (all_tx, all_rx) = unbounded();
+                        let taken = slot.lock().ok().and_then(|mut s| s.take());
+                        if let Some((part, _)) = taken {
+                            part.all_missing(&all_tx, &format!("no thread to read the shard: {e}"));
+                        }
+                        (all_rx, None)
+                    }
+                };
+                self.running.push_back(running);
             }
             let (rx, _) = self.running.front()?;
             select! {
                 recv(rx) -> input => match input {
                     Ok(input) => return Some(input),
                     Err(_) => {
-                        if let Some((_, h)) = self.running.pop_front() {
+                        if let Some((_, Some(h))) = self.running.pop_front() {
                             let _ = h.join();
                         }
                     }
@@ -165,7 +186,7 @@ impl Drop for Feed {
         // waiting on the network (each read bounded by the http read timeout, see
         // `super::http`) is left to end on its own rather than hold up the pipeline's drop.
         self.dropped.store(true, Ordering::Relaxed);
-        let threads: Vec<JoinHandle<()>> = self.running.drain(..).map(|(_, h)| h).collect();
+        let threads: Vec<JoinHandle<()>> = self.running.drain(..).filter_map(|(_, h)| h).collect();
         let deadline = Instant::now() + DROP_GRACE;
         for h in threads {
             while !h.is_finished() && Instant::now() < deadline {
@@ -203,31 +224,39 @@ impl Part {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// The part's `k`-th sample, missing for `why`.
+    fn missing(&self, k: usize, why: &str) -> Input {
+        let name = self.set.shards[self.seg.shard].display();
+        let base = self.set.bases[self.seg.shard] + self.seg.skip;
+        (
+            self.first + k,
+            ShardSample {
+                index: base + k,
+                path: PathBuf::from(format!("{name}:#{}", self.seg.skip + k)),
+                label: -1,
+                bytes: Err(SampleErrorKind::Read(why.to_string())),
+            },
+        )
+    }
+
+    /// Every wanted sample of the part, missing for `why`.
+    fn all_missing(&self, tx: &Sender<Input>, why: &str) {
+        for k in 0..self.seg.take {
+            if self.wanted(self.first + k) && tx.send(self.missing(k, why)).is_err() {
+                return;
+            }
+        }
+    }
+
     fn read(self, tx: &Sender<Input>) {
         let shard = &self.set.shards[self.seg.shard];
         let name = shard.display();
         let base = self.set.bases[self.seg.shard] + self.seg.skip;
-        let missing = |k: usize, why: &str| -> Input {
-            let n = self.first + k;
-            (
-                n,
-                ShardSample {
-                    index: base + k,
-                    path: PathBuf::from(format!("{name}:#{}", self.seg.skip + k)),
-                    label: -1,
-                    bytes: Err(SampleErrorKind::Read(why.to_string())),
-                },
-            )
-        };
+        let missing = |k: usize, why: &str| self.missing(k, why);
         let read = match open_shard(shard, self.config.retry) {
             Ok(r) => r,
             Err(e) => {
-                let why = format!("the shard could not be opened: {e}");
-                for k in 0..self.seg.take {
-                    if self.wanted(self.first + k) && tx.send(missing(k, &why)).is_err() {
-                        return;
-                    }
-                }
+                self.all_missing(tx, &format!("the shard could not be opened: {e}"));
                 return;
             }
         };

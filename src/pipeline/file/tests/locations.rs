@@ -118,8 +118,16 @@ fn load_reads_a_file_and_reports_unreadable_ones() {
         Err(Error::Io { path, .. }) => assert_eq!(path, missing),
         other => panic!("{other:?}"),
     }
+    // Not text: where it stops being UTF-8 (`mistakes.rs` has the help).
     std::fs::write(&path, [0xff, 0xfe, b'\n']).expect("write");
-    assert!(matches!(load(&path), Err(Error::Io { .. })));
+    assert!(matches!(
+        load(&path),
+        Err(Error::Config {
+            line: 1,
+            column: 1,
+            ..
+        })
+    ));
     std::fs::write(&path, "[pipeline]\nbatch = 0\noutputs = [\"x\"]\n").expect("write");
     match load(&path) {
         Err(Error::Config { file, line, .. }) => {

@@ -363,12 +363,21 @@ fn a_missing_input_suggests_the_latest_output_no_operator_reads() {
         shown[0].starts_with(&format!("{FILE}:18:1: 'cast' takes 1 input(s), 0 given")),
         "{shown:?}"
     );
-    // The reader's labels go unread too, but the flip's output is the latest.
+    // The flip's output is the latest unread one.
     assert!(
         shown[0]
             .contains("help: add `input = \"flipped\"` (the latest output no operator reads yet)"),
         "{shown:?}"
     );
+    // Labels are never suggested: no operator takes them.
+    let text = "[pipeline]\noutputs = [\"images\"]\n\n\
+                [[op]]\nkind = \"file_reader\"\noutputs = [\"jpegs\", \"labels\"]\n\n\
+                [[op]]\nkind = \"decode\"\noutput = \"images\"\n";
+    let errors = crate::pipeline::file::Draft::parse(text, Path::new(FILE))
+        .finish()
+        .unwrap_err();
+    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert!(shown[0].contains("add `input = \"jpegs\"`"), "{shown:?}");
 }
 
 #[test]

@@ -139,8 +139,8 @@ impl Assembler {
             match ahead::start_feeder(scope, feeder, gpu, stats, done) {
                 Ok(_) => self.run_with(done, Some(queue)),
                 Err(e) => {
-                    let _ = self.links.out.send(Err(Error::Io {
-                        path: "(the feeding thread)".into(),
+                    let _ = self.links.out.send(Err(Error::ThreadStart {
+                        name: "stokehold-feed".into(),
                         source: e,
                     }));
                 }
@@ -323,18 +323,16 @@ impl Assembler {
         let settings = &self.links.settings;
         let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
         self.next_pos = pos + 1;
-        let mut replaced = replaced.into_iter();
-        if matches!(&result, Err(Failure::Sample(k)) if !k.is_settings()) {
-            // No file tried in its place was good: the sample is skipped with its own file's
-            // error, and nothing counts as replaced (the files tried are the epoch's own
-            // samples, counted where the epoch schedules them).
-            if let Some(first) = replaced.next() {
-                (index, path) = (first.index, first.path);
-                result = Err(Failure::Sample(first.kind));
-            }
-        } else {
-            for e in replaced {
-                self.report(e, true);
+        // The scheduled file's error comes first; the files tried in its place that failed
+        // too are the epoch's own samples, counted where the epoch schedules them.
+        if let Some(own) = replaced.into_iter().next() {
+            if matches!(&result, Err(Failure::Sample(k)) if !k.is_settings()) {
+                // No file tried in its place was good: the sample is skipped with its own
+                // file's error, and nothing counts as replaced.
+                (index, path) = (own.index, own.path);
+                result = Err(Failure::Sample(own.kind));
+            } else {
+                self.report(own, true);
             }
         }
         match result {
