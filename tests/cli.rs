@@ -416,17 +416,43 @@ fn ctrl_c_stops_cleanly_and_resume_gives_the_remaining_batches() {
 }
 
 #[test]
-fn a_second_ctrl_c_quits_at_once() {
+fn a_second_ctrl_c_quits_at_once_saying_where_to_resume() {
+    use std::io::Read;
     let (_d, samples) = common::samples();
     // A 5-second training step: the first Ctrl-C waits for it, the second doesn't.
     let (mut child, _out, _) = spawn_until_lines(&mut paced_run(&samples, Some("5000")), 1);
     let t0 = std::time::Instant::now();
     sigint(&child);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     sigint(&child);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert!(t0.elapsed().as_secs_f64() < 4.0, "{:?}", t0.elapsed());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("interrupted again: quitting now; to continue after the last batch handed out, run the same command with --resume "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn one_ctrl_c_delivered_twice_stops_cleanly() {
+    use std::io::Read;
+    let (_d, samples) = common::samples();
+    // As from a wrapper that forwards the signal while the terminal signals the group.
+    let (mut child, mut out, _) = spawn_until_lines(&mut paced_run(&samples, Some("300")), 1);
+    sigint(&child);
+    sigint(&child);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(rest.contains("stopped at position "), "{rest}");
 }
 
 #[test]

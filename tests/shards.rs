@@ -627,3 +627,37 @@ fn pack_refuses_a_flat_folder_unless_told_it_has_no_labels() {
     let index = std::fs::read_to_string(shards.join("index.json")).unwrap();
     assert!(!index.contains("classes"), "{index}");
 }
+
+/// Old shards beside new ones would be read too (the reader lists the folder), and a folder
+/// inside the data set would become a class of its next listing: `pack` refuses both.
+#[test]
+fn pack_refuses_a_folder_holding_shards_or_inside_the_data_set() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    for (c, n) in [("a", 0), ("a", 1), ("b", 2)] {
+        std::fs::create_dir_all(data.join(c)).unwrap();
+        std::fs::write(data.join(c).join(format!("p{n}.jpg")), jpeg(n)).unwrap();
+    }
+    let pack = |out: &std::path::Path| {
+        common::stokehold()
+            .arg("pack")
+            .arg(&data)
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let shards = d.path().join("shards");
+    assert!(pack(&shards).status.success());
+    let again = pack(&shards);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("already holds shards (2 files: index.json, train-000000.tar)"),
+        "{stderr}"
+    );
+    let inside = pack(&data.join("shards"));
+    let stderr = String::from_utf8_lossy(&inside.stderr);
+    assert_eq!(inside.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is inside the data set"), "{stderr}");
+    assert!(!data.join("shards").exists());
+}

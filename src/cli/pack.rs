@@ -15,9 +15,11 @@ use super::output::outln;
 pub struct PackArgs {
     /// The data set: a folder whose sub-folders are classes.
     folder: PathBuf,
-    /// Where the shards go (created if missing).
+    /// Where the shards go (created if missing; refused where it holds shards already, or
+    /// lies inside the data set).
     out: PathBuf,
-    /// Bytes per shard (a shard is closed once it reaches this): 1GB, 500MB, 64kB or bytes.
+    /// Bytes per shard at most (a shard is closed before it would pass this; a sample larger
+    /// than it gets a shard of its own): 1GB, 500MB, 64kB or bytes.
     #[arg(long, default_value = "1GB", value_parser = parse_size)]
     shard_size: u64,
     /// Shard names: PREFIX-000000.tar, …
@@ -84,10 +86,11 @@ pub fn pack_folder(a: &PackArgs) -> Result<ExitCode> {
     for (path, why) in &report.left_out {
         eprintln!("left out {}: {why}", path.display());
     }
+    let shards = report.index.shardlist.len();
     outln!(
-        "{} samples in {} shards in {} ({} left out); index: {}",
+        "{} samples in {shards} {} in {} ({} left out); index: {}",
         report.samples,
-        report.index.shardlist.len(),
+        if shards == 1 { "shard" } else { "shards" },
         a.out.display(),
         report.left_out.len(),
         a.out.join("index.json").display()

@@ -74,6 +74,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         images += (b.len() - b.padded) as u64;
         skipped += b.skipped.len() as u64;
         position = b.resume;
+        interrupt.handed_out(position);
         progress.batch(&b);
         if args.print_batches {
             progress.suspend(|| outln!("{}", batch_line(&b)))?;

@@ -61,11 +61,52 @@ pub struct PackReport {
     pub left_out: Vec<(PathBuf, String)>,
 }
 
+/// Refuses an output folder that would mix these shards with others: one that already
+/// holds `{prefix}-*.tar` files or an index (a reader lists every shard in the folder, so
+/// old shards would be read as well), or one inside the data set being packed (its next
+/// listing would take the folder for a class).
+fn refuse_to_mix(folder: &Path, out: &Path, prefix: &str) -> Result<(), Error> {
+    let within = match (folder.canonicalize(), std::path::absolute(out)) {
+        (Ok(f), Ok(o)) => o.canonicalize().unwrap_or(o).starts_with(f),
+        _ => false,
+    };
+    if within {
+        return Err(Error::Dataset(format!(
+            "{} is inside the data set {}: pack into a folder outside it",
+            out.display(),
+            folder.display()
+        )));
+    }
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    let mut old: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n == INDEX_NAME || (n.starts_with(&format!("{prefix}-")) && n.ends_with(".tar"))
+        })
+        .collect();
+    if old.is_empty() {
+        return Ok(());
+    }
+    old.sort();
+    Err(Error::Dataset(format!(
+        "{} already holds shards ({} files: {}{}): a reader would read them beside the new \
+         ones; pack into an empty folder, or remove them first",
+        out.display(),
+        old.len(),
+        old[..old.len().min(3)].join(", "),
+        if old.len() > 3 { ", …" } else { "" }
+    )))
+}
+
 /// Packs the class-folder data set in `folder` (listed as the file reader lists it; labels
 /// are the classes' indices in sorted order) into WebDataset shards in `out`, with an
 /// `index.json` of their sample counts. A folder without class sub-folders is refused unless
-/// [`PackOptions::labels`] is off (then every label is -1). `progress` is told (samples done,
-/// samples in all, bytes written) after each sample.
+/// [`PackOptions::labels`] is off (then every label is -1), and so is an `out` that holds
+/// shards already or lies inside `folder`. `progress` is told (samples done, samples in all,
+/// bytes written) after each sample.
 ///
 /// ```
 /// # fn main() -> Result<(), stokehold::Error> {
@@ -111,6 +152,7 @@ pub fn pack(
     for w in &ds.warnings {
         tracing::warn!("{w}");
     }
+    refuse_to_mix(folder, out, &options.prefix)?;
     std::fs::create_dir_all(out).map_err(io(out))?;
     let mut order: Vec<usize> = (0..ds.entries.len()).collect();
     if let Some(seed) = options.shuffle_seed {

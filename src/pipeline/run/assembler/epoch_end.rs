@@ -36,10 +36,12 @@ impl Assembler {
             n => format!("{n} batches"),
         };
         if summary.skipped + summary.replaced > 0 {
+            let bad = |n: u64| if n == 1 { "bad sample" } else { "bad samples" };
             tracing::warn!(
-                "epoch {epoch}: {} images in {batches}; {} bad samples skipped, {} replaced",
+                "epoch {epoch}: {} images in {batches}; {} {} skipped, {} replaced",
                 summary.images,
                 summary.skipped,
+                bad(summary.skipped),
                 summary.replaced
             );
         } else {
