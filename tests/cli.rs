@@ -363,6 +363,19 @@ fn sigint(child: &std::process::Child) {
     assert!(ok.success());
 }
 
+/// What a finished child wrote to its standard error.
+fn stderr_of(child: &mut std::process::Child) -> String {
+    use std::io::Read;
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
+}
+
 #[test]
 fn ctrl_c_stops_cleanly_and_resume_gives_the_remaining_batches() {
     use std::io::Read;
@@ -378,13 +391,7 @@ fn ctrl_c_stops_cleanly_and_resume_gives_the_remaining_batches() {
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     lines.extend(rest.lines().map(str::to_string));
@@ -417,7 +424,6 @@ fn ctrl_c_stops_cleanly_and_resume_gives_the_remaining_batches() {
 
 #[test]
 fn a_second_ctrl_c_quits_at_once_saying_where_to_resume() {
-    use std::io::Read;
     let (_d, samples) = common::samples();
     // A 5-second training step: the first Ctrl-C waits for it, the second doesn't.
     let (mut child, _out, _) = spawn_until_lines(&mut paced_run(&samples, Some("5000")), 1);
@@ -428,13 +434,7 @@ fn a_second_ctrl_c_quits_at_once_saying_where_to_resume() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert!(t0.elapsed().as_secs_f64() < 4.0, "{:?}", t0.elapsed());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(
         stderr.contains("interrupted again: quitting now; to continue after the last batch handed out, run the same command with --resume "),
         "{stderr}"
@@ -457,18 +457,11 @@ fn one_ctrl_c_delivered_twice_stops_cleanly() {
 
 #[test]
 fn a_closed_pipe_ends_the_run_quietly() {
-    use std::io::Read;
     let (_d, samples) = common::samples();
     let (mut child, out, _) = spawn_until_lines(&mut paced_run(&samples, None), 1);
     drop(out);
     let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(status.success(), "{status:?} {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("error"), "{stderr}");
