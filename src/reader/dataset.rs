@@ -96,8 +96,17 @@ impl Dataset {
                 .unwrap_or(&config.root)
                 .display()
                 .to_string();
+            // A folder of tar shards given to the file reader.
+            let shards = config.list.is_none()
+                && crate::reader::shards::list::looks_like_shards(&config.root.to_string_lossy());
+            let hint = if shards {
+                "; it holds tar shards: read them with a shard_reader (`--data` and \
+                 `PipelineSpec::set_data` choose the reader from the data)"
+            } else {
+                ""
+            };
             return Err(Error::Dataset(format!(
-                "no image files found in {where_} (extensions: {})",
+                "no image files found in {where_} (extensions: {}){hint}",
                 config.extensions.join(", ")
             )));
         }

@@ -109,6 +109,14 @@ fn empty_and_missing_folders_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
     let e = Dataset::list(&config(d.path())).unwrap_err().to_string();
     assert!(e.contains("no image files found"), "{e}");
+    assert!(!e.contains("shard"), "{e}");
+    // A folder of tar shards given to the file reader says which reader reads it.
+    std::fs::write(d.path().join("train-000000.tar"), [0u8; 1024]).unwrap();
+    let e = Dataset::list(&config(d.path())).unwrap_err().to_string();
+    assert!(
+        e.contains("it holds tar shards: read them with a shard_reader"),
+        "{e}"
+    );
     let e = Dataset::list(&config(&d.path().join("nope")))
         .unwrap_err()
         .to_string();
