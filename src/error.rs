@@ -187,19 +187,36 @@ pub enum SampleErrorKind {
 }
 
 impl SampleErrorKind {
+    /// Every [`SampleErrorKind::category`], numbered by [`SampleErrorKind::category_index`].
+    pub const CATEGORIES: [&'static str; 8] = [
+        "read",
+        "decode:unsupported",
+        "decode:limits",
+        "decode:unknown-format",
+        "decode:corrupt",
+        "decode:window",
+        "operator",
+        "settings",
+    ];
+
     /// A short, stable label for statistics ("read", "decode:unsupported", ...).
     pub fn category(&self) -> &'static str {
+        Self::CATEGORIES[self.category_index()]
+    }
+
+    /// The category's place in [`SampleErrorKind::CATEGORIES`] (counters keep an array).
+    pub fn category_index(&self) -> usize {
         match self {
-            SampleErrorKind::Read(_) => "read",
+            SampleErrorKind::Read(_) => 0,
             SampleErrorKind::Decode(d) => match d {
-                DecodeError::Unsupported(_) => "decode:unsupported",
-                DecodeError::Limits(_) => "decode:limits",
-                DecodeError::UnknownFormat => "decode:unknown-format",
-                DecodeError::Corrupt(_) => "decode:corrupt",
-                DecodeError::Window(_) => "decode:window",
+                DecodeError::Unsupported(_) => 1,
+                DecodeError::Limits(_) => 2,
+                DecodeError::UnknownFormat => 3,
+                DecodeError::Corrupt(_) => 4,
+                DecodeError::Window(_) => 5,
             },
-            SampleErrorKind::Op { .. } => "operator",
-            SampleErrorKind::Settings { .. } => "settings",
+            SampleErrorKind::Op { .. } => 6,
+            SampleErrorKind::Settings { .. } => 7,
         }
     }
 

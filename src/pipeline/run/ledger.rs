@@ -5,18 +5,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-/// The categories bad samples are counted by ([`crate::error::SampleErrorKind::category`]).
-const CAUSES: [&str; 9] = [
-    "read",
-    "decode:unsupported",
-    "decode:limits",
-    "decode:unknown-format",
-    "decode:corrupt",
-    "decode:window",
-    "operator",
-    "settings",
-    "other",
-];
+use crate::error::SampleErrorKind;
+
+/// The categories bad samples are counted by.
+const CAUSES: [&str; 8] = SampleErrorKind::CATEGORIES;
 
 /// Running totals, as of one batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,13 +32,9 @@ pub(super) struct Totals {
 }
 
 impl Totals {
-    /// Counts a bad sample of `category`, replaced or skipped.
-    pub(super) fn count_bad(&mut self, category: &str, replaced: bool) {
-        // An unlisted category counts as "other" rather than not at all.
-        let k = CAUSES
-            .iter()
-            .position(|&c| c == category)
-            .unwrap_or(CAUSES.len() - 1);
+    /// Counts a bad sample of `kind`, replaced or skipped.
+    pub(super) fn count_bad(&mut self, kind: &SampleErrorKind, replaced: bool) {
+        let k = kind.category_index();
         if replaced {
             self.replaced += 1;
             self.replaced_by_cause[k] += 1;
@@ -125,7 +113,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{DecodeError, SampleErrorKind};
+    use crate::error::DecodeError;
 
     #[test]
     fn every_category_of_bad_sample_has_its_own_count() {
@@ -147,7 +135,7 @@ mod tests {
         ];
         let mut t = Totals::default();
         for k in &kinds {
-            t.count_bad(k.category(), false);
+            t.count_bad(k, false);
         }
         let by = t.skipped_by_cause();
         assert_eq!(by.len(), kinds.len(), "{by:?}");
@@ -164,7 +152,8 @@ mod tests {
             l.made.batches += 1;
             l.batch_made();
         }
-        l.made.count_bad("decode:corrupt", false);
+        l.made
+            .count_bad(&SampleErrorKind::Decode(DecodeError::UnknownFormat), false);
         assert_eq!(l.handed().batches, 0);
         l.batch_handed();
         assert_eq!((l.handed().batches, l.handed().images), (1, 4));

@@ -278,7 +278,7 @@ impl Assembler {
             self.summary.skipped += 1;
         }
         if let Ok(mut l) = stats.ledger.lock() {
-            l.made.count_bad(e.kind.category(), replaced);
+            l.made.count_bad(&e.kind, replaced);
         }
         self.summary.errors.push(e.clone());
         self.skipped.push(e);
