@@ -45,6 +45,9 @@ pub enum Error {
     /// A dataset could not be listed or is unusable (empty, too small for the batch).
     #[error("dataset: {0}")]
     Dataset(String),
+    /// A run's position to resume from could not be read.
+    #[error(transparent)]
+    Position(#[from] crate::reader::schedule::PositionError),
     /// One sample failed (read, decode, or an operator); with `on_error = "fail"` this stops the run.
     #[error(transparent)]
     Sample(#[from] SampleError),
@@ -164,6 +167,16 @@ pub enum SampleErrorKind {
     /// The file could not be read.
     #[error("read failed: {0}")]
     Read(String),
+    /// A sample a shard's count promised is not in it (the shard ends or is cut short
+    /// before it, or could not be opened): every later sample of that shard is missing for
+    /// the same reason. Counted as a read failure.
+    #[error("read failed: sample missing: {why}")]
+    Missing {
+        /// The shard, as its samples' paths name it.
+        shard: String,
+        /// Why its samples are missing.
+        why: String,
+    },
     /// The bytes are not a decodable image.
     #[error("decode failed: {0}")]
     Decode(#[from] DecodeError),
@@ -207,7 +220,7 @@ impl SampleErrorKind {
     /// The category's place in [`SampleErrorKind::CATEGORIES`] (counters keep an array).
     pub fn category_index(&self) -> usize {
         match self {
-            SampleErrorKind::Read(_) => 0,
+            SampleErrorKind::Read(_) | SampleErrorKind::Missing { .. } => 0,
             SampleErrorKind::Decode(d) => match d {
                 DecodeError::Unsupported(_) => 1,
                 DecodeError::Limits(_) => 2,

@@ -774,3 +774,40 @@ fn an_output_size_over_the_limit_is_caught_by_check_and_run() {
         assert!(stderr.contains("help:"), "{stderr}");
     }
 }
+
+/// An epoch's summary follows its last batch's `--print-batches` line, however far ahead
+/// the pipeline works (stdout and stderr into one file keep the order of the writes).
+#[test]
+fn an_epochs_summary_follows_its_last_batch_line() {
+    let (d, _) = common::samples();
+    let data = common::small_folder(12, &[5]);
+    let log = d.path().join("both.txt");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = stokehold()
+        .args(["run", "pipelines/resnet50-eval.toml", "--epochs", "3"])
+        .args(["--batch", "4", "--threads", "2", "--prefetch", "4"])
+        .args(["--print-batches", "--data"])
+        .arg(data.path())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for epoch in 0..3 {
+        let summary = lines
+            .iter()
+            .position(|l| l.contains(&format!("epoch {epoch}: 11 images in 3 batches")))
+            .unwrap_or_else(|| panic!("no summary of epoch {epoch}:\n{text}"));
+        let last_batch = lines
+            .iter()
+            .rposition(|l| l.starts_with(&format!("batch epoch={epoch} ")))
+            .unwrap();
+        assert!(last_batch < summary, "epoch {epoch}:\n{text}");
+        let next = format!("batch epoch={} ", epoch + 1);
+        if let Some(first_next) = lines.iter().position(|l| l.starts_with(&next)) {
+            assert!(summary < first_next, "epoch {epoch}:\n{text}");
+        }
+    }
+}

@@ -488,6 +488,31 @@ fn resuming_gives_the_remaining_batches() {
 }
 
 #[test]
+fn resuming_with_another_batch_size_or_past_the_epoch_is_refused() {
+    let d = small_folder(23, &[]);
+    let spec = |batch| spec_for("resnet50-train.toml", d.path(), batch, 2, 3);
+    let mut p = Pipeline::new(spec(5)).unwrap();
+    let at = p.next_batch().unwrap().unwrap().resume;
+    drop(p);
+    assert_eq!((at.sample, at.batch, at.batch_size), (5, 1, 5));
+    let e = Pipeline::resume(spec(4), at).err().unwrap().to_string();
+    assert!(
+        e.contains("recorded with batches of 5, the pipeline has batches of 4")
+            && e.contains("batch = 5"),
+        "{e}"
+    );
+    // A position that does not record its batch size (printed by an older version) is taken.
+    let unknown = stokehold::pipeline::Position {
+        batch_size: 0,
+        ..at
+    };
+    assert!(Pipeline::resume(spec(5), unknown).is_ok());
+    let past = stokehold::pipeline::Position { sample: 24, ..at };
+    let e = Pipeline::resume(spec(5), past).err().unwrap().to_string();
+    assert!(e.contains("at sample 24 of its epoch, which has 23"), "{e}");
+}
+
+#[test]
 fn epoch_summaries_account_for_every_sample() {
     let d = small_folder(10, &[2]);
     let mut p = Pipeline::new(spec_for("resnet50-eval.toml", d.path(), 4, 2, 2)).unwrap();

@@ -189,6 +189,49 @@ fn a_truncated_shard_is_counted_with_its_index_and_named_without_one() {
     }
 }
 
+/// A shard cut short early can lack a thousand samples: the log names the first and says the
+/// rest are missing for the same reason (once, over the epochs), and the summary counts them.
+#[test]
+fn a_shard_cut_short_is_logged_once_not_once_a_sample() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = write_shards(d.path(), &[6, 9, 5], true);
+    let b = std::fs::read(&paths[1]).unwrap();
+    let at = find(&b, b"s00007.jpg");
+    std::fs::write(&paths[1], &b[..at + 700]).unwrap();
+    let out = common::stokehold()
+        .args(["run", "pipelines/resnet50-eval.toml", "--batch", "4"])
+        .args([
+            "--threads",
+            "2",
+            "--device",
+            "cpu",
+            "--epochs",
+            "2",
+            "--data",
+        ])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let missing: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("sample missing"))
+        .collect();
+    assert_eq!(missing.len(), 1, "{stderr}");
+    assert!(
+        missing[0].contains("part-001.tar:#2: read failed: sample missing: the shard is cut short")
+            && missing[0].contains("the shard's later samples are missing for the same reason"),
+        "{stderr}"
+    );
+    // The cut item and the 7 samples after it, each epoch.
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("images=24 skipped=16 "), "{last}");
+}
+
 /// Shards that don't exist, or no tar at all: the error says so, not just "no samples".
 #[test]
 fn missing_shards_or_a_file_that_is_no_tar_are_named_with_the_cause() {
@@ -266,6 +309,13 @@ fn shipped_pipelines_run_on_packed_shards_with_the_folders_samples() {
     };
     let folder = outcome(&data);
     assert_eq!(outcome(out.path()), folder);
+    // The class names travel in the index: the same, label for label, as the folder's.
+    let names = |data: &Path| {
+        let s = common::spec_for("resnet50-eval.toml", data, 16, 2, 1);
+        Pipeline::new(s).unwrap().class_names()
+    };
+    assert_eq!(names(out.path()), names(&data));
+    assert_eq!(names(&data).len(), 4);
     let pattern = format!(
         "{}/train-{{000000..{:06}}}.tar",
         out.path().display(),

@@ -37,6 +37,7 @@ struct Facts {
     device_reason: String,
     threads: usize,
     outputs: Vec<String>,
+    classes: Vec<String>,
 }
 
 /// The pipeline's moving parts: the running threads (absent after Ctrl-C, `close()` or an
@@ -271,15 +272,13 @@ impl PyPipeline {
             device_reason: running.device().reason.clone(),
             threads: running.worker_threads(),
             outputs: spec.outputs.clone(),
+            classes: running.class_names(),
         };
         let runner = Runner {
             spec,
             running: Some(running),
             pending: None,
-            position: Position {
-                seed: settings.seed,
-                ..Position::default()
-            },
+            position: Position::start(settings.seed, settings.batch),
             epoch: 0,
             epoch_done: false,
             epochs: settings.epochs,
@@ -365,6 +364,13 @@ impl PyPipeline {
         self.facts.outputs.clone()
     }
 
+    /// Class names by label (label ``i`` is ``classes[i]``): the class folders' names, or
+    /// those a shard set's ``index.json`` lists; empty where the data has none.
+    #[getter]
+    fn classes(&self) -> Vec<String> {
+        self.facts.classes.clone()
+    }
+
     /// Where the pipeline stands after the batches handed out so far, as a dict of plain
     /// ints. :meth:`load_state_dict` on a pipeline of the same definition (in this process or
     /// another) resumes there: the batches that follow are the ones this pipeline would have
@@ -377,6 +383,7 @@ impl PyPipeline {
         d.set_item("epoch", p.epoch)?;
         d.set_item("sample", p.sample)?;
         d.set_item("batch", p.batch)?;
+        d.set_item("batch_size", p.batch_size)?;
         d.set_item("rank", self.facts.rank)?;
         d.set_item("world_size", self.facts.world_size)?;
         Ok(d)
@@ -398,6 +405,11 @@ impl PyPipeline {
             epoch: int(state, "epoch")?,
             sample: int(state, "sample")? as usize,
             batch: int(state, "batch")? as usize,
+            // Absent from states saved before it was recorded: then not checked.
+            batch_size: match state.get_item("batch_size")? {
+                Some(_) => int(state, "batch_size")? as usize,
+                None => 0,
+            },
         };
         let (rank, world_size) = (int(state, "rank")?, int(state, "world_size")?);
         if (rank, world_size) != (self.facts.rank as u64, self.facts.world_size as u64) {

@@ -45,6 +45,10 @@ def test_a_folder_a_pattern_and_a_url_of_shards_give_the_folders_samples(builtin
     want = labels_of(stokehold.Pipeline(EVAL, builtin, batch=16, threads=2, epochs=1))
     assert sum(want.values()) == 64
     p = stokehold.Pipeline(EVAL, shards, batch=16, threads=2, epochs=1)
+    # Class names come from a folder's class folders, or a shard set's index (none here).
+    folder = stokehold.Pipeline(EVAL, builtin, batch=16, threads=2, epochs=1)
+    assert folder.classes == sorted(d.name for d in builtin.iterdir() if d.is_dir())
+    assert p.classes == []
     batches = list(p)
     assert len(batches) == len(p) == 4
     assert Counter(int(s.label) for b in batches for s in b.samples) == want

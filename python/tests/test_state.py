@@ -69,3 +69,10 @@ def test_a_state_of_another_rank_or_seed_is_refused(builtin):
         other.load_state_dict(state)
     with pytest.raises(stokehold.PipelineError, match="seed 3"):
         stokehold.Pipeline(TRAIN, builtin, batch=10, seed=4).load_state_dict(state)
+    # Another batch size would give other batches: refused, saying which to use.
+    with pytest.raises(stokehold.PipelineError, match="batches of 10") as e:
+        stokehold.Pipeline(TRAIN, builtin, batch=8, seed=3).load_state_dict(state)
+    assert "batch = 10" in str(e.value)
+    # A state saved before the batch size was recorded still loads.
+    del state["batch_size"]
+    make(builtin).load_state_dict(state)

@@ -26,8 +26,8 @@ pub struct RunArgs {
     /// Print per-stage statistics at the end.
     #[arg(long)]
     stats: bool,
-    /// Continue a stopped run from POSITION (seed:epoch:sample:batch, as printed when it
-    /// stopped): the batches that follow are those the whole run would have given.
+    /// Continue a stopped run from POSITION (seed:epoch:sample:batch:batch_size, as printed
+    /// when it stopped): the batches that follow are those the whole run would have given.
     #[arg(long, value_name = "POSITION")]
     resume: Option<Position>,
     /// Print a line per batch: epoch, index, images, skipped, a digest of its contents
@@ -44,14 +44,25 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let interrupt = Interrupt::install()?;
     let checked = options::load(&args.pipeline, Some(&args.opts))?;
     let epochs = checked.graph.spec.settings.epochs;
-    let seed = checked.graph.spec.settings.seed;
+    let (seed, batch_size) = (
+        checked.graph.spec.settings.seed,
+        checked.graph.spec.settings.batch,
+    );
     // The start counts: listing the data set, starting the threads.
     let started = Instant::now();
     let mut p = options::start(checked, args.resume, true)?;
-    let mut position = args.resume.unwrap_or(Position {
-        seed,
-        ..Position::default()
-    });
+    let mut position = match args.resume {
+        // A position printed before the batch size was recorded: this run's.
+        Some(p) => Position {
+            batch_size: if p.batch_size == 0 {
+                batch_size
+            } else {
+                p.batch_size
+            },
+            ..p
+        },
+        None => Position::start(seed, batch_size),
+    };
     let per_epoch = p.samples_per_epoch() as u64;
     let done = position.epoch * per_epoch + position.sample as u64;
     let mut progress = Progress::new(

@@ -1,5 +1,7 @@
 //! `stokehold tune`: times each (threads, prefetch) pair long enough to measure, prints
-//! each one's spread, and recommends a setting only as firmly as the spread allows.
+//! each one's spread, and recommends a setting only as firmly as the spread allows. The
+//! prefetch queue only matters beside a consumer that takes time: without a training step
+//! (`--consumer-ms`) the file's depth is kept and said to be.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,9 +23,13 @@ pub struct TuneArgs {
     /// Thread counts to try (default: 1 up to the core count, and one more).
     #[arg(long, value_delimiter = ',')]
     thread_counts: Vec<usize>,
-    /// Prefetch depths to try.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 4])]
+    /// Prefetch depths to try (default: 1, 2 and 4 with a training step, else the file's).
+    #[arg(long, value_delimiter = ',')]
     prefetch_depths: Vec<usize>,
+    /// Simulate a training step of this many milliseconds per batch (as `bench` does): the
+    /// prefetch queue is only worth tuning beside one.
+    #[arg(long, value_name = "MS")]
+    consumer_ms: Option<f64>,
     /// Without --epochs: repeat each trial's timed epochs until they took this long.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     min_seconds: f64,
@@ -53,11 +59,18 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
     } else {
         args.thread_counts.clone()
     };
+    let checked = options::load(&args.pipeline, Some(&args.opts))?;
+    let consumer = super::consumer::Consumer::from_flags(args.consumer_ms, None);
+    let stepping = consumer.step_ms().is_some();
+    let depths = match (&args.prefetch_depths[..], stepping) {
+        ([], true) => vec![1, 2, 4],
+        ([], false) => vec![checked.loaded.spec.settings.prefetch],
+        (given, _) => given.to_vec(),
+    };
     anyhow::ensure!(
-        threads.iter().chain(&args.prefetch_depths).all(|&n| n >= 1),
+        threads.iter().chain(&depths).all(|&n| n >= 1),
         "thread counts and prefetch depths must be at least 1"
     );
-    let checked = options::load(&args.pipeline, Some(&args.opts))?;
     // Epochs long enough on their own are timed once (as many as small ones take).
     let timing = Timing::from(&args.opts, args.min_seconds, 1);
     outln!(
@@ -69,11 +82,11 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
     )?;
     let mut trials = Vec::new();
     for &t in &threads {
-        for &d in &args.prefetch_depths {
+        for &d in &depths {
             let mut spec = checked.loaded.spec.clone();
             spec.settings.threads = Some(t);
             spec.settings.prefetch = d;
-            let m = measure(spec, timing, &super::consumer::Consumer::Idle, false)?;
+            let m = measure(spec, timing, &consumer, false)?;
             let trial = match m.spread() {
                 Some((median, low, high)) => Trial {
                     threads: t,
@@ -104,7 +117,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             trials.push(trial);
         }
     }
-    for line in advice(&trials, cores) {
+    for line in advice(&trials, cores, stepping) {
         outln!("{line}")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -112,8 +125,9 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
 
 /// What the trials support saying: the best setting when it stands clear of the others'
 /// spread; otherwise the cheapest (fewest threads, then least prefetch) of those that
-/// can't be told apart from the best, said as such.
-fn advice(trials: &[Trial], cores: usize) -> Vec<String> {
+/// can't be told apart from the best, said as such. Without a consumer step (`stepping`)
+/// the prefetch depths' figures say nothing about a training run, and the advice says so.
+fn advice(trials: &[Trial], cores: usize, stepping: bool) -> Vec<String> {
     let Some(best) = trials.iter().max_by(|a, b| a.median.total_cmp(&b.median)) else {
         return Vec::new();
     };
@@ -170,6 +184,14 @@ fn advice(trials: &[Trial], cores: usize) -> Vec<String> {
         t = pick.threads,
         d = pick.prefetch
     ));
+    if !stepping {
+        lines.push(
+            "prefetch: without a training step the queue stays full whatever its depth, so \
+             these runs can't tell depths apart; pass --consumer-ms with your step's time to \
+             tune it"
+                .to_string(),
+        );
+    }
     lines
 }
 
@@ -196,7 +218,7 @@ mod tests {
             trial(2, 2, 185.0, 195.0),
             trial(3, 1, 188.0, 192.0),
         ];
-        let a = advice(&trials, 2);
+        let a = advice(&trials, 2, true);
         assert!(a[0].starts_with("no clear winner: 3 settings"), "{a:?}");
         assert!(a[0].ends_with("threads = 2, prefetch = 1"), "{a:?}");
         assert!(a[1].contains("--threads 2 --prefetch 1"), "{a:?}");
@@ -205,7 +227,7 @@ mod tests {
     #[test]
     fn a_clear_winner_is_named_as_such() {
         let trials = [trial(1, 1, 100.0, 104.0), trial(2, 1, 180.0, 190.0)];
-        let a = advice(&trials, 2);
+        let a = advice(&trials, 2, true);
         assert!(a[0].starts_with("best: threads = 2, prefetch = 1"), "{a:?}");
     }
 
@@ -213,8 +235,23 @@ mod tests {
     fn noisy_or_unmeasured_spreads_are_said() {
         let mut one = trial(1, 1, 100.0, 100.0);
         one.spread_known = false;
-        let a = advice(&[one, trial(2, 1, 100.0, 200.0)], 2);
+        let a = advice(&[one, trial(2, 1, 100.0, 200.0)], 2, true);
         assert!(a[0].starts_with("only one timed epoch"), "{a:?}");
         assert!(a[1].starts_with("1 of 2 trials varied"), "{a:?}");
+    }
+
+    #[test]
+    fn without_a_consumer_step_prefetch_is_not_advised_on() {
+        let trials = [trial(2, 2, 180.0, 190.0)];
+        let a = advice(&trials, 2, false);
+        assert!(
+            a.last()
+                .unwrap()
+                .starts_with("prefetch: without a training step"),
+            "{a:?}"
+        );
+        assert!(!advice(&trials, 2, true)
+            .iter()
+            .any(|l| l.starts_with("prefetch:")));
     }
 }

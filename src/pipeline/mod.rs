@@ -16,7 +16,7 @@ pub mod spec;
 mod spec_data;
 mod tensor_meta;
 
-pub use crate::reader::schedule::Position;
+pub use crate::reader::schedule::{Position, PositionError};
 pub use batch::{Batch, BatchTensor, DeviceTensor, PinnedTensor, SampleInfo};
 pub use run::{
     DecoderStats, DeviceReport, EpochSummary, GpuStats, ModelledCounts, Pipeline, Stats,

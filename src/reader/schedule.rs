@@ -34,12 +34,16 @@ impl LastBatch {
 
 /// Where a run stands: enough to resume it and get the same remaining batches.
 ///
-/// It prints and parses as `seed:epoch:sample:batch`:
+/// It prints and parses as `seed:epoch:sample:batch:batch_size`:
 /// ```
 /// use stokehold::pipeline::Position;
-/// let p: Position = "1:2:130:2".parse().unwrap();
-/// assert_eq!((p.epoch, p.sample), (2, 130));
-/// assert_eq!(p.to_string(), "1:2:130:2");
+/// let p: Position = "1:2:130:2:64".parse()?;
+/// assert_eq!((p.epoch, p.sample, p.batch_size), (2, 130, 64));
+/// assert_eq!(p.to_string(), "1:2:130:2:64");
+/// // What a run printed before the batch size was recorded still parses (0: not known).
+/// assert_eq!("1:2:130:2".parse::<Position>()?.batch_size, 0);
+/// assert!("1:2".parse::<Position>().is_err());
+/// # Ok::<(), stokehold::pipeline::PositionError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Position {
@@ -51,32 +55,66 @@ pub struct Position {
     pub sample: usize,
     /// Index the next batch will have in its epoch.
     pub batch: usize,
+    /// Samples per batch of the run that recorded it (resuming with another batch size is
+    /// refused: its batches would not be the ones the run would have given); 0 where it is not
+    /// known, and then not checked.
+    pub batch_size: usize,
+}
+
+impl Position {
+    /// Where a run with `seed` and batches of `batch_size` starts: its first epoch's first
+    /// sample.
+    pub fn start(seed: u64, batch_size: usize) -> Position {
+        Position {
+            seed,
+            batch_size,
+            ..Position::default()
+        }
+    }
 }
 
 impl std::fmt::Display for Position {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}:{}:{}:{}",
-            self.seed, self.epoch, self.sample, self.batch
+            "{}:{}:{}:{}:{}",
+            self.seed, self.epoch, self.sample, self.batch, self.batch_size
         )
     }
 }
 
-impl std::str::FromStr for Position {
-    type Err = String;
+/// Text that is not a [`Position`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{text}' is not a position: give seed:epoch:sample:batch:batch_size, as a run prints it")]
+pub struct PositionError {
+    /// The text given.
+    pub text: String,
+}
 
-    fn from_str(s: &str) -> Result<Position, String> {
-        let parts: Vec<&str> = s.split(':').collect();
-        let bad = || format!("'{s}' is not a position (seed:epoch:sample:batch)");
-        if parts.len() != 4 {
+impl std::str::FromStr for Position {
+    type Err = PositionError;
+
+    fn from_str(s: &str) -> Result<Position, PositionError> {
+        let bad = || PositionError {
+            text: s.to_string(),
+        };
+        let mut numbers = [0u64; 5];
+        let mut count = 0;
+        for part in s.split(':') {
+            let slot = numbers.get_mut(count).ok_or_else(bad)?;
+            *slot = part.trim().parse().map_err(|_| bad())?;
+            count += 1;
+        }
+        if count < 4 {
             return Err(bad());
         }
+        let size = |n: u64| usize::try_from(n).map_err(|_| bad());
         Ok(Position {
-            seed: parts[0].parse().map_err(|_| bad())?,
-            epoch: parts[1].parse().map_err(|_| bad())?,
-            sample: parts[2].parse().map_err(|_| bad())?,
-            batch: parts[3].parse().map_err(|_| bad())?,
+            seed: numbers[0],
+            epoch: numbers[1],
+            sample: size(numbers[2])?,
+            batch: size(numbers[3])?,
+            batch_size: size(numbers[4])?,
         })
     }
 }

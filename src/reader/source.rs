@@ -161,6 +161,20 @@ impl Source {
         }
     }
 
+    /// Class names by label (label `i` is `class_names()[i]`): a folder of class folders'
+    /// names, or a shard set's from its index (`stokehold pack` writes them); empty where the
+    /// data set has none (a flat folder, a list file, shards without an index).
+    pub fn class_names(&self) -> Vec<String> {
+        match self {
+            Source::Files(d) => d
+                .classes
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect(),
+            Source::Shards(s) => s.classes.clone(),
+        }
+    }
+
     /// The listed files, for a data set of files.
     pub fn dataset(&self) -> Option<&Arc<Dataset>> {
         match self {

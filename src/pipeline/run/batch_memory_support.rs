@@ -23,10 +23,7 @@ pub(super) fn cpu_spec(name: &str, data: &Path, memory: BatchMemory) -> Pipeline
 /// `spec` started with `dev` as its device (one the test can also reach).
 pub(super) fn start_with(spec: &PipelineSpec, dev: Arc<dyn GpuDevice>) -> Pipeline {
     let graph = Graph::build(spec).unwrap();
-    let start = crate::reader::schedule::Position {
-        seed: spec.settings.seed,
-        ..Default::default()
-    };
+    let start = crate::reader::schedule::Position::start(spec.settings.seed, spec.settings.batch);
     Pipeline::start_on(graph, start, Some(dev)).unwrap()
 }
 

@@ -522,10 +522,7 @@ fn a_pipeline_the_chain_cant_run_is_refused_on_gpu_and_emu_and_runs_on_the_cpu_w
 pub(super) fn emu_pipeline(spec: &PipelineSpec, dev: Arc<EmuDevice>) -> Result<Pipeline, Error> {
     let graph = Graph::build(&on(spec, DeviceChoice::Emu)).unwrap();
     let seed = graph.spec.settings.seed;
-    let start = crate::reader::schedule::Position {
-        seed,
-        ..Default::default()
-    };
+    let start = crate::reader::schedule::Position::start(seed, graph.spec.settings.batch);
     Pipeline::start_on(graph, start, Some(dev))
 }
 

@@ -137,6 +137,8 @@ pub struct Pipeline {
     /// What the start found worth a warning.
     warnings: Vec<StartWarning>,
     finished: bool,
+    /// Finished epochs whose summaries are logged.
+    epochs_logged: usize,
 }
 
 impl Pipeline {
@@ -148,14 +150,9 @@ impl Pipeline {
 
     /// Starts a pipeline from a validated graph.
     pub fn from_graph(graph: Graph) -> Result<Pipeline, Error> {
-        let seed = graph.spec.settings.seed;
-        Self::start(
-            graph,
-            Position {
-                seed,
-                ..Position::default()
-            },
-        )
+        let settings = &graph.spec.settings;
+        let start = Position::start(settings.seed, settings.batch);
+        Self::start(graph, start)
     }
 
     /// Resumes a run at `position` (from [`Batch::resume`] of the last batch consumed):
@@ -244,7 +241,8 @@ impl Pipeline {
     /// What the consumer gets for a received item (`None`: the channel closed).
     fn finish(&mut self, r: Option<Result<Batch, Error>>) -> Option<Result<Batch, Error>> {
         let mut ledger = self.stats.ledger.lock().unwrap_or_else(|p| p.into_inner());
-        match r {
+        let finished_before = ledger.handed().epochs;
+        let r = match r {
             Some(Ok(b)) => {
                 ledger.batch_handed();
                 Some(Ok(b))
@@ -259,7 +257,19 @@ impl Pipeline {
                 self.finished = true;
                 None
             }
+        };
+        // An epoch's summary follows its last batch: it is logged when the consumer asks for
+        // the batch after (the consumer prints or logs what it was handed in between).
+        let summarised = match self.finished {
+            true => ledger.handed().epochs,
+            false => finished_before,
+        };
+        drop(ledger);
+        if summarised > self.epochs_logged {
+            self.stats.log_epochs(self.epochs_logged..summarised);
+            self.epochs_logged = summarised;
         }
+        r
     }
 
     /// Statistics so far.
@@ -305,6 +315,24 @@ impl Pipeline {
             warnings: Vec::new(),
         };
         self.source.dataset().map_or(&NO_FILES, |d| &**d)
+    }
+
+    /// Class names by label, whatever the data set is (see [`Source::class_names`]):
+    ///
+    /// ```
+    /// use stokehold::pipeline::{file, Pipeline};
+    /// let data = stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?;
+    /// let mut spec = file::load("pipelines/resnet50-eval.toml".as_ref())?.spec;
+    /// spec.set_data(&data);
+    /// let pipeline = Pipeline::new(spec)?;
+    /// // Label i is the i-th class folder in sorted order.
+    /// let mut folders = stokehold::builtin_data::CLASSES.to_vec();
+    /// folders.sort();
+    /// assert_eq!(pipeline.class_names(), folders);
+    /// # Ok::<(), stokehold::Error>(())
+    /// ```
+    pub fn class_names(&self) -> Vec<String> {
+        self.source.class_names()
     }
 
     /// The data set: files, or tar shards with their sample counts.
@@ -396,6 +424,11 @@ impl Iterator for Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
+        // The epochs the consumer finished and did not ask past still get their summaries.
+        let handed = self.stats.ledger.lock().map_or(0, |l| l.handed().epochs);
+        if handed > self.epochs_logged {
+            self.stats.log_epochs(self.epochs_logged..handed);
+        }
         // Disconnecting the shutdown channel wakes every thread blocked in a select; closing
         // the gathered results wakes the assembler.
         self.shutdown.take();

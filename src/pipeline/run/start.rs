@@ -81,6 +81,7 @@ impl Pipeline {
                 settings.batch
             )));
         }
+        resumable(&start, settings.batch, scheduled)?;
         // A batch holds no more samples than an epoch has, unless padded to the batch size.
         let capacity = if last_batch == LastBatch::Pad {
             settings.batch
@@ -336,6 +337,7 @@ impl Pipeline {
             pinned_pool,
             warnings,
             finished: false,
+            epochs_logged: 0,
         })
     }
 }
@@ -374,6 +376,36 @@ fn default_workers(cores: usize, gpu: Option<&DeviceDescription>) -> usize {
         Some(d) if d.hardware_decoder => (cores / 2).max(2).min(cores),
         _ => cores,
     }
+}
+
+/// Refuses to start at `start` where its batches could not be the ones the run that recorded
+/// it would have given: another batch size (where the position records one), or a sample past
+/// the epoch's `scheduled` samples (the data set changed).
+fn resumable(start: &Position, batch: usize, scheduled: usize) -> Result<(), Error> {
+    if start.batch_size != 0 && start.batch_size != batch {
+        return Err(Error::Invalid {
+            at: "setting 'batch'".into(),
+            message: format!(
+                "the position was recorded with batches of {}, the pipeline has batches of {batch}",
+                start.batch_size
+            ),
+            help: Some(format!(
+                "resume with the batch size the run started with (batch = {})",
+                start.batch_size
+            )),
+        });
+    }
+    if start.sample > scheduled {
+        return Err(Error::Invalid {
+            at: "resume position".into(),
+            message: format!(
+                "it is at sample {} of its epoch, which has {scheduled} samples here",
+                start.sample
+            ),
+            help: Some("resume on the data set the run read (it has fewer samples now)".into()),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -156,6 +156,32 @@ pub struct EpochSummary {
     pub errors: Vec<SampleError>,
 }
 
+impl EpochSummary {
+    /// Logs the summary: a warning where the epoch had bad samples.
+    fn log(&self) {
+        let batches = match self.batches {
+            1 => "1 batch".to_string(),
+            n => format!("{n} batches"),
+        };
+        let epoch = self.epoch;
+        if self.skipped + self.replaced > 0 {
+            let bad = if self.skipped == 1 {
+                "bad sample"
+            } else {
+                "bad samples"
+            };
+            tracing::warn!(
+                "epoch {epoch}: {} images in {batches}; {} {bad} skipped, {} replaced",
+                self.images,
+                self.skipped,
+                self.replaced
+            );
+        } else {
+            tracing::info!("epoch {epoch}: {} images in {batches}", self.images);
+        }
+    }
+}
+
 /// A copy of the statistics at one moment. The counts of images, batches, bad samples and
 /// epochs are those of the batches handed out (the pipeline works ahead of its consumer:
 /// the batches waiting in its queue count once they are taken; where the run is over,
@@ -446,6 +472,18 @@ impl Stats {
     pub(super) fn epoch_summaries(&self) -> Vec<EpochSummary> {
         let handed = self.ledger.lock().map(|l| l.handed().epochs).unwrap_or(0);
         self.epochs_up_to(handed)
+    }
+
+    /// Logs the summaries of the finished epochs `from..to` (in the order they finished): the
+    /// consumer's thread does, once handed an epoch's last batch, so that the log follows
+    /// what the consumer was given rather than the batches made ahead.
+    pub(super) fn log_epochs(&self, range: std::ops::Range<usize>) {
+        if let Ok(v) = self.epochs.lock() {
+            let end = range.end.min(v.len());
+            for s in &v[range.start.min(end)..end] {
+                s.log();
+            }
+        }
     }
 
     /// The summaries of the first `n` epochs (those finished).

@@ -234,7 +234,10 @@ impl Part {
                 index: base + k,
                 path: PathBuf::from(format!("{name}:#{}", self.seg.skip + k)),
                 label: -1,
-                bytes: Err(SampleErrorKind::Read(why.to_string())),
+                bytes: Err(SampleErrorKind::Missing {
+                    shard: name.to_string(),
+                    why: why.to_string(),
+                }),
             },
         )
     }
@@ -269,9 +272,9 @@ impl Part {
                 None => format!("the shard ends after {held} items"),
             };
             if self.set.indexed[self.seg.shard] {
-                format!("sample missing: {ended}, the index lists {counted}")
+                format!("{ended}, the index lists {counted}")
             } else {
-                format!("sample missing: {ended}, {counted} were counted before the run")
+                format!("{ended}, {counted} were counted before the run")
             }
         };
         for _ in 0..self.seg.skip {

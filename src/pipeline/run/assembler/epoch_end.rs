@@ -30,23 +30,8 @@ impl Assembler {
         // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
         // carried into the next epoch's first batch.
         self.skipped.clear();
+        // Logged when the consumer is handed the epoch's last batch (`Pipeline::finish`).
         let summary = std::mem::take(&mut self.summary);
-        let batches = match summary.batches {
-            1 => "1 batch".to_string(),
-            n => format!("{n} batches"),
-        };
-        if summary.skipped + summary.replaced > 0 {
-            let bad = |n: u64| if n == 1 { "bad sample" } else { "bad samples" };
-            tracing::warn!(
-                "epoch {epoch}: {} images in {batches}; {} {} skipped, {} replaced",
-                summary.images,
-                summary.skipped,
-                bad(summary.skipped),
-                summary.replaced
-            );
-        } else {
-            tracing::info!("epoch {epoch}: {} images in {batches}", summary.images);
-        }
         if let Ok(mut v) = self.links.stats.epochs.lock() {
             v.push(EpochSummary { epoch, ..summary });
         }
@@ -71,7 +56,7 @@ impl Assembler {
     /// with more of them to follow resumes at the last good sample: a run resumed there
     /// reads it again to pad with (counting it once more), so it too yields them all.
     fn finish_epoch(&mut self, epoch: u64) -> bool {
-        let seed = self.links.settings.seed;
+        let (seed, batch_size) = (self.links.settings.seed, self.links.settings.batch);
         let capacity = self.links.capacity;
         let per_epoch = self.links.batches_per_epoch;
         let owed = if self.evens_out() {
@@ -86,6 +71,7 @@ impl Assembler {
                     epoch,
                     sample: a.last_good_pos,
                     batch: a.batch_in_epoch + 1,
+                    batch_size,
                 }
             } else {
                 Position {
@@ -93,6 +79,7 @@ impl Assembler {
                     epoch: epoch + 1,
                     sample: 0,
                     batch: 0,
+                    batch_size,
                 }
             }
         };

@@ -85,7 +85,9 @@ pub(super) struct Assembler {
     filling: Vec<Filling>,
     samples: Vec<SampleInfo>,
     skipped: Vec<SampleError>,
+    /// Bad samples logged already: by index, and a shard's missing ones by (shard, reason).
     reported: HashSet<usize>,
+    reported_missing: HashSet<(String, String)>,
     batch_in_epoch: usize,
     /// Position in the current epoch's order after the last sample taken.
     next_pos: usize,
@@ -110,6 +112,7 @@ impl Assembler {
             samples: Vec::new(),
             skipped: Vec::new(),
             reported: HashSet::new(),
+            reported_missing: HashSet::new(),
             batch_in_epoch: start.batch,
             next_pos: start.sample,
             rank_padding: 0,
@@ -263,14 +266,21 @@ impl Assembler {
     }
 
     /// Records a bad sample: reported once per file and cause in the log (once a process),
-    /// counted every time.
+    /// counted every time. The samples a shard lacks for one reason are reported once, by the
+    /// first (a shard cut short early can lack a thousand).
     fn report(&mut self, e: SampleError, replaced: bool) {
         let stats = &self.links.stats;
-        if self.reported.insert(e.index) {
-            super::warnings::warn_once(match replaced {
-                true => format!("replaced {e}"),
-                false => format!("skipped {e}"),
-            });
+        let (first, more) = match &e.kind {
+            SampleErrorKind::Missing { shard, why } => (
+                self.reported_missing.insert((shard.clone(), why.clone())),
+                "; the shard's later samples are missing for the same reason (counted in the \
+                 epoch's summary, not listed)",
+            ),
+            _ => (self.reported.insert(e.index), ""),
+        };
+        if first {
+            let verb = if replaced { "replaced" } else { "skipped" };
+            super::warnings::warn_once(format!("{verb} {e}{more}"));
         }
         if replaced {
             self.summary.replaced += 1;
@@ -383,6 +393,7 @@ impl Assembler {
                         epoch,
                         sample: self.next_pos,
                         batch: self.batch_in_epoch + 1,
+                        batch_size,
                     };
                     return self.emit(epoch, 0, resume);
                 }
