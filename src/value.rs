@@ -76,8 +76,10 @@ impl std::fmt::Display for ValueType {
             ValueType::Label => write!(f, "labels"),
             ValueType::Image(t) => {
                 write!(f, "{} {} images", t.dtype.name(), t.layout.name())?;
-                if let Some(c) = t.channels {
-                    write!(f, ", {c} channels")?;
+                match t.channels {
+                    Some(1) => write!(f, ", 1 channel")?,
+                    Some(c) => write!(f, ", {c} channels")?,
+                    None => {}
                 }
                 if let Some((h, w)) = t.size {
                     write!(f, ", {h}x{w}")?;

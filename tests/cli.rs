@@ -788,6 +788,8 @@ fn an_epochs_summary_follows_its_last_batch_line() {
         .args(["--batch", "4", "--threads", "2", "--prefetch", "4"])
         .args(["--print-batches", "--data"])
         .arg(data.path())
+        // The later epochs' summaries repeat the first's bad sample: logged as information.
+        .env("STOKEHOLD_LOG", "info")
         .stdout(file.try_clone().unwrap())
         .stderr(file)
         .status()
@@ -810,4 +812,11 @@ fn an_epochs_summary_follows_its_last_batch_line() {
             assert!(summary < first_next, "epoch {epoch}:\n{text}");
         }
     }
+    // Only the first epoch's summary warns: the others have the same bad sample again.
+    let warned: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("warning: epoch "))
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(text.contains("epoch 2: 11 images in 3 batches; the bad samples of epoch 1 again"));
 }

@@ -381,9 +381,13 @@ fn replace_policy_keeps_every_position_filled() {
     // for another counts where the epoch schedules it.
     let replaced: Vec<usize> = a
         .iter()
-        .flat_map(|b| b.skipped.iter().map(|e| e.index))
+        .flat_map(|b| b.replaced.iter().map(|e| e.index))
         .collect();
     assert_eq!(replaced.len(), 6, "{replaced:?}");
+    assert!(
+        a.iter().all(|b| b.skipped.is_empty()),
+        "replaced, not skipped"
+    );
     let b = run(3);
     assert_eq!(
         a.iter().map(|x| &x.samples).collect::<Vec<_>>(),
@@ -415,7 +419,8 @@ fn a_sample_no_replacement_stands_in_for_is_skipped_with_its_own_error_and_nothi
     s.settings.on_error = OnError::Replace;
     let mut p = Pipeline::new(s).unwrap();
     while let Some(b) = p.next_batch() {
-        b.unwrap();
+        let b = b.unwrap();
+        assert!(b.replaced.is_empty(), "{:?}", b.replaced);
     }
     let st = p.stats();
     assert_eq!((st.skipped, st.replaced, st.images), (3, 0, 0));

@@ -189,6 +189,31 @@ fn a_truncated_shard_is_counted_with_its_index_and_named_without_one() {
     }
 }
 
+/// A shard that grew after its index was written (samples appended) is counted by reading
+/// it, with a warning: its new samples are read, not silently left out.
+#[test]
+fn a_shard_larger_than_its_index_says_is_counted_and_the_index_called_out_of_date() {
+    let d = tempfile::tempdir().unwrap();
+    write_shards(d.path(), &[6, 9, 5], true);
+    let grown = tempfile::tempdir().unwrap();
+    let paths = write_shards(grown.path(), &[6, 12, 5], false);
+    std::fs::copy(&paths[1], d.path().join("part-001.tar")).unwrap();
+    let s = spec(&d.path().to_string_lossy(), 4, 2);
+    let p = Pipeline::new(s.clone()).unwrap();
+    assert_eq!(p.samples_per_epoch(), 23);
+    let warnings = p.source().warnings().to_vec();
+    drop(p);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("part-001.tar: the shard has ")
+            && warnings[0].contains("the index is out of date"),
+        "{warnings:?}"
+    );
+    let (batches, errors) = run(s);
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(batches.concat().len(), 23);
+}
+
 /// A shard cut short early can lack a thousand samples: the log names the first and says the
 /// rest are missing for the same reason (once, over the epochs), and the summary counts them.
 #[test]
@@ -636,7 +661,8 @@ fn the_command_line_packs_a_folder_and_runs_its_shards_by_rank() {
 }
 
 /// A folder without class sub-folders has no labels: `pack` refuses it, unless told
-/// `--no-labels` (then every `.cls` is -1 and the index names no classes).
+/// `--no-labels` (then every `.cls` is -1 and the index names no classes); told so, it
+/// refuses a folder of class sub-folders.
 #[test]
 fn pack_refuses_a_flat_folder_unless_told_it_has_no_labels() {
     let d = tempfile::tempdir().unwrap();
@@ -676,6 +702,23 @@ fn pack_refuses_a_flat_folder_unless_told_it_has_no_labels() {
     assert_eq!(batches.concat(), vec![-1; 5]);
     let index = std::fs::read_to_string(shards.join("index.json")).unwrap();
     assert!(!index.contains("classes"), "{index}");
+    // A folder of class sub-folders would lose its labels: refused.
+    std::fs::create_dir(flat.join("a")).unwrap();
+    std::fs::rename(flat.join("p0.jpg"), flat.join("a").join("p0.jpg")).unwrap();
+    let out = common::stokehold()
+        .arg("pack")
+        .arg(&flat)
+        .arg(d.path().join("lost"))
+        .arg("--no-labels")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has a class sub-folder: packed without labels")
+            && stderr.contains("leave out --no-labels"),
+        "{stderr}"
+    );
 }
 
 /// Old shards beside new ones would be read too (the reader lists the folder), and a folder

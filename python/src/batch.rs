@@ -26,6 +26,8 @@ pub struct PyBatch {
     samples_made: PyOnceLock<Py<PyList>>,
     skipped: Vec<SampleError>,
     skipped_made: PyOnceLock<Py<PyList>>,
+    replaced: Vec<SampleError>,
+    replaced_made: PyOnceLock<Py<PyList>>,
     /// Where a run resumes to get the batches after this one.
     pub resume: Position,
 }
@@ -56,6 +58,8 @@ impl PyBatch {
             samples_made: PyOnceLock::new(),
             skipped: b.skipped,
             skipped_made: PyOnceLock::new(),
+            replaced: b.replaced,
+            replaced_made: PyOnceLock::new(),
             resume: b.resume,
         })
     }
@@ -158,29 +162,18 @@ impl PyBatch {
         Ok(made.bind(py).clone())
     }
 
-    /// Bad files met since the previous batch of the epoch (skipped, or replaced under
-    /// ``on_error="replace"``): :class:`Skipped` records with the path and the cause.
+    /// Bad files skipped since the previous batch of the epoch: :class:`Skipped` records
+    /// with the path and the cause.
     #[getter]
     fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let made = self.skipped_made.get_or_try_init(py, || {
-            let records = self
-                .skipped
-                .iter()
-                .map(|e| {
-                    Py::new(
-                        py,
-                        PySkipped {
-                            path: e.path.to_string_lossy().into_owned(),
-                            index: e.index,
-                            cause: e.kind.to_string(),
-                            category: e.kind.category(),
-                        },
-                    )
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok::<_, PyErr>(PyList::new(py, records)?.unbind())
-        })?;
-        Ok(made.bind(py).clone())
+        records(py, &self.skipped_made, &self.skipped)
+    }
+
+    /// Bad files replaced by other samples (``on_error="replace"``) since the previous batch
+    /// of the epoch: :class:`Skipped` records with the path and the cause.
+    #[getter]
+    fn replaced<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        records(py, &self.replaced_made, &self.replaced)
     }
 
     /// Number of samples, padding included.
@@ -227,12 +220,13 @@ impl PyBatch {
 
     fn __repr__(&self) -> String {
         format!(
-            "stokehold.Batch(epoch={}, index={}, samples={}, padded={}, skipped={}, outputs={:?})",
+            "stokehold.Batch(epoch={}, index={}, samples={}, padded={}, skipped={}, replaced={}, outputs={:?})",
             self.epoch,
             self.index,
             self.samples.len(),
             self.padded,
             self.skipped.len(),
+            self.replaced.len(),
             self.names
         )
     }
@@ -284,4 +278,30 @@ impl PySkipped {
             self.path, self.cause
         )
     }
+}
+
+/// The Python records of `errors`, made once.
+fn records<'py>(
+    py: Python<'py>,
+    made: &PyOnceLock<Py<PyList>>,
+    errors: &[SampleError],
+) -> PyResult<Bound<'py, PyList>> {
+    let list = made.get_or_try_init(py, || {
+        let records = errors
+            .iter()
+            .map(|e| {
+                Py::new(
+                    py,
+                    PySkipped {
+                        path: e.path.to_string_lossy().into_owned(),
+                        index: e.index,
+                        cause: e.kind.to_string(),
+                        category: e.kind.category(),
+                    },
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok::<_, PyErr>(PyList::new(py, records)?.unbind())
+    })?;
+    Ok(list.bind(py).clone())
 }

@@ -128,6 +128,14 @@ def test_bad_files_are_reported_with_path_and_cause(flat_jpegs):
     assert st["skipped"] == len(skipped) and st["images"] == total
     delivered = {s.path for b in batches for s in b.samples}
     assert not delivered & set(skipped)
+    assert all(b.replaced == [] for b in batches)
+    # Under on_error="replace" the same files are replaced, not skipped: full batches.
+    p = stokehold.Pipeline(EVAL, flat_jpegs, batch=8, threads=2, epochs=1, on_error="replace")
+    batches = list(p)
+    replaced = {s.path for b in batches for s in b.replaced}
+    assert replaced == {str(truncated), str(fake)}, replaced
+    assert all(b.skipped == [] for b in batches)
+    assert sum(len(b) for b in batches) == p.samples_per_epoch
 
 
 # A flat folder has no labels: test_a_flat_folder_warns_that_its_labels_are_missing

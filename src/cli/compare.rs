@@ -25,9 +25,9 @@ pub struct CompareArgs {
     /// The two devices, the reference first (e.g. cpu,gpu).
     #[arg(long, value_name = "A,B", default_value = "cpu,gpu", value_parser = parse_devices)]
     devices: DevicePair,
-    /// Compare only the first N batches.
-    #[arg(long, value_name = "N")]
-    batches: Option<usize>,
+    /// Compare only the first N batches (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    batches: Option<u64>,
     /// Leave out the comparison of the decoded images (the pipeline up to its decoder).
     #[arg(long)]
     no_decode: bool,
@@ -69,7 +69,9 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
     let options = CompareOptions {
         devices: args.devices.0,
         epochs,
-        max_batches: args.batches,
+        max_batches: args
+            .batches
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         decode: !args.no_decode,
         ..CompareOptions::default()
     };

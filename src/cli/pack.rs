@@ -29,8 +29,9 @@ pub struct PackArgs {
     /// from seed 0 (shuffled shards let a reader's shuffle buffer mix classes at once).
     #[arg(long)]
     keep_order: bool,
-    /// Pack a folder without class sub-folders (refused otherwise): every sample's label
-    /// (its .cls member) is -1.
+    /// The folder has no class sub-folders: pack it without labels (every sample's .cls
+    /// member is -1). Without this a flat folder is refused, and with it a folder of class
+    /// sub-folders (its labels would be lost).
     #[arg(long)]
     no_labels: bool,
 }

@@ -142,11 +142,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 /// The `--print-batches` line of a batch.
 fn batch_line(b: &Batch) -> String {
     format!(
-        "batch epoch={} index={} images={} skipped={} digest={:016x} resume={}",
+        "batch epoch={} index={} images={} skipped={} replaced={} digest={:016x} resume={}",
         b.epoch,
         b.index,
         b.len() - b.padded,
         b.skipped.len(),
+        b.replaced.len(),
         digest(b),
         b.resume
     )

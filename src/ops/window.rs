@@ -46,7 +46,14 @@ pub fn crop_fill(
     let fill: Vec<f64> = match fill.len() {
         1 => vec![fill[0]; c],
         n if n == c => fill.to_vec(),
-        n => return Err(format!("{n} fill values for an image with {c} channels")),
+        n => {
+            let has = if c == 1 {
+                "1 channel".to_string()
+            } else {
+                format!("{c} channels")
+            };
+            return Err(format!("{n} fill values for an image with {has}"));
+        }
     };
     let elems = height.checked_mul(width).and_then(|p| p.checked_mul(c));
     if elems.is_none_or(|n| n > (1usize << 31)) {

@@ -476,10 +476,13 @@ pub struct Batch {
     /// repeat that gives a rank as many batches as the others (see
     /// [`EpochOrder`](crate::reader::schedule::EpochOrder)).
     pub padded: usize,
-    /// Bad samples met (skipped, or replaced under `on_error = "replace"`) since the
-    /// previous batch of the same epoch, each with its path and cause. Those after an
-    /// epoch's last batch are in that epoch's summary ([`crate::Pipeline::epoch_summaries`]).
+    /// Bad samples skipped since the previous batch of the same epoch, each with its path
+    /// and cause. Those after an epoch's last batch are in that epoch's summary
+    /// ([`crate::Pipeline::epoch_summaries`]).
     pub skipped: Vec<SampleError>,
+    /// Bad samples replaced by other samples (`on_error = "replace"`) since the previous
+    /// batch of the same epoch, each with its path and cause.
+    pub replaced: Vec<SampleError>,
     /// Where to resume to get the batches after this one ([`crate::Pipeline::resume`]).
     pub resume: crate::reader::schedule::Position,
 }

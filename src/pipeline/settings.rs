@@ -340,6 +340,16 @@ impl Setting {
     /// Parses a command-line value into the value a file would hold: choices and strings as
     /// given, anything else read as a TOML value (so `--batch 16` is the integer 16).
     pub fn parse_flag(&self, text: &str) -> Result<ArgValue, SettingError> {
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        let numeric = !matches!(self.spec.ty, ArgType::Choice(_) | ArgType::Str);
+        if numeric && integer && text.parse::<i64>().is_err() {
+            // TOML can't hold it either: out of range, not "a string".
+            return Err(SettingError {
+                message: format!("--{} {text} is out of range", self.flag.long),
+                help: "integers must fit in 64 bits (signed)".into(),
+            });
+        }
         let value = match self.spec.ty {
             ArgType::Choice(_) | ArgType::Str => ArgValue::Str(text.to_string()),
             _ => format!("v = {text}")
@@ -599,6 +609,11 @@ mod tests {
         let e = batch.parse_flag("sixteen").unwrap_err();
         assert_eq!(e.message, "--batch must be an integer ≥ 1, got a string");
         assert!(e.help.contains("`--batch 32`"), "{}", e.help);
+        let e = find("batch")
+            .unwrap()
+            .parse_flag("18446744073709551616")
+            .unwrap_err();
+        assert_eq!(e.message, "--batch 18446744073709551616 is out of range");
         let e = find("device").unwrap().parse_flag("tpu").unwrap_err();
         assert!(
             e.message.starts_with("--device tpu is not one of"),

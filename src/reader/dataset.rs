@@ -60,11 +60,14 @@ impl Dataset {
                 read_list(list, &base, &mut ds)?;
             }
             SourceKind::ClassFolders => {
-                let mut dirs: Vec<PathBuf> = read_dir_sorted(&config.root)?
-                    .into_iter()
-                    .filter(|p| p.is_dir())
-                    .collect();
+                let (mut dirs, files): (Vec<PathBuf>, Vec<PathBuf>) =
+                    read_dir_sorted(&config.root)?
+                        .into_iter()
+                        .partition(|p| p.is_dir());
                 dirs.sort();
+                if let Some(w) = files_beside_classes(&config.root, &files, &config.extensions) {
+                    ds.warnings.push(w);
+                }
                 for (label, dir) in dirs.iter().enumerate() {
                     let mut visited = Vec::new();
                     let before = ds.entries.len();
@@ -112,6 +115,43 @@ impl Dataset {
         }
         Ok(ds)
     }
+}
+
+/// What a folder of class folders also holds that is not read: images (not in a class) and
+/// tar shards (which a file reader doesn't read), said where there are any.
+fn files_beside_classes(root: &Path, files: &[PathBuf], extensions: &[String]) -> Option<String> {
+    let count = |keep: &dyn Fn(&PathBuf) -> bool| files.iter().filter(|p| keep(p)).count();
+    let images = count(&|p| has_extension(p, extensions));
+    let tars = count(&|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("tar")));
+    let some = |n: usize, one: &str, many: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        n => Some(format!("{n} {many}")),
+    };
+    let what: Vec<String> = [
+        some(images, "image file", "image files"),
+        some(tars, "tar shard", "tar shards"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if what.is_empty() {
+        return None;
+    }
+    let help = match (images, tars) {
+        (_, 1..) => {
+            "to read the shards, give a folder that holds only them (or their brace pattern)"
+        }
+        (1, 0) => "move it into a class folder to read it",
+        _ => "move them into a class folder to read them",
+    };
+    Some(format!(
+        "{} has class sub-folders, whose images are read; the {} beside them {} not read: \
+         {help}",
+        root.display(),
+        what.join(" and "),
+        if images + tars == 1 { "is" } else { "are" }
+    ))
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> Error {

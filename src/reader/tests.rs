@@ -127,6 +127,32 @@ fn empty_and_missing_folders_are_clear_errors() {
     assert!(e.contains("missing.txt"), "{e}");
 }
 
+#[test]
+fn files_beside_class_folders_are_said_not_read() {
+    let d = tempfile::tempdir().unwrap();
+    touch(&d.path().join("cls/a.jpg"));
+    let warnings = || Dataset::list(&config(d.path())).unwrap().warnings;
+    assert!(warnings().is_empty(), "{:?}", warnings());
+    touch(&d.path().join("stray.jpg"));
+    let w = warnings();
+    assert!(
+        w.len() == 1 && w[0].contains("the 1 image file beside them is not read: move it"),
+        "{w:?}"
+    );
+    for n in 0..2 {
+        std::fs::write(d.path().join(format!("train-{n:06}.tar")), [0u8; 1024]).unwrap();
+    }
+    let w = warnings();
+    assert!(
+        w.len() == 1
+            && w[0].contains("the 1 image file and 2 tar shards beside them are not read")
+            && w[0].contains("give a folder that holds only them"),
+        "{w:?}"
+    );
+    // Only the class folder's image is listed.
+    assert_eq!(Dataset::list(&config(d.path())).unwrap().entries.len(), 1);
+}
+
 #[cfg(unix)]
 #[test]
 fn symlink_loop_is_skipped_not_followed_forever() {

@@ -48,7 +48,7 @@ pub fn write_shards(dir: &Path, sizes: &[usize], index: bool) -> Vec<PathBuf> {
         entries.push(IndexEntry {
             url: format!("part-{s:03}.tar"),
             nsamples: size,
-            filesize: 0,
+            filesize: std::fs::metadata(&path).unwrap().len(),
         });
         paths.push(path);
     }

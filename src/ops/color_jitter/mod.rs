@@ -268,9 +268,18 @@ impl Operator for ColorJitter {
         let rgb =
             t.dtype == DType::U8 && t.layout == Layout::Hwc && matches!(t.channels, Some(3) | None);
         if !rgb {
+            // What to change depends on what is wrong: the colour is the decoder's, the rest
+            // comes from operators that must follow color_jitter.
+            let fix = match t.channels {
+                Some(c) if c != 3 => {
+                    "decode in colour (`color = \"rgb\"` on the decode operator), or leave \
+                     color_jitter out"
+                }
+                _ => "place it before normalize, cast and layout",
+            };
             return Err(format!(
                 "'color_jitter' needs u8 HWC RGB (3-channel) images, but its input carries {}; \
-                 place it before normalize, cast and layout",
+                 {fix}",
                 ValueType::Image(t)
             ));
         }

@@ -333,11 +333,18 @@ fn infer_wants_u8_hwc_rgb() {
             layout: Layout::Chw,
             ..ok
         },
-        ImageType::decoded(1),
     ] {
         let e = op.infer(&[ValueType::Image(bad)]).unwrap_err();
         assert!(e.contains("before normalize"), "{e}");
     }
+    // Gray images: the decoder's colour is what to change.
+    let e = op
+        .infer(&[ValueType::Image(ImageType::decoded(1))])
+        .unwrap_err();
+    assert!(
+        e.contains("u8 HWC images, 1 channel;") && e.contains("`color = \"rgb\"`"),
+        "{e}"
+    );
     assert!(op.infer(&[ValueType::Label]).is_err());
 }
 

@@ -182,7 +182,8 @@ impl Comparison {
             }
         }
         for (set, batch) in self.skipped.iter_mut().zip([a, b]) {
-            set.extend(batch.skipped.iter().map(|e| e.path.clone()));
+            let bad = batch.skipped.iter().chain(&batch.replaced);
+            set.extend(bad.map(|e| e.path.clone()));
         }
         for (k, out) in self.outputs.iter_mut().enumerate() {
             match (a.outputs.get(k), b.outputs.get(k)) {

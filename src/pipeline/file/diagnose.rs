@@ -176,6 +176,17 @@ fn diagnose(
                     s.reset(&mut spec.settings);
                 }
             }
+            // Edges nobody uses: the last check, each independent of the others: all at once.
+            SpecPointer::OpOutput(..)
+                if !trimmed
+                    && crate::pipeline::graph::unused_edge_errors(&spec)
+                        .iter()
+                        .any(|u| u.at == e.at) =>
+            {
+                let unused = crate::pipeline::graph::unused_edge_errors(&spec);
+                errors.extend(unused.into_iter().map(|u| SpecError { at: at(&u.at), ..u }));
+                break;
+            }
             // Ports and edges: once something was left out, these may be its echoes.
             SpecPointer::Op(i) | SpecPointer::OpInput(i, _) | SpecPointer::OpOutput(i, _) => {
                 if !trimmed {
@@ -292,6 +303,28 @@ horizontal = 0.5
     #[test]
     fn a_good_file_has_no_problems() {
         assert_eq!(problems(GOOD), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_unused_edge_is_reported_at_once_and_only_labels_called_optional() {
+        let text = GOOD
+            .replace(r#"outputs = ["images", "labels"]"#, r#"outputs = ["flipped"]"#)
+            .replace(
+                "output = \"images\"",
+                "output = \"images\"\n\n[[op]]\nkind = \"flip\"\nname = \"again\"\ninput = \"images\"\noutput = \"flipped\"\n\n[[op]]\nkind = \"flip\"\nname = \"unused\"\ninput = \"decoded\"\noutput = \"spare\"",
+            );
+        let p = problems(&text);
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert!(
+            p[0].contains("edge 'labels' is produced but never used"),
+            "{p:#?}"
+        );
+        assert!(p[0].contains("labels output is optional"), "{p:#?}");
+        assert!(
+            p[1].contains("edge 'spare' is produced but never used"),
+            "{p:#?}"
+        );
+        assert!(!p[1].contains("labels output"), "{p:#?}");
     }
 
     #[test]

@@ -553,11 +553,20 @@ impl<'a> Cx<'a> {
     fn string(&self, v: &Spanned<DeValue<'_>>, name: &str) -> Result<String, Error> {
         match v.get_ref() {
             DeValue::String(s) => Ok(s.to_string()),
-            other => Err(self.err_help(
-                v.span(),
-                format!("`{name}` must be a string, got {}", kind_of(other)),
-                format!("quote it: `{name} = \"...\"`"),
-            )),
+            other => {
+                let help = match (other, name) {
+                    // Several edges go in the plural key.
+                    (DeValue::Array(_), "input" | "output") => {
+                        format!("for several, write `{name}s = [...]`; for one, `{name} = \"...\"`")
+                    }
+                    _ => format!("quote it: `{name} = \"...\"`"),
+                };
+                Err(self.err_help(
+                    v.span(),
+                    format!("`{name}` must be a string, got {}", kind_of(other)),
+                    help,
+                ))
+            }
         }
     }
 

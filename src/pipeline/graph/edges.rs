@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::reader::is_reader_kind;
 use crate::schema::closest;
 
 use super::super::spec::{PipelineSpec, SpecError, SpecPointer};
@@ -124,6 +125,14 @@ pub(super) fn check_unique_names(spec: &PipelineSpec) -> Result<(), SpecError> {
 /// Every edge is an operator's input or a pipeline output: one that is neither is a
 /// mistake the file should hear about.
 pub(super) fn check_every_edge_used(spec: &PipelineSpec, edges: &Edges) -> Result<(), SpecError> {
+    match unused_edges(spec, edges).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// A problem for each edge that is produced but never used, in the order of the edges.
+pub(super) fn unused_edges(spec: &PipelineSpec, edges: &Edges) -> Vec<SpecError> {
     let mut used = vec![false; edges.names.len()];
     for op in &spec.ops {
         for e in &op.inputs {
@@ -133,18 +142,28 @@ pub(super) fn check_every_edge_used(spec: &PipelineSpec, edges: &Edges) -> Resul
     for &s in &edges.outputs {
         used[s] = true;
     }
-    let Some(s) = used.iter().position(|u| !u) else {
-        return Ok(());
-    };
-    let i = edges.producer[s];
-    let j = spec.ops[i]
-        .outputs
-        .iter()
-        .position(|o| *o == edges.names[s])
-        .unwrap_or(0);
-    Err(SpecError::new(
-        SpecPointer::OpOutput(i, j),
-        format!("edge '{}' is produced but never used", edges.names[s]),
-    )
-    .help("use it as an input, list it in [pipeline] outputs, or remove it (the reader's labels output is optional)"))
+    let unused = used.iter().enumerate().filter(|(_, u)| !**u);
+    unused
+        .map(|(s, _)| {
+            let i = edges.producer[s];
+            let j = spec.ops[i]
+                .outputs
+                .iter()
+                .position(|o| *o == edges.names[s])
+                .unwrap_or(0);
+            let labels = j == 1 && is_reader_kind(&spec.ops[i].kind);
+            let help = match labels {
+                true => {
+                    "use it as an input, list it in [pipeline] outputs, or remove it (the \
+                         reader's labels output is optional)"
+                }
+                false => "use it as an input, list it in [pipeline] outputs, or remove it",
+            };
+            SpecError::new(
+                SpecPointer::OpOutput(i, j),
+                format!("edge '{}' is produced but never used", edges.names[s]),
+            )
+            .help(help)
+        })
+        .collect()
 }

@@ -98,6 +98,15 @@ impl Graph {
     }
 }
 
+/// A problem for each edge of `spec` that is produced but never used (none where its edges
+/// can't be resolved): the last check [`Graph::build`] makes, whose problems are independent
+/// of each other, so a checker reports them all at once.
+pub fn unused_edge_errors(spec: &PipelineSpec) -> Vec<SpecError> {
+    edges::resolve_edges(spec)
+        .map(|e| edges::unused_edges(spec, &e))
+        .unwrap_or_default()
+}
+
 /// The first setting out of its declared range ([`crate::pipeline::settings`]).
 fn check_settings(spec: &PipelineSpec) -> Result<(), SpecError> {
     match super::settings::validate(&spec.settings).into_iter().next() {

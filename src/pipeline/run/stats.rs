@@ -157,14 +157,31 @@ pub struct EpochSummary {
 }
 
 impl EpochSummary {
-    /// Logs the summary: a warning where the epoch had bad samples.
-    fn log(&self) {
+    /// Logs the summary: a warning where the epoch had bad samples, unless they are the
+    /// epoch before's (`before`) again — a benchmark's hundred short epochs over one bad file
+    /// warn once.
+    fn log(&self, before: Option<&EpochSummary>) {
         let batches = match self.batches {
             1 => "1 batch".to_string(),
             n => format!("{n} batches"),
         };
         let epoch = self.epoch;
-        if self.skipped + self.replaced > 0 {
+        let bad = |s: &EpochSummary| {
+            let mut v: Vec<usize> = s.errors.iter().map(|e| e.index).collect();
+            v.sort_unstable();
+            (s.skipped, s.replaced, v)
+        };
+        let repeat = before.is_some_and(|b| bad(b) == bad(self));
+        if self.skipped + self.replaced > 0 && repeat {
+            tracing::info!(
+                "epoch {epoch}: {} images in {batches}; the bad samples of epoch {} again ({} \
+                 skipped, {} replaced)",
+                self.images,
+                epoch.saturating_sub(1),
+                self.skipped,
+                self.replaced
+            );
+        } else if self.skipped + self.replaced > 0 {
             let bad = if self.skipped == 1 {
                 "bad sample"
             } else {
@@ -480,8 +497,8 @@ impl Stats {
     pub(super) fn log_epochs(&self, range: std::ops::Range<usize>) {
         if let Ok(v) = self.epochs.lock() {
             let end = range.end.min(v.len());
-            for s in &v[range.start.min(end)..end] {
-                s.log();
+            for i in range.start.min(end)..end {
+                v[i].log(i.checked_sub(1).map(|b| &v[b]));
             }
         }
     }

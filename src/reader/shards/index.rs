@@ -94,12 +94,11 @@ impl ShardIndex {
             .map_err(|e| Error::Dataset(format!("{}: not a shard index: {e}", at.display())))
     }
 
-    /// The count the index gives for a shard, by its file name.
-    pub fn count_of(&self, file_name: &str) -> Option<usize> {
+    /// The index's entry for a shard, by its file name.
+    pub fn entry_of(&self, file_name: &str) -> Option<&IndexEntry> {
         self.shardlist
             .iter()
             .find(|e| e.url.rsplit('/').next() == Some(file_name))
-            .map(|e| e.nsamples)
     }
 }
 

@@ -149,6 +149,20 @@ pub fn pack(
             folder.display()
         )));
     }
+    if !options.labels && !ds.classes.is_empty() {
+        // The labels would be lost for good; a pipeline that doesn't want them leaves its
+        // labels output out.
+        return Err(Error::Dataset(format!(
+            "{} has {}: packed without labels, every sample's label would \
+             be -1; pack it with its labels (leave out --no-labels: a pipeline that doesn't \
+             need them leaves the reader's labels output out)",
+            folder.display(),
+            match ds.classes.len() {
+                1 => "a class sub-folder".to_string(),
+                n => format!("{n} class sub-folders"),
+            }
+        )));
+    }
     for w in &ds.warnings {
         tracing::warn!("{w}");
     }

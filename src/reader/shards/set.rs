@@ -98,7 +98,29 @@ impl ShardSet {
         // Shards that count nothing, and why: the error when every shard does.
         let mut unreadable = Vec::new();
         for s in &shards {
-            let indexed = index.as_ref().and_then(|i| i.count_of(&s.file_name()));
+            let entry = index.as_ref().and_then(|i| i.entry_of(&s.file_name()));
+            let indexed = match (entry, s) {
+                // A local shard larger than indexed grew after the index was written (samples
+                // added): its count is read from it instead. (One smaller than indexed is cut
+                // short: the index's count says which samples it lost, each reported.)
+                (Some(e), Location::File(path)) if e.filesize > 0 => {
+                    match std::fs::metadata(path).map(|m| m.len()) {
+                        Ok(len) if len > e.filesize => {
+                            set.warnings.push(format!(
+                                "{}: the shard has {len} bytes, its index entry says {}: the \
+                                 index is out of date, so the shard's samples are counted by \
+                                 reading it (write a new {INDEX_NAME}: `stokehold pack` \
+                                 writes one)",
+                                s.display(),
+                                e.filesize
+                            ));
+                            None
+                        }
+                        _ => Some(e.nsamples),
+                    }
+                }
+                (e, _) => e.map(|e| e.nsamples),
+            };
             let n = match indexed {
                 Some(n) => n,
                 None => {
@@ -114,12 +136,16 @@ impl ShardSet {
                         }
                         // The cut member is an item of its own (a bad sample).
                         Some(CountProblem::Cut(at)) => set.warnings.push(format!(
-                            "{}: the shard is truncated ({at}); its {} samples before the cut \
-                             are read, but the samples after it can't be counted without an \
-                             index ({INDEX_NAME} beside the shards, written while they are \
-                             whole: `stokehold pack` writes one)",
+                            "{}: the shard is truncated ({at}); {} before the cut {} read, \
+                             but the samples after it can't be counted without an index \
+                             ({INDEX_NAME} beside the shards, written while they are whole: \
+                             `stokehold pack` writes one)",
                             s.display(),
-                            c.items.saturating_sub(1),
+                            match c.items.saturating_sub(1) {
+                                1 => "its 1 sample".to_string(),
+                                n => format!("its {n} samples"),
+                            },
+                            if c.items == 2 { "is" } else { "are" },
                         )),
                         None => {}
                     }

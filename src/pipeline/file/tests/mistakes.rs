@@ -190,6 +190,14 @@ fn op_without_kind_points_at_its_header() {
         "`kind` must be a string, got an integer",
         Some("quote it"),
     );
+    // Several edges under the singular key: the plural one is named.
+    assert_err(
+        "[pipeline]\noutputs = [\"x\"]\n[[op]]\nkind = \"decode\"\noutput = [\"a\", \"b\"]\n",
+        5,
+        10,
+        "`output` must be a string, got an array",
+        Some("for several, write `outputs = [...]`"),
+    );
     assert_err(
         "[pipeline]\noutputs = [\"x\"]\n[op]\nkind = \"a\"\n",
         3,

@@ -110,6 +110,7 @@ impl Assembler {
             samples,
             padded,
             skipped: std::mem::take(&mut self.skipped),
+            replaced: std::mem::take(&mut self.replaced),
             resume,
         };
         self.batch_in_epoch += 1;

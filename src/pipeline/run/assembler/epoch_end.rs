@@ -30,7 +30,8 @@ impl Assembler {
         // Bad samples after the epoch's last batch stay in the epoch's summary; they are not
         // carried into the next epoch's first batch.
         self.skipped.clear();
-        // Logged when the consumer is handed the epoch's last batch (`Pipeline::finish`).
+        self.replaced.clear();
+        // Logged once the consumer has the epoch's last batch (`Pipeline::finish`).
         let summary = std::mem::take(&mut self.summary);
         if let Ok(mut v) = self.links.stats.epochs.lock() {
             v.push(EpochSummary { epoch, ..summary });

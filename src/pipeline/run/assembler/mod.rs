@@ -85,6 +85,7 @@ pub(super) struct Assembler {
     filling: Vec<Filling>,
     samples: Vec<SampleInfo>,
     skipped: Vec<SampleError>,
+    replaced: Vec<SampleError>,
     /// Bad samples logged already: by index, and a shard's missing ones by (shard, reason).
     reported: HashSet<usize>,
     reported_missing: HashSet<(String, String)>,
@@ -111,6 +112,7 @@ impl Assembler {
             filling: Vec::new(),
             samples: Vec::new(),
             skipped: Vec::new(),
+            replaced: Vec::new(),
             reported: HashSet::new(),
             reported_missing: HashSet::new(),
             batch_in_epoch: start.batch,
@@ -291,7 +293,11 @@ impl Assembler {
             l.made.count_bad(&e.kind, replaced);
         }
         self.summary.errors.push(e.clone());
-        self.skipped.push(e);
+        if replaced {
+            self.replaced.push(e);
+        } else {
+            self.skipped.push(e);
+        }
     }
 
     /// Gives a credit back to the readers, a chunk to a message so that a reader waiting for
