@@ -232,7 +232,12 @@ fn a_run_that_delivers_nothing_fails() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("error: the run delivered no image: 3 samples were skipped"));
+    assert!(
+        stderr
+            .contains("error: the run delivered no image: every sample it read was bad (3 skipped"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("stokehold check"), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("images=0 skipped=3"));
 }
 

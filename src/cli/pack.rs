@@ -22,8 +22,8 @@ pub struct PackArgs {
     /// than it gets a shard of its own): 1GB, 500MB, 64kB or bytes.
     #[arg(long, default_value = "1GB", value_parser = parse_size)]
     shard_size: u64,
-    /// Shard names: PREFIX-000000.tar, …
-    #[arg(long, default_value = "train")]
+    /// Shard names: PREFIX-000000.tar, … (a file name: no folders)
+    #[arg(long, default_value = "train", value_parser = parse_prefix)]
     prefix: String,
     /// Keep the listing's (sorted, class by class) order instead of shuffling the samples
     /// from seed 0 (shuffled shards let a reader's shuffle buffer mix classes at once).
@@ -34,6 +34,16 @@ pub struct PackArgs {
     /// sub-folders (its labels would be lost).
     #[arg(long)]
     no_labels: bool,
+}
+
+fn parse_prefix(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains(['/', '\\']) || s == "." || s == ".." {
+        return Err(format!(
+            "'{s}' is not a file name: the shards go into OUT, named PREFIX-000000.tar, …; \
+             give the folder as OUT"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

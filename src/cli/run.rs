@@ -129,10 +129,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         outln!("nothing left to run: position {position} is the end of the run")?;
         return Ok(ExitCode::SUCCESS);
     }
+    if images == 0 && skipped > 0 {
+        anyhow::bail!(
+            "the run delivered no image: every sample it read was bad ({skipped} skipped, \
+             causes above)"
+        );
+    }
     if images == 0 {
         anyhow::bail!(
-            "the run delivered no image: {skipped} samples were skipped (causes above); \
-             check the warnings, or run `stokehold check {}`",
+            "the run delivered no image; check the warnings above, or run `stokehold check {}`",
             args.pipeline.display()
         );
     }

@@ -240,35 +240,94 @@ fn bytes_to_path(bytes: &[u8]) -> PathBuf {
 /// and lines starting with `#` are skipped. File names are taken as raw bytes.
 fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
     let bytes = std::fs::read(list).map_err(|e| io_err(list, e))?;
+    let resolve = |p: &[u8]| {
+        let p = bytes_to_path(p);
+        if p.is_absolute() {
+            p
+        } else {
+            base.join(p)
+        }
+    };
+    // Lines without a label, when others have one: (how many, the first's number).
+    let (mut unlabelled, mut labelled) = ((0usize, 0usize), false);
     for (lineno, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = raw.strip_suffix(b"\r").unwrap_or(raw);
         let trimmed = trim_ascii(line);
         if trimmed.is_empty() || trimmed[0] == b'#' {
             continue;
         }
+        let at = format!("{}:{}", list.display(), lineno + 1);
         let (path_bytes, label) = match trimmed.iter().rposition(|b| b.is_ascii_whitespace()) {
             Some(pos) => {
-                let last = &trimmed[pos + 1..];
-                match std::str::from_utf8(last)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                {
-                    Some(l) => (trim_ascii(&trimmed[..pos]), l),
-                    None => (trimmed, -1),
+                let head = trim_ascii(&trimmed[..pos]);
+                let last = String::from_utf8_lossy(&trimmed[pos + 1..]).into_owned();
+                match list_label(&last) {
+                    Ok(Some(l)) => (head, l),
+                    Err(why) => {
+                        ds.warnings
+                            .push(format!("{at}: {why}; the line is left out"));
+                        continue;
+                    }
+                    // A word that is no number: part of a file name with a space, unless
+                    // only the part before it names a file.
+                    Ok(None) if !resolve(trimmed).exists() && resolve(head).exists() => {
+                        ds.warnings.push(format!(
+                            "{at}: the label '{last}' is not an integer (labels are class \
+                             indices from 0); the line is left out"
+                        ));
+                        continue;
+                    }
+                    Ok(None) => (trimmed, -1),
                 }
             }
             None => (trimmed, -1),
         };
         if path_bytes.is_empty() {
-            ds.warnings
-                .push(format!("{}:{}: no path", list.display(), lineno + 1));
+            ds.warnings.push(format!("{at}: no path"));
             continue;
         }
-        let p = bytes_to_path(path_bytes);
-        let path = if p.is_absolute() { p } else { base.join(p) };
-        ds.entries.push(Entry { path, label });
+        if label < 0 {
+            unlabelled.0 += 1;
+            if unlabelled.0 == 1 {
+                unlabelled.1 = lineno + 1;
+            }
+        } else {
+            labelled = true;
+        }
+        ds.entries.push(Entry {
+            path: resolve(path_bytes),
+            label,
+        });
+    }
+    if labelled && unlabelled.0 > 0 {
+        let (n, first) = unlabelled;
+        let lines = match n {
+            1 => "1 line gives".to_string(),
+            n => format!("{n} lines give"),
+        };
+        ds.warnings.push(format!(
+            "{}: {lines} no label (the first: line {first}), so their samples' label is -1; \
+             end each line with its class index",
+            list.display()
+        ));
     }
     Ok(())
+}
+
+/// A list line's last word as a label: `Some` for a class index (or -1, none), `None` for a
+/// word that is no number (part of the path), `Err` for a number that can't be a label.
+fn list_label(word: &str) -> Result<Option<i64>, String> {
+    let digits = word.strip_prefix('-').unwrap_or(word);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    match word.parse::<i64>() {
+        Ok(l) if l >= -1 => Ok(Some(l)),
+        Ok(l) => Err(format!(
+            "the label {l} is negative (labels are class indices from 0; -1 means none)"
+        )),
+        Err(_) => Err(format!("the label {word} is out of range")),
+    }
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {

@@ -58,7 +58,10 @@ pub static SCHEMA: OpSchema = OpSchema {
             name: "list",
             ty: ArgType::Str,
             default: Some("\"\""),
-            doc: "list file of `path label` lines (relative to the pipeline file)",
+            doc: "list file (relative to the pipeline file) of `path label` lines: the label a \
+                  class index from 0 (left out: -1), paths relative to `root` (else the list's \
+                  folder) and may hold spaces; blank lines and `#` comments are skipped, a line whose label \
+                  can't be one is left out with a warning",
         },
         ArgSpec {
             name: "source",

@@ -128,6 +128,41 @@ fn empty_and_missing_folders_are_clear_errors() {
 }
 
 #[test]
+fn list_labels_that_cant_be_labels_are_said_and_their_lines_left_out() {
+    let d = tempfile::tempdir().unwrap();
+    for name in ["a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg"] {
+        touch(&d.path().join(name));
+    }
+    let list = d.path().join("train.txt");
+    fs::write(
+        &list,
+        "a.jpg 0\nb.jpg abc\nc.jpg -5\nd.jpg 99999999999999999999\ne.jpg\n",
+    )
+    .unwrap();
+    let mut c = config(Path::new(""));
+    c.list = Some(list.clone());
+    let ds = Dataset::list(&c).unwrap();
+    let got: Vec<(PathBuf, i64)> = ds
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.label))
+        .collect();
+    assert_eq!(
+        got,
+        [(d.path().join("a.jpg"), 0), (d.path().join("e.jpg"), -1)]
+    );
+    let w = ds.warnings.join("\n");
+    for part in [
+        "train.txt:2: the label 'abc' is not an integer",
+        "train.txt:3: the label -5 is negative",
+        "train.txt:4: the label 99999999999999999999 is out of range",
+        "train.txt: 1 line gives no label (the first: line 5)",
+    ] {
+        assert!(w.contains(part), "{part:?} in:\n{w}");
+    }
+}
+
+#[test]
 fn files_beside_class_folders_are_said_not_read() {
     let d = tempfile::tempdir().unwrap();
     touch(&d.path().join("cls/a.jpg"));

@@ -82,7 +82,8 @@ pub(super) fn resolve_edges(spec: &PipelineSpec) -> Result<Edges<'_>, SpecError>
             return Err(SpecError::new(
                 SpecPointer::Output(k),
                 format!("output '{o}' is listed twice"),
-            ));
+            )
+            .help("list each output once"));
         }
         outputs.push(s);
     }
