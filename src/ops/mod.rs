@@ -59,6 +59,14 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// Output types from input types; an `Err` says what is wrong with the inputs.
     fn infer(&self, inputs: &[ValueType]) -> Result<Vec<ValueType>, String>;
 
+    /// Where [`Operator::infer`] refuses `inputs` because of one of the operator's own
+    /// arguments (normalize's `mean` with 3 values for gray images), that argument's name: a
+    /// pipeline file's checker points at it rather than at the input. `None` (the default):
+    /// what feeds the operator is what to change.
+    fn argument_at_fault(&self, _inputs: &[ValueType]) -> Option<&'static str> {
+        None
+    }
+
     /// The host setup for one sample: from the input's shape and the sample's identity, the
     /// output shape and the parameters drawn — the draws [`Operator::run_cpu`] makes and
     /// records for the same sample. Reads no pixels. An `Err` says why this input can't be

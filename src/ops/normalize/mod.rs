@@ -157,21 +157,26 @@ impl Normalize {
         })
     }
 
+    /// The argument whose count of values does not fit `channels`, and that count.
+    fn misfit(&self, channels: usize) -> Option<(&'static str, usize)> {
+        [("mean", self.mean.len()), ("std", self.inv_std.len())]
+            .into_iter()
+            .find(|&(_, n)| n != 1 && n != channels)
+    }
+
     /// Which argument does not fit `channels`, as an error message.
     pub fn check_channels(&self, channels: usize) -> Result<(), String> {
-        for (name, n) in [("mean", self.mean.len()), ("std", self.inv_std.len())] {
-            if n != 1 && n != channels {
-                let has = match channels {
-                    1 => "1 channel (gray)".to_string(),
-                    c => format!("{c} channels"),
-                };
-                return Err(format!(
-                    "'normalize' argument '{name}' has {n} values but its images have {has}; \
-                     give '{name}' one value per channel ({channels}), or a single value"
-                ));
-            }
-        }
-        Ok(())
+        let Some((name, n)) = self.misfit(channels) else {
+            return Ok(());
+        };
+        let has = match channels {
+            1 => "1 channel (gray)".to_string(),
+            c => format!("{c} channels"),
+        };
+        Err(format!(
+            "'normalize' argument '{name}' has {n} values but its images have {has}; \
+             give '{name}' one value per channel ({channels}), or a single value"
+        ))
     }
 
     /// Normalizes `im`; an error names the argument whose length does not fit its channels.
@@ -200,6 +205,13 @@ impl Operator for Normalize {
         }
         t.dtype = self.dtype;
         Ok(vec![ValueType::Image(t)])
+    }
+
+    fn argument_at_fault(&self, inputs: &[ValueType]) -> Option<&'static str> {
+        match inputs {
+            [ValueType::Image(t)] => self.misfit(t.channels?).map(|(name, _)| name),
+            _ => None,
+        }
     }
 
     fn run_cpu(

@@ -176,6 +176,13 @@ impl Operator for Pad {
         Ok(vec![ValueType::Image(t)])
     }
 
+    fn argument_at_fault(&self, inputs: &[ValueType]) -> Option<&'static str> {
+        match inputs {
+            [ValueType::Image(t)] => self.check_channels(t.channels?).err().map(|_| "fill"),
+            _ => None,
+        }
+    }
+
     fn run_cpu(
         &self,
         inputs: Vec<Value>,

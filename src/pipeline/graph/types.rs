@@ -27,8 +27,13 @@ pub(super) fn check_types(
             .collect();
         let outs = match built[i].as_ref() {
             Some(node) => node.infer(&ins).map_err(|m| {
-                SpecError::new(SpecPointer::OpInput(i, 0), m)
-                    .help(format!("check what feeds '{}'", op.effective_name(i)))
+                let name = op.effective_name(i);
+                match node.argument_at_fault(&ins) {
+                    Some(arg) => SpecError::new(SpecPointer::OpArg(i, arg.into()), m)
+                        .help(format!("or change what feeds operator '{name}'")),
+                    None => SpecError::new(SpecPointer::OpInput(i, 0), m)
+                        .help(format!("check what feeds '{name}'")),
+                }
             })?,
             None => crate::reader::OUTPUT_TYPES.to_vec(),
         };

@@ -408,3 +408,41 @@ fn a_file_that_is_not_utf8_text_is_placed_where_the_text_stops() {
         other => panic!("expected a config error, got {other:?}"),
     }
 }
+
+/// An argument that can't fit the images an operator is fed (3 means for gray images, 3
+/// fill values for gray) is pointed at, not the operator's input.
+#[test]
+fn an_argument_that_does_not_fit_its_images_is_pointed_at() {
+    let gray = "[pipeline]\noutputs = [\"images\"]\n\n[[op]]\nkind = \"file_reader\"\noutput = \"jpegs\"\n\n[[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"decoded\"\ncolor = \"gray\"\n\n[[op]]\n";
+    let normalize =
+        "kind = \"normalize\"\ninput = \"decoded\"\noutput = \"images\"\nmean = [0.5, 0.5, 0.5]\n";
+    let pad =
+        "kind = \"pad\"\ninput = \"decoded\"\noutput = \"images\"\ntop = 8\nfill = [1, 2, 3]\n";
+    for (op, at, message) in [
+        (
+            normalize,
+            "18:8",
+            "'normalize' argument 'mean' has 3 values but its images have 1 channel (gray)",
+        ),
+        (
+            pad,
+            "19:8",
+            "pad has 3 fill values but its images have 1 channel",
+        ),
+    ] {
+        let text = format!("{gray}{op}");
+        let errors = crate::pipeline::file::Draft::parse(&text, Path::new(FILE))
+            .finish()
+            .unwrap_err();
+        let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(
+            shown[0].starts_with(&format!("{FILE}:{at}: {message}")),
+            "{shown:?}"
+        );
+        assert!(
+            shown[0].contains("help: or change what feeds operator"),
+            "{shown:?}"
+        );
+    }
+}
