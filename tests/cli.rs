@@ -825,3 +825,36 @@ fn an_epochs_summary_follows_its_last_batch_line() {
     assert_eq!(warned.len(), 1, "{text}");
     assert!(text.contains("epoch 2: 11 images in 3 batches; the bad samples of epoch 1 again"));
 }
+
+/// Without a training step `tune` tries the file's prefetch depth only, says why, and
+/// advises threads alone; with `--consumer-ms` it tries depths 1, 2 and 4.
+#[test]
+fn tune_tries_prefetch_depths_only_beside_a_training_step() {
+    let (_d, samples) = common::samples();
+    let tune = |extra: &[&str]| {
+        let out = stokehold()
+            .args(["tune", "pipelines/resnet50-eval.toml", "--batch", "16"])
+            .args(["--thread-counts", "1", "--epochs", "1", "--data"])
+            .arg(&samples)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let rows = |s: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with("1 "))
+            .count()
+    };
+    let alone = tune(&[]);
+    assert_eq!(rows(&alone), 1, "{alone}");
+    assert!(
+        alone.contains("prefetch: without a training step"),
+        "{alone}"
+    );
+    assert!(alone.contains("or pass --threads 1\n"), "{alone}");
+    let stepping = tune(&["--consumer-ms", "1"]);
+    assert_eq!(rows(&stepping), 3, "{stepping}");
+    assert!(!stepping.contains("prefetch: without"), "{stepping}");
+}

@@ -249,7 +249,7 @@ fn a_shard_cut_short_is_logged_once_not_once_a_sample() {
     assert_eq!(missing.len(), 1, "{stderr}");
     assert!(
         missing[0].contains("part-001.tar:#2: read failed: sample missing: the shard is cut short")
-            && missing[0].contains("the shard's later samples are missing for the same reason"),
+            && missing[0].contains("the shard's other samples missing for the same reason"),
         "{stderr}"
     );
     // The cut item and the 7 samples after it, each epoch.

@@ -400,7 +400,7 @@ impl PyPipeline {
                 Some("pass a state saved by this version of stokehold"),
             ));
         }
-        let position = Position {
+        let mut position = Position {
             seed: int(state, "seed")?,
             epoch: int(state, "epoch")?,
             sample: int(state, "sample")? as usize,
@@ -432,13 +432,36 @@ impl PyPipeline {
                 Some("resume with the seed the run started with"),
             ));
         }
+        match position.batch_size {
+            // Saved before the batch size was recorded: this pipeline's.
+            0 => position.batch_size = self.facts.batch,
+            n if n != self.facts.batch => {
+                return Err(pipeline_err(
+                    py,
+                    format!(
+                        "the state was saved with batches of {n}, this pipeline has batches of {}",
+                        self.facts.batch
+                    ),
+                    Some(&format!(
+                        "resume with the batch size the run started with (batch={n})"
+                    )),
+                ));
+            }
+            _ => {}
+        }
         let started = py.detach(|| {
             let mut r = self.lock();
+            let before = (r.position, r.epoch, r.epoch_done);
             r.stop();
-            r.position = position;
-            r.epoch = position.epoch;
-            r.epoch_done = false;
-            r.start()
+            (r.position, r.epoch, r.epoch_done) = (position, position.epoch, false);
+            let started = r.start();
+            if started.is_err() {
+                // Refused (the data set has fewer samples than the state's position): the
+                // pipeline goes on from where it was.
+                (r.position, r.epoch, r.epoch_done) = before;
+                let _ = r.start();
+            }
+            started
         });
         started.map_err(|e| to_py(py, e))
     }

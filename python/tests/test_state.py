@@ -70,9 +70,12 @@ def test_a_state_of_another_rank_or_seed_is_refused(builtin):
     with pytest.raises(stokehold.PipelineError, match="seed 3"):
         stokehold.Pipeline(TRAIN, builtin, batch=10, seed=4).load_state_dict(state)
     # Another batch size would give other batches: refused, saying which to use.
+    other = stokehold.Pipeline(TRAIN, builtin, batch=8, seed=3, threads=2)
     with pytest.raises(stokehold.PipelineError, match="batches of 10") as e:
-        stokehold.Pipeline(TRAIN, builtin, batch=8, seed=3).load_state_dict(state)
-    assert "batch = 10" in str(e.value)
+        other.load_state_dict(state)
+    assert "batch=10" in str(e.value)
+    # A refused state leaves the pipeline as it was: it still runs.
+    assert len(list(other)) == len(other)
     # A state saved before the batch size was recorded still loads.
     del state["batch_size"]
     make(builtin).load_state_dict(state)

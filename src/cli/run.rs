@@ -129,6 +129,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         outln!("nothing left to run: position {position} is the end of the run")?;
         return Ok(ExitCode::SUCCESS);
     }
+    if images == 0 && st.dropped > 0 {
+        anyhow::bail!(
+            "the run delivered no image: last_batch = \"drop\" left out {} good {} (and {skipped} \
+             bad were skipped), fewer than a batch; use a smaller batch or last_batch = \"partial\"",
+            st.dropped,
+            samples(st.dropped)
+        );
+    }
     if images == 0 && skipped > 0 {
         anyhow::bail!(
             "the run delivered no image: every sample it read was bad ({skipped} skipped, \

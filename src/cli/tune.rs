@@ -117,7 +117,7 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             trials.push(trial);
         }
     }
-    for line in advice(&trials, cores, stepping) {
+    for line in advice(&trials, cores, stepping, !args.prefetch_depths.is_empty()) {
         outln!("{line}")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -126,8 +126,9 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
 /// What the trials support saying: the best setting when it stands clear of the others'
 /// spread; otherwise the cheapest (fewest threads, then least prefetch) of those that
 /// can't be told apart from the best, said as such. Without a consumer step (`stepping`)
-/// the prefetch depths' figures say nothing about a training run, and the advice says so.
-fn advice(trials: &[Trial], cores: usize, stepping: bool) -> Vec<String> {
+/// the prefetch depths' figures say nothing about a training run, and the advice says so;
+/// it names a depth where there was a step or the depths were asked for (`depths_given`).
+fn advice(trials: &[Trial], cores: usize, stepping: bool, depths_given: bool) -> Vec<String> {
     let Some(best) = trials.iter().max_by(|a, b| a.median.total_cmp(&b.median)) else {
         return Vec::new();
     };
@@ -178,12 +179,19 @@ fn advice(trials: &[Trial], cores: usize, stepping: bool) -> Vec<String> {
             pick.threads, pick.prefetch, pick.median
         ));
     }
-    lines.push(format!(
-        "put `threads = {t}` and `prefetch = {d}` in the [pipeline] table, or pass --threads \
-         {t} --prefetch {d}",
-        t = pick.threads,
-        d = pick.prefetch
-    ));
+    if stepping || depths_given {
+        lines.push(format!(
+            "put `threads = {t}` and `prefetch = {d}` in the [pipeline] table, or pass \
+             --threads {t} --prefetch {d}",
+            t = pick.threads,
+            d = pick.prefetch
+        ));
+    } else {
+        lines.push(format!(
+            "put `threads = {t}` in the [pipeline] table, or pass --threads {t}",
+            t = pick.threads
+        ));
+    }
     if !stepping {
         lines.push(
             "prefetch: without a training step the queue stays full whatever its depth, so \
@@ -218,7 +226,7 @@ mod tests {
             trial(2, 2, 185.0, 195.0),
             trial(3, 1, 188.0, 192.0),
         ];
-        let a = advice(&trials, 2, true);
+        let a = advice(&trials, 2, true, false);
         assert!(a[0].starts_with("no clear winner: 3 settings"), "{a:?}");
         assert!(a[0].ends_with("threads = 2, prefetch = 1"), "{a:?}");
         assert!(a[1].contains("--threads 2 --prefetch 1"), "{a:?}");
@@ -227,7 +235,7 @@ mod tests {
     #[test]
     fn a_clear_winner_is_named_as_such() {
         let trials = [trial(1, 1, 100.0, 104.0), trial(2, 1, 180.0, 190.0)];
-        let a = advice(&trials, 2, true);
+        let a = advice(&trials, 2, true, false);
         assert!(a[0].starts_with("best: threads = 2, prefetch = 1"), "{a:?}");
     }
 
@@ -235,7 +243,7 @@ mod tests {
     fn noisy_or_unmeasured_spreads_are_said() {
         let mut one = trial(1, 1, 100.0, 100.0);
         one.spread_known = false;
-        let a = advice(&[one, trial(2, 1, 100.0, 200.0)], 2, true);
+        let a = advice(&[one, trial(2, 1, 100.0, 200.0)], 2, true, false);
         assert!(a[0].starts_with("only one timed epoch"), "{a:?}");
         assert!(a[1].starts_with("1 of 2 trials varied"), "{a:?}");
     }
@@ -243,15 +251,21 @@ mod tests {
     #[test]
     fn without_a_consumer_step_prefetch_is_not_advised_on() {
         let trials = [trial(2, 2, 180.0, 190.0)];
-        let a = advice(&trials, 2, false);
+        let a = advice(&trials, 2, false, false);
+        let last = a.last().unwrap();
         assert!(
-            a.last()
-                .unwrap()
-                .starts_with("prefetch: without a training step"),
+            last.starts_with("prefetch: without a training step"),
             "{a:?}"
         );
-        assert!(!advice(&trials, 2, true)
-            .iter()
-            .any(|l| l.starts_with("prefetch:")));
+        assert!(
+            a.iter().any(|l| l.ends_with("or pass --threads 2")),
+            "{a:?}"
+        );
+        let b = advice(&trials, 2, true, false);
+        assert!(!b.iter().any(|l| l.starts_with("prefetch:")), "{b:?}");
+        assert!(
+            b.iter().any(|l| l.ends_with("--threads 2 --prefetch 2")),
+            "{b:?}"
+        );
     }
 }

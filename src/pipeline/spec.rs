@@ -263,6 +263,8 @@ pub enum SpecPointer {
     Op(usize),
     /// An operator's `kind`.
     OpKind(usize),
+    /// An operator's `name` (where it has none written: the operator).
+    OpName(usize),
     /// An argument of an operator (its value).
     OpArg(usize, String),
     /// An argument's name, for what is wrong with the name itself (unknown, given twice).
@@ -431,6 +433,7 @@ impl PipelineSpec {
             SpecPointer::Setting(s) => format!("setting '{s}'"),
             SpecPointer::Output(i) => format!("output #{}", i + 1),
             SpecPointer::Op(i) | SpecPointer::OpKind(i) => op(*i),
+            SpecPointer::OpName(i) => format!("{}, its name", op(*i)),
             SpecPointer::OpArg(i, a) | SpecPointer::OpArgName(i, a) => {
                 format!("{}, argument '{a}'", op(*i))
             }

@@ -286,12 +286,13 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
             ds.warnings.push(format!("{at}: no path"));
             continue;
         }
-        if label < 0 {
+        // A path alone (an explicit -1 says "no label" on purpose).
+        if path_bytes.len() == trimmed.len() {
             unlabelled.0 += 1;
             if unlabelled.0 == 1 {
                 unlabelled.1 = lineno + 1;
             }
-        } else {
+        } else if label >= 0 {
             labelled = true;
         }
         ds.entries.push(Entry {
@@ -317,7 +318,7 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
 /// A list line's last word as a label: `Some` for a class index (or -1, none), `None` for a
 /// word that is no number (part of the path), `Err` for a number that can't be a label.
 fn list_label(word: &str) -> Result<Option<i64>, String> {
-    let digits = word.strip_prefix('-').unwrap_or(word);
+    let digits = word.strip_prefix(['-', '+']).unwrap_or(word);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Ok(None);
     }

@@ -130,13 +130,15 @@ fn empty_and_missing_folders_are_clear_errors() {
 #[test]
 fn list_labels_that_cant_be_labels_are_said_and_their_lines_left_out() {
     let d = tempfile::tempdir().unwrap();
-    for name in ["a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg"] {
+    for name in [
+        "a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg", "f.jpg", "g.jpg",
+    ] {
         touch(&d.path().join(name));
     }
     let list = d.path().join("train.txt");
     fs::write(
         &list,
-        "a.jpg 0\nb.jpg abc\nc.jpg -5\nd.jpg 99999999999999999999\ne.jpg\n",
+        "a.jpg 0\nb.jpg abc\nc.jpg -5\nd.jpg 99999999999999999999\ne.jpg\nf.jpg +2\ng.jpg -1\n",
     )
     .unwrap();
     let mut c = config(Path::new(""));
@@ -147,15 +149,22 @@ fn list_labels_that_cant_be_labels_are_said_and_their_lines_left_out() {
         .iter()
         .map(|e| (e.path.clone(), e.label))
         .collect();
+    let at = |name: &str, label| (d.path().join(name), label);
     assert_eq!(
         got,
-        [(d.path().join("a.jpg"), 0), (d.path().join("e.jpg"), -1)]
+        [
+            at("a.jpg", 0),
+            at("e.jpg", -1),
+            at("f.jpg", 2),
+            at("g.jpg", -1)
+        ]
     );
     let w = ds.warnings.join("\n");
     for part in [
         "train.txt:2: the label 'abc' is not an integer",
         "train.txt:3: the label -5 is negative",
         "train.txt:4: the label 99999999999999999999 is out of range",
+        // An explicit -1 is no missing label.
         "train.txt: 1 line gives no label (the first: line 5)",
     ] {
         assert!(w.contains(part), "{part:?} in:\n{w}");

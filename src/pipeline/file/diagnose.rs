@@ -188,7 +188,10 @@ fn diagnose(
                 break;
             }
             // Ports and edges: once something was left out, these may be its echoes.
-            SpecPointer::Op(i) | SpecPointer::OpInput(i, _) | SpecPointer::OpOutput(i, _) => {
+            SpecPointer::Op(i)
+            | SpecPointer::OpName(i)
+            | SpecPointer::OpInput(i, _)
+            | SpecPointer::OpOutput(i, _) => {
                 if !trimmed {
                     errors.push(SpecError { at: at(&e.at), ..e });
                 }
@@ -213,6 +216,7 @@ fn renumber(p: &SpecPointer, original: &[usize]) -> SpecPointer {
     match p {
         SpecPointer::Op(i) => SpecPointer::Op(o(i)),
         SpecPointer::OpKind(i) => SpecPointer::OpKind(o(i)),
+        SpecPointer::OpName(i) => SpecPointer::OpName(o(i)),
         SpecPointer::OpArg(i, a) => SpecPointer::OpArg(o(i), a.clone()),
         SpecPointer::OpArgName(i, a) => SpecPointer::OpArgName(o(i), a.clone()),
         SpecPointer::OpInput(i, j) => SpecPointer::OpInput(o(i), *j),

@@ -39,7 +39,9 @@ impl SpecLocations {
             SpecPointer::Output(_) => {
                 get(SpecPointer::Setting("outputs".to_string())).or(self.pipeline_header)
             }
-            SpecPointer::Op(i) | SpecPointer::OpKind(i) => get(SpecPointer::Op(*i)),
+            SpecPointer::Op(i) | SpecPointer::OpKind(i) | SpecPointer::OpName(i) => {
+                get(SpecPointer::Op(*i))
+            }
             SpecPointer::OpArg(i, _) | SpecPointer::OpArgName(i, _) => op(*i),
             SpecPointer::OpInput(i, _) => self.op_inputs_key.get(i).copied().or_else(|| op(*i)),
             SpecPointer::OpOutput(i, _) => self.op_outputs_key.get(i).copied().or_else(|| op(*i)),

@@ -400,10 +400,13 @@ impl<'a> Cx<'a> {
                         None => whole = false,
                     }
                 }
-                "name" => match self.ok(self.string(v, "name")) {
-                    Some(n) => op.name = Some(n),
-                    None => whole = false,
-                },
+                "name" => {
+                    locs.points.insert(SpecPointer::OpName(i), at);
+                    match self.ok(self.string(v, "name")) {
+                        Some(n) => op.name = Some(n),
+                        None => whole = false,
+                    }
+                }
                 "input" | "inputs" | "output" | "outputs" => {
                     let is_input = name.starts_with("in");
                     let (seen, one, many) = if is_input {

@@ -109,8 +109,14 @@ pub(super) fn check_unique_names(spec: &PipelineSpec) -> Result<(), SpecError> {
     for (i, op) in spec.ops.iter().enumerate() {
         let name = op.effective_name(i);
         if let Some(&prev) = names.get(&name) {
+            // A name written is what to change; an implicit one (the first output's) is the
+            // operator's.
+            let at = match op.name {
+                Some(_) => SpecPointer::OpName(i),
+                None => SpecPointer::Op(i),
+            };
             return Err(SpecError::new(
-                SpecPointer::Op(i),
+                at,
                 format!(
                     "operator name '{name}' is already used by operator #{}",
                     prev + 1

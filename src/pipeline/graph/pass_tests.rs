@@ -89,9 +89,10 @@ fn edges_are_named_once_and_every_name_resolves() {
     assert_eq!(e.help.as_deref(), Some("did you mean 'flipped'?"));
     let mut named = spec();
     named.ops[2].name = Some("images".into());
+    // Operator #3's written name clashes with an implicit one: pointed at where it is written.
     assert_eq!(
         check_unique_names(&named).err().unwrap().at,
-        SpecPointer::Op(2)
+        SpecPointer::OpName(2)
     );
     let unused = spec().outputs(&["images"]);
     let edges = resolve_edges(&unused).unwrap();

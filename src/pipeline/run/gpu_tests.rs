@@ -102,9 +102,10 @@ pub(super) fn assert_same_runs(
             "{what}: batch {k}: samples and parameters"
         );
         assert_eq!(c.resume, e.resume, "{what}: batch {k}: resume position");
-        let skipped =
-            |b: &Batch| -> Vec<String> { b.skipped.iter().map(|s| s.to_string()).collect() };
-        assert_eq!(skipped(c), skipped(e), "{what}: batch {k}: skips");
+        let bad = |b: &Batch| -> [Vec<String>; 2] {
+            [&b.skipped, &b.replaced].map(|v| v.iter().map(|s| s.to_string()).collect())
+        };
+        assert_eq!(bad(c), bad(e), "{what}: batch {k}: skipped and replaced");
         for (co, eo) in c.outputs.iter().zip(&e.outputs) {
             if let (BatchOutput::Labels(a), BatchOutput::Labels(b)) = (co, eo) {
                 assert_eq!(a, b, "{what}: labels");

@@ -182,6 +182,7 @@ impl Pipeline {
         if self.finished {
             return None;
         }
+        self.log_summaries();
         let queued = self.batches.len();
         let t0 = Instant::now();
         let r = self.batches.recv();
@@ -215,6 +216,7 @@ impl Pipeline {
         if self.finished {
             return Waited::Ready(None);
         }
+        self.log_summaries();
         let queued = self.batches.len();
         let t0 = Instant::now();
         let r = self.batches.recv_timeout(timeout);
@@ -241,7 +243,6 @@ impl Pipeline {
     /// What the consumer gets for a received item (`None`: the channel closed).
     fn finish(&mut self, r: Option<Result<Batch, Error>>) -> Option<Result<Batch, Error>> {
         let mut ledger = self.stats.ledger.lock().unwrap_or_else(|p| p.into_inner());
-        let finished_before = ledger.handed().epochs;
         let r = match r {
             Some(Ok(b)) => {
                 ledger.batch_handed();
@@ -258,18 +259,23 @@ impl Pipeline {
                 None
             }
         };
-        // An epoch's summary follows its last batch: it is logged when the consumer asks for
-        // the batch after (the consumer prints or logs what it was handed in between).
-        let summarised = match self.finished {
-            true => ledger.handed().epochs,
-            false => finished_before,
-        };
         drop(ledger);
-        if summarised > self.epochs_logged {
-            self.stats.log_epochs(self.epochs_logged..summarised);
-            self.epochs_logged = summarised;
+        if self.finished {
+            self.log_summaries();
         }
         r
+    }
+
+    /// Logs the summaries of the epochs finished with the batches handed out so far and not
+    /// yet logged. An epoch's summary follows its last batch: it is logged when the consumer
+    /// asks for the batch after (having printed or logged what it was handed), at the run's
+    /// end, or when the pipeline is dropped.
+    fn log_summaries(&mut self) {
+        let handed = self.stats.ledger.lock().map_or(0, |l| l.handed().epochs);
+        if handed > self.epochs_logged {
+            self.stats.log_epochs(self.epochs_logged..handed);
+            self.epochs_logged = handed;
+        }
     }
 
     /// Statistics so far.
@@ -424,11 +430,6 @@ impl Iterator for Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
-        // The epochs the consumer finished and did not ask past still get their summaries.
-        let handed = self.stats.ledger.lock().map_or(0, |l| l.handed().epochs);
-        if handed > self.epochs_logged {
-            self.stats.log_epochs(self.epochs_logged..handed);
-        }
         // Disconnecting the shutdown channel wakes every thread blocked in a select; closing
         // the gathered results wakes the assembler.
         self.shutdown.take();
@@ -436,5 +437,8 @@ impl Drop for Pipeline {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // The epochs the consumer finished and did not ask past still get their summaries
+        // (after the join: the assembler has recorded every epoch end it reached).
+        self.log_summaries();
     }
 }

@@ -142,6 +142,10 @@ pub fn pack(
         shards: None,
     };
     let ds = Dataset::list(&config)?;
+    // First: what the listing left out bears on the refusals below.
+    for w in &ds.warnings {
+        tracing::warn!("{w}");
+    }
     if options.labels && ds.classes.is_empty() {
         return Err(Error::Dataset(format!(
             "{} has no class sub-folders, so its samples have no labels: put the images in one \
@@ -162,9 +166,6 @@ pub fn pack(
                 n => format!("{n} class sub-folders"),
             }
         )));
-    }
-    for w in &ds.warnings {
-        tracing::warn!("{w}");
     }
     refuse_to_mix(folder, out, &options.prefix)?;
     std::fs::create_dir_all(out).map_err(io(out))?;

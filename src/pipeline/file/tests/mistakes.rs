@@ -446,3 +446,22 @@ fn an_argument_that_does_not_fit_its_images_is_pointed_at() {
         );
     }
 }
+
+/// A name used twice is pointed at where the second is written; an implicit one (the
+/// operator's output) at the operator.
+#[test]
+fn a_name_used_twice_is_pointed_at() {
+    let head = "[pipeline]\noutputs = [\"b\"]\n\n[[op]]\nkind = \"file_reader\"\noutput = \"jpegs\"\n\n[[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"a\"\nname = \"x\"\n\n[[op]]\nkind = \"flip\"\ninput = \"a\"\noutput = \"b\"\n";
+    let text = format!("{head}name = \"x\"\n");
+    let errors = crate::pipeline::file::Draft::parse(&text, Path::new(FILE))
+        .finish()
+        .unwrap_err();
+    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].starts_with(&format!(
+            "{FILE}:18:8: operator name 'x' is already used by operator #2"
+        )),
+        "{shown:?}"
+    );
+}

@@ -275,8 +275,8 @@ impl Assembler {
         let (first, more) = match &e.kind {
             SampleErrorKind::Missing { shard, why } => (
                 self.reported_missing.insert((shard.clone(), why.clone())),
-                "; the shard's later samples are missing for the same reason (counted in the \
-                 epoch's summary, not listed)",
+                "; the shard's other samples missing for the same reason are counted in the \
+                 epoch's summary, not listed",
             ),
             _ => (self.reported.insert(e.index), ""),
         };
