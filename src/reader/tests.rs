@@ -80,6 +80,19 @@ fn flat_folder_has_no_labels_and_odd_names() {
     assert!(ds.entries.iter().all(|e| e.label == -1 && e.path.exists()));
 }
 
+/// The data set a list file gives, and its (path, label) pairs.
+fn listed(list: &Path) -> (Dataset, Vec<(PathBuf, i64)>) {
+    let mut c = config(Path::new(""));
+    c.list = Some(list.to_path_buf());
+    let ds = Dataset::list(&c).unwrap();
+    let got = ds
+        .entries
+        .iter()
+        .map(|e| (e.path.clone(), e.label))
+        .collect();
+    (ds, got)
+}
+
 #[test]
 fn list_file_with_spaces_comments_and_missing_labels() {
     let d = tempfile::tempdir().unwrap();
@@ -88,14 +101,7 @@ fn list_file_with_spaces_comments_and_missing_labels() {
         b"# comment\n\nimgs/a b.jpg 3\r\n/abs/path.jpg   7\nno_label.jpg\nweird 12x.jpg\n".to_vec();
     text.extend_from_slice(b"raw\xffname.jpg 1\n");
     fs::write(&list, text).unwrap();
-    let mut c = config(Path::new(""));
-    c.list = Some(list.clone());
-    let ds = Dataset::list(&c).unwrap();
-    let got: Vec<(PathBuf, i64)> = ds
-        .entries
-        .iter()
-        .map(|e| (e.path.clone(), e.label))
-        .collect();
+    let (ds, got) = listed(&list);
     assert_eq!(got[0], (d.path().join("imgs/a b.jpg"), 3));
     assert_eq!(got[1], (PathBuf::from("/abs/path.jpg"), 7));
     assert_eq!(got[2], (d.path().join("no_label.jpg"), -1));
@@ -141,14 +147,7 @@ fn list_labels_that_cant_be_labels_are_said_and_their_lines_left_out() {
         "a.jpg 0\nb.jpg abc\nc.jpg -5\nd.jpg 99999999999999999999\ne.jpg\nf.jpg +2\ng.jpg -1\n",
     )
     .unwrap();
-    let mut c = config(Path::new(""));
-    c.list = Some(list.clone());
-    let ds = Dataset::list(&c).unwrap();
-    let got: Vec<(PathBuf, i64)> = ds
-        .entries
-        .iter()
-        .map(|e| (e.path.clone(), e.label))
-        .collect();
+    let (ds, got) = listed(&list);
     let at = |name: &str, label| (d.path().join(name), label);
     assert_eq!(
         got,

@@ -362,10 +362,7 @@ fn a_missing_input_suggests_the_latest_output_no_operator_reads() {
                 [[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"decoded\"\n\n\
                 [[op]]\nkind = \"flip\"\ninput = \"decoded\"\noutput = \"flipped\"\n\n\
                 [[op]]\nkind = \"cast\"\noutput = \"images\"\ndtype = \"f32\"\n";
-    let errors = crate::pipeline::file::Draft::parse(text, Path::new(FILE))
-        .finish()
-        .unwrap_err();
-    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    let shown = problems(text);
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(
         shown[0].starts_with(&format!("{FILE}:18:1: 'cast' takes 1 input(s), 0 given")),
@@ -381,10 +378,7 @@ fn a_missing_input_suggests_the_latest_output_no_operator_reads() {
     let text = "[pipeline]\noutputs = [\"images\"]\n\n\
                 [[op]]\nkind = \"file_reader\"\noutputs = [\"jpegs\", \"labels\"]\n\n\
                 [[op]]\nkind = \"decode\"\noutput = \"images\"\n";
-    let errors = crate::pipeline::file::Draft::parse(text, Path::new(FILE))
-        .finish()
-        .unwrap_err();
-    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    let shown = problems(text);
     assert!(shown[0].contains("add `input = \"jpegs\"`"), "{shown:?}");
 }
 
@@ -431,10 +425,7 @@ fn an_argument_that_does_not_fit_its_images_is_pointed_at() {
         ),
     ] {
         let text = format!("{gray}{op}");
-        let errors = crate::pipeline::file::Draft::parse(&text, Path::new(FILE))
-            .finish()
-            .unwrap_err();
-        let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        let shown = problems(&text);
         assert_eq!(shown.len(), 1, "{shown:?}");
         assert!(
             shown[0].starts_with(&format!("{FILE}:{at}: {message}")),
@@ -453,10 +444,7 @@ fn an_argument_that_does_not_fit_its_images_is_pointed_at() {
 fn a_name_used_twice_is_pointed_at() {
     let head = "[pipeline]\noutputs = [\"b\"]\n\n[[op]]\nkind = \"file_reader\"\noutput = \"jpegs\"\n\n[[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"a\"\nname = \"x\"\n\n[[op]]\nkind = \"flip\"\ninput = \"a\"\noutput = \"b\"\n";
     let text = format!("{head}name = \"x\"\n");
-    let errors = crate::pipeline::file::Draft::parse(&text, Path::new(FILE))
-        .finish()
-        .unwrap_err();
-    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    let shown = problems(&text);
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert!(
         shown[0].starts_with(&format!(
@@ -464,4 +452,12 @@ fn a_name_used_twice_is_pointed_at() {
         )),
         "{shown:?}"
     );
+}
+
+/// Every problem `Draft::finish` finds in `text` (a graph's too), as shown.
+fn problems(text: &str) -> Vec<String> {
+    let errors = crate::pipeline::file::Draft::parse(text, Path::new(FILE))
+        .finish()
+        .unwrap_err();
+    errors.iter().map(|e| e.to_string()).collect()
 }
