@@ -101,7 +101,7 @@ fn list_file_with_spaces_comments_and_missing_labels() {
         b"# comment\n\nimgs/a b.jpg 3\r\n/abs/path.jpg   7\nno_label.jpg\nweird 12x.jpg\n".to_vec();
     text.extend_from_slice(b"raw\xffname.jpg 1\n");
     fs::write(&list, text).unwrap();
-    let (ds, got) = listed(&list);
+    let (_, got) = listed(&list);
     assert_eq!(got[0], (d.path().join("imgs/a b.jpg"), 3));
     assert_eq!(got[1], (PathBuf::from("/abs/path.jpg"), 7));
     assert_eq!(got[2], (d.path().join("no_label.jpg"), -1));
