@@ -858,3 +858,23 @@ fn tune_tries_prefetch_depths_only_beside_a_training_step() {
     assert_eq!(rows(&stepping), 3, "{stepping}");
     assert!(!stepping.contains("prefetch: without"), "{stepping}");
 }
+
+/// Ctrl-C on `tune` stops after the trial in hand and advises on the trials run.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_on_tune_advises_on_the_trials_run() {
+    use std::io::Read;
+    let (_d, samples) = common::samples();
+    let mut tune = stokehold();
+    tune.args(["tune", "pipelines/resnet50-eval.toml", "--batch", "16"])
+        .args(["--thread-counts", "1,2,1", "--min-seconds", "1", "--data"])
+        .arg(&samples);
+    // The table's header and its first row: the second trial is running.
+    let (mut child, mut out, _) = spawn_until_lines(&mut tune, 2);
+    sigint(&child);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted: 2 of 3 trials run"), "{rest}");
+    assert!(rest.contains("or pass --threads "), "{rest}");
+}

@@ -1,6 +1,7 @@
 //! Ctrl-C on `run`: the first asks the run to stop cleanly (the loop finishes the batch in
 //! hand, then prints the summary and where to resume); a second, a moment later, quits at
-//! once, saying where to resume from as far as the batches handed out went.
+//! once, saying where to resume from as far as the batches handed out went. (`tune` stops
+//! the same way after the trial in hand, and advises on the trials run.)
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,8 +27,13 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
-    /// Installs the handler (once per process).
+    /// Installs the handler (once per process) for `run`.
     pub fn install() -> Result<Interrupt> {
+        Self::install_stopping("this batch")
+    }
+
+    /// Installs the handler (once per process): the first Ctrl-C says it stops after `what`.
+    pub fn install_stopping(what: &'static str) -> Result<Interrupt> {
         let requested = Arc::new(AtomicBool::new(false));
         let position = Arc::new(Mutex::new(None::<Position>));
         let (seen, last) = (requested.clone(), position.clone());
@@ -53,7 +59,7 @@ impl Interrupt {
                 }
             }
             seen.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupted: stopping after this batch (Ctrl-C again to quit now)");
+            eprintln!("\ninterrupted: stopping after {what} (Ctrl-C again to quit now)");
         })
         .context("installing the Ctrl-C handler")?;
         Ok(Interrupt {

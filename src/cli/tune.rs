@@ -80,9 +80,15 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
         "img/s",
         "spread over epochs"
     )?;
+    let interrupt = super::interrupt::Interrupt::install_stopping(
+        "this trial, then advising on the trials run",
+    )?;
     let mut trials = Vec::new();
-    for &t in &threads {
+    'trials: for &t in &threads {
         for &d in &depths {
+            if interrupt.requested() {
+                break 'trials;
+            }
             let mut spec = checked.loaded.spec.clone();
             spec.settings.threads = Some(t);
             spec.settings.prefetch = d;
@@ -117,8 +123,15 @@ pub fn tune(args: &TuneArgs) -> Result<ExitCode> {
             trials.push(trial);
         }
     }
+    let all = threads.len() * depths.len();
+    if interrupt.requested() && trials.len() < all {
+        outln!("interrupted: {} of {all} trials run", trials.len())?;
+    }
     for line in advice(&trials, cores, stepping, !args.prefetch_depths.is_empty()) {
         outln!("{line}")?;
+    }
+    if interrupt.requested() {
+        return Ok(ExitCode::from(super::interrupt::EXIT_STATUS));
     }
     Ok(ExitCode::SUCCESS)
 }
