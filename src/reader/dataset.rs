@@ -36,7 +36,8 @@ impl Dataset {
             SourceKind::Auto => {
                 if config.root.as_os_str().is_empty() {
                     return Err(Error::Dataset(
-                        "no data given: set `root` (or `list`) on the file_reader, or pass --data DIR"
+                        "no data given: set `root` (or `list`) on the file_reader, or give the \
+                         data (`--data DIR`, `PipelineSpec::set_data`, Python's `data=`)"
                             .into(),
                     ));
                 }

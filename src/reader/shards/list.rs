@@ -203,7 +203,9 @@ pub fn list_shards(spec: &str, base: &Path) -> Result<Vec<Location>, Error> {
     let mut out = Vec::new();
     if spec.is_empty() {
         return Err(Error::Dataset(
-            "no shards given: set `shards` on the shard_reader, or pass --data".into(),
+            "no shards given: set `shards` on the shard_reader, or give the data (`--data`, \
+             `PipelineSpec::set_data`, Python's `data=`)"
+                .into(),
         ));
     }
     let path = if Path::new(spec).is_absolute() {
