@@ -13,9 +13,12 @@ use crate::pipeline::device_tensor::ConsumerStreams;
 use super::stats::{DeviceRole, Stats};
 
 /// Buffers made at the first batch beyond the batch queue (`prefetch`): the batch the
-/// assembler is handing on, and two held by the consumer (the one it uses and the one
-/// before, which a framework drops a step late).
-const BUFFERS_BEYOND_QUEUE: usize = 3;
+/// assembler is handing on, two held by the consumer (the one it uses and the one before,
+/// which a framework drops a step late), and at an epoch's end the next epoch's first, which
+/// Python's iterator takes to see the epoch end and holds until the next loop — the host
+/// bound's four (`memory.rs`). With three, a Python consumer a step behind made one more
+/// after the warm-up when the pipeline was ahead at an epoch's end (1 run in 9).
+const BUFFERS_BEYOND_QUEUE: usize = 4;
 
 /// The shared part of a handoff (one per pipeline, on the assembler's thread).
 pub(super) struct Handoff {
