@@ -257,24 +257,26 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
         if trimmed.is_empty() || trimmed[0] == b'#' {
             continue;
         }
-        let at = format!("{}:{}", list.display(), lineno + 1);
+        // Only a line with a problem says where it is.
+        let at = || format!("{}:{}", list.display(), lineno + 1);
         let (path_bytes, label) = match trimmed.iter().rposition(|b| b.is_ascii_whitespace()) {
             Some(pos) => {
                 let head = trim_ascii(&trimmed[..pos]);
-                let last = String::from_utf8_lossy(&trimmed[pos + 1..]).into_owned();
+                let last = String::from_utf8_lossy(&trimmed[pos + 1..]);
                 match list_label(&last) {
                     Ok(Some(l)) => (head, l),
                     Err(why) => {
                         ds.warnings
-                            .push(format!("{at}: {why}; the line is left out"));
+                            .push(format!("{}: {why}; the line is left out", at()));
                         continue;
                     }
                     // A word that is no number: part of a file name with a space, unless
                     // only the part before it names a file.
                     Ok(None) if !resolve(trimmed).exists() && resolve(head).exists() => {
                         ds.warnings.push(format!(
-                            "{at}: the label '{last}' is not an integer (labels are class \
-                             indices from 0); the line is left out"
+                            "{}: the label '{last}' is not an integer (labels are class \
+                             indices from 0); the line is left out",
+                            at()
                         ));
                         continue;
                     }
@@ -284,7 +286,7 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
             None => (trimmed, -1),
         };
         if path_bytes.is_empty() {
-            ds.warnings.push(format!("{at}: no path"));
+            ds.warnings.push(format!("{}: no path", at()));
             continue;
         }
         // A path alone (an explicit -1 says "no label" on purpose).

@@ -153,6 +153,14 @@ fn diagnose(
             Err(e) => e,
         };
         let at = |p: &SpecPointer| renumber(p, &original);
+        // Edges nobody uses: the last check, each independent of the others: all at once.
+        if matches!(e.at, SpecPointer::OpOutput(..)) && !trimmed {
+            let unused = crate::pipeline::graph::unused_edge_errors(&spec);
+            if unused.iter().any(|u| u.at == e.at) {
+                errors.extend(unused.into_iter().map(|u| SpecError { at: at(&u.at), ..u }));
+                break;
+            }
+        }
         match e.at.clone() {
             // An operator's own problems don't depend on the other operators.
             SpecPointer::OpKind(i) | SpecPointer::OpArg(i, _) | SpecPointer::OpArgName(i, _) => {
@@ -175,17 +183,6 @@ fn diagnose(
                 if let Some(s) = settings::find(&name) {
                     s.reset(&mut spec.settings);
                 }
-            }
-            // Edges nobody uses: the last check, each independent of the others: all at once.
-            SpecPointer::OpOutput(..)
-                if !trimmed
-                    && crate::pipeline::graph::unused_edge_errors(&spec)
-                        .iter()
-                        .any(|u| u.at == e.at) =>
-            {
-                let unused = crate::pipeline::graph::unused_edge_errors(&spec);
-                errors.extend(unused.into_iter().map(|u| SpecError { at: at(&u.at), ..u }));
-                break;
             }
             // Ports and edges: once something was left out, these may be its echoes.
             SpecPointer::Op(i)

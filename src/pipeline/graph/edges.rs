@@ -159,18 +159,18 @@ pub(super) fn unused_edges(spec: &PipelineSpec, edges: &Edges) -> Vec<SpecError>
                 .position(|o| *o == edges.names[s])
                 .unwrap_or(0);
             let labels = j == 1 && is_reader_kind(&spec.ops[i].kind);
-            let help = match labels {
-                true => {
-                    "use it as an input, list it in [pipeline] outputs, or remove it (the \
-                         reader's labels output is optional)"
-                }
-                false => "use it as an input, list it in [pipeline] outputs, or remove it",
+            let optional = if labels {
+                " (the reader's labels output is optional)"
+            } else {
+                ""
             };
             SpecError::new(
                 SpecPointer::OpOutput(i, j),
                 format!("edge '{}' is produced but never used", edges.names[s]),
             )
-            .help(help)
+            .help(format!(
+                "use it as an input, list it in [pipeline] outputs, or remove it{optional}"
+            ))
         })
         .collect()
 }

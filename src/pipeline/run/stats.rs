@@ -166,13 +166,16 @@ impl EpochSummary {
             n => format!("{n} batches"),
         };
         let epoch = self.epoch;
+        if self.skipped + self.replaced == 0 {
+            tracing::info!("epoch {epoch}: {} images in {batches}", self.images);
+            return;
+        }
         let bad = |s: &EpochSummary| {
             let mut v: Vec<usize> = s.errors.iter().map(|e| e.index).collect();
             v.sort_unstable();
             (s.skipped, s.replaced, v)
         };
-        let repeat = before.is_some_and(|b| bad(b) == bad(self));
-        if self.skipped + self.replaced > 0 && repeat {
+        if before.is_some_and(|b| bad(b) == bad(self)) {
             tracing::info!(
                 "epoch {epoch}: {} images in {batches}; the bad samples of epoch {} again ({} \
                  skipped, {} replaced)",
@@ -181,7 +184,7 @@ impl EpochSummary {
                 self.skipped,
                 self.replaced
             );
-        } else if self.skipped + self.replaced > 0 {
+        } else {
             let bad = if self.skipped == 1 {
                 "bad sample"
             } else {
@@ -193,8 +196,6 @@ impl EpochSummary {
                 self.skipped,
                 self.replaced
             );
-        } else {
-            tracing::info!("epoch {epoch}: {} images in {batches}", self.images);
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -136,26 +136,17 @@ impl Feed {
                     wanted: self.wanted.clone(),
                     dropped: self.dropped.clone(),
                 };
-                // The thread takes the part; where the system refuses the thread, the part
-                // is still here and its samples are reported missing with the reason.
-                let slot = Arc::new(Mutex::new(Some((part, tx))));
-                let theirs = slot.clone();
+                // The thread reads a copy of the part (Arcs and numbers); where the system
+                // refuses the thread, its samples are reported missing with the reason.
+                let theirs = part.clone();
                 let spawned = std::thread::Builder::new()
                     .name("stokehold-shard".into())
-                    .spawn(move || {
-                        let taken = theirs.lock().ok().and_then(|mut s| s.take());
-                        if let Some((part, tx)) = taken {
-                            part.read(&tx);
-                        }
-                    });
+                    .spawn(move || theirs.read(&tx));
                 let running = match spawned {
                     Ok(handle) => (rx, Some(handle)),
                     Err(e) => {
                         let (all_tx, all_rx) = unbounded();
-                        let taken = slot.lock().ok().and_then(|mut s| s.take());
-                        if let Some((part, _)) = taken {
-                            part.all_missing(&all_tx, &format!("no thread to read the shard: {e}"));
-                        }
+                        part.all_missing(&all_tx, &format!("no thread to read the shard: {e}"));
                         (all_rx, None)
                     }
                 };
@@ -202,6 +193,7 @@ impl Drop for Feed {
 }
 
 /// One part of one shard, read on its own thread.
+#[derive(Clone)]
 struct Part {
     seg: Segment,
     /// The epoch number of its first item.
