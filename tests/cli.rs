@@ -862,6 +862,61 @@ fn tune_tries_prefetch_depths_only_beside_a_training_step() {
 /// Ctrl-C on `tune` stops after the trial in hand and advises on the trials run.
 #[cfg(unix)]
 #[test]
+fn ctrl_c_on_bench_reports_what_was_timed() {
+    use std::io::{BufRead, Read};
+    let (_d, samples) = common::samples();
+    let mut bench = stokehold();
+    bench
+        .args(["bench", "pipelines/resnet50-eval.toml", "--batch", "16"])
+        .args(["--threads", "1", "--min-seconds", "120", "--data"])
+        .arg(&samples)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let started = std::time::Instant::now();
+    let mut child = bench.spawn().unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("device:") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "ended early");
+    }
+    // Epochs of 4 batches: the warm-up is long over.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    sigint(&child);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{out}{rest}");
+    assert!(started.elapsed().as_secs() < 60, "ran on: {out}");
+    assert!(
+        rest.contains("stopping after this batch, then reporting"),
+        "{rest}"
+    );
+    assert!(
+        out.contains("epochs and part of another after")
+            && out.contains("interrupted: the throughput below counts the batches taken"),
+        "{out}"
+    );
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("device=cpu threads=1 batch=16 images="),
+        "{out}"
+    );
+    let images: u64 = last
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("images="))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(images > 0, "{out}");
+}
+
+#[test]
 fn ctrl_c_on_tune_advises_on_the_trials_run() {
     use std::io::Read;
     let (_d, samples) = common::samples();

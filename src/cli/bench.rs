@@ -105,6 +105,9 @@ pub struct Measurement {
     /// Heap allocations in the process during the timed epochs, where counted
     /// ([`Timing::count_heap`] and an allocator that counts: [`super::heap`]).
     pub heap_allocations: Option<u64>,
+    /// Stopped by Ctrl-C: the timed part ends at the last batch taken, part of an epoch
+    /// included (its rate is not among [`Measurement::epoch_rates`]).
+    pub interrupted: bool,
 }
 
 impl Measurement {
@@ -138,7 +141,7 @@ pub fn measure(
     consumer: &Consumer,
     verbose: bool,
 ) -> Result<Measurement> {
-    timed_run(spec, timing, consumer, verbose, false).map(|(m, _)| m)
+    timed_run(spec, timing, consumer, verbose, false, &|| false).map(|(m, _)| m)
 }
 
 /// What a timed run leaves for more measuring: the pipeline, still running (unbounded), and
@@ -195,12 +198,14 @@ fn pipeline_warm(p: &Pipeline) -> bool {
 /// [`measure`]; with `keep_running`, the pipeline runs on past the timed epochs and is
 /// handed back. The warm-up is the epochs until one that began with the pipeline's own
 /// warm-up over ([`pipeline_warm`]), that one included, at most [`MAX_WARM_UP_EPOCHS`].
+/// Where `stop` says so after a batch (Ctrl-C), the timed part ends with that batch.
 fn timed_run(
     mut spec: PipelineSpec,
     timing: Timing,
     consumer: &Consumer,
     verbose: bool,
     keep_running: bool,
+    stop: &dyn Fn() -> bool,
 ) -> Result<(Measurement, Option<Running>)> {
     // Run unbounded and stop at the first batch after the timed epochs, with the pipeline's
     // threads still there to be counted (a pipeline whose input ended has let its threads
@@ -234,6 +239,7 @@ fn timed_run(
     let heap = timing.count_heap.then(heap::Counter::start).flatten();
     let mut heap_at_warm_end = 0;
     let mut next = None;
+    let mut interrupted = false;
     loop {
         let asked = Instant::now();
         let Some(b) = p.next_batch() else {
@@ -279,6 +285,10 @@ fn timed_run(
         last_arrival = now;
         progress.batch(&b);
         consumer.step();
+        if stop() {
+            interrupted = true;
+            break;
+        }
     }
     let threads_now = threads::pipeline_threads();
     // None where the input ended before the warm-up did: nothing was timed.
@@ -288,9 +298,15 @@ fn timed_run(
     let used = threads_now.since(&threads_at_warm_end);
     let used_by_name = threads_now.since_by_name(&threads_at_warm_end);
     progress.finish();
-    let seconds = clock.warm_end.map_or(0.0, |w| {
-        clock.epoch_start.saturating_duration_since(w).as_secs_f64()
-    });
+    // To the last epoch's end; interrupted, to the last batch.
+    let end = if interrupted {
+        last_arrival
+    } else {
+        clock.epoch_start
+    };
+    let seconds = clock
+        .warm_end
+        .map_or(0.0, |w| end.saturating_duration_since(w).as_secs_f64());
     let m = Measurement {
         device: p.device().device,
         threads: p.worker_threads(),
@@ -307,6 +323,7 @@ fn timed_run(
         thread_use: used,
         thread_use_by_name: used_by_name,
         heap_allocations,
+        interrupted,
     };
     let running = keep_running.then_some(Running { pipeline: p, next });
     Ok((m, running))
@@ -357,13 +374,24 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     // Calibrated before the pipeline starts, on an idle core.
     let consumer = Consumer::from_flags(args.consumer_ms, args.consumer_busy_ms);
     let busy = matches!(consumer, Consumer::Busy(_));
-    let (m, running) = timed_run(checked.loaded.spec, timing, &consumer, true, busy)?;
+    let interrupt =
+        super::interrupt::Interrupt::install_stopping("this batch, then reporting what was timed")?;
+    let (m, running) = timed_run(checked.loaded.spec, timing, &consumer, true, busy, &|| {
+        interrupt.requested()
+    })?;
     let busy_lines = match running {
-        Some(running) => Some(busy_report(&consumer, &m, running, prefetch)?),
-        None => None,
+        Some(running) if !m.interrupted => Some(busy_report(&consumer, &m, running, prefetch)?),
+        _ => None,
     };
     if args.stats {
         stats::print(&m.stats, m.run_seconds)?;
+    }
+    if m.interrupted && m.images == 0 {
+        outln!(
+            "interrupted in the warm-up ({} epoch(s)): nothing was timed",
+            m.warm_up_epochs
+        )?;
+        return Ok(ExitCode::from(super::interrupt::EXIT_STATUS));
     }
     let epochs = m.epoch_rates.len();
     let warm_up = match m.warm_up_epochs {
@@ -373,14 +401,23 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     let spread = m
         .spread()
         .map(|(median, lo, hi)| (median, lo, hi, spread_percent(median, lo, hi)));
+    let part = if m.interrupted {
+        " and part of another"
+    } else {
+        ""
+    };
     match spread {
         Some((median, lo, hi, spread)) => outln!(
-            "timed {epochs} epochs after {warm_up} in {:.2} s: median {median:.1} img/s \
+            "timed {epochs} epochs{part} after {warm_up} in {:.2} s: median {median:.1} img/s \
              per epoch (lowest {lo:.1}, highest {hi:.1}, ±{spread:.1}%)",
             m.seconds,
         )?,
+        None if epochs == 0 => outln!(
+            "timed part of an epoch after {warm_up} in {:.2} s (no epoch's rate: interrupted)",
+            m.seconds
+        )?,
         None => outln!(
-            "timed {epochs} epoch after {warm_up} in {:.2} s (no spread from one epoch)",
+            "timed {epochs} epoch{part} after {warm_up} in {:.2} s (no spread from one epoch)",
             m.seconds
         )?,
     }
@@ -499,6 +536,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
             100.0 * m.throughput() / limit
         )?;
     }
+    if m.interrupted {
+        outln!("interrupted: the throughput below counts the batches taken before Ctrl-C")?;
+    }
     outln!(
         "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
         m.device,
@@ -508,6 +548,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         m.seconds,
         m.throughput()
     )?;
+    if m.interrupted {
+        return Ok(ExitCode::from(super::interrupt::EXIT_STATUS));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,11 +1,12 @@
 //! Ctrl-C on `run`: the first asks the run to stop cleanly (the loop finishes the batch in
 //! hand, then prints the summary and where to resume); a second, a moment later, quits at
 //! once, saying where to resume from as far as the batches handed out went. (`tune` stops
-//! the same way after the trial in hand, and advises on the trials run.)
+//! the same way after the trial in hand, and advises on the trials run; `bench` after the
+//! batch in hand, and reports what it timed.)
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -22,61 +23,87 @@ const SAME_PRESS: Duration = Duration::from_millis(700);
 
 /// Whether Ctrl-C was pressed, and the position after the last batch handed out.
 pub struct Interrupt {
-    requested: Arc<AtomicBool>,
-    position: Arc<Mutex<Option<Position>>>,
+    shared: &'static Shared,
 }
 
+/// What the handler and the command share. One per process: the handler can be set only
+/// once, and a process (Python's, calling the command line) may run several commands.
+struct Shared {
+    requested: AtomicBool,
+    position: Mutex<Option<Position>>,
+    /// What the first Ctrl-C stops after, and when it was pressed.
+    what: Mutex<(&'static str, Option<Instant>)>,
+}
+
+static SHARED: Shared = Shared {
+    requested: AtomicBool::new(false),
+    position: Mutex::new(None),
+    what: Mutex::new(("this batch", None)),
+};
+
 impl Interrupt {
-    /// Installs the handler (once per process) for `run`.
+    /// Installs the handler for `run`.
     pub fn install() -> Result<Interrupt> {
         Self::install_stopping("this batch")
     }
 
-    /// Installs the handler (once per process): the first Ctrl-C says it stops after `what`.
+    /// Installs the handler (set once per process; each command starts it afresh): the first
+    /// Ctrl-C says it stops after `what`.
     pub fn install_stopping(what: &'static str) -> Result<Interrupt> {
-        let requested = Arc::new(AtomicBool::new(false));
-        let position = Arc::new(Mutex::new(None::<Position>));
-        let (seen, last) = (requested.clone(), position.clone());
-        let mut first: Option<Instant> = None;
-        ctrlc::set_handler(move || {
-            match first {
-                None => first = Some(Instant::now()),
-                Some(t) if t.elapsed() < SAME_PRESS => return,
-                Some(_) => {
-                    if std::io::stderr().is_terminal() {
-                        // Clears the progress bar's line.
-                        eprint!("\r\x1b[2K");
-                    }
-                    let at = last.lock().ok().and_then(|p| *p);
-                    match at {
-                        Some(p) => eprintln!(
-                            "interrupted again: quitting now; to continue after the last batch \
-                             handed out, run the same command with --resume {p}"
-                        ),
-                        None => eprintln!("interrupted again: quitting now"),
-                    }
-                    std::process::exit(EXIT_STATUS.into());
-                }
-            }
-            seen.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupted: stopping after {what} (Ctrl-C again to quit now)");
-        })
-        .context("installing the Ctrl-C handler")?;
-        Ok(Interrupt {
-            requested,
-            position,
-        })
+        static SET: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+        let shared = &SHARED;
+        shared.requested.store(false, Ordering::SeqCst);
+        *lock(&shared.position) = None;
+        *lock(&shared.what) = (what, None);
+        SET.get_or_init(|| ctrlc::set_handler(on_signal).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(anyhow::Error::msg)
+            .context("installing the Ctrl-C handler")?;
+        Ok(Interrupt { shared })
     }
 
     /// True once Ctrl-C was pressed.
     pub fn requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
+        self.shared.requested.load(Ordering::SeqCst)
     }
 
     /// Notes where to resume from after the batch just handed out.
     pub fn handed_out(&self, position: Position) {
-        if let Ok(mut p) = self.position.lock() {
-            *p = Some(position);
-        }
+        *lock(&self.shared.position) = Some(position);
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The handler: the first Ctrl-C asks the command to stop; one a moment later (not the
+/// same press delivered twice) quits at once.
+fn on_signal() {
+    let shared = &SHARED;
+    let what = {
+        let mut w = lock(&shared.what);
+        match w.1 {
+            None => w.1 = Some(Instant::now()),
+            Some(t) if t.elapsed() < SAME_PRESS => return,
+            Some(_) => {
+                drop(w);
+                if std::io::stderr().is_terminal() {
+                    // Clears the progress bar's line.
+                    eprint!("\r\x1b[2K");
+                }
+                match *lock(&shared.position) {
+                    Some(p) => eprintln!(
+                        "interrupted again: quitting now; to continue after the last batch \
+                         handed out, run the same command with --resume {p}"
+                    ),
+                    None => eprintln!("interrupted again: quitting now"),
+                }
+                std::process::exit(EXIT_STATUS.into());
+            }
+        }
+        w.0
+    };
+    shared.requested.store(true, Ordering::SeqCst);
+    eprintln!("\ninterrupted: stopping after {what} (Ctrl-C again to quit now)");
 }
