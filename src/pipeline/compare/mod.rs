@@ -144,6 +144,9 @@ pub struct Comparison {
     pub decoders: [Decoder; 2],
     /// The tolerance applied.
     pub tolerance: Tolerance,
+    /// Why some outputs differ between the devices on purpose, where they do: an opt-in
+    /// approximation on one path only (the CPU path's `dct_downscale`).
+    pub notes: Vec<String>,
 }
 
 impl Comparison {
@@ -166,6 +169,7 @@ impl Comparison {
             skipped: [BTreeSet::new(), BTreeSet::new()],
             batch_count_differs: false,
             tolerance,
+            notes: Vec::new(),
         }
     }
 
@@ -357,6 +361,9 @@ impl fmt::Display for Comparison {
                 "FAIL"
             }
         )?;
+        for note in &self.notes {
+            writeln!(f, "note: {note}")?;
+        }
         let problems = self.problems();
         if problems.is_empty() {
             write!(f, "within tolerance")
@@ -378,6 +385,36 @@ fn repeats_chroma(spec: &PipelineSpec) -> bool {
             .filter(|n| n.kind == "decode")
             .any(|n| Decode::from_args(&n.args).options().upsampling == Upsampling::Nearest)
     })
+}
+
+/// What differs on purpose between the devices' outputs: where exactly one of them runs the
+/// CPU path, each approximation its fused operators opt into ([`crate::fusion`]), which the
+/// GPU path (running the operators one by one) does not make.
+fn on_purpose(spec: &PipelineSpec, devices: &[DeviceReport; 2]) -> Vec<String> {
+    if (devices[0].device == "cpu") == (devices[1].device == "cpu") {
+        return Vec::new();
+    }
+    let Ok(graph) = Graph::build(spec) else {
+        return Vec::new();
+    };
+    graph
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let what = n.fusion_differs()?;
+            let parts: Vec<String> = n
+                .parts()
+                .iter()
+                .map(|p| format!("{} '{}'", p.kind, p.name))
+                .collect();
+            Some(format!(
+                "on the CPU path, {} fused: {what}; the GPU path decodes at full size, so the \
+                 outputs after them differ from the other device's on purpose (set it off to \
+                 compare the paths' exact pixels)",
+                parts.join(" and ")
+            ))
+        })
+        .collect()
 }
 
 /// The part of `spec` up to its (first) decoder: that operator and those it depends on,
@@ -437,6 +474,7 @@ pub fn compare(spec: &PipelineSpec, options: &CompareOptions) -> Result<Comparis
         &spec.outputs,
         options.tolerance,
     );
+    c.notes = on_purpose(spec, &c.devices);
     if repeats_chroma(spec) {
         // The emulated device's repeated chroma is then the pipeline's output, as the CPU's.
         c.decoders = c.decoders.map(|d| match d {

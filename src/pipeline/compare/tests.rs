@@ -259,7 +259,37 @@ fn cpu_against_emu(spec: &PipelineSpec, max_batches: Option<usize>, what: &str) 
     }
     let decoded = c.decode.as_ref().expect("the decoder's images compared");
     assert_eq!(decoded.psnr.len(), c.samples, "{what}");
+    assert!(
+        c.notes.is_empty(),
+        "{what}: nothing differs on purpose:\n{c}"
+    );
     c
+}
+
+#[test]
+fn an_approximation_on_one_path_only_is_said_to_differ_on_purpose() {
+    if crate::cuda::test_support::Emu::load().is_none() {
+        return;
+    }
+    let spec = shipped("pipelines/resnet50-train-dct.toml", 8);
+    let run = |devices| {
+        let options = CompareOptions {
+            devices,
+            max_batches: Some(1),
+            ..CompareOptions::default()
+        };
+        compare(&spec, &options).unwrap()
+    };
+    let c = run([DeviceChoice::Cpu, DeviceChoice::Emu]);
+    assert_eq!(c.notes.len(), 1, "{c}");
+    let note = &c.notes[0];
+    assert!(
+        note.contains("random_resized_crop 'cropped'") && note.contains("dct_downscale = true"),
+        "{note}"
+    );
+    assert!(c.to_string().contains(&format!("note: {note}")), "{c}");
+    // Both devices on the CPU path make the same approximation.
+    assert!(run([DeviceChoice::Cpu, DeviceChoice::Cpu]).notes.is_empty());
 }
 
 #[test]
