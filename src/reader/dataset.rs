@@ -69,10 +69,11 @@ impl Dataset {
                 if let Some(w) = files_beside_classes(&config.root, &files, &config.extensions) {
                     ds.warnings.push(w);
                 }
+                let mut links = Links::new(&config.root, &dirs);
                 for (label, dir) in dirs.iter().enumerate() {
-                    let mut visited = Vec::new();
+                    links.class = label;
                     let before = ds.entries.len();
-                    walk(dir, config, label as i64, &mut ds, &mut visited);
+                    walk(dir, config, label as i64, &mut ds, &mut links);
                     if ds.entries.len() == before {
                         ds.warnings.push(format!(
                             "class folder {} holds no image files",
@@ -186,14 +187,79 @@ fn has_extension(path: &Path, extensions: &[String]) -> bool {
         .unwrap_or(false)
 }
 
-/// Recursive, sorted walk of one class folder, following symlinks but not loops.
-fn walk(
-    dir: &Path,
-    config: &ReaderConfig,
-    label: i64,
-    ds: &mut Dataset,
-    visited: &mut Vec<PathBuf>,
-) {
+/// Where a walk of the class folders has been, to follow symlinks without reading a folder
+/// twice: a link back up (a loop), into another class folder (whose images would be read
+/// again under this class's label), to the data folder or above it, or to a folder read
+/// already is skipped with a warning.
+struct Links {
+    /// The data folder, resolved.
+    root: Option<PathBuf>,
+    /// Each class folder, resolved, by label.
+    classes: Vec<Option<PathBuf>>,
+    /// The label of the class being walked.
+    class: usize,
+    /// The folders of the walk, from the class folder down.
+    stack: Vec<PathBuf>,
+    /// Every folder walked.
+    seen: std::collections::HashSet<PathBuf>,
+}
+
+impl Links {
+    fn new(root: &Path, classes: &[PathBuf]) -> Links {
+        Links {
+            root: std::fs::canonicalize(root).ok(),
+            classes: classes
+                .iter()
+                .map(|c| std::fs::canonicalize(c).ok())
+                .collect(),
+            class: 0,
+            stack: Vec::new(),
+            seen: Default::default(),
+        }
+    }
+
+    /// Why the folder at `canonical` is not walked here, if it is not.
+    fn refuse(&self, canonical: &Path) -> Option<String> {
+        if self.stack.iter().any(|s| s == canonical) {
+            return Some("symlink loop".into());
+        }
+        // Inside this class folder: where a link leads elsewhere, it may lead anywhere.
+        let here = self.classes.get(self.class).and_then(Option::as_ref);
+        if !here.is_some_and(|h| canonical.starts_with(h)) {
+            if let Some(root) = self.root.as_ref().filter(|r| r.starts_with(canonical)) {
+                return Some(if root == canonical {
+                    "a link to the data folder, whose class folders are listed on their own"
+                        .to_string()
+                } else {
+                    format!(
+                        "a link to {}, which holds the data folder",
+                        canonical.display()
+                    )
+                });
+            }
+            let other = self.classes.iter().enumerate().find(|(k, c)| {
+                *k != self.class && c.as_ref().is_some_and(|c| canonical.starts_with(c))
+            });
+            if let Some((_, Some(c))) = other {
+                return Some(format!(
+                    "a link into the class folder {}, whose images are its class's, not this \
+                     one's",
+                    c.display()
+                ));
+            }
+        }
+        self.seen.contains(canonical).then(|| {
+            format!(
+                "a link to {}, whose images are listed already (each is read once)",
+                canonical.display()
+            )
+        })
+    }
+}
+
+/// Recursive, sorted walk of one class folder, following symlinks but not loops, nor into
+/// what the listing reads otherwise ([`Links`]).
+fn walk(dir: &Path, config: &ReaderConfig, label: i64, ds: &mut Dataset, links: &mut Links) {
     let canonical = match std::fs::canonicalize(dir) {
         Ok(c) => c,
         Err(e) => {
@@ -201,27 +267,29 @@ fn walk(
             return;
         }
     };
-    if visited.contains(&canonical) {
+    if let Some(why) = links.refuse(&canonical) {
         ds.warnings
-            .push(format!("skipped {}: symlink loop", dir.display()));
+            .push(format!("skipped {}: {why}", dir.display()));
         return;
     }
-    visited.push(canonical);
+    links.seen.insert(canonical.clone());
+    links.stack.push(canonical);
     let items = match read_dir_sorted(dir) {
         Ok(v) => v,
         Err(e) => {
             ds.warnings.push(format!("skipped {e}"));
+            links.stack.pop();
             return;
         }
     };
     for p in items {
         if p.is_dir() {
-            walk(&p, config, label, ds, visited);
+            walk(&p, config, label, ds, links);
         } else if has_extension(&p, &config.extensions) {
             ds.entries.push(Entry { path: p, label });
         }
     }
-    visited.pop();
+    links.stack.pop();
 }
 
 fn bytes_to_path(bytes: &[u8]) -> PathBuf {

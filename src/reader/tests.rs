@@ -211,6 +211,55 @@ fn symlink_loop_is_skipped_not_followed_forever() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn links_to_what_is_listed_otherwise_are_skipped_and_said() {
+    use std::os::unix::fs::symlink;
+    let d = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    touch(&d.path().join("c1/a.jpg"));
+    touch(&d.path().join("c1/sub/b.jpg"));
+    touch(&d.path().join("c2/c.jpg"));
+    touch(&outside.path().join("d.jpg"));
+    // Back to the data folder, into another class's folder, twice to one folder outside:
+    // none may read an image twice or under another class's label.
+    symlink(d.path(), d.path().join("c2/all")).unwrap();
+    symlink(d.path().join("c1/sub"), d.path().join("c2/borrowed")).unwrap();
+    symlink(outside.path(), d.path().join("c2/more")).unwrap();
+    symlink(outside.path(), d.path().join("c2/more-again")).unwrap();
+    let ds = Dataset::list(&config(d.path())).unwrap();
+    let names: Vec<(String, i64)> = ds
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.path.file_name().unwrap().to_string_lossy().into(),
+                e.label,
+            )
+        })
+        .collect();
+    let expected = [("a.jpg", 0), ("b.jpg", 0), ("c.jpg", 1), ("d.jpg", 1)];
+    let expected: Vec<(String, i64)> = expected.iter().map(|(n, l)| (n.to_string(), *l)).collect();
+    assert_eq!(names, expected, "{:?}", ds.warnings);
+    let said = |what: &str| ds.warnings.iter().any(|w| w.contains(what));
+    assert!(
+        said("c2/all: a link to the data folder"),
+        "{:?}",
+        ds.warnings
+    );
+    assert!(
+        said("c2/borrowed: a link into the class folder"),
+        "{:?}",
+        ds.warnings
+    );
+    assert!(
+        said("c2/more-again: a link to ") && said("listed already"),
+        "{:?}",
+        ds.warnings
+    );
+    assert_eq!(ds.warnings.len(), 3, "{:?}", ds.warnings);
+}
+
 #[test]
 fn order_is_deterministic_and_changes_per_epoch() {
     let a = epoch_order(100, 7, 0, true, 0, 1);
@@ -228,16 +277,38 @@ fn positions_print_and_parse() {
         sample: 17,
         batch: 4,
         batch_size: 4,
+        rank: 1,
+        world_size: 2,
     };
-    assert_eq!(p.to_string(), "3:2:17:4:4");
-    assert_eq!("3:2:17:4:4".parse::<Position>().unwrap(), p);
-    // Printed before the batch size was recorded: not known, so not checked.
+    assert_eq!(p.to_string(), "3:2:17:4:4:1:2");
+    assert_eq!("3:2:17:4:4:1:2".parse::<Position>().unwrap(), p);
+    // Printed before the batch size, or the ranks, were recorded: not known, so not checked.
+    let unranked = Position {
+        rank: 0,
+        world_size: 0,
+        ..p
+    };
+    assert_eq!("3:2:17:4:4".parse::<Position>().unwrap(), unranked);
     let old = "3:2:17:4".parse::<Position>().unwrap();
-    assert_eq!(old, Position { batch_size: 0, ..p });
-    for bad in ["3:2:17", "a:b:c:d", "3:2:17:4:4:1", "3:2:-1:4", ""] {
+    assert_eq!(
+        old,
+        Position {
+            batch_size: 0,
+            ..unranked
+        }
+    );
+    for bad in [
+        "3:2:17",
+        "a:b:c:d",
+        "3:2:17:4:4:1",
+        "3:2:17:4:4:1:2:0",
+        "3:2:-1:4",
+        "",
+    ] {
         let e = bad.parse::<Position>().unwrap_err();
         assert!(
-            e.to_string().contains("seed:epoch:sample:batch:batch_size"),
+            e.to_string()
+                .contains("seed:epoch:sample:batch:batch_size:rank:world_size"),
             "{e}"
         );
         // A typed error the library's `?` carries.
