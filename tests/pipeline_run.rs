@@ -493,7 +493,7 @@ fn resuming_gives_the_remaining_batches() {
 }
 
 #[test]
-fn resuming_with_another_batch_size_or_past_the_epoch_is_refused() {
+fn resuming_mid_epoch_with_other_batches_or_ranks_or_past_the_epoch_is_refused() {
     let d = small_folder(23, &[]);
     let spec = |batch| spec_for("resnet50-train.toml", d.path(), batch, 2, 3);
     let mut p = Pipeline::new(spec(5)).unwrap();
@@ -515,6 +515,45 @@ fn resuming_with_another_batch_size_or_past_the_epoch_is_refused() {
     let past = stokehold::pipeline::Position { sample: 24, ..at };
     let e = Pipeline::resume(spec(5), past).err().unwrap().to_string();
     assert!(e.contains("at sample 24 of its epoch, which has 23"), "{e}");
+    // Mid-epoch as another rank, or among other ranks: refused.
+    assert_eq!((at.rank, at.world_size), (0, 1));
+    let mut two = spec(5);
+    two.set_rank(1, 2);
+    let e = Pipeline::resume(two.clone(), at).err().unwrap().to_string();
+    assert!(
+        e.contains("recorded by rank 0 of 1, the pipeline is rank 1 of 2")
+            && e.contains("--rank 0 --world-size 1"),
+        "{e}"
+    );
+    // From an epoch's start, anything goes: the epochs such a run would have given.
+    let mut p = Pipeline::new(spec(5)).unwrap();
+    let end = p.by_ref().take(5).last().unwrap().unwrap().resume;
+    drop(p);
+    assert_eq!((end.epoch, end.sample, end.batch), (1, 0, 0));
+    let digests = |mut p: Pipeline, skip: usize| -> Vec<String> {
+        p.by_ref()
+            .skip(skip)
+            .map(|b| {
+                format!(
+                    "{:?}",
+                    b.unwrap()
+                        .samples
+                        .iter()
+                        .map(|s| s.index)
+                        .collect::<Vec<_>>()
+                )
+            })
+            .collect()
+    };
+    two.settings.batch = 4;
+    let fresh = digests(Pipeline::new(two.clone()).unwrap(), 3);
+    let resumed = digests(Pipeline::resume(two, end).unwrap(), 0);
+    assert_eq!(resumed, fresh);
+    assert_eq!(
+        resumed.len(),
+        6,
+        "rank 1 of 2 has 11 of 23 samples: 3 batches an epoch"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The native module of the `stokehold` Python package (`stokehold._native`): pipelines
 //! (`pipeline`), batches and their records (`batch`), zero-copy DLPack tensors
 //! (`tensor`), pipelines given as dicts (`dict_spec`), the keyword settings and ranks
-//! (`options`) and the exceptions (`errors`), and the command line (`_cli_main`, the
+//! (`options`), the exceptions (`errors`), the log lines as Python `logging` records (`log`), and the command line (`_cli_main`, the
 //! library's `cli`). The Python-facing documentation is in the docstrings and
 //! `stokehold/_native.pyi`.
 
@@ -13,6 +13,7 @@ use stokehold::cli::heap::CountingAllocator;
 mod batch;
 mod dict_spec;
 mod errors;
+mod log;
 mod options;
 mod pipeline;
 mod tensor;

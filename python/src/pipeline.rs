@@ -101,6 +101,10 @@ impl Runner {
         if self.epoch_done {
             self.epoch_done = false;
             self.epoch += 1;
+            // The epoch's summary now, as its loop ends, not when the next loop begins.
+            if let Some(p) = self.running.as_mut() {
+                p.log_epoch_summaries();
+            }
             return Step::End;
         }
         if let Some(b) = self.pending.take() {
@@ -173,6 +177,26 @@ pub struct PyPipeline {
     facts: Facts,
 }
 
+/// The threads stop (their last summaries logged) and the lines still queued reach
+/// `logging`, where Python is not shutting down.
+impl Drop for PyPipeline {
+    fn drop(&mut self) {
+        self.runner
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stop();
+        Python::try_attach(|py| {
+            // A pipeline dropped while an exception is on its way (its own, from a call on a
+            // temporary): `logging` must not see it, nor take it.
+            let raised = PyErr::take(py);
+            let _ = crate::log::flush(py);
+            if let Some(e) = raised {
+                e.restore(py);
+            }
+        });
+    }
+}
+
 impl PyPipeline {
     fn lock(&self) -> MutexGuard<'_, Runner> {
         self.runner.lock().unwrap_or_else(PoisonError::into_inner)
@@ -182,11 +206,22 @@ impl PyPipeline {
     /// slices, checking for Ctrl-C between them: on KeyboardInterrupt every thread is stopped
     /// and joined before the exception goes on.
     fn next_in(&self, py: Python<'_>, epoch: u64) -> PyResult<Option<PyBatch>> {
+        // The lines logged with the batch before (its bad files), before a batch is taken:
+        // Ctrl-C, raised by the first Python code after it (`logging`'s), loses no batch.
+        self.flush_or_stop(py)?;
         loop {
             match py.detach(|| self.lock().step(epoch, WAIT_SLICE)) {
                 Step::Batch(b) => return PyBatch::new(py, b).map(Some),
-                Step::End => return Ok(None),
-                Step::Failed(e) => return Err(to_py(py, e)),
+                Step::End => {
+                    // The epoch's summary, as its loop ends.
+                    self.flush_or_stop(py)?;
+                    return Ok(None);
+                }
+                Step::Failed(e) => {
+                    let e = to_py(py, e);
+                    self.flush_or_stop(py)?;
+                    return Err(e);
+                }
                 Step::Waiting => {
                     if let Err(interrupt) = py.check_signals() {
                         py.detach(|| self.lock().stop());
@@ -195,6 +230,12 @@ impl PyPipeline {
                 }
             }
         }
+    }
+
+    /// Hands the queued log lines to `logging`; where Python raised meanwhile (Ctrl-C), the
+    /// threads stop and join before the exception goes on, as on an interrupted wait.
+    fn flush_or_stop(&self, py: Python<'_>) -> PyResult<()> {
+        crate::log::flush(py).inspect_err(|_| py.detach(|| self.lock().stop()))
     }
 }
 
@@ -249,6 +290,7 @@ impl PyPipeline {
             rank,
             world_size,
         };
+        crate::log::install(py)?;
         let (mut draft, source) = options::load(py, pipeline)?;
         let rank = options::rank(py, &o)?;
         options::apply(py, draft.spec_mut(), &o, &rank)?;
@@ -257,6 +299,7 @@ impl PyPipeline {
         let settings = spec.settings.clone();
         let started = py.detach(|| Pipeline::from_graph(graph));
         let running = started.map_err(|e| to_py(py, e))?;
+        crate::log::flush(py)?;
         for w in running.warnings() {
             crate::errors::warn(py, w)?;
         }
@@ -410,18 +453,9 @@ impl PyPipeline {
                 Some(_) => int(state, "batch_size")? as usize,
                 None => 0,
             },
+            rank: int(state, "rank")? as usize,
+            world_size: int(state, "world_size")? as usize,
         };
-        let (rank, world_size) = (int(state, "rank")?, int(state, "world_size")?);
-        if (rank, world_size) != (self.facts.rank as u64, self.facts.world_size as u64) {
-            return Err(pipeline_err(
-                py,
-                format!(
-                    "the state is rank {rank} of {world_size}, this pipeline rank {} of {}",
-                    self.facts.rank, self.facts.world_size
-                ),
-                Some("each rank loads the state it saved, with the same world size"),
-            ));
-        }
         if position.seed != self.facts.seed {
             return Err(pipeline_err(
                 py,
@@ -432,23 +466,38 @@ impl PyPipeline {
                 Some("resume with the seed the run started with"),
             ));
         }
-        match position.batch_size {
-            // Saved before the batch size was recorded: this pipeline's.
-            0 => position.batch_size = self.facts.batch,
-            n if n != self.facts.batch => {
-                return Err(pipeline_err(
-                    py,
-                    format!(
-                        "the state was saved with batches of {n}, this pipeline has batches of {}",
-                        self.facts.batch
-                    ),
-                    Some(&format!(
-                        "resume with the batch size the run started with (batch={n})"
-                    )),
-                ));
-            }
-            _ => {}
+        // At an epoch's start the batches to come depend on neither the ranks nor the batch
+        // size: a run may go on from there with others (more GPUs, say).
+        let mid_epoch = !position.at_epoch_start();
+        let or_else = "or load a state saved at an epoch's end";
+        let ranks = (position.rank, position.world_size);
+        if mid_epoch && ranks != (self.facts.rank, self.facts.world_size) {
+            return Err(pipeline_err(
+                py,
+                format!(
+                    "the state, saved mid-epoch, is rank {} of {}, this pipeline rank {} of {}",
+                    ranks.0, ranks.1, self.facts.rank, self.facts.world_size
+                ),
+                Some(&format!(
+                    "each rank loads the state it saved, with the same world size; {or_else}"
+                )),
+            ));
         }
+        let n = position.batch_size;
+        if mid_epoch && n != 0 && n != self.facts.batch {
+            return Err(pipeline_err(
+                py,
+                format!(
+                    "the state, saved mid-epoch, has batches of {n}, this pipeline has batches of {}",
+                    self.facts.batch
+                ),
+                Some(&format!(
+                    "resume with the batch size the run started with (batch={n}); {or_else}"
+                )),
+            ));
+        }
+        (position.batch_size, position.rank, position.world_size) =
+            (self.facts.batch, self.facts.rank, self.facts.world_size);
         let started = py.detach(|| {
             let mut r = self.lock();
             let before = (r.position, r.epoch, r.epoch_done);
@@ -470,6 +519,7 @@ impl PyPipeline {
     /// ``skipped``, ...), seconds per stage, per-epoch summaries, and
     /// ``idle_batch_buffers`` (batch buffers given back and waiting for reuse).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::log::flush(py)?;
         let taken = py.detach(|| {
             let r = self.lock();
             match &r.running {
@@ -613,8 +663,9 @@ impl PyPipeline {
 
     /// Stops and joins the pipeline's threads now. Iterating again starts them again where
     /// the last batch handed out left off.
-    fn close(&self, py: Python<'_>) {
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.lock().stop());
+        crate::log::flush(py)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -623,9 +674,9 @@ impl PyPipeline {
 
     /// Closes the pipeline (see :meth:`close`).
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {

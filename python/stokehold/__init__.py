@@ -18,7 +18,8 @@ and ``LOCAL_RANK`` are read from the environment), with the same number of batch
 every rank. ``state_dict()``/``load_state_dict()`` resume mid-epoch with the very batches an
 uninterrupted run would have given. Errors are :class:`Error` subclasses that say what to
 change; what a pipeline's start finds worth telling is a :class:`DataWarning` or
-:class:`PerformanceWarning`. The command line is here too: ``stokehold ...`` or
+:class:`PerformanceWarning`; bad files and epoch summaries are logged to the ``"stokehold"``
+logger of :mod:`logging`. The command line is here too: ``stokehold ...`` or
 ``python -m stokehold ...``.
 """
 

@@ -63,7 +63,10 @@ def test_close_and_iterate_again_continues(builtin):
 
 
 def test_a_state_of_another_rank_or_seed_is_refused(builtin):
-    state = make(builtin).state_dict()
+    saved = make(builtin)
+    next(iter(saved))
+    state = saved.state_dict()  # mid-epoch: batch 1 of epoch 0
+    assert (state["sample"], state["batch"]) == (10, 1)
     other = stokehold.Pipeline(TRAIN, builtin, batch=10, seed=3, rank=1, world_size=2)
     with pytest.raises(stokehold.PipelineError, match="rank 0 of 1"):
         other.load_state_dict(state)
@@ -79,3 +82,20 @@ def test_a_state_of_another_rank_or_seed_is_refused(builtin):
     # A state saved before the batch size was recorded still loads.
     del state["batch_size"]
     make(builtin).load_state_dict(state)
+
+
+def test_a_state_saved_at_an_epochs_end_goes_on_with_other_ranks_and_batches(builtin):
+    p = make(builtin)
+    for _ in p:
+        pass
+    state = p.state_dict()
+    assert (state["epoch"], state["sample"], state["batch"]) == (1, 0, 0)
+    # Twice the GPUs, smaller batches: the next epoch is the one such a run would give.
+    settings = dict(batch=8, seed=3, epochs=2, threads=2, rank=1, world_size=2)
+    fresh = stokehold.Pipeline(TRAIN, builtin, **settings)
+    expected = run(fresh, 2)[-len(fresh):]
+    resumed = stokehold.Pipeline(TRAIN, builtin, **settings)
+    resumed.load_state_dict(state)
+    assert resumed.epoch == 1
+    assert [fingerprint(b) for b in resumed] == expected
+    assert resumed.state_dict()["world_size"] == 2

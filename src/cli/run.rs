@@ -48,17 +48,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         checked.graph.spec.settings.seed,
         checked.graph.spec.settings.batch,
     );
+    let (rank, world_size) = (checked.graph.reader.rank, checked.graph.reader.world_size);
     // The start counts: listing the data set, starting the threads.
     let started = Instant::now();
     let mut p = options::start(checked, args.resume, true)?;
     let mut position = match args.resume {
-        // A position printed before the batch size was recorded: this run's.
+        // The start took it: where it records another batch size or other ranks, it is an
+        // epoch's start (which may go on with others) or predates their recording.
         Some(p) => Position {
-            batch_size: if p.batch_size == 0 {
-                batch_size
-            } else {
-                p.batch_size
-            },
+            batch_size,
+            rank,
+            world_size,
             ..p
         },
         None => Position::start(seed, batch_size),

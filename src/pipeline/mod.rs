@@ -20,6 +20,6 @@ pub use crate::reader::schedule::{Position, PositionError};
 pub use batch::{Batch, BatchTensor, DeviceTensor, PinnedTensor, SampleInfo};
 pub use run::{
     DecoderStats, DeviceReport, EpochSummary, GpuStats, ModelledCounts, Pipeline, Stats,
-    StatsSnapshot, Waited,
+    StatsSnapshot, Waited, START_WARNINGS_TARGET,
 };
 pub use spec::{BatchMemory, DeviceChoice, LastBatch, OnError, OpSpec, PipelineSpec, Settings};

@@ -34,14 +34,16 @@ impl LastBatch {
 
 /// Where a run stands: enough to resume it and get the same remaining batches.
 ///
-/// It prints and parses as `seed:epoch:sample:batch:batch_size`:
+/// It prints and parses as `seed:epoch:sample:batch:batch_size:rank:world_size`:
 /// ```
 /// use stokehold::pipeline::Position;
-/// let p: Position = "1:2:130:2:64".parse()?;
-/// assert_eq!((p.epoch, p.sample, p.batch_size), (2, 130, 64));
-/// assert_eq!(p.to_string(), "1:2:130:2:64");
-/// // What a run printed before the batch size was recorded still parses (0: not known).
+/// let p: Position = "1:2:130:2:64:0:1".parse()?;
+/// assert_eq!((p.epoch, p.sample, p.batch_size, p.world_size), (2, 130, 64, 1));
+/// assert_eq!(p.to_string(), "1:2:130:2:64:0:1");
+/// // What a run printed before the batch size, or the ranks, were recorded still parses
+/// // (0: not known).
 /// assert_eq!("1:2:130:2".parse::<Position>()?.batch_size, 0);
+/// assert_eq!("1:2:130:2:64".parse::<Position>()?.world_size, 0);
 /// assert!("1:2".parse::<Position>().is_err());
 /// # Ok::<(), stokehold::pipeline::PositionError>(())
 /// ```
@@ -59,11 +61,17 @@ pub struct Position {
     /// refused: its batches would not be the ones the run would have given); 0 where it is not
     /// known, and then not checked.
     pub batch_size: usize,
+    /// The rank that recorded it (resuming mid-epoch as another rank, or among another
+    /// number of ranks, is refused: `sample` counts in the rank's part of the epoch).
+    pub rank: usize,
+    /// The number of ranks of the run that recorded it; 0 where the ranks are not known,
+    /// and then not checked.
+    pub world_size: usize,
 }
 
 impl Position {
     /// Where a run with `seed` and batches of `batch_size` starts: its first epoch's first
-    /// sample.
+    /// sample (on every rank).
     pub fn start(seed: u64, batch_size: usize) -> Position {
         Position {
             seed,
@@ -71,21 +79,36 @@ impl Position {
             ..Position::default()
         }
     }
+
+    /// Whether it is at an epoch's start, where the batches to come do not depend on the
+    /// batch size or the ranks: a run may go on from there with others.
+    pub fn at_epoch_start(&self) -> bool {
+        self.sample == 0 && self.batch == 0
+    }
 }
 
 impl std::fmt::Display for Position {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}:{}:{}:{}:{}",
-            self.seed, self.epoch, self.sample, self.batch, self.batch_size
+            "{}:{}:{}:{}:{}:{}:{}",
+            self.seed,
+            self.epoch,
+            self.sample,
+            self.batch,
+            self.batch_size,
+            self.rank,
+            self.world_size
         )
     }
 }
 
 /// Text that is not a [`Position`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{text}' is not a position: give seed:epoch:sample:batch:batch_size, as a run prints it")]
+#[error(
+    "'{text}' is not a position: give seed:epoch:sample:batch:batch_size:rank:world_size, as a \
+     run prints it"
+)]
 pub struct PositionError {
     /// The text given.
     pub text: String,
@@ -98,14 +121,15 @@ impl std::str::FromStr for Position {
         let bad = || PositionError {
             text: s.to_string(),
         };
-        let mut numbers = [0u64; 5];
+        let mut numbers = [0u64; 7];
         let mut count = 0;
         for part in s.split(':') {
             let slot = numbers.get_mut(count).ok_or_else(bad)?;
             *slot = part.trim().parse().map_err(|_| bad())?;
             count += 1;
         }
-        if count < 4 {
+        // Four and five numbers: printed before the batch size, or the ranks, were recorded.
+        if !matches!(count, 4 | 5 | 7) {
             return Err(bad());
         }
         let size = |n: u64| usize::try_from(n).map_err(|_| bad());
@@ -115,6 +139,8 @@ impl std::str::FromStr for Position {
             sample: size(numbers[2])?,
             batch: size(numbers[3])?,
             batch_size: size(numbers[4])?,
+            rank: size(numbers[5])?,
+            world_size: size(numbers[6])?,
         })
     }
 }

@@ -85,7 +85,7 @@ mod upsampling_tests;
 
 pub use device::{choose_device, choose_device_for, DeviceReport};
 pub use stats::{DecoderStats, EpochSummary, GpuStats, ModelledCounts, Stats, StatsSnapshot};
-pub use warnings::StartWarning;
+pub use warnings::{StartWarning, START_WARNINGS_TARGET};
 
 /// A running pipeline: take batches with [`Pipeline::next_batch`], or iterate over it.
 ///
@@ -182,7 +182,7 @@ impl Pipeline {
         if self.finished {
             return None;
         }
-        self.log_summaries();
+        self.log_epoch_summaries();
         let queued = self.batches.len();
         let t0 = Instant::now();
         let r = self.batches.recv();
@@ -216,7 +216,7 @@ impl Pipeline {
         if self.finished {
             return Waited::Ready(None);
         }
-        self.log_summaries();
+        self.log_epoch_summaries();
         let queued = self.batches.len();
         let t0 = Instant::now();
         let r = self.batches.recv_timeout(timeout);
@@ -261,7 +261,7 @@ impl Pipeline {
         };
         drop(ledger);
         if self.finished {
-            self.log_summaries();
+            self.log_epoch_summaries();
         }
         r
     }
@@ -269,8 +269,9 @@ impl Pipeline {
     /// Logs the summaries of the epochs finished with the batches handed out so far and not
     /// yet logged. An epoch's summary follows its last batch: it is logged when the consumer
     /// asks for the batch after (having printed or logged what it was handed), at the run's
-    /// end, or when the pipeline is dropped.
-    fn log_summaries(&mut self) {
+    /// end, or when the pipeline is dropped — or now, by a consumer that knows an epoch
+    /// ended without asking for the next batch (Python's loop over an epoch).
+    pub fn log_epoch_summaries(&mut self) {
         let handed = self.stats.ledger.lock().map_or(0, |l| l.handed().epochs);
         if handed > self.epochs_logged {
             self.stats.log_epochs(self.epochs_logged..handed);
@@ -439,6 +440,6 @@ impl Drop for Pipeline {
         }
         // The epochs the consumer finished and did not ask past still get their summaries
         // (after the join: the assembler has recorded every epoch end it reached).
-        self.log_summaries();
+        self.log_epoch_summaries();
     }
 }

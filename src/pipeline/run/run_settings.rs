@@ -3,10 +3,10 @@
 
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::{BatchMemory, DeviceChoice, OnError, Settings};
-use crate::reader::schedule::LastBatch;
+use crate::reader::schedule::{LastBatch, Position};
 
 /// What the stages of a run read from its settings (`[pipeline]` and the reader's
-/// `last_batch`).
+/// `last_batch`, `rank` and `world_size`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct RunSettings {
     /// Samples per batch.
@@ -28,6 +28,9 @@ pub(crate) struct RunSettings {
     pub(crate) batch_memory: BatchMemory,
     /// What to do with the last, incomplete batch of an epoch.
     pub(crate) last_batch: LastBatch,
+    /// This process's part of the data among `world_size` ranks.
+    pub(crate) rank: usize,
+    pub(crate) world_size: usize,
 }
 
 impl RunSettings {
@@ -35,12 +38,27 @@ impl RunSettings {
     pub(crate) fn of(graph: &Graph) -> RunSettings {
         RunSettings {
             last_batch: graph.reader.last_batch,
+            rank: graph.reader.rank,
+            world_size: graph.reader.world_size,
             ..RunSettings::from(&graph.spec.settings)
+        }
+    }
+
+    /// The position of sample `sample` of `epoch`'s order, batch `batch`, in this run.
+    pub(crate) fn position(&self, epoch: u64, sample: usize, batch: usize) -> Position {
+        Position {
+            seed: self.seed,
+            epoch,
+            sample,
+            batch,
+            batch_size: self.batch,
+            rank: self.rank,
+            world_size: self.world_size,
         }
     }
 }
 
-/// The pipeline-wide settings alone (the reader's `last_batch` at its default).
+/// The pipeline-wide settings alone (the reader's `last_batch` at its default, one rank).
 impl From<&Settings> for RunSettings {
     fn from(s: &Settings) -> RunSettings {
         RunSettings {
@@ -54,6 +72,8 @@ impl From<&Settings> for RunSettings {
             device_id: s.device_id,
             batch_memory: s.batch_memory,
             last_batch: LastBatch::default(),
+            rank: 0,
+            world_size: 1,
         }
     }
 }

@@ -81,7 +81,7 @@ impl Pipeline {
                 settings.batch
             )));
         }
-        resumable(&start, settings.batch, scheduled)?;
+        resumable(&start, &settings, scheduled)?;
         // A batch holds no more samples than an epoch has, unless padded to the batch size.
         let capacity = if last_batch == LastBatch::Pad {
             settings.batch
@@ -379,19 +379,39 @@ fn default_workers(cores: usize, gpu: Option<&DeviceDescription>) -> usize {
 }
 
 /// Refuses to start at `start` where its batches could not be the ones the run that recorded
-/// it would have given: another batch size (where the position records one), or a sample past
-/// the epoch's `scheduled` samples (the data set changed).
-fn resumable(start: &Position, batch: usize, scheduled: usize) -> Result<(), Error> {
-    if start.batch_size != 0 && start.batch_size != batch {
+/// it would have given: mid-epoch, another batch size or other ranks (where the position
+/// records them); anywhere, a sample past the epoch's `scheduled` samples (the data set
+/// changed). At an epoch's start the batches to come depend on neither.
+fn resumable(start: &Position, run: &RunSettings, scheduled: usize) -> Result<(), Error> {
+    let mid_epoch = !start.at_epoch_start();
+    let why = "resume with the settings the run had, or from an epoch's start";
+    if mid_epoch && start.batch_size != 0 && start.batch_size != run.batch {
         return Err(Error::Invalid {
             at: "setting 'batch'".into(),
             message: format!(
-                "the position was recorded with batches of {}, the pipeline has batches of {batch}",
-                start.batch_size
+                "the position, mid-epoch, was recorded with batches of {}, the pipeline has \
+                 batches of {}",
+                start.batch_size, run.batch
             ),
             help: Some(format!(
-                "resume with the batch size the run started with (batch = {})",
+                "resume with the batch size the run started with (batch = {}); {why}",
                 start.batch_size
+            )),
+        });
+    }
+    let ranks = (start.rank, start.world_size);
+    if mid_epoch && start.world_size != 0 && ranks != (run.rank, run.world_size) {
+        return Err(Error::Invalid {
+            at: "reader 'rank'/'world_size'".into(),
+            message: format!(
+                "the position, mid-epoch, was recorded by rank {} of {}, the pipeline is rank {} \
+                 of {}",
+                start.rank, start.world_size, run.rank, run.world_size
+            ),
+            help: Some(format!(
+                "each rank resumes from the position it recorded, with as many ranks \
+                 (--rank {} --world-size {}); {why}",
+                start.rank, start.world_size
             )),
         });
     }

@@ -74,10 +74,17 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
     ];
     out.extend(speed.into_iter().flatten().map(StartWarning::Speed));
     for w in &out {
-        warn_once(w.to_string());
+        if first_time(w.message()) {
+            tracing::warn!(target: START_WARNINGS_TARGET, "{w}");
+        }
     }
     out
 }
+
+/// The `tracing` target of the start's warnings: a subscriber that hands them on another
+/// way (the Python package turns [`Pipeline::warnings`](super::Pipeline::warnings) into
+/// Python warnings) can leave these lines out.
+pub const START_WARNINGS_TARGET: &str = "stokehold::pipeline::start";
 
 /// Logs `message` as a warning unless this process logged it already: `compare` starts a
 /// pipeline per device and run over the same data, whose bad files and listing problems are
@@ -85,12 +92,16 @@ pub(super) fn at_start(graph: &Graph, source: &Source) -> Vec<StartWarning> {
 /// summaries are its own: logged each time.) The messages are kept for the process's life:
 /// a few per bad file.
 pub(super) fn warn_once(message: String) {
+    if first_time(&message) {
+        tracing::warn!("{message}");
+    }
+}
+
+/// Whether `message` is logged for the first time in this process (and notes it).
+fn first_time(message: &str) -> bool {
     static LOGGED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
-    if !logged.contains(&message) {
-        tracing::warn!("{message}");
-        logged.insert(message);
-    }
+    logged.insert(message.to_string())
 }
 
 /// Why every label will be -1 when the pipeline uses the reader's labels, if it will be.

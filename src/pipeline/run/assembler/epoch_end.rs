@@ -3,7 +3,7 @@
 //! until this rank has yielded as many as every rank does; the epoch's summary.
 
 use crate::error::Error;
-use crate::reader::schedule::{LastBatch, Position};
+use crate::reader::schedule::LastBatch;
 
 use super::super::fill::ImageFill;
 use super::super::gpu_stage::DeviceFill;
@@ -57,7 +57,7 @@ impl Assembler {
     /// with more of them to follow resumes at the last good sample: a run resumed there
     /// reads it again to pad with (counting it once more), so it too yields them all.
     fn finish_epoch(&mut self, epoch: u64) -> bool {
-        let (seed, batch_size) = (self.links.settings.seed, self.links.settings.batch);
+        let settings = self.links.settings;
         let capacity = self.links.capacity;
         let per_epoch = self.links.batches_per_epoch;
         let owed = if self.evens_out() {
@@ -67,21 +67,9 @@ impl Assembler {
         };
         let resume = |a: &Assembler| {
             if a.evens_out() && a.batch_in_epoch + 1 < per_epoch {
-                Position {
-                    seed,
-                    epoch,
-                    sample: a.last_good_pos,
-                    batch: a.batch_in_epoch + 1,
-                    batch_size,
-                }
+                settings.position(epoch, a.last_good_pos, a.batch_in_epoch + 1)
             } else {
-                Position {
-                    seed,
-                    epoch: epoch + 1,
-                    sample: 0,
-                    batch: 0,
-                    batch_size,
-                }
+                settings.position(epoch + 1, 0, 0)
             }
         };
         if !self.samples.is_empty() {

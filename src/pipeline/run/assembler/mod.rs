@@ -337,7 +337,7 @@ impl Assembler {
             ..
         } = d;
         let settings = &self.links.settings;
-        let (batch_size, seed, on_error) = (settings.batch, settings.seed, settings.on_error);
+        let (batch_size, on_error) = (settings.batch, settings.on_error);
         self.next_pos = pos + 1;
         // The scheduled file's error comes first; the files tried in its place that failed
         // too are the epoch's own samples, counted where the epoch schedules them.
@@ -394,13 +394,10 @@ impl Assembler {
                     if self.samples.len() < batch_size {
                         return true;
                     }
-                    let resume = Position {
-                        seed,
-                        epoch,
-                        sample: self.next_pos,
-                        batch: self.batch_in_epoch + 1,
-                        batch_size,
-                    };
+                    let resume =
+                        self.links
+                            .settings
+                            .position(epoch, self.next_pos, self.batch_in_epoch + 1);
                     return self.emit(epoch, 0, resume);
                 }
             }
