@@ -3,7 +3,8 @@
 //! ```text
 //! cargo run --release --example 01-run-pipeline-file -- pipelines/resnet50-train.toml [DATA_DIR]
 //! ```
-//! Without DATA_DIR it uses the built-in sample set.
+//! Without DATA_DIR it reads the data the file names (its reader's `root` or `list`), or
+//! the built-in sample set where the file names none.
 
 use std::path::PathBuf;
 
@@ -15,12 +16,14 @@ fn main() -> Result<(), stokehold::Error> {
         args.next()
             .unwrap_or_else(|| "pipelines/resnet50-train.toml".into()),
     );
-    let data = match args.next() {
-        Some(d) => PathBuf::from(d),
-        None => stokehold::builtin_data::ensure(&stokehold::builtin_data::default_dir())?,
-    };
     let mut spec = file::load(&pipeline)?.spec;
-    spec.set_data(&data);
+    match args.next() {
+        Some(d) => spec.set_data(&PathBuf::from(d)),
+        None if spec.has_data() => {}
+        None => spec.set_data(&stokehold::builtin_data::ensure(
+            &stokehold::builtin_data::default_dir(),
+        )?),
+    }
     let mut pipeline = Pipeline::new(spec)?;
     println!("device: {}", pipeline.device());
     // `&mut`: the pipeline stays ours, for its summaries at the end.
