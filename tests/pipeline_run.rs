@@ -557,6 +557,46 @@ fn resuming_mid_epoch_with_other_batches_or_ranks_or_past_the_epoch_is_refused()
 }
 
 #[test]
+fn an_epochs_last_batch_resumes_at_the_next_epochs_start() {
+    // However the epoch ends: a batch size that divides it, "drop", an even split among
+    // ranks, a partial last batch. There a run may go on with another batch size.
+    for (files, policy, rank) in [
+        (20, "partial", None),
+        (23, "drop", None),
+        (20, "partial", Some(0)),
+        (23, "partial", None),
+    ] {
+        let d = small_folder(files, &[]);
+        let mut s = spec_for("resnet50-eval.toml", d.path(), 5, 2, 2);
+        set_reader(&mut s, "last_batch", policy);
+        if let Some(r) = rank {
+            s.set_rank(r, 2);
+        }
+        let what = format!("{files} files, {policy}, rank {rank:?}");
+        let batches: Vec<_> = Pipeline::new(s.clone())
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        let last_of_first = batches.iter().rfind(|b| b.epoch == 0).unwrap();
+        let at = last_of_first.resume;
+        assert_eq!((at.epoch, at.sample, at.batch), (1, 0, 0), "{what}");
+        let mut other = s.clone();
+        other.settings.batch = 3;
+        let fresh: Vec<Vec<usize>> = Pipeline::new(other.clone())
+            .unwrap()
+            .map(|b| b.unwrap())
+            .filter(|b| b.epoch == 1)
+            .map(|b| b.samples.iter().map(|x| x.index).collect())
+            .collect();
+        let resumed: Vec<Vec<usize>> = Pipeline::resume(other, at)
+            .unwrap()
+            .map(|b| b.unwrap().samples.iter().map(|x| x.index).collect())
+            .collect();
+        assert_eq!(resumed, fresh, "{what}");
+    }
+}
+
+#[test]
 fn epoch_summaries_account_for_every_sample() {
     let d = small_folder(10, &[2]);
     let mut p = Pipeline::new(spec_for("resnet50-eval.toml", d.path(), 4, 2, 2)).unwrap();

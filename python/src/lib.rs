@@ -40,7 +40,7 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 /// released meanwhile; `run` takes over Ctrl-C as the binary does.
 #[pyfunction]
 fn _cli_main(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
-    let code = py.detach(|| stokehold::cli::main(args));
+    let code = log::during_command(py, || stokehold::cli::main(args));
     // std has no stable way to read an ExitCode's number back.
     (0..=u8::MAX)
         .find(|&k| std::process::ExitCode::from(k) == code)

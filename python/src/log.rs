@@ -6,23 +6,27 @@
 //!
 //! The pipeline's threads never take the GIL (see `pipeline.rs`'s locking rule): they queue
 //! each line, and the thread that holds the GIL hands the queue to `logging` ([`flush`])
-//! when it next asks for a batch (a bad file's line comes as the batch after its own is
-//! asked for), as an epoch's loop ends (its summary), in `stats()` and `close()`, and when
-//! the pipeline is dropped.
+//! when it next asks for a batch, as an epoch's loop ends (its summary, where the threads
+//! have closed the epoch), in `stats()` and `close()`, and when the pipeline is dropped. The
+//! pipeline works ahead: a bad file's line can come before the batch it is missing from.
 //!
 //! The start's warnings are left out here: Python has them as `stokehold.DataWarning`s
 //! (and `PerformanceWarning`s) through `warnings`.
+//!
+//! While a `stokehold` command runs in the process ([`during_command`]), the lines go to
+//! the command line's own log instead (stderr, `STOKEHOLD_LOG`), as in a process of its
+//! own.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, Once, PoisonError};
+use std::sync::{Mutex, Once, OnceLock, PoisonError};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata};
+use tracing::{Dispatch, Event, Level, Metadata};
 
 /// Lines kept for `logging` at most; past it the newest are counted and said, not kept (a
 /// consumer that never asks for a batch while a million bad files go by).
@@ -39,6 +43,34 @@ static WAITING: AtomicBool = AtomicBool::new(false);
 /// The most verbose level the logger wants (a [`Level`] as [`level_rank`]), read from
 /// Python at each flush.
 static WANTED: AtomicU8 = AtomicU8::new(2);
+
+/// Whether a `stokehold` command runs in this process, and its log.
+static COMMAND: AtomicBool = AtomicBool::new(false);
+static COMMAND_LOG: OnceLock<Dispatch> = OnceLock::new();
+
+/// Runs `f`, a `stokehold` command, with the library's lines on the command line's log (where
+/// this module took the library's log first), then hands on what was queued before.
+pub fn during_command<R>(py: Python<'_>, f: impl FnOnce() -> R + Send) -> R
+where
+    R: Send,
+{
+    COMMAND_LOG.get_or_init(|| Dispatch::new(stokehold::cli::log_subscriber()));
+    COMMAND.store(true, Ordering::SeqCst);
+    let r = py.detach(f);
+    COMMAND.store(false, Ordering::SeqCst);
+    // Lines queued before the command: a failure to hand them on (Ctrl-C) leaves them
+    // queued, and Ctrl-C was the command's.
+    let _ = hand_on(py);
+    r
+}
+
+/// The command line's log, while a command runs.
+fn command_log() -> Option<&'static Dispatch> {
+    COMMAND
+        .load(Ordering::Relaxed)
+        .then(|| COMMAND_LOG.get())
+        .flatten()
+}
 
 /// One log line: Python's level number and the text.
 struct Line {
@@ -67,32 +99,49 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
 /// `KeyboardInterrupt`, run by the first Python code after the signal — for the caller to
 /// raise: swallowed, the interrupt would be lost.
 pub fn flush(py: Python<'_>) -> PyResult<()> {
-    if WAITING.load(Ordering::Acquire) {
-        hand_on(py)?;
-    }
+    hand_on(py)?;
     refresh_level(py)
 }
 
-/// Hands the waiting lines on; a line that could not be handed on is lost with the error.
-fn hand_on(py: Python<'_>) -> PyResult<()> {
+/// Hands the waiting lines on, oldest first, without reading the level: for a pipeline
+/// being dropped, where the less Python runs the better. Where Python raises meanwhile,
+/// the lines after the one being handed on wait for the next flush.
+pub fn hand_on(py: Python<'_>) -> PyResult<()> {
+    if !WAITING.load(Ordering::Acquire) {
+        return Ok(());
+    }
     let lines: Vec<Line> = {
         let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
         WAITING.store(false, Ordering::Release);
         q.drain(..).collect()
     };
     let dropped = DROPPED.swap(0, Ordering::AcqRel);
-    let logger = logger(py)?;
-    for l in &lines {
-        logger.call_method1("log", (l.level, l.text.as_str()))?;
+    let mut lines = lines.into_iter();
+    let sent = (|| {
+        let logger = logger(py)?;
+        for l in lines.by_ref() {
+            logger.call_method1("log", (l.level, l.text.as_str()))?;
+        }
+        if dropped > 0 {
+            let text = format!(
+                "{dropped} more stokehold log lines were left out: more than {QUEUE_LIMIT} \
+                 were written between two batches"
+            );
+            logger.call_method1("log", (30u8, text))?;
+        }
+        Ok(())
+    })();
+    if sent.is_err() {
+        // Back in front of what was logged since, for the next flush; the line being handed
+        // on when Python raised is not sent twice.
+        let mut q = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
+        for l in lines.rev() {
+            q.push_front(l);
+        }
+        DROPPED.fetch_add(dropped, Ordering::AcqRel);
+        WAITING.store(true, Ordering::Release);
     }
-    if dropped > 0 {
-        let text = format!(
-            "{dropped} more stokehold log lines were left out: more than {QUEUE_LIMIT} were \
-             written between two batches"
-        );
-        logger.call_method1("log", (30u8, text))?;
-    }
-    Ok(())
+    sent
 }
 
 /// The `"stokehold"` logger, looked up once.
@@ -156,6 +205,9 @@ impl tracing::Subscriber for ToPython {
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        if let Some(cli) = command_log() {
+            return cli.enabled(metadata);
+        }
         level_rank(metadata.level()) <= WANTED.load(Ordering::Relaxed)
             && metadata.target() != stokehold::pipeline::START_WARNINGS_TARGET
     }
@@ -169,6 +221,9 @@ impl tracing::Subscriber for ToPython {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
+        if let Some(cli) = command_log() {
+            return cli.event(event);
+        }
         let mut text = Text(String::new());
         event.record(&mut text);
         let line = Line {

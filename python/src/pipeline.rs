@@ -178,7 +178,8 @@ pub struct PyPipeline {
 }
 
 /// The threads stop (their last summaries logged) and the lines still queued reach
-/// `logging`, where Python is not shutting down.
+/// `logging`, where Python is not shutting down and no exception is on its way (a
+/// temporary pipeline dropped as its method raises): then they wait for the next flush.
 impl Drop for PyPipeline {
     fn drop(&mut self) {
         self.runner
@@ -186,12 +187,22 @@ impl Drop for PyPipeline {
             .unwrap_or_else(PoisonError::into_inner)
             .stop();
         Python::try_attach(|py| {
-            // A pipeline dropped while an exception is on its way (its own, from a call on a
-            // temporary): `logging` must not see it, nor take it.
-            let raised = PyErr::take(py);
-            let _ = crate::log::flush(py);
-            if let Some(e) = raised {
-                e.restore(py);
+            if PyErr::occurred(py) {
+                return;
+            }
+            if let Err(e) = crate::log::hand_on(py) {
+                if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+                    // Ctrl-C, taken by `logging`'s Python code: raised again at the next
+                    // check, in the user's code, rather than lost here.
+                    let again = py
+                        .import("_thread")
+                        .and_then(|t| t.call_method0("interrupt_main"));
+                    if let Err(e) = again {
+                        e.write_unraisable(py, None);
+                    }
+                } else {
+                    e.write_unraisable(py, None);
+                }
             }
         });
     }
@@ -219,7 +230,11 @@ impl PyPipeline {
                 }
                 Step::Failed(e) => {
                     let e = to_py(py, e);
-                    self.flush_or_stop(py)?;
+                    if let Err(interrupt) = self.flush_or_stop(py) {
+                        // Ctrl-C meanwhile: raised, with the pipeline's error as its cause.
+                        interrupt.set_cause(py, Some(e));
+                        return Err(interrupt);
+                    }
                     return Err(e);
                 }
                 Step::Waiting => {
@@ -417,7 +432,9 @@ impl PyPipeline {
     /// Where the pipeline stands after the batches handed out so far, as a dict of plain
     /// ints. :meth:`load_state_dict` on a pipeline of the same definition (in this process or
     /// another) resumes there: the batches that follow are the ones this pipeline would have
-    /// given next (torchdata's ``StatefulDataLoader`` contract).
+    /// given next (torchdata's ``StatefulDataLoader`` contract). A state saved mid-epoch
+    /// loads only with the same seed, batch size, rank and world size; one saved after an
+    /// epoch's last batch with any batch size and ranks (the epochs such a run would give).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let p = py.detach(|| self.lock().position);
         let d = PyDict::new(py);

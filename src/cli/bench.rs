@@ -380,9 +380,13 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         interrupt.requested()
     })?;
     let busy_lines = match running {
-        Some(running) if !m.interrupted => Some(busy_report(&consumer, &m, running, prefetch)?),
+        Some(running) if !m.interrupted => {
+            busy_report(&consumer, &m, running, prefetch, &|| interrupt.requested())?
+        }
         _ => None,
     };
+    // Stopped after the timed part (during the busy consumer's own steps), it stands.
+    let stopped = interrupt.requested();
     if args.stats {
         stats::print(&m.stats, m.run_seconds)?;
     }
@@ -538,6 +542,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
     }
     if m.interrupted {
         outln!("interrupted: the throughput below counts the batches taken before Ctrl-C")?;
+    } else if stopped {
+        outln!("interrupted after the timed epochs: the consumer's slowdown was not measured")?;
     }
     outln!(
         "device={} threads={} batch={} images={} seconds={:.3} throughput={:.1} img/s",
@@ -548,7 +554,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode> {
         m.seconds,
         m.throughput()
     )?;
-    if m.interrupted {
+    if stopped {
         return Ok(ExitCode::from(super::interrupt::EXIT_STATUS));
     }
     Ok(ExitCode::SUCCESS)
@@ -567,7 +573,8 @@ fn busy_report(
     m: &Measurement,
     running: Running,
     prefetch: usize,
-) -> Result<Vec<String>> {
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<String>>> {
     let Running {
         mut pipeline,
         mut next,
@@ -585,7 +592,10 @@ fn busy_report(
     let full = consumer::while_full(&pipeline, prefetch, FULL_WINDOW);
     // The pipeline's threads end here: the steps below run with nothing beside them.
     drop(pipeline);
-    let premade = consumer::on_premade(consumer, &held, m.batches);
+    // Ctrl-C: no slowdown to report.
+    let Some(premade) = consumer::on_premade(consumer, &held, m.batches, stop) else {
+        return Ok(None);
+    };
     let mut lines = Vec::new();
     if let Consumer::Busy(w) = consumer {
         lines.push(format!(
@@ -623,7 +633,7 @@ fn busy_report(
         "consumer slowed by {:.1}%",
         100.0 * (fed / alone.max(1e-12) - 1.0)
     ));
-    Ok(lines)
+    Ok(Some(lines))
 }
 
 #[cfg(test)]

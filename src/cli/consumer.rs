@@ -101,14 +101,22 @@ fn spin(rounds: u64) -> u64 {
 }
 
 /// Times `steps` consumer steps on batches already made (`held`, taken in turn): the
-/// consumer's speed when no pipeline runs beside it.
-pub fn on_premade<T>(consumer: &Consumer, held: &[T], steps: u64) -> Duration {
+/// consumer's speed when no pipeline runs beside it; `None` where `stop` said so (Ctrl-C).
+pub fn on_premade<T>(
+    consumer: &Consumer,
+    held: &[T],
+    steps: u64,
+    stop: &dyn Fn() -> bool,
+) -> Option<Duration> {
     let t0 = Instant::now();
     for i in 0..steps as usize {
         black_box(&held[i % held.len().max(1)]);
         consumer.step();
+        if stop() {
+            return None;
+        }
     }
-    t0.elapsed()
+    Some(t0.elapsed())
 }
 
 /// What the pipeline's threads did while its queue was full.

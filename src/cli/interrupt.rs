@@ -47,8 +47,9 @@ impl Interrupt {
         Self::install_stopping("this batch")
     }
 
-    /// Installs the handler (set once per process; each command starts it afresh): the first
-    /// Ctrl-C says it stops after `what`.
+    /// Installs the handler (set once per process, and it stays: a Python process that ran a
+    /// command gets no `KeyboardInterrupt` after it; each command starts it afresh): the
+    /// first Ctrl-C says it stops after `what`.
     pub fn install_stopping(what: &'static str) -> Result<Interrupt> {
         static SET: OnceLock<std::result::Result<(), String>> = OnceLock::new();
         let shared = &SHARED;

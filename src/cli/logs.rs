@@ -19,19 +19,36 @@ pub fn colour() -> bool {
     })
 }
 
-/// Starts logging at the level `STOKEHOLD_LOG` asks for (default: warnings).
-pub fn init() {
+/// The command line's log: lines on stderr at the level `STOKEHOLD_LOG` asks for (default:
+/// warnings).
+type Builder = tracing_subscriber::fmt::SubscriberBuilder<
+    tracing_subscriber::fmt::format::DefaultFields,
+    Line,
+    tracing_subscriber::EnvFilter,
+    fn() -> std::io::Stderr,
+>;
+
+fn builder() -> Builder {
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr as fn() -> std::io::Stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STOKEHOLD_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_ansi(colour())
         .event_format(Line)
-        // A second command line in one process (the Python package's) keeps the first's.
-        .try_init()
-        .ok();
+}
+
+/// Starts logging at the level `STOKEHOLD_LOG` asks for (default: warnings).
+pub fn init() {
+    // A second command line in one process (the Python package's) keeps the first's.
+    builder().try_init().ok();
+}
+
+/// The command line's log as a subscriber of its own, for a process whose log went
+/// elsewhere before the command ran (the Python package's, which hands it to `logging`).
+pub fn subscriber() -> impl Subscriber + Send + Sync {
+    builder().finish()
 }
 
 /// `error`, `warning`, … as the start of a line, coloured when [`colour`] says so.

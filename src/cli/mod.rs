@@ -24,6 +24,8 @@ mod run;
 mod stats;
 mod tune;
 
+pub use logs::subscriber as log_subscriber;
+
 #[derive(Parser)]
 #[command(
     name = "stokehold",

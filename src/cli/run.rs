@@ -26,8 +26,10 @@ pub struct RunArgs {
     /// Print per-stage statistics at the end.
     #[arg(long)]
     stats: bool,
-    /// Continue a stopped run from POSITION (seed:epoch:sample:batch:batch_size, as printed
-    /// when it stopped): the batches that follow are those the whole run would have given.
+    /// Continue a stopped run from POSITION (seed:epoch:sample:batch:batch_size:rank:world_size,
+    /// as printed when it stopped): the batches that follow are those the whole run would
+    /// have given. Mid-epoch, with the batch size and ranks it had; from an epoch's start,
+    /// with any.
     #[arg(long, value_name = "POSITION")]
     resume: Option<Position>,
     /// Print a line per batch: epoch, index, images, skipped, a digest of its contents
@@ -61,7 +63,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             world_size,
             ..p
         },
-        None => Position::start(seed, batch_size),
+        None => Position {
+            rank,
+            world_size,
+            ..Position::start(seed, batch_size)
+        },
     };
     let per_epoch = p.samples_per_epoch() as u64;
     let done = position.epoch * per_epoch + position.sample as u64;

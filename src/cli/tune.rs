@@ -164,20 +164,21 @@ fn advice(trials: &[Trial], cores: usize, stepping: bool, depths_given: bool) ->
         ));
     }
     // Trials whose spread reaches the best one's: the measurements can't rank them. Where
-    // the best's own spread is noise (an epoch of a tiny data set taken from the queue in
-    // microseconds: "2,400 – 4,000,000 img/s"), every spread reaches it, and a setting at
-    // half its speed would tie: then the medians are compared, within the noise bound.
-    let by_median = is_noisy(best);
+    // either spread is noise (an epoch of a tiny data set taken from the queue in
+    // microseconds: "2,400 – 4,000,000 img/s"), it reaches the other's, and a setting at
+    // half the speed would tie: then the medians are compared, within the noise bound.
+    let by_median = |t: &Trial| is_noisy(best) || is_noisy(t);
     let mut tied: Vec<&Trial> = trials
         .iter()
         .filter(|t| {
-            if by_median {
+            if by_median(t) {
                 t.median >= best.median * (1.0 - NOISY)
             } else {
                 t.high >= best.low
             }
         })
         .collect();
+    let by_median = trials.iter().any(by_median);
     tied.sort_by_key(|t| (t.threads, t.prefetch));
     let pick = tied.first().copied().unwrap_or(best);
     let within = if by_median {
@@ -312,6 +313,13 @@ mod tests {
             .expect("a winner");
         assert!(best.starts_with("best: threads = 2,"), "{a:?}");
         assert!(best.contains("median more than 10% above"), "{a:?}");
+        // A clean best against a noisy cheaper setting at half its speed: no tie either.
+        let clean = trial(2, 2, 8_000.0, 8_600.0);
+        let a = advice(&[noisy(1, 4_100.0), clean], 2, false, false);
+        assert!(
+            a.iter().any(|l| l.starts_with("best: threads = 2,")),
+            "{a:?}"
+        );
         // Medians within the bound still tie, the cheapest named.
         let a = advice(&[noisy(1, 8_000.0), noisy(2, 8_300.0)], 2, false, false);
         let tie = a.iter().find(|l| l.starts_with("no clear winner")).unwrap();

@@ -71,7 +71,15 @@ impl Dataset {
                 }
                 let mut links = Links::new(&config.root, &dirs);
                 for (label, dir) in dirs.iter().enumerate() {
+                    ds.classes
+                        .push(dir.file_name().map(OsStr::to_os_string).unwrap_or_default());
                     links.class = label;
+                    if let Some(why) = links.refused_class(label) {
+                        // Its label stays: the other classes keep theirs.
+                        ds.warnings
+                            .push(format!("class folder {} not read: {why}", dir.display()));
+                        continue;
+                    }
                     let before = ds.entries.len();
                     walk(dir, config, label as i64, &mut ds, &mut links);
                     if ds.entries.len() == before {
@@ -80,8 +88,6 @@ impl Dataset {
                             dir.display()
                         ));
                     }
-                    ds.classes
-                        .push(dir.file_name().map(OsStr::to_os_string).unwrap_or_default());
                 }
             }
             SourceKind::Flat | SourceKind::Auto => {
@@ -188,14 +194,17 @@ fn has_extension(path: &Path, extensions: &[String]) -> bool {
 }
 
 /// Where a walk of the class folders has been, to follow symlinks without reading a folder
-/// twice: a link back up (a loop), into another class folder (whose images would be read
-/// again under this class's label), to the data folder or above it, or to a folder read
-/// already is skipped with a warning.
+/// twice: a link back up (a loop), to the data folder or above it, into another class folder
+/// (whose images would be read again under this class's label), or to a folder read
+/// already is skipped with a warning; so is a class folder that is itself such a link.
 struct Links {
     /// The data folder, resolved.
     root: Option<PathBuf>,
-    /// Each class folder, resolved, by label.
+    /// Each class folder, resolved, by label; `None` where it can't be, or is not read
+    /// ([`Links::refused_class`]).
     classes: Vec<Option<PathBuf>>,
+    /// Why a class folder is not read, by label.
+    refused: Vec<Option<String>>,
     /// The label of the class being walked.
     class: usize,
     /// The folders of the walk, from the class folder down.
@@ -206,16 +215,60 @@ struct Links {
 
 impl Links {
     fn new(root: &Path, classes: &[PathBuf]) -> Links {
+        let root = std::fs::canonicalize(root).ok();
+        let resolved: Vec<Option<PathBuf>> = classes
+            .iter()
+            .map(|c| std::fs::canonicalize(c).ok())
+            .collect();
+        // A class folder that leads to the data folder (or above), to another class folder
+        // or into one, is a second name for images another class has: not read.
+        let at_root: Vec<Option<String>> = resolved
+            .iter()
+            .map(|c| holds_root(root.as_ref(), c.as_ref()?))
+            .collect();
+        let refused: Vec<Option<String>> = resolved
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                let c = c.as_ref()?;
+                if let Some(why) = &at_root[k] {
+                    return Some(why.clone());
+                }
+                let owner = resolved.iter().enumerate().find(|(j, o)| {
+                    *j != k
+                        && at_root[*j].is_none()
+                        && o.as_ref().is_some_and(|o| {
+                            // The same folder twice: the first name reads it.
+                            c.starts_with(o) && (c != o || *j < k)
+                        })
+                });
+                owner.map(|(j, _)| {
+                    format!(
+                        "a link to {}, in the class folder {} (read as its class)",
+                        c.display(),
+                        classes[j].display()
+                    )
+                })
+            })
+            .collect();
+        let classes = resolved
+            .into_iter()
+            .zip(&refused)
+            .map(|(c, r)| c.filter(|_| r.is_none()))
+            .collect();
         Links {
-            root: std::fs::canonicalize(root).ok(),
-            classes: classes
-                .iter()
-                .map(|c| std::fs::canonicalize(c).ok())
-                .collect(),
+            root,
+            classes,
+            refused,
             class: 0,
             stack: Vec::new(),
             seen: Default::default(),
         }
+    }
+
+    /// Why the class folder of `label` is not read, if it is not.
+    fn refused_class(&self, label: usize) -> Option<&str> {
+        self.refused.get(label)?.as_deref()
     }
 
     /// Why the folder at `canonical` is not walked here, if it is not.
@@ -223,20 +276,12 @@ impl Links {
         if self.stack.iter().any(|s| s == canonical) {
             return Some("symlink loop".into());
         }
+        if let Some(why) = holds_root(self.root.as_ref(), canonical) {
+            return Some(why);
+        }
         // Inside this class folder: where a link leads elsewhere, it may lead anywhere.
         let here = self.classes.get(self.class).and_then(Option::as_ref);
         if !here.is_some_and(|h| canonical.starts_with(h)) {
-            if let Some(root) = self.root.as_ref().filter(|r| r.starts_with(canonical)) {
-                return Some(if root == canonical {
-                    "a link to the data folder, whose class folders are listed on their own"
-                        .to_string()
-                } else {
-                    format!(
-                        "a link to {}, which holds the data folder",
-                        canonical.display()
-                    )
-                });
-            }
             let other = self.classes.iter().enumerate().find(|(k, c)| {
                 *k != self.class && c.as_ref().is_some_and(|c| canonical.starts_with(c))
             });
@@ -255,6 +300,20 @@ impl Links {
             )
         })
     }
+}
+
+/// Why a folder resolved to `canonical` is not read, where it is the data folder (resolved:
+/// `root`) or holds it.
+fn holds_root(root: Option<&PathBuf>, canonical: &Path) -> Option<String> {
+    let root = root.filter(|r| r.starts_with(canonical))?;
+    Some(if root == canonical {
+        "a link to the data folder, whose class folders are listed on their own".to_string()
+    } else {
+        format!(
+            "a link to {}, which holds the data folder",
+            canonical.display()
+        )
+    })
 }
 
 /// Recursive, sorted walk of one class folder, following symlinks but not loops, nor into
@@ -282,7 +341,12 @@ fn walk(dir: &Path, config: &ReaderConfig, label: i64, ds: &mut Dataset, links: 
             return;
         }
     };
-    for p in items {
+    // Links to folders last: a folder reached both by its own name and by a link is read
+    // under its own name, whichever sorts first.
+    let (linked, items): (Vec<PathBuf>, Vec<PathBuf>) = items
+        .into_iter()
+        .partition(|p| p.is_symlink() && p.is_dir());
+    for p in items.into_iter().chain(linked) {
         if p.is_dir() {
             walk(&p, config, label, ds, links);
         } else if has_extension(&p, &config.extensions) {

@@ -227,6 +227,8 @@ fn links_to_what_is_listed_otherwise_are_skipped_and_said() {
     symlink(d.path().join("c1/sub"), d.path().join("c2/borrowed")).unwrap();
     symlink(outside.path(), d.path().join("c2/more")).unwrap();
     symlink(outside.path(), d.path().join("c2/more-again")).unwrap();
+    // A link that sorts before the folder it leads to: the folder is read by its own name.
+    symlink(d.path().join("c1/sub"), d.path().join("c1/a-link")).unwrap();
     let ds = Dataset::list(&config(d.path())).unwrap();
     let names: Vec<(String, i64)> = ds
         .entries
@@ -257,7 +259,40 @@ fn links_to_what_is_listed_otherwise_are_skipped_and_said() {
         "{:?}",
         ds.warnings
     );
-    assert_eq!(ds.warnings.len(), 3, "{:?}", ds.warnings);
+    assert!(said("c1/a-link: a link to "), "{:?}", ds.warnings);
+    assert!(
+        ds.entries[1].path.ends_with("c1/sub/b.jpg"),
+        "{:?}",
+        ds.entries
+    );
+    assert_eq!(ds.warnings.len(), 4, "{:?}", ds.warnings);
+    // A class folder that is such a link is not read; the other classes keep their labels
+    // and images.
+    symlink(d.path(), d.path().join("0all")).unwrap();
+    symlink(d.path().join("c1/sub"), d.path().join("0sub")).unwrap();
+    symlink(d.path().join(".."), d.path().join("0up")).unwrap();
+    let ds = Dataset::list(&config(d.path())).unwrap();
+    let labels: Vec<i64> = ds.entries.iter().map(|e| e.label).collect();
+    assert_eq!(labels, [3, 3, 4, 4], "{:?}", ds.warnings);
+    assert_eq!(
+        ds.classes,
+        ["0all", "0sub", "0up", "c1", "c2"],
+        "{:?}",
+        ds.warnings
+    );
+    for (class, why) in [
+        ("0all", "a link to the data folder"),
+        ("0sub", "(read as its class)"),
+        ("0up", "which holds the data folder"),
+    ] {
+        assert!(
+            ds.warnings
+                .iter()
+                .any(|w| w.contains(&format!("{class} not read: ")) && w.contains(why)),
+            "{class}: {:?}",
+            ds.warnings
+        );
+    }
 }
 
 #[test]

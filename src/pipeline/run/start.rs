@@ -304,6 +304,7 @@ impl Pipeline {
             shutdown: shutdown_rx,
             capacity,
             real_per_epoch: per_epoch,
+            scheduled_per_epoch: scheduled,
             batches_per_epoch,
             gpu: gpu.as_ref().map(|g| g.0.clone()),
             upload,

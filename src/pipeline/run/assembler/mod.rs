@@ -65,6 +65,8 @@ pub(super) struct Links {
     /// This rank's real samples per epoch: a sample at a later position of the epoch's
     /// order is the padding that evens out the ranks' batch counts.
     pub(super) real_per_epoch: usize,
+    /// Positions the walk takes each epoch, that padding included.
+    pub(super) scheduled_per_epoch: usize,
     /// Batches every rank yields per epoch: with several ranks, an epoch that bad samples cut
     /// short is evened out to this with padding (see [`super::template`]).
     pub(super) batches_per_epoch: usize,
@@ -394,15 +396,27 @@ impl Assembler {
                     if self.samples.len() < batch_size {
                         return true;
                     }
-                    let resume =
-                        self.links
-                            .settings
-                            .position(epoch, self.next_pos, self.batch_in_epoch + 1);
-                    return self.emit(epoch, 0, resume);
+                    return self.emit(epoch, 0, self.resume_after_full_batch(epoch));
                 }
             }
         }
         true
+    }
+
+    /// Where a run resumes after the full batch about to be handed out: the next epoch's
+    /// start where it is the epoch's last (its batches all given, or, with one rank, its
+    /// samples all taken: nothing follows it), as [`Self::finish_epoch`]'s last batch does,
+    /// so that an epoch's end reads as one whatever the batch size divides; else the next
+    /// sample.
+    fn resume_after_full_batch(&self, epoch: u64) -> Position {
+        let batches = self.batch_in_epoch + 1;
+        let last = batches >= self.links.batches_per_epoch
+            || (!self.evens_out() && self.next_pos >= self.links.scheduled_per_epoch);
+        if last {
+            self.links.settings.position(epoch + 1, 0, 0)
+        } else {
+            self.links.settings.position(epoch, self.next_pos, batches)
+        }
     }
 
     /// Adds a good sample to the batch being filled: an image its worker wrote into this
