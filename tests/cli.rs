@@ -626,7 +626,9 @@ fn bench_and_tune_repeat_small_epochs_and_show_the_spread() {
     let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" – ")).collect();
     assert_eq!(rows.len(), 2, "a spread per trial: {stdout}");
     assert!(
-        stdout.contains("no clear winner") || stdout.contains("clear of the other settings"),
+        stdout.contains("no clear winner")
+            || stdout.contains("clear of the other settings")
+            || stdout.contains("its median more than 10% above the others'"),
         "{stdout}"
     );
     assert!(stdout.contains("--threads 1 --prefetch "), "{stdout}");

@@ -48,20 +48,49 @@ static WANTED: AtomicU8 = AtomicU8::new(2);
 static COMMAND: AtomicBool = AtomicBool::new(false);
 static COMMAND_LOG: OnceLock<Dispatch> = OnceLock::new();
 
-/// Runs `f`, a `stokehold` command, with the library's lines on the command line's log (where
-/// this module took the library's log first), then hands on what was queued before.
+/// Runs `f`, a `stokehold` command, with the library's lines on the command line's log, then
+/// hands on what was queued before. The library's log is taken first, so that pipelines made
+/// before or after a command log alike.
 pub fn during_command<R>(py: Python<'_>, f: impl FnOnce() -> R + Send) -> R
 where
     R: Send,
 {
+    if let Err(e) = install(py) {
+        raise_later(py, e);
+    }
     COMMAND_LOG.get_or_init(|| Dispatch::new(stokehold::cli::log_subscriber()));
+    /// Back to `logging` however the command ends (a panic included).
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            COMMAND.store(false, Ordering::SeqCst);
+        }
+    }
     COMMAND.store(true, Ordering::SeqCst);
-    let r = py.detach(f);
-    COMMAND.store(false, Ordering::SeqCst);
-    // Lines queued before the command: a failure to hand them on (Ctrl-C) leaves them
-    // queued, and Ctrl-C was the command's.
-    let _ = hand_on(py);
+    let r = {
+        let _running = Running;
+        py.detach(f)
+    };
+    if let Err(e) = hand_on(py) {
+        raise_later(py, e);
+    }
     r
+}
+
+/// What Python raised where it can't be raised (a pipeline being dropped, a command's
+/// status being returned): Ctrl-C's `KeyboardInterrupt` again at the next check, in the
+/// user's code, rather than lost; anything else reported as unraisable.
+pub fn raise_later(py: Python<'_>, e: PyErr) {
+    if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
+        let again = py
+            .import("_thread")
+            .and_then(|t| t.call_method0("interrupt_main"));
+        if let Err(e) = again {
+            e.write_unraisable(py, None);
+        }
+    } else {
+        e.write_unraisable(py, None);
+    }
 }
 
 /// The command line's log, while a command runs.

@@ -99,9 +99,24 @@ impl Runner {
             return Step::End;
         }
         if self.epoch_done {
+            let last = self.epochs.is_some_and(|n| self.epoch + 1 >= n);
+            if let (true, Some(p)) = (last, self.running.as_mut()) {
+                // The run's last batch is handed out: its end comes in a moment, with the
+                // last epoch's summary (which a pipeline dropped sooner would not log).
+                match p.next_batch_timeout(wait) {
+                    Waited::TimedOut => return Step::Waiting,
+                    Waited::Ready(None) => {}
+                    Waited::Ready(Some(Ok(b))) => self.pending = Some(b),
+                    Waited::Ready(Some(Err(e))) => {
+                        self.stop();
+                        return Step::Failed(e);
+                    }
+                }
+            }
             self.epoch_done = false;
             self.epoch += 1;
-            // The epoch's summary now, as its loop ends, not when the next loop begins.
+            // The epoch's summary now, as its loop ends, not when the next loop begins
+            // (where the pipeline's threads have closed the epoch).
             if let Some(p) = self.running.as_mut() {
                 p.log_epoch_summaries();
             }
@@ -126,6 +141,15 @@ impl Runner {
             }
             Waited::Ready(None) => {
                 self.epoch += 1;
+                // The run's end: as at an epoch's end above.
+                if self.position.epoch < self.epoch {
+                    self.position = Position {
+                        epoch: self.epoch,
+                        sample: 0,
+                        batch: 0,
+                        ..self.position
+                    };
+                }
                 Step::End
             }
         }
@@ -135,6 +159,16 @@ impl Runner {
     /// loop (an epoch whose bad files were skipped may end a batch or more early).
     fn deliver(&mut self, b: Batch) -> Step {
         if b.epoch != self.epoch {
+            // The epoch ended after its last batch (bad files after it): a state saved now
+            // is at the next one's start, where other batch sizes and ranks may go on.
+            if self.position.epoch < b.epoch {
+                self.position = Position {
+                    epoch: b.epoch,
+                    sample: 0,
+                    batch: 0,
+                    ..self.position
+                };
+            }
             self.epoch = b.epoch;
             self.pending = Some(b);
             return Step::End;
@@ -190,19 +224,16 @@ impl Drop for PyPipeline {
             if PyErr::occurred(py) {
                 return;
             }
+            let finalizing = py
+                .import("sys")
+                .and_then(|s| s.call_method0("is_finalizing")?.extract::<bool>());
+            match finalizing {
+                Ok(false) => {}
+                Ok(true) => return,
+                Err(e) => return crate::log::raise_later(py, e),
+            }
             if let Err(e) = crate::log::hand_on(py) {
-                if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) {
-                    // Ctrl-C, taken by `logging`'s Python code: raised again at the next
-                    // check, in the user's code, rather than lost here.
-                    let again = py
-                        .import("_thread")
-                        .and_then(|t| t.call_method0("interrupt_main"));
-                    if let Err(e) = again {
-                        e.write_unraisable(py, None);
-                    }
-                } else {
-                    e.write_unraisable(py, None);
-                }
+                crate::log::raise_later(py, e);
             }
         });
     }

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import stokehold
-from conftest import TRAIN
+from conftest import EVAL, TRAIN
 
 
 def fingerprint(b):
@@ -99,3 +99,17 @@ def test_a_state_saved_at_an_epochs_end_goes_on_with_other_ranks_and_batches(bui
     assert resumed.epoch == 1
     assert [fingerprint(b) for b in resumed] == expected
     assert resumed.state_dict()["world_size"] == 2
+
+
+@pytest.mark.filterwarnings("ignore:the data set has no labels:stokehold.DataWarning")
+def test_an_epoch_ending_in_bad_files_saves_the_next_epochs_start(flat_jpegs):
+    # The epoch's last batch is full, and only a bad file follows it.
+    good = len(list(flat_jpegs.glob("*.jpg")))
+    (flat_jpegs / "zz_not_an_image.jpg").write_text("not a jpeg")
+    p = stokehold.Pipeline(EVAL, flat_jpegs, batch=good, epochs=2, threads=1)
+    assert [len(b) for b in p] == [good]
+    state = p.state_dict()
+    assert (state["epoch"], state["sample"], state["batch"]) == (1, 0, 0)
+    q = stokehold.Pipeline(EVAL, flat_jpegs, batch=4, epochs=2, threads=1)
+    q.load_state_dict(state)
+    assert q.epoch == 1 and sum(len(b) for b in q) == good

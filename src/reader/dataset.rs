@@ -238,8 +238,13 @@ impl Links {
                     *j != k
                         && at_root[*j].is_none()
                         && o.as_ref().is_some_and(|o| {
-                            // The same folder twice: the first name reads it.
-                            c.starts_with(o) && (c != o || *j < k)
+                            // The same folder twice: its own name reads it, else the first.
+                            let first = match (classes[*j].is_symlink(), classes[k].is_symlink()) {
+                                (false, true) => true,
+                                (true, false) => false,
+                                _ => *j < k,
+                            };
+                            c.starts_with(o) && (c != o || first)
                         })
                 });
                 owner.map(|(j, _)| {

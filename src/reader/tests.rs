@@ -271,12 +271,14 @@ fn links_to_what_is_listed_otherwise_are_skipped_and_said() {
     symlink(d.path(), d.path().join("0all")).unwrap();
     symlink(d.path().join("c1/sub"), d.path().join("0sub")).unwrap();
     symlink(d.path().join(".."), d.path().join("0up")).unwrap();
+    // A second name for c2 that sorts first: c2 is read by its own name.
+    symlink(d.path().join("c2"), d.path().join("b-c2")).unwrap();
     let ds = Dataset::list(&config(d.path())).unwrap();
     let labels: Vec<i64> = ds.entries.iter().map(|e| e.label).collect();
-    assert_eq!(labels, [3, 3, 4, 4], "{:?}", ds.warnings);
+    assert_eq!(labels, [4, 4, 5, 5], "{:?}", ds.warnings);
     assert_eq!(
         ds.classes,
-        ["0all", "0sub", "0up", "c1", "c2"],
+        ["0all", "0sub", "0up", "b-c2", "c1", "c2"],
         "{:?}",
         ds.warnings
     );
@@ -284,6 +286,7 @@ fn links_to_what_is_listed_otherwise_are_skipped_and_said() {
         ("0all", "a link to the data folder"),
         ("0sub", "(read as its class)"),
         ("0up", "which holds the data folder"),
+        ("b-c2", "(read as its class)"),
     ] {
         assert!(
             ds.warnings
