@@ -143,12 +143,7 @@ impl Runner {
                 self.epoch += 1;
                 // The run's end: as at an epoch's end above.
                 if self.position.epoch < self.epoch {
-                    self.position = Position {
-                        epoch: self.epoch,
-                        sample: 0,
-                        batch: 0,
-                        ..self.position
-                    };
+                    self.position = self.position.at_start_of(self.epoch);
                 }
                 Step::End
             }
@@ -162,12 +157,7 @@ impl Runner {
             // The epoch ended after its last batch (bad files after it): a state saved now
             // is at the next one's start, where other batch sizes and ranks may go on.
             if self.position.epoch < b.epoch {
-                self.position = Position {
-                    epoch: b.epoch,
-                    sample: 0,
-                    batch: 0,
-                    ..self.position
-                };
+                self.position = self.position.at_start_of(b.epoch);
             }
             self.epoch = b.epoch;
             self.pending = Some(b);
@@ -179,12 +169,7 @@ impl Runner {
             // Nothing of the epoch is left: resuming here starts the next one (a resume
             // position just past the epoch's last sample would too, but a loop over its
             // epoch would then end without a batch).
-            self.position = Position {
-                epoch: b.epoch + 1,
-                sample: 0,
-                batch: 0,
-                ..b.resume
-            };
+            self.position = b.resume.at_start_of(b.epoch + 1);
         }
         Step::Batch(b)
     }

@@ -40,6 +40,7 @@ impl LastBatch {
 /// let p: Position = "1:2:130:2:64:0:1".parse()?;
 /// assert_eq!((p.epoch, p.sample, p.batch_size, p.world_size), (2, 130, 64, 1));
 /// assert_eq!(p.to_string(), "1:2:130:2:64:0:1");
+/// assert_eq!(p.at_start_of(3).to_string(), "1:3:0:0:64:0:1");
 /// // What a run printed before the batch size, or the ranks, were recorded still parses
 /// // (0: not known).
 /// assert_eq!("1:2:130:2".parse::<Position>()?.batch_size, 0);
@@ -77,6 +78,16 @@ impl Position {
             seed,
             batch_size,
             ..Position::default()
+        }
+    }
+
+    /// The same run's position at the start of `epoch`.
+    pub fn at_start_of(self, epoch: u64) -> Position {
+        Position {
+            epoch,
+            sample: 0,
+            batch: 0,
+            ..self
         }
     }
 
