@@ -517,3 +517,47 @@ fn a_device_without_jpeg_engines_leaves_every_jpeg_to_the_workers_on_every_core(
         "{stdout}"
     );
 }
+
+#[test]
+fn compare_without_a_gpu_suggests_the_emulated_device_only_where_the_gpu_path_runs() {
+    if stokehold::cuda::probe(0).is_ok() {
+        skip(
+            Need::NoGpu,
+            "this machine has a GPU (the test checks the advice given without one)",
+        );
+        return;
+    }
+    let Some((_samples, data)) = emu_and_samples() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let padded = d.path().join("padded.toml");
+    // pad fills borders: the fused GPU chain can't run it, on a GPU or the emulated device.
+    std::fs::write(
+        &padded,
+        "[pipeline]\nbatch = 4\noutputs = [\"images\"]\n\
+         [[op]]\nkind = \"file_reader\"\noutputs = [\"jpegs\"]\n\
+         [[op]]\nkind = \"decode\"\ninput = \"jpegs\"\noutput = \"d\"\n\
+         [[op]]\nkind = \"resize\"\ninput = \"d\"\noutput = \"r\"\nsize = [32, 32]\n\
+         [[op]]\nkind = \"pad\"\ninput = \"r\"\noutput = \"images\"\ntop = 4\n",
+    )
+    .unwrap();
+    let advice = |file: &std::path::Path| {
+        let out = stokehold()
+            .arg("compare")
+            .arg(file)
+            .args(["--devices", "cpu,gpu", "--batches", "1", "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let shipped = advice(std::path::Path::new("pipelines/resnet50-eval.toml"));
+    assert!(shipped.contains("--devices cpu,emu compares"), "{shipped}");
+    let padded = advice(&padded);
+    assert!(
+        padded.contains("the GPU path can't run this pipeline") && !padded.contains("cpu,emu"),
+        "{padded}"
+    );
+}

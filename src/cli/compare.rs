@@ -77,15 +77,25 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
     };
     let c = match run_compare(&spec, &options) {
         Ok(c) => c,
-        // Without a GPU the emulated device runs the same GPU path (kernels, executor).
+        // Without a GPU the emulated device runs the same GPU path (kernels, executor),
+        // where that path can run the pipeline at all.
         Err(e @ crate::error::Error::GpuUnavailable(_))
             if options.devices.contains(&DeviceChoice::Gpu)
                 && crate::cuda::probe(spec.settings.device_id).is_err() =>
         {
-            bail!(
-                "{e}; without a GPU, --devices cpu,emu compares the CPU path with the GPU path \
-                 on the emulated device"
-            )
+            let mut emu = spec.clone();
+            emu.settings.device = DeviceChoice::Emu;
+            let runs = crate::pipeline::graph::Graph::build(&emu)
+                .map_err(|e| crate::error::Error::GpuUnavailable(e.message))
+                .and_then(|g| crate::pipeline::run::choose_device_for(&g));
+            match runs {
+                Ok(_) => bail!(
+                    "{e}; without a GPU, --devices cpu,emu compares the CPU path with the GPU \
+                     path on the emulated device"
+                ),
+                // It says why the GPU path can't run the pipeline: nothing to suggest.
+                Err(_) => bail!("{e}"),
+            }
         }
         Err(e) => return Err(e.into()),
     };
