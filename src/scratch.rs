@@ -73,7 +73,8 @@ impl<T> ScratchPool<T> {
     }
 }
 
-/// The scratch pools of one owner (a pipeline), one per element type.
+/// The scratch pools of one owner (a pipeline): one per element type, and the shared
+/// buffers' reference counts ([`encoded`]).
 ///
 /// ```
 /// use stokehold::scratch::{self, ScratchPools};
@@ -93,6 +94,9 @@ pub struct ScratchPools {
     u8: ScratchPool<u8>,
     f16: ScratchPool<f16>,
     f32: ScratchPool<f32>,
+    /// Emptied `Arc`s of encoded files, reused with the `u8` pool's bytes ([`encoded`]).
+    shells: Mutex<Vec<Arc<Vec<u8>>>>,
+    max_shells: usize,
 }
 
 impl ScratchPools {
@@ -105,6 +109,8 @@ impl ScratchPools {
             u8: ScratchPool::with_limits(MAX_POOLED_U8_BYTES, n),
             f16: ScratchPool::with_limits(MAX_POOLED_BYTES, n),
             f32: ScratchPool::with_limits(MAX_POOLED_BYTES, n),
+            shells: Mutex::new(Vec::new()),
+            max_shells: n,
         })
     }
 
@@ -113,6 +119,8 @@ impl ScratchPools {
             u8: ScratchPool::with_limits(DEFAULT_POOLED_BYTES, DEFAULT_POOLED_BUFFERS),
             f16: ScratchPool::with_limits(DEFAULT_POOLED_BYTES, DEFAULT_POOLED_BUFFERS),
             f32: ScratchPool::with_limits(DEFAULT_POOLED_BYTES, DEFAULT_POOLED_BUFFERS),
+            shells: Mutex::new(Vec::new()),
+            max_shells: DEFAULT_POOLED_BUFFERS,
         }
     }
 
@@ -130,6 +138,12 @@ impl ScratchPools {
     pub fn pooled_buffers(&self) -> usize {
         self.u8.len() + self.f16.len() + self.f32.len()
     }
+}
+
+/// The pools bound to the calling thread, if any: for a thread it starts to bind them too
+/// (what it gives back then reaches the pipeline's other threads).
+pub(crate) fn bound() -> Option<Arc<ScratchPools>> {
+    BOUND.try_with(|b| b.borrow().clone()).ok().flatten()
 }
 
 /// Keeps a thread's pools bound (see [`ScratchPools::bind`]); stays on its thread.
@@ -211,11 +225,51 @@ pub fn empty<T: Recyclable>(capacity: usize) -> Vec<T> {
     }
 }
 
-/// Gives back the bytes of an encoded sample once nothing else holds them.
-pub fn recycle_encoded(bytes: Arc<Vec<u8>>) {
-    if let Ok(v) = Arc::try_unwrap(bytes) {
-        recycle(v);
+/// An empty buffer for an encoded file of up to `capacity` bytes, to be shared (a reader
+/// hands it on) and shared with no one yet, so [`Arc::get_mut`] gives its `Vec`: the bytes
+/// and the reference count both recycled ([`recycle_encoded`]) when the pools have them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use stokehold::scratch;
+/// let mut file = scratch::encoded(100);
+/// Arc::get_mut(&mut file).expect("not shared").extend_from_slice(b"JFIF");
+/// let (count, bytes) = (Arc::as_ptr(&file), file.as_ptr());
+/// scratch::recycle_encoded(file);
+/// let again = scratch::encoded(10);
+/// assert!(again.is_empty());
+/// assert_eq!((Arc::as_ptr(&again), again.as_ptr()), (count, bytes), "nothing allocated");
+/// // Still held elsewhere (the device reading it): not taken back.
+/// let held = again.clone();
+/// scratch::recycle_encoded(again);
+/// assert_ne!(Arc::as_ptr(&scratch::encoded(10)), Arc::as_ptr(&held));
+/// ```
+pub fn encoded(capacity: usize) -> Arc<Vec<u8>> {
+    let bytes = empty::<u8>(capacity);
+    match with_pools(|p| p.shells.lock().ok()?.pop()).flatten() {
+        Some(mut shell) => {
+            *Arc::get_mut(&mut shell).expect("a pooled shell is shared with no one") = bytes;
+            shell
+        }
+        None => Arc::new(bytes),
     }
+}
+
+/// Gives back the bytes of an encoded sample, and their reference count, once nothing else
+/// holds them (else whoever lets go of them last may give them back).
+pub fn recycle_encoded(mut shared: Arc<Vec<u8>>) {
+    // A weak reference could upgrade later: only what no one else can reach is kept.
+    let Some(bytes) = Arc::get_mut(&mut shared) else {
+        return;
+    };
+    recycle(std::mem::take(bytes));
+    with_pools(|p| {
+        if let Ok(mut shells) = p.shells.lock() {
+            if shells.len() < p.max_shells {
+                shells.push(shared);
+            }
+        }
+    });
 }
 
 /// Gives `v` back for reuse (or frees it when the pool is full or `v` is very large).

@@ -5,6 +5,19 @@ use std::sync::Arc;
 
 pub use crate::image::Image;
 use crate::image::{DType, Layout};
+/// Makes [`Values`] as `vec!` makes a `Vec`: `smallvec![Value::Label(3)]`.
+pub use smallvec::smallvec;
+
+/// One sample's values on an operator's input or output edges, in port order: up to two
+/// held in place (no heap allocation a sample; operators have one or two ports). Build it
+/// with [`smallvec!`] or by collecting; it reads as a slice.
+///
+/// ```
+/// use stokehold::value::{smallvec, Value, Values};
+/// let v: Values = smallvec![Value::Label(3)];
+/// assert!(matches!(v[..], [Value::Label(3)]) && !v.spilled());
+/// ```
+pub type Values = smallvec::SmallVec<[Value; 2]>;
 
 /// One sample's value on one edge.
 #[derive(Debug, Clone)]

@@ -269,7 +269,7 @@ fn skip_policy_delivers_every_good_image_once_and_reports_every_bad_file() {
         delivered
             .entry(b.epoch)
             .or_default()
-            .extend(b.samples.iter().map(|s| s.path.clone()));
+            .extend(b.samples.iter().map(|s| s.path.to_path_buf()));
         reported.extend(&b.skipped);
     }
     assert_eq!(delivered.len() as u64, epochs);
@@ -354,9 +354,9 @@ fn fail_policy_stops_at_the_first_bad_file_in_epoch_order() {
     let order = epoch_order(entries.len(), spec.settings.seed, 0, true, 0, 1);
     let first_bad = order
         .iter()
-        .position(|&i| c.bad.contains_key(&entries[i].path))
+        .position(|&i| c.bad.contains_key(&*entries[i].path))
         .expect("a bad file");
-    let bad_path = entries[order[first_bad]].path.clone();
+    let bad_path = entries[order[first_bad]].path.to_path_buf();
     let (batches, err, _, _) = run_bounded(spec, || {});
     let err = err.expect("the run fails");
     match &err {

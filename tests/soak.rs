@@ -120,7 +120,7 @@ fn soak_many_epochs_with_bad_files() {
         .entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| good.contains(&e.path))
+        .filter(|(_, e)| good.contains(&*e.path))
         .map(|(i, _)| i)
         .collect();
     assert_eq!(good_indices.len(), photos.len());

@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, Once, OnceLock, PoisonError};
 
 use pyo3::prelude::*;
@@ -40,9 +40,9 @@ static QUEUE: Mutex<VecDeque<Line>> = Mutex::new(VecDeque::new());
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Whether [`QUEUE`] may hold anything: a batch's [`flush`] reads this, not the lock.
 static WAITING: AtomicBool = AtomicBool::new(false);
-/// The most verbose level the logger wants (a [`Level`] as [`level_rank`]), read from
-/// Python at each flush.
-static WANTED: AtomicU8 = AtomicU8::new(2);
+/// The logger's effective level (a Python level number: it passes on lines at least this
+/// severe), read from Python at each flush.
+static WANTED: AtomicU32 = AtomicU32::new(20);
 
 /// Whether a `stokehold` command runs in this process, and its log.
 static COMMAND: AtomicBool = AtomicBool::new(false);
@@ -103,7 +103,7 @@ fn command_log() -> Option<&'static Dispatch> {
 
 /// One log line: Python's level number and the text.
 struct Line {
-    level: u8,
+    level: u32,
     text: String,
 }
 
@@ -187,40 +187,18 @@ fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// would drop are not formatted and queued.
 fn refresh_level(py: Python<'_>) -> PyResult<()> {
     let level: u32 = logger(py)?.call_method0("getEffectiveLevel")?.extract()?;
-    WANTED.store(level_rank_of_python(level), Ordering::Relaxed);
+    WANTED.store(level, Ordering::Relaxed);
     Ok(())
 }
 
-/// Python's level number for a `tracing` level.
-fn python_level(level: &Level) -> u8 {
+/// Python's level number for a `tracing` level (`TRACE` below `DEBUG`).
+fn python_level(level: &Level) -> u32 {
     match *level {
         Level::ERROR => 40,
         Level::WARN => 30,
         Level::INFO => 20,
         Level::DEBUG => 10,
         _ => 5,
-    }
-}
-
-/// A level's verbosity: 0 errors only … 4 everything.
-fn level_rank(level: &Level) -> u8 {
-    match *level {
-        Level::ERROR => 0,
-        Level::WARN => 1,
-        Level::INFO => 2,
-        Level::DEBUG => 3,
-        _ => 4,
-    }
-}
-
-/// The most verbose rank a Python level number lets through (`NOTSET`, 0: everything).
-fn level_rank_of_python(level: u32) -> u8 {
-    match level {
-        0..=9 => 4,
-        10..=19 => 3,
-        20..=29 => 2,
-        30..=39 => 1,
-        _ => 0,
     }
 }
 
@@ -237,7 +215,7 @@ impl tracing::Subscriber for ToPython {
         if let Some(cli) = command_log() {
             return cli.enabled(metadata);
         }
-        level_rank(metadata.level()) <= WANTED.load(Ordering::Relaxed)
+        python_level(metadata.level()) >= WANTED.load(Ordering::Relaxed)
             && metadata.target() != stokehold::pipeline::START_WARNINGS_TARGET
     }
 

@@ -45,8 +45,9 @@ pub struct ParsedImage<'a> {
     header: Header,
 }
 
-/// The header of either format.
+/// The header of either format (a JPEG's in place: boxing it would allocate a sample).
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 enum Header {
     Jpeg(JpegHeader),
     Png(png::PngHeader),

@@ -10,7 +10,8 @@
 //! declares every libjpeg function `extern "C-unwind"`, so the unwind passes through the C
 //! frames (which own no resources of their own: everything lives in the decompressor's
 //! memory pools) up to the `catch_unwind` in [`decode`]. The decompressor is then destroyed
-//! by [`Decompress`]'s `Drop`, which frees the pools. Warnings (`emit_message`) are
+//! (`Decompress::give_back`, which frees the pools and keeps the emptied box for the
+//! thread's next decode; `Drop` destroys one that never got there). Warnings (`emit_message`) are
 //! ignored, as Pillow does; truncation was already refused by the header read
 //! ([`super::header`]).
 
@@ -110,12 +111,26 @@ struct Decompress {
     created: bool,
 }
 
+thread_local! {
+    /// The box of this thread's last decompressor, emptied: a decode reuses it rather than
+    /// allocating one (libjpeg's own state is made afresh for each image all the same).
+    static SPARE: std::cell::Cell<Option<Box<Decompress>>> = const { std::cell::Cell::new(None) };
+}
+
 impl Decompress {
     fn new() -> Box<Decompress> {
         // SAFETY: both structs are plain C data (integers, raw pointers, nullable function
         // pointers, C enums whose zero is a valid variant); all-zero is how C code
         // initialises them before `jpeg_std_error` / `jpeg_create_decompress`.
-        let mut d: Box<Decompress> = Box::new(unsafe { std::mem::zeroed() });
+        let zeroed = || unsafe { std::mem::zeroed::<Decompress>() };
+        let mut d = match SPARE.try_with(std::cell::Cell::take).ok().flatten() {
+            Some(mut spare) => {
+                // The spare's libjpeg state was destroyed (`created` is false): no drop work.
+                *spare = zeroed();
+                spare
+            }
+            None => Box::new(zeroed()),
+        };
         // SAFETY: `jpeg_std_error` only fills the struct's fields.
         unsafe { jpeg_std_error(&mut d.err) };
         d.err.error_exit = Some(error_exit);
@@ -124,16 +139,27 @@ impl Decompress {
         d.cinfo.common.err = &mut d.err;
         d
     }
+
+    /// Destroys libjpeg's state and keeps the box for this thread's next decode.
+    fn give_back(mut d: Box<Decompress>) {
+        d.destroy();
+        let _ = SPARE.try_with(|spare| spare.set(Some(d)));
+    }
+
+    fn destroy(&mut self) {
+        if self.created {
+            // SAFETY: the decompressor was created by `jpeg_create_decompress` and is
+            // destroyed once (`created` is cleared); libjpeg allows destroying in any state,
+            // also after an error. Destroying cannot raise an error, so no unwind can start.
+            unsafe { jpeg_destroy_decompress(&mut self.cinfo) };
+            self.created = false;
+        }
+    }
 }
 
 impl Drop for Decompress {
     fn drop(&mut self) {
-        if self.created {
-            // SAFETY: the decompressor was created by `jpeg_create_decompress` and is
-            // destroyed once; libjpeg allows destroying in any state, also after an error.
-            // Destroying cannot raise an error, so no unwind can start here.
-            unsafe { jpeg_destroy_decompress(&mut self.cinfo) };
-        }
+        self.destroy();
     }
 }
 
@@ -300,7 +326,7 @@ fn decode_with<S: McuSource>(
         decode_inner(&mut d, data, req, source, wide)
     }));
     d.cinfo.common.client_data = std::ptr::null_mut();
-    drop(d);
+    Decompress::give_back(d);
     match result {
         Ok(r) => r,
         Err(payload) => Err(DecodeError::Corrupt(

@@ -173,9 +173,9 @@ impl crate::ops::Operator for DecodeRandomCrop {
 
     fn run_cpu(
         &self,
-        inputs: Vec<crate::value::Value>,
+        inputs: crate::value::Values,
         ctx: &mut crate::ops::SampleContext<'_>,
-    ) -> Result<Vec<crate::value::Value>, crate::error::SampleErrorKind> {
+    ) -> Result<crate::value::Values, crate::error::SampleErrorKind> {
         let Some(crate::value::Value::Encoded(bytes)) = inputs.into_iter().next() else {
             return Err(ctx.error("expected encoded bytes"));
         };
@@ -199,7 +199,7 @@ impl crate::ops::Operator for DecodeRandomCrop {
                         source_width: info.width,
                     }),
                 ));
-                Ok(vec![crate::value::Value::Image(image)])
+                Ok(crate::value::smallvec![crate::value::Value::Image(image)])
             }
             Err(DecodeAndCropError::Decode(e)) => Err(crate::error::SampleErrorKind::Decode(e)),
             Err(DecodeAndCropError::Crop(message)) => Err(crate::error::SampleErrorKind::Op {
@@ -230,7 +230,7 @@ mod tests {
     ) -> (Image, Window) {
         let im = decode(bytes, opts).unwrap();
         let name: Arc<str> = Arc::from("rrc");
-        let mut params = Vec::new();
+        let mut params = crate::ops::SampleParams::new();
         let mut ctx = SampleContext {
             seed: 11,
             epoch: 2,
@@ -240,7 +240,9 @@ mod tests {
             op_name: &name,
             params: &mut params,
         };
-        let out = rrc.run_cpu(vec![Value::Image(im)], &mut ctx).unwrap();
+        let out = rrc
+            .run_cpu(crate::value::smallvec![Value::Image(im)], &mut ctx)
+            .unwrap();
         let Value::Image(out) = out.into_iter().next().unwrap() else {
             panic!("not an image")
         };

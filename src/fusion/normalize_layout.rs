@@ -15,7 +15,7 @@ use crate::ops::normalize::{normalize_value, per_channel, Normalize};
 use crate::ops::{
     single_image, ImageShape, OpParams, Operator, OutputPlace, PixelsMut, SampleContext, SetupInput,
 };
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 #[cfg(target_arch = "x86_64")]
 use super::normalize_layout_simd as simd;
@@ -307,23 +307,23 @@ impl Operator for NormalizeToLayout {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let (horizontal, vertical) = self.choose_mirror(&im, ctx);
         let out = self
             .apply(im, horizontal, vertical)
             .map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn run_cpu_into(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
         place: &mut dyn OutputPlace,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let (horizontal, vertical) = self.choose_mirror(&im, ctx);
         if self.one_pass(&im) && self.normalize.check_channels(im.channels).is_ok() {
@@ -334,13 +334,13 @@ impl Operator for NormalizeToLayout {
             if let Some(room) = place.room(self.one_pass_dtype(), self.layout, shape) {
                 self.write_one_pass(&im, horizontal, vertical, room);
                 crate::scratch::recycle_image(im);
-                return Ok(Vec::new());
+                return Ok(Values::new());
             }
         }
         let out = self
             .apply(im, horizontal, vertical)
             .map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 }
 

@@ -25,7 +25,7 @@ use crate::resample::{
     whole_axis_taps, Interp, SourceU8, Taps,
 };
 use crate::schema::expect_u8_hwc;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 thread_local! {
     /// [`CroppedResize::run`]'s horizontal and vertical tables, kept for their buffers.
@@ -249,9 +249,9 @@ impl Operator for ResizeCrop {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = crate::ops::single_image(inputs, ctx)?;
         let size = (im.height, im.width);
         let (out, offsets) = self.apply(im).map_err(|message| SampleErrorKind::Op {
@@ -259,7 +259,7 @@ impl Operator for ResizeCrop {
             message,
         })?;
         self.record(ctx, offsets, size);
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 }
 
@@ -315,9 +315,9 @@ impl Operator for DecodeResizeCrop {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let Some(Value::Encoded(bytes)) = inputs.into_iter().next() else {
             return Err(ctx.error("expected encoded bytes"));
         };
@@ -325,7 +325,7 @@ impl Operator for DecodeResizeCrop {
         crate::scratch::recycle_encoded(bytes);
         let (out, offsets, size) = result?;
         self.rest.record(ctx, offsets, size);
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 }
 

@@ -23,6 +23,8 @@
 //! ([`crate::decode::header`], read to EOI so that truncated files are caught here): give
 //! [`route_header`] a header already read (once per sample), or let [`classify`] read it.
 
+use smallvec::SmallVec;
+
 use crate::decode::header::ColorSpace;
 use crate::decode::{sniff, DecodeError, Format, JpegHeader, Limits};
 
@@ -105,7 +107,7 @@ pub struct JpegFacts {
     /// Number of scans (SOS segments) up to EOI.
     pub scans: usize,
     /// Sampling factors (h, v) of each component, in frame order.
-    pub sampling: Vec<(u8, u8)>,
+    pub sampling: SmallVec<[(u8, u8); 4]>,
     /// Adobe APP14 colour transform, when present (0 none/CMYK, 1 YCbCr, 2 YCCK).
     pub adobe_transform: Option<u8>,
     /// EXIF orientation, 1..=8 (1 when absent or invalid).

@@ -20,7 +20,7 @@ use crate::cuda::chain::{ChainPiece, ChainStep};
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Layout};
 use crate::rng::SampleRng;
-use crate::value::{Value, ValueType};
+use crate::value::{Value, ValueType, Values};
 
 pub mod params;
 pub mod setup;
@@ -47,7 +47,7 @@ pub(crate) mod testing;
 pub use crate::schema::{
     ArgError, ArgSpec, ArgType, ArgValue, Args, Backends, OpSchema, PortSpec, OPTIONAL, READER_KIND,
 };
-pub use params::{ColorJitterParams, CropParams, FlipParams, OpParams};
+pub use params::{ColorJitterParams, CropParams, FlipParams, OpParams, SampleParams};
 pub use setup::{ImageShape, SampleKey, Setup, SetupInput};
 
 /// Builds an operator of one kind from validated arguments (defaults filled in); each
@@ -80,19 +80,19 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// Runs on one sample on the CPU. `inputs` are owned so operators can work in place.
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind>;
+    ) -> Result<Values, SampleErrorKind>;
 
     /// As [`Operator::run_cpu`], but an operator with one image output may write that output
     /// straight into the room `place` offers (a place of the batch being filled, which saves
     /// copying it there); it then returns no values. The default runs [`Operator::run_cpu`].
     fn run_cpu_into(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
         place: &mut dyn OutputPlace,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let _ = place;
         self.run_cpu(inputs, ctx)
     }
@@ -162,7 +162,7 @@ pub struct SampleContext<'a> {
     /// Name of the operator now running.
     pub op_name: &'a Arc<str>,
     /// Parameters recorded so far for this sample.
-    pub params: &'a mut Vec<(Arc<str>, OpParams)>,
+    pub params: &'a mut crate::ops::SampleParams,
 }
 
 impl SampleContext<'_> {
@@ -211,7 +211,7 @@ impl SampleContext<'_> {
 
 /// Takes the single image out of `inputs`, or says what came instead.
 pub fn single_image(
-    inputs: Vec<Value>,
+    inputs: Values,
     ctx: &SampleContext<'_>,
 ) -> Result<crate::image::Image, SampleErrorKind> {
     match inputs.into_iter().next() {

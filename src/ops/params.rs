@@ -2,6 +2,12 @@
 //! [`SampleInfo`](crate::pipeline::SampleInfo) so users can transform boxes and masks the
 //! same way (and as the GPU path receives them from the host setup).
 
+use std::sync::Arc;
+
+/// The parameters one sample's operators drew, by operator name, in the order they ran: up
+/// to four held in place (no heap allocation a sample). It reads as a slice.
+pub type SampleParams = smallvec::SmallVec<[(Arc<str>, OpParams); 4]>;
+
 /// A crop window in an image, with that image's size: `top`/`left` are negative when the
 /// window starts above or left of the image (a crop larger than the image, filled outside).
 ///

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::image::Image;
-use crate::value::Value;
+use crate::value::{smallvec, Value};
 
 use super::{ImageShape, Operator, SampleContext, SampleKey, SetupInput};
 
@@ -26,7 +26,7 @@ pub(crate) fn run_recorded(
     key: SampleKey,
 ) -> (Vec<super::OpParams>, Image) {
     let name: Arc<str> = Arc::from("op");
-    let mut params = Vec::new();
+    let mut params = crate::ops::SampleParams::new();
     let mut ctx = SampleContext {
         seed: key.seed,
         epoch: key.epoch,
@@ -37,7 +37,7 @@ pub(crate) fn run_recorded(
         params: &mut params,
     };
     let out = op
-        .run_cpu(vec![Value::Image(im)], &mut ctx)
+        .run_cpu(smallvec![Value::Image(im)], &mut ctx)
         .expect("run_cpu");
     let Some(Value::Image(out)) = out.into_iter().next() else {
         panic!("no image out")

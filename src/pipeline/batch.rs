@@ -1,6 +1,6 @@
 //! Batches: one contiguous tensor per image output, labels, and who each sample is.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use half::f16;
@@ -392,14 +392,14 @@ pub enum BatchOutput {
 pub struct SampleInfo {
     /// Index in the dataset (position in the reader's sorted listing).
     pub index: usize,
-    /// The file.
-    pub path: PathBuf,
+    /// The file (shared with the data set's listing; a tar shard's sample's `shard:member`).
+    pub path: Arc<Path>,
     /// The label the reader gave it.
     pub label: i64,
     /// Random parameters chosen by each operator, by operator name, in the order the
     /// operators ran. The typed accessors ([`SampleInfo::crop`], [`SampleInfo::flip`],
     /// [`SampleInfo::color_jitter`]) read them without knowing the names.
-    pub params: Vec<(Arc<str>, OpParams)>,
+    pub params: crate::ops::SampleParams,
 }
 
 impl SampleInfo {

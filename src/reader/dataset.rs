@@ -3,6 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::Error;
 
@@ -11,8 +12,8 @@ use super::{ReaderConfig, SourceKind};
 /// One sample of a dataset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// The file.
-    pub path: PathBuf,
+    /// The file (shared: a step of the schedule hands it on without copying it).
+    pub path: Arc<Path>,
     /// Its label (-1 when the source has none).
     pub label: i64,
 }
@@ -95,7 +96,10 @@ impl Dataset {
                     // Anything but a folder: a broken symlink or a FIFO is listed and then
                     // reported when it fails to read, as in class folders.
                     if !p.is_dir() && has_extension(&p, &config.extensions) {
-                        ds.entries.push(Entry { path: p, label: -1 });
+                        ds.entries.push(Entry {
+                            path: p.into(),
+                            label: -1,
+                        });
                     }
                 }
             }
@@ -355,7 +359,10 @@ fn walk(dir: &Path, config: &ReaderConfig, label: i64, ds: &mut Dataset, links: 
         if p.is_dir() {
             walk(&p, config, label, ds, links);
         } else if has_extension(&p, &config.extensions) {
-            ds.entries.push(Entry { path: p, label });
+            ds.entries.push(Entry {
+                path: p.into(),
+                label,
+            });
         }
     }
     links.stack.pop();
@@ -436,7 +443,7 @@ fn read_list(list: &Path, base: &Path, ds: &mut Dataset) -> Result<(), Error> {
             labelled = true;
         }
         ds.entries.push(Entry {
-            path: resolve(path_bytes),
+            path: resolve(path_bytes).into(),
             label,
         });
     }

@@ -2,7 +2,7 @@
 //! index (outside any lock, on the reader threads), or a stream of tar shards, read front to
 //! back on threads of its own and handed out ready.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
@@ -66,7 +66,7 @@ pub enum Next {
         /// Its index in the data set.
         index: usize,
         /// The file.
-        path: PathBuf,
+        path: Arc<Path>,
         /// Its label.
         label: i64,
     },
@@ -81,7 +81,7 @@ pub enum Next {
         /// Its number in the data set.
         index: usize,
         /// `shard:member`.
-        path: PathBuf,
+        path: Arc<Path>,
         /// Its label.
         label: i64,
         /// Its bytes, or why there are none.
@@ -252,7 +252,7 @@ impl Steps {
                     epoch,
                     pos,
                     index: sample.index,
-                    path: sample.path,
+                    path: sample.path.into(),
                     label: sample.label,
                     bytes: sample.bytes,
                 },

@@ -88,7 +88,7 @@ fn listed(list: &Path) -> (Dataset, Vec<(PathBuf, i64)>) {
     let got = ds
         .entries
         .iter()
-        .map(|e| (e.path.clone(), e.label))
+        .map(|e| (e.path.to_path_buf(), e.label))
         .collect();
     (ds, got)
 }

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use smallvec::SmallVec;
+
 /// A JPEG's markers, read once: the frame, every table and scan header in file order, the
 /// colour markers, the EXIF orientation, and where the entropy-coded data of each scan lies.
 /// Offsets are into the bytes given to [`JpegHeader::read`] (junk before SOI included).
@@ -42,14 +44,14 @@ pub struct JpegHeader {
     pub adobe_transform: Option<u8>,
     /// The scans, in file order: all of them from [`JpegHeader::read`], the first from
     /// [`JpegHeader::read_to_first_scan`].
-    pub scans: Vec<Scan>,
+    pub scans: SmallVec<[Scan; 1]>,
     /// Every Huffman table defined (DHT), in file order; scans refer to them by index.
-    pub huffman_tables: Vec<HuffmanTable>,
+    pub huffman_tables: SmallVec<[HuffmanTable; 4]>,
     /// Every quantisation table defined (DQT), in file order; scans refer to them by index.
-    pub quant_tables: Vec<QuantTable>,
+    pub quant_tables: SmallVec<[QuantTable; 3]>,
     /// The APP0 and APP14 segments before the first scan (marker to end), which decide
     /// libjpeg's colour space: what a rewritten header must carry over.
-    pub color_segments: Vec<Range<usize>>,
+    pub color_segments: SmallVec<[Range<usize>; 2]>,
     /// The walk went to the end-of-image marker ([`JpegHeader::read`]).
     pub complete: bool,
     /// Where the walk ended: just past EOI when complete, else just past the first scan's
@@ -76,7 +78,7 @@ pub struct Frame {
     /// Height as stored.
     pub height: usize,
     /// The components (1, 3 or 4), in frame order.
-    pub components: Vec<FrameComponent>,
+    pub components: SmallVec<[FrameComponent; 4]>,
 }
 
 /// One component of the frame.
@@ -101,7 +103,7 @@ pub struct Scan {
     /// when the walk stopped at the first scan.
     pub data: Option<Range<usize>>,
     /// The scan's components, in scan order (empty when the header is malformed).
-    pub components: Vec<ScanComponent>,
+    pub components: SmallVec<[ScanComponent; 4]>,
     /// Start of spectral selection (`Ss`).
     pub ss: u8,
     /// End of spectral selection (`Se`).

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use smallvec::SmallVec;
+
 use super::super::exif::orientation_from_app1;
 use super::super::limits::{check_pixels, Limits};
 use super::fields::{
@@ -74,15 +76,15 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
             precision: 0,
             width: 0,
             height: 0,
-            components: Vec::new(),
+            components: SmallVec::new(),
         },
         orientation: 1,
         jfif: false,
         adobe_transform: None,
-        scans: Vec::new(),
-        huffman_tables: Vec::new(),
-        quant_tables: Vec::new(),
-        color_segments: Vec::new(),
+        scans: SmallVec::new(),
+        huffman_tables: SmallVec::new(),
+        quant_tables: SmallVec::new(),
+        color_segments: SmallVec::new(),
         complete: false,
         end: 0,
         irregular_at: None,
@@ -225,7 +227,7 @@ pub(super) fn walk(bytes: &[u8], full: bool, limits: &Limits) -> Result<JpegHead
                     Scan {
                         header: start..i,
                         data: None,
-                        components: Vec::new(),
+                        components: SmallVec::new(),
                         ss: 0,
                         se: 0,
                         ah: 0,
@@ -299,7 +301,7 @@ fn read_frame(m: u8, payload: &[u8], limits: &Limits) -> Result<Frame, DecodeErr
     let Some(specs) = payload.get(6..6 + 3 * nc) else {
         return Err(corrupt("frame header (SOF) is too short"));
     };
-    let mut components = Vec::with_capacity(nc);
+    let mut components = SmallVec::new();
     for c in specs.chunks_exact(3) {
         let (h, v) = (c[1] >> 4, c[1] & 15);
         if !(1..=4).contains(&h) || !(1..=4).contains(&v) {
@@ -329,7 +331,7 @@ fn read_frame(m: u8, payload: &[u8], limits: &Limits) -> Result<Frame, DecodeErr
 fn read_dht(
     mut p: &[u8],
     mut at: usize,
-    defs: &mut Vec<HuffmanTable>,
+    defs: &mut SmallVec<[HuffmanTable; 4]>,
     tables: &mut TablesInEffect,
 ) -> Option<()> {
     while !p.is_empty() {
@@ -360,7 +362,11 @@ fn read_dht(
 
 /// Records the tables of a DQT payload and puts them in their slots. `None` when the
 /// segment is malformed (tables up to there are kept).
-fn read_dqt(mut p: &[u8], defs: &mut Vec<QuantTable>, tables: &mut TablesInEffect) -> Option<()> {
+fn read_dqt(
+    mut p: &[u8],
+    defs: &mut SmallVec<[QuantTable; 3]>,
+    tables: &mut TablesInEffect,
+) -> Option<()> {
     while !p.is_empty() {
         let (precision, slot) = (p[0] >> 4, p[0] & 15);
         if slot > 3 || precision > 1 {

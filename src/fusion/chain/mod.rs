@@ -12,7 +12,7 @@ use crate::cuda::chain::{ChainError, ChainPiece, ChainSteps};
 use crate::cuda::FusedSample;
 use crate::image::{DType, Layout};
 
-use crate::ops::{ImageShape, OpParams, Operator, SampleKey, SetupInput};
+use crate::ops::{ImageShape, Operator, SampleKey, SetupInput};
 
 #[cfg(test)]
 mod kernel_tests;
@@ -38,7 +38,7 @@ pub struct ChainSetup {
     /// The fused chain's work for this sample.
     pub fused: FusedSample,
     /// The parameters drawn, by operator name.
-    pub params: Vec<(Arc<str>, OpParams)>,
+    pub params: crate::ops::SampleParams,
 }
 
 /// The operators after the decoder, checked to compose into the fused chain.
@@ -96,8 +96,9 @@ impl<'a> SampleChain<'a> {
             });
         }
         let mut shape = decoded;
-        let mut pieces: Vec<ChainPiece> = Vec::with_capacity(self.ops.len());
-        let mut params = Vec::new();
+        // In place: a chain has a handful of operators.
+        let mut pieces: smallvec::SmallVec<[ChainPiece; 8]> = smallvec::SmallVec::new();
+        let mut params = crate::ops::SampleParams::new();
         for o in &self.ops {
             let refuse = |reason: String| ChainError {
                 op: o.name.to_string(),

@@ -14,7 +14,7 @@ use crate::cuda::GpuDevice;
 use crate::image::Image;
 use crate::ops::{ImageShape, Operator, SampleContext};
 use crate::rng::hash_str;
-use crate::value::Value;
+use crate::value::{smallvec, Value};
 
 use super::{ChainOp, SampleChain};
 
@@ -57,8 +57,8 @@ pub(crate) fn run_on_cpu(ops: &Ops<'_>, ims: &[Image]) -> Vec<Image> {
     ims.iter()
         .enumerate()
         .map(|(index, im)| {
-            let mut params = Vec::new();
-            let mut v = vec![Value::Image(im.clone())];
+            let mut params = crate::ops::SampleParams::new();
+            let mut v = smallvec![Value::Image(im.clone())];
             for &(n, op) in ops {
                 let name: Arc<str> = Arc::from(n);
                 let mut ctx = SampleContext {

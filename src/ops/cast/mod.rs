@@ -24,7 +24,7 @@ use half::slice::HalfFloatSliceExt;
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Image, Pixels};
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
@@ -91,12 +91,12 @@ impl Operator for Cast {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let mut im = single_image(inputs, ctx)?;
         im.pixels = cast_pixels(im.pixels, self.dtype);
-        Ok(vec![Value::Image(im)])
+        Ok(smallvec![Value::Image(im)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

@@ -53,7 +53,7 @@ use crate::error::SampleErrorKind;
 use crate::image::{DType, Layout, Pixels};
 use crate::rng::SampleRng;
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, ColorJitterParams, ImageShape,
@@ -288,9 +288,9 @@ impl Operator for ColorJitter {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let mut im = single_image(inputs, ctx)?;
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let Some(recorded) = s.color_jitter() else {
@@ -300,7 +300,7 @@ impl Operator for ColorJitter {
         if let Pixels::U8(d) = &mut im.pixels {
             apply(d, &p);
         }
-        Ok(vec![Value::Image(im)])
+        Ok(smallvec![Value::Image(im)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

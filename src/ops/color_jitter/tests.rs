@@ -15,7 +15,7 @@ use crate::image::Image;
 use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::ops::SampleContext;
 use crate::testutil::{golden, golden_input};
-use crate::value::ImageType;
+use crate::value::{smallvec, ImageType, Values};
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -349,14 +349,11 @@ fn infer_wants_u8_hwc_rgb() {
 }
 
 /// What one `run_cpu` call gives: its result and the parameters it recorded.
-type RunResult = (
-    Result<Vec<Value>, SampleErrorKind>,
-    Vec<(Arc<str>, OpParams)>,
-);
+type RunResult = (Result<Values, SampleErrorKind>, crate::ops::SampleParams);
 
 fn run(op: &ColorJitter, im: Image, index: usize) -> RunResult {
     let name: Arc<str> = Arc::from("jitter");
-    let mut params = Vec::new();
+    let mut params = crate::ops::SampleParams::new();
     let mut ctx = SampleContext {
         seed: 11,
         epoch: 0,
@@ -366,7 +363,7 @@ fn run(op: &ColorJitter, im: Image, index: usize) -> RunResult {
         op_name: &name,
         params: &mut params,
     };
-    let r = op.run_cpu(vec![Value::Image(im)], &mut ctx);
+    let r = op.run_cpu(smallvec![Value::Image(im)], &mut ctx);
     (r, params)
 }
 

@@ -13,7 +13,7 @@ mod tests;
 
 use crate::error::SampleErrorKind;
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::window::crop_fill;
 pub use super::window::MAX_FILL;
@@ -188,21 +188,21 @@ impl Operator for Crop {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let Some(OpParams::Crop(CropParams { top, left, .. })) = s.params else {
             unreachable!("crop's setup draws a window")
         };
         if (top, left, self.height, self.width) == (0, 0, im.height, im.width) {
-            return Ok(vec![Value::Image(im)]);
+            return Ok(smallvec![Value::Image(im)]);
         }
         let fill = vec![self.fill; im.channels.max(1)];
         let out =
             crop_fill(&im, top, left, self.height, self.width, &fill).map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

@@ -4,7 +4,7 @@
 
 use crate::decode::{decode, ColorMode, DecodeOptions, EntropyDecoder, Limits, Upsampling};
 use crate::error::SampleErrorKind;
-use crate::value::{ImageType, Value, ValueType};
+use crate::value::{smallvec, ImageType, Value, ValueType, Values};
 
 use crate::image::{DType, Layout};
 
@@ -172,14 +172,14 @@ impl Operator for Decode {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         match inputs.into_iter().next() {
             Some(Value::Encoded(bytes)) => {
                 let im = decode(&bytes, &self.options);
                 crate::scratch::recycle_encoded(bytes);
-                Ok(vec![Value::Image(im?)])
+                Ok(smallvec![Value::Image(im?)])
             }
             Some(other) => Err(ctx.error(format!(
                 "expected encoded bytes, got {}",
@@ -266,7 +266,7 @@ mod tests {
         let jpg = crate::testutil::encode_jpeg(&src, 20, 30, 3, 95, crate::testutil::Sub::S444);
         let d = built(&[]);
         let name: Arc<str> = "decode".into();
-        let mut params = Vec::new();
+        let mut params = crate::ops::SampleParams::new();
         let mut ctx = SampleContext {
             seed: 0,
             epoch: 0,
@@ -277,17 +277,20 @@ mod tests {
             params: &mut params,
         };
         let out = d
-            .run_cpu(vec![Value::Encoded(jpg.into())], &mut ctx)
+            .run_cpu(smallvec![Value::Encoded(jpg.into())], &mut ctx)
             .unwrap();
         match &out[0] {
             Value::Image(im) => assert_eq!((im.height, im.width, im.channels), (20, 30, 3)),
             v => panic!("unexpected {v:?}"),
         }
         let err = d
-            .run_cpu(vec![Value::Encoded(Arc::new(b"hello".to_vec()))], &mut ctx)
+            .run_cpu(
+                smallvec![Value::Encoded(Arc::new(b"hello".to_vec()))],
+                &mut ctx,
+            )
             .unwrap_err();
         assert_eq!(err.category(), "decode:unknown-format");
-        let err = d.run_cpu(vec![Value::Label(3)], &mut ctx).unwrap_err();
+        let err = d.run_cpu(smallvec![Value::Label(3)], &mut ctx).unwrap_err();
         assert_eq!(err.category(), "operator");
     }
 

@@ -12,7 +12,7 @@ use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout, Pixels};
 use crate::rng::SampleRng;
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, FlipParams, ImageShape, OpParams,
@@ -101,14 +101,14 @@ impl Operator for Flip {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let mut im = single_image(inputs, ctx)?;
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let f = s.flip().copied().unwrap_or_default();
         flip_in_place(&mut im, f.horizontal, f.vertical);
-        Ok(vec![Value::Image(im)])
+        Ok(smallvec![Value::Image(im)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

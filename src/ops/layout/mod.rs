@@ -10,7 +10,7 @@ use crate::error::SampleErrorKind;
 use crate::image::{Image, Layout};
 use crate::map_pixels;
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, OpSchema, Operator, PortSpec,
@@ -77,14 +77,14 @@ impl Operator for ToLayout {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         if im.layout == self.layout {
-            return Ok(vec![Value::Image(im)]);
+            return Ok(smallvec![Value::Image(im)]);
         }
-        Ok(vec![Value::Image(to_layout(&im, self.layout))])
+        Ok(smallvec![Value::Image(to_layout(&im, self.layout))])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

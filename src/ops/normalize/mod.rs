@@ -35,7 +35,7 @@ use half::f16;
 use crate::error::SampleErrorKind;
 use crate::image::{DType, Image, Layout, Pixels};
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, ImageShape, OpSchema, Operator,
@@ -216,13 +216,13 @@ impl Operator for Normalize {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let out = self.apply(im).map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

@@ -11,7 +11,7 @@ mod tests;
 
 use crate::error::SampleErrorKind;
 use crate::schema::expect_image;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::window::{crop_fill, MAX_FILL};
 use super::{
@@ -185,14 +185,14 @@ impl Operator for Pad {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let (oh, ow) = (s.output.height, s.output.width);
         if (oh, ow) == (im.height, im.width) {
-            return Ok(vec![Value::Image(im)]);
+            return Ok(smallvec![Value::Image(im)]);
         }
         let out = crop_fill(
             &im,
@@ -203,7 +203,7 @@ impl Operator for Pad {
             &self.fill,
         )
         .map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

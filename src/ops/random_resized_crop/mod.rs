@@ -17,7 +17,7 @@ use crate::error::SampleErrorKind;
 use crate::resample::{resize_image, Interp, MAX_SIDE};
 use crate::rng::SampleRng;
 use crate::schema::expect_u8_hwc;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 use super::{
     single_image, ArgError, ArgSpec, ArgType, Args, Backends, CropParams, ImageShape, OpParams,
@@ -222,9 +222,9 @@ impl Operator for RandomResizedCrop {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         let im = single_image(inputs, ctx)?;
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let Some(c) = s.crop() else {
@@ -239,7 +239,7 @@ impl Operator for RandomResizedCrop {
             self.antialias,
         )
         .map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

@@ -12,6 +12,7 @@ use crate::fusion::chain::on_device::{check_ops, devices};
 use crate::image::Image;
 use crate::ops::testing::{assert_setup_matches_run, key};
 use crate::resample::resize_u8;
+use crate::value::smallvec;
 
 const SCALE: (f64, f64) = (0.08, 1.0);
 const RATIO: (f64, f64) = (0.75, 4.0 / 3.0);
@@ -102,7 +103,7 @@ fn run_records_the_window_and_matches_choose() {
     let (h, w) = (50, 70);
     let src: Vec<u8> = (0..h * w * 3).map(|i| (i % 256) as u8).collect();
     let name: Arc<str> = Arc::from("rrc");
-    let mut params = Vec::new();
+    let mut params = crate::ops::SampleParams::new();
     let mut ctx = SampleContext {
         seed: 5,
         epoch: 1,
@@ -115,7 +116,7 @@ fn run_records_the_window_and_matches_choose() {
     let expected_window = op.choose(h, w, &mut ctx.rng());
     let out = op
         .run_cpu(
-            vec![Value::Image(Image::from_u8_hwc(h, w, 3, src.clone()))],
+            smallvec![Value::Image(Image::from_u8_hwc(h, w, 3, src.clone()))],
             &mut ctx,
         )
         .unwrap();

@@ -13,7 +13,7 @@ pub mod gpu;
 mod tests;
 
 use crate::error::SampleErrorKind;
-use crate::value::{Value, ValueType};
+use crate::value::{smallvec, Value, ValueType, Values};
 
 pub use crate::resample::{
     bilinear_taps, nearest_indices, resample_bilinear_u8, resample_nearest_u8, resize_image,
@@ -182,9 +182,9 @@ impl Operator for Resize {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         if let Some(message) = self.target.never_fits() {
             return Err(SampleErrorKind::Settings {
                 op: ctx.op_name.to_string(),
@@ -195,7 +195,7 @@ impl Operator for Resize {
         let s = ctx.setup(self, SetupInput::Image(ImageShape::of(&im)))?;
         let (oh, ow) = (s.output.height, s.output.width);
         if (oh, ow) == (im.height, im.width) {
-            return Ok(vec![Value::Image(im)]);
+            return Ok(smallvec![Value::Image(im)]);
         }
         let out = resize_image(
             &im,
@@ -206,7 +206,7 @@ impl Operator for Resize {
             self.antialias,
         )
         .map_err(|e| ctx.error(e))?;
-        Ok(vec![Value::Image(out)])
+        Ok(smallvec![Value::Image(out)])
     }
 
     fn gpu(&self) -> Option<&dyn super::GpuOperator> {

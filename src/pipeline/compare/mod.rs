@@ -182,7 +182,7 @@ impl Comparison {
             if x.index != y.index {
                 self.order_differs += 1;
             } else if x.params != y.params {
-                self.params_differ.push(x.path.clone());
+                self.params_differ.push(x.path.to_path_buf());
             }
         }
         for (set, batch) in self.skipped.iter_mut().zip([a, b]) {

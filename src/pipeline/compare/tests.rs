@@ -142,7 +142,7 @@ fn differences_beyond_rounding_are_caught() {
     crop.left += 1;
     let mut c = fresh();
     c.add_batch(&a, &b2);
-    assert_eq!(c.params_differ, vec![a.samples[2].path.clone()]);
+    assert_eq!(c.params_differ, vec![a.samples[2].path.to_path_buf()]);
     assert!(
         c.to_string().contains("FAIL: random parameters differ"),
         "{c}"

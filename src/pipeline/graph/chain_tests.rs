@@ -17,7 +17,7 @@ use crate::ops::random_resized_crop::choose_window;
 use crate::ops::resize::{Interp, ResizeTarget};
 use crate::ops::{ImageShape, SampleContext, SampleKey};
 use crate::rng::hash_str;
-use crate::value::Value;
+use crate::value::{smallvec, Value};
 
 const SEED: u64 = 1;
 const EPOCH: u64 = 2;
@@ -45,9 +45,9 @@ fn chain(g: &Graph) -> SampleChain<'_> {
 
 /// The CPU path for one decoded image: every operator after the decoder, in order; its
 /// output and the parameters recorded.
-fn cpu(g: &Graph, im: Image, index: usize) -> (Image, Vec<(std::sync::Arc<str>, crate::OpParams)>) {
-    let mut params = Vec::new();
-    let mut v = vec![Value::Image(im)];
+fn cpu(g: &Graph, im: Image, index: usize) -> (Image, crate::ops::SampleParams) {
+    let mut params = crate::ops::SampleParams::new();
+    let mut v = smallvec![Value::Image(im)];
     for n in &g.nodes[1..] {
         let mut ctx = SampleContext {
             seed: SEED,

@@ -5,22 +5,22 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{SampleError, SampleErrorKind};
-use crate::ops::{OpParams, SampleContext};
+use crate::ops::SampleContext;
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::OnError;
 use crate::reader::source::Source;
 use crate::rng::{domain, key};
-use crate::value::Value;
+use crate::value::{Value, Values};
 
 use super::gather::{Gather, SenderGuard};
 use super::gpu_plan::Prepared;
 use super::placement::{Placed, Placing};
-use super::read_stage::{read_sample, Loaded};
+use super::read_stage::{read_sample, Loaded, LoadedGroup};
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
@@ -28,7 +28,9 @@ use super::stats::{add_ns, Stats};
 /// How many replacements `on_error = "replace"` tries before giving up on a position.
 const MAX_REPLACEMENTS: u64 = 16;
 
-/// What a worker hands to the assembler, in schedule order (`seq`).
+/// What a worker hands to the assembler, in schedule order (`seq`). (A sample in place: epoch
+/// ends are few, and boxing samples would allocate each.)
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Processed {
     /// A sample, good or failed.
     Sample(ProcessedSample),
@@ -57,7 +59,7 @@ pub(super) struct ProcessedSample {
     /// The sample delivered (a replacement's index under `on_error = "replace"`).
     pub(super) index: usize,
     /// Its file (`shard:member` for a shard's sample).
-    pub(super) path: PathBuf,
+    pub(super) path: Arc<Path>,
     /// Its label.
     pub(super) label: i64,
     /// Errors of samples this one replaced.
@@ -76,7 +78,11 @@ pub(super) enum Failure {
 }
 
 /// A sample's pipeline outputs and the random parameters its operators chose.
-pub(super) type SampleOutput = (Vec<Output>, Vec<(Arc<str>, OpParams)>);
+pub(super) type SampleOutput = (Outputs, crate::ops::SampleParams);
+
+/// A sample's pipeline outputs, in the graph's order (held in place: pipelines have one or
+/// two outputs).
+pub(super) type Outputs = smallvec::SmallVec<[Output; 2]>;
 
 /// One pipeline output of a sample: a value, an image its operator wrote straight into
 /// its place in a batch buffer, or (GPU path) a sample prepared for the device.
@@ -89,7 +95,7 @@ pub(super) enum Output {
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct CpuStage {
-    pub(super) input: StageInput<Vec<Loaded>>,
+    pub(super) input: StageInput<LoadedGroup>,
     pub(super) out: Arc<Gather<Processed>>,
     pub(super) source: Source,
     pub(super) graph: Arc<Graph>,
@@ -114,7 +120,7 @@ impl CpuStage {
     fn process(
         &self,
         at: Sample,
-        scheduled: (usize, PathBuf, i64),
+        scheduled: (usize, Arc<Path>, i64),
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample {
         let g = &*self.graph;
@@ -154,17 +160,17 @@ impl CpuStage {
 /// and everything goes to the assembler's gather, what it needs at once marked urgent. The
 /// gather hears when the thread ends, however it ends.
 pub(super) fn run_worker(
-    input: &StageInput<Vec<Loaded>>,
+    input: &StageInput<LoadedGroup>,
     out: &Gather<Processed>,
     mut process: impl FnMut(
         Sample,
-        (usize, PathBuf, i64),
+        (usize, Arc<Path>, i64),
         Result<Arc<Vec<u8>>, SampleErrorKind>,
     ) -> ProcessedSample,
 ) {
     let _leaving = SenderGuard(out);
     // Samples a reader handed on together: each goes to the assembler once processed.
-    input.run(Some, |loaded: Vec<Loaded>| {
+    input.run(Some, |loaded: LoadedGroup| {
         loaded.into_iter().all(|item| {
             let processed = match item {
                 Loaded::EpochEnd { seq, epoch } => Processed::EpochEnd { seq, epoch },
@@ -211,7 +217,7 @@ pub(super) fn process_with_replacements(
     stats: &Stats,
     max_bytes: u64,
     at: Sample,
-    scheduled: (usize, PathBuf, i64),
+    scheduled: (usize, Arc<Path>, i64),
     bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     run: impl Fn(usize, &Path, i64, Arc<Vec<u8>>) -> Result<SampleOutput, Failure>,
 ) -> ProcessedSample {
@@ -235,7 +241,7 @@ pub(super) fn process_with_replacements(
                 break;
             }
             replaced.push(SampleError {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 index,
                 kind: kind.clone(),
             });
@@ -333,9 +339,9 @@ pub(super) fn run_sample(
         edges[l] = Some(Value::Label(label));
     }
     let epoch = at.0;
-    let mut params = Vec::new();
+    let mut params = crate::ops::SampleParams::new();
     for (k, node) in graph.nodes.iter().enumerate() {
-        let inputs: Vec<Value> = node
+        let inputs: Values = node
             .inputs
             .iter()
             .zip(&node.last_use)

@@ -271,8 +271,18 @@ impl GpuStage {
             }
         }
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        kept.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
+        self.sweep_kept(&mut kept);
         kept.push((event.clone(), files, copies));
+    }
+
+    /// Lets go of what `kept` holds for work the device has finished; the files' buffers go
+    /// back to the pools for the readers (where their batch is gone too).
+    pub(super) fn sweep_kept(&self, kept: &mut Vec<super::gpu_stage::KeptBytes>) {
+        for (_, files, _) in
+            kept.extract_if(.., |(e, _, _)| self.dev.is_complete(e).unwrap_or(false))
+        {
+            files.into_iter().for_each(crate::scratch::recycle_encoded);
+        }
     }
 
     /// Turns a sample the device refused into one decoded on the CPU (the crop window, as
@@ -290,7 +300,7 @@ impl GpuStage {
             return Ok(());
         };
         let parsed =
-            ParsedImage::with_jpeg_header(bytes, self.plan.decode_options(), (**header).clone());
+            ParsedImage::with_jpeg_header(bytes, self.plan.decode_options(), header.clone());
         let image = parsed
             .decode_window(*window)
             .map_err(SampleErrorKind::Decode)?;

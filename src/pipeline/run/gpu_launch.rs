@@ -143,6 +143,7 @@ impl GpuStage {
         self.push_timing(true, start, ready.clone());
         self.launched(&ready)?;
         self.read_timings(false);
+        give_back(entries);
         Ok(DeviceTensor::new(
             out,
             dtype,
@@ -222,7 +223,7 @@ impl GpuStage {
                 .gpu_host_pinned
                 .fetch_add(kept.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let mut held = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-            held.retain(|(e, _, _)| !self.dev.is_complete(e).unwrap_or(false));
+            self.sweep_kept(&mut held);
             held.push((copied, Vec::new(), kept));
         }
         for (k, dst) in placed {
@@ -409,4 +410,24 @@ fn finished_len(entries: &[Entry]) -> usize {
             _ => None,
         })
         .sum()
+}
+
+/// Gives the host buffers of a launched batch's samples back to the pipeline's pools: the
+/// files (unless the feeding thread still keeps them for the engines) and the images decoded
+/// on the CPU (uploaded already).
+fn give_back(entries: Vec<Entry>) {
+    for e in entries {
+        let Entry::Sample { prepared, .. } = e else {
+            continue;
+        };
+        match prepared {
+            Prepared::Chain { bytes, source, .. } => {
+                crate::scratch::recycle_encoded(bytes);
+                if let Source::Host { image, .. } = source {
+                    crate::scratch::recycle_image(image);
+                }
+            }
+            Prepared::Finished { image } => crate::scratch::recycle_image(image),
+        }
+    }
 }

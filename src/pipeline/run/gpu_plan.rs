@@ -38,7 +38,7 @@ use crate::nvjpeg::fallback::JpegFacts;
 use crate::nvjpeg::safe::WorkerDecoder;
 use crate::nvjpeg::{roi_for_display_window, FallbackReason, GpuRoute, Roi, Route};
 use crate::ops::decode::Decode;
-use crate::ops::{OpParams, SampleKey, SetupInput};
+use crate::ops::{SampleKey, SetupInput};
 use crate::pipeline::graph::Graph;
 use crate::value::ValueType;
 
@@ -54,8 +54,10 @@ pub(super) const ALIGN: usize = 256;
 /// would have taken it).
 pub(super) const SPLIT_CAUSE: &str = "share";
 
-/// Where a sample's decoded pixels come from.
+/// Where a sample's decoded pixels come from (the header in place: the sample is boxed in
+/// transit, and a box of its own would allocate a sample).
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Source {
     /// The device decodes region `roi` (all of the image for `None`) of the image as stored,
     /// as its [`GpuDevice::region_to_decode`] for `roi` says: `stored` = (rows, columns) of what
@@ -64,8 +66,9 @@ pub(crate) enum Source {
     /// holds both). `window` is the crop window as displayed, in the whole image (what a
     /// CPU decode takes if the device fails).
     Device {
-        /// The header read for the sample, which the device's decoder takes.
-        header: Arc<JpegHeader>,
+        /// The header read for the sample, which the device's decoder takes (in place: a
+        /// header's lists are short and held in place, and the sample is boxed in transit).
+        header: JpegHeader,
         roi: Option<Roi>,
         window: crate::cuda::chain::Rect,
         stored: (usize, usize),
@@ -110,7 +113,7 @@ pub(crate) enum Prepared {
 /// `Err(Ok(kind))`, a bad sample (its CPU decode failed, as on the CPU path); or
 /// `Err(Err(why))`, a sample for the CPU operators.
 pub(crate) type Prepare =
-    Result<(Prepared, Vec<(Arc<str>, OpParams)>), Result<SampleErrorKind, NeedsCpu>>;
+    Result<(Prepared, crate::ops::SampleParams), Result<SampleErrorKind, NeedsCpu>>;
 
 /// Why a sample goes through the CPU operators whole (the CPU path then decides whether it
 /// is good, with its own error).
@@ -473,7 +476,7 @@ impl GpuPlan {
                     }
                 };
                 Source::Device {
-                    header: Arc::new(header),
+                    header,
                     roi,
                     window,
                     stored,

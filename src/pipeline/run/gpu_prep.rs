@@ -23,7 +23,7 @@ use super::gather::Gather;
 use super::gpu_plan::{GpuPlan, Prepared, Source};
 use super::gpu_split::DecoderSplit;
 use super::placement::Placing;
-use super::read_stage::Loaded;
+use super::read_stage::LoadedGroup;
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{add_ns, Stats};
@@ -32,7 +32,7 @@ use super::worker_gate::WorkerGate;
 /// One worker thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
 pub(super) struct GpuPrep {
-    pub(super) input: StageInput<Vec<Loaded>>,
+    pub(super) input: StageInput<LoadedGroup>,
     pub(super) out: Arc<Gather<Processed>>,
     /// The data set, for replacements under `on_error = "replace"`.
     pub(super) source: DataSource,

@@ -103,7 +103,7 @@ const EVENTS_AHEAD: usize = 64;
 
 /// Encoded bytes the decoder still reads (the files', and their pinned copies), until the
 /// event.
-type KeptBytes = (Event, Vec<Arc<Vec<u8>>>, Vec<StagedBytes>);
+pub(super) type KeptBytes = (Event, Vec<Arc<Vec<u8>>>, Vec<StagedBytes>);
 
 /// Host bytes staged for the kernel stream: appended to one pinned lease, copied up at once
 /// into one device buffer (for descriptors and tables) or straight to their place.

@@ -11,7 +11,7 @@
 //! waiting, and one at a time keeps them all busy to a batch's last sample; a shard's next
 //! sample may keep a reader waiting, so shards go one at a time too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Sender};
 
 use crate::error::SampleErrorKind;
-use crate::reader::file_io::read_file;
+use crate::reader::file_io::read_file_shared;
 use crate::reader::source::{Next, Steps};
 
 use super::stage_loop::StageInput;
@@ -34,13 +34,17 @@ pub(super) enum Loaded {
         epoch: u64,
         pos: usize,
         index: usize,
-        path: PathBuf,
+        path: Arc<Path>,
         label: i64,
         bytes: Result<Arc<Vec<u8>>, SampleErrorKind>,
     },
     /// Every sample of `epoch` has been handed on.
     EpochEnd { seq: u64, epoch: u64 },
 }
+
+/// Samples a reader hands on together (one held in place: the CPU path hands them on one at
+/// a time, without allocating).
+pub(super) type LoadedGroup = smallvec::SmallVec<[Loaded; 1]>;
 
 /// One reader thread's share of the stage (clone it for each thread).
 #[derive(Clone)]
@@ -51,7 +55,7 @@ pub(super) struct ReadStage {
     /// it takes samples, which bounds the samples in flight.
     pub(super) credits: StageInput<usize>,
     /// Samples in schedule order, as many at once as were read together.
-    pub(super) out: Sender<Vec<Loaded>>,
+    pub(super) out: Sender<LoadedGroup>,
     pub(super) stats: Arc<Stats>,
     /// Files over this many bytes are refused unread.
     pub(super) max_bytes: u64,
@@ -113,7 +117,7 @@ impl ReadStage {
             }
             let first = Instant::now();
             let most = self.hold.most();
-            let mut held = Vec::with_capacity(most);
+            let mut held = LoadedGroup::with_capacity(most);
             let more = loop {
                 let Some(item) = self.next_loaded() else {
                     break false;
@@ -137,6 +141,7 @@ impl ReadStage {
                     }
                 }
             };
+            // Never blocks: the channel has room for every credit, and each item spent one.
             if !held.is_empty() && self.out.send(held).is_err() {
                 return;
             }
@@ -218,14 +223,14 @@ pub(super) fn read_sample(
     stats: &Stats,
 ) -> Result<Arc<Vec<u8>>, SampleErrorKind> {
     let t0 = Instant::now();
-    let r = read_file(path, max_bytes);
+    let r = read_file_shared(path, max_bytes);
     add_ns(&stats.read_ns, t0.elapsed());
     if let Ok(b) = &r {
         stats
             .read_bytes
             .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
-    r.map(Arc::new)
+    r
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ fn reader(
     (n, epochs): (usize, u64),
     hold: &Hold,
     credits: usize,
-) -> (Sender<usize>, Receiver<Vec<Loaded>>) {
+) -> (Sender<usize>, Receiver<LoadedGroup>) {
     for i in 0..n {
         std::fs::write(dir.join(format!("{i:03}.jpg")), b"x").unwrap();
     }
@@ -109,7 +109,7 @@ fn a_reader_hands_on_what_its_credits_let_it_read_without_waiting_for_more() {
 fn an_epochs_last_samples_go_at_once() {
     let d = tempfile::tempdir().unwrap();
     let (_credits, handed) = reader(d.path(), (10, 2), &Hold::new(GPU_PATH_HOLD), 64);
-    let got: Vec<Vec<Loaded>> = handed.iter().collect();
+    let got: Vec<LoadedGroup> = handed.iter().collect();
     assert_eq!(got.len(), 2);
     for h in &got {
         assert_eq!(h.len(), 11);

@@ -21,7 +21,7 @@
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::bounded;
 
 use crate::cuda::gpu_device::{DeviceDescription, GpuDevice};
 use crate::cuda::pinned_pool::PinnedPool;
@@ -39,7 +39,7 @@ use super::gpu_prep::GpuPrep;
 use super::gpu_stage::GpuStage;
 use super::pin::Pin;
 use super::placement::{BatchBuffers, Placing};
-use super::read_stage::{Hold, Loaded, ReadStage, HOLD_FOR};
+use super::read_stage::{Hold, LoadedGroup, ReadStage, HOLD_FOR};
 use super::run_settings::RunSettings;
 use super::stage_loop::StageInput;
 use super::stats::{DeviceRole, Stats};
@@ -134,7 +134,9 @@ impl Pipeline {
                 .send(chunk.min(credits - first))
                 .expect("capacity");
         }
-        let (loaded_tx, loaded_rx) = unbounded::<Vec<Loaded>>();
+        // Each message spends a credit at least: room for them all, made here once (a
+        // channel without a bound allocates as messages come).
+        let (loaded_tx, loaded_rx) = bounded::<LoadedGroup>(credits);
         // Workers write final images straight into the batch buffers the assembler hands out.
         let batch_pool = Arc::new(BatchBufferPool::default());
         let buffers = BatchBuffers::new(

@@ -4,7 +4,7 @@ use super::*;
 use crate::error::SampleErrorKind;
 use crate::ops::SampleContext;
 use crate::pipeline::spec::{OnError, OpSpec};
-use crate::value::{Value, ValueType};
+use crate::value::{ValueType, Values};
 
 #[derive(Debug)]
 struct PanicsOn(usize);
@@ -16,9 +16,9 @@ impl crate::ops::Operator for PanicsOn {
 
     fn run_cpu(
         &self,
-        inputs: Vec<Value>,
+        inputs: Values,
         ctx: &mut SampleContext<'_>,
-    ) -> Result<Vec<Value>, SampleErrorKind> {
+    ) -> Result<Values, SampleErrorKind> {
         assert_ne!(ctx.index, self.0, "operator bug on purpose");
         Ok(inputs)
     }

@@ -203,7 +203,7 @@ pub fn pack(
             Ok(b) => b,
             Err(why) => {
                 tracing::warn!("left out {}: {why}", e.path.display());
-                left_out.push((e.path.clone(), why.to_string()));
+                left_out.push((e.path.to_path_buf(), why.to_string()));
                 progress(done + 1, order.len(), written);
                 continue;
             }

@@ -274,7 +274,12 @@ pub(super) fn start_feeder<'scope, 'env>(
     stats: Arc<Stats>,
     wake: &'env Gather<Processed>,
 ) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, ()>> {
+    let pools = crate::scratch::bound();
     std::thread::Builder::new()
         .name("stokehold-feed".into())
-        .spawn_scoped(scope, move || feeder.run(&gpu, &stats, wake))
+        .spawn_scoped(scope, move || {
+            // The files it lets go of go back to the pipeline's pools, for its readers.
+            let _pools = pools.as_ref().map(|p| p.bind());
+            feeder.run(&gpu, &stats, wake)
+        })
 }

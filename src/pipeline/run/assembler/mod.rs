@@ -14,7 +14,6 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, SampleError, SampleErrorKind};
-use crate::ops::OpParams;
 use crate::pipeline::batch::{Batch, SampleInfo};
 use crate::pipeline::graph::Graph;
 use crate::pipeline::spec::OnError;
@@ -347,7 +346,7 @@ impl Assembler {
             if matches!(&result, Err(Failure::Sample(k)) if !k.is_settings()) {
                 // No file tried in its place was good: the sample is skipped with its own
                 // file's error, and nothing counts as replaced.
-                (index, path) = (own.index, own.path);
+                (index, path) = (own.index, own.path.into());
                 result = Err(Failure::Sample(own.kind));
             } else {
                 self.report(own, true);
@@ -355,7 +354,10 @@ impl Assembler {
         }
         match result {
             Err(Failure::Panic(message)) => {
-                return self.fail(Error::WorkerPanic { path, message });
+                return self.fail(Error::WorkerPanic {
+                    path: path.to_path_buf(),
+                    message,
+                });
             }
             Err(Failure::Sample(SampleErrorKind::Settings { op, message })) => {
                 // Not this file's fault: every sample would fail alike, so the run stops
@@ -371,7 +373,11 @@ impl Assembler {
                 });
             }
             Err(Failure::Sample(kind)) => {
-                let e = SampleError { path, index, kind };
+                let e = SampleError {
+                    path: path.to_path_buf(),
+                    index,
+                    kind,
+                };
                 if on_error == OnError::Fail {
                     return self.fail(Error::Sample(e));
                 }
@@ -425,9 +431,9 @@ impl Assembler {
     fn push(
         &mut self,
         epoch: u64,
-        (index, path, label): (usize, std::path::PathBuf, i64),
-        values: Vec<Output>,
-        params: Vec<(Arc<str>, OpParams)>,
+        (index, path, label): (usize, std::sync::Arc<std::path::Path>, i64),
+        values: super::cpu_stage::Outputs,
+        params: crate::ops::SampleParams,
     ) -> Result<(), Error> {
         let t0 = Instant::now();
         let capacity = self.links.capacity;
@@ -543,7 +549,7 @@ impl Assembler {
                 }
             }
             let e = SampleError {
-                path: s.path,
+                path: s.path.to_path_buf(),
                 index: s.index,
                 kind,
             };

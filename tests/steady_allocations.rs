@@ -1,0 +1,105 @@
+//! Once its pools hold the working set, a pipeline allocates next to nothing a sample: file
+//! buffers, headers, operator values and outputs are reused or held in place, so what is left
+//! is a batch's own handful. Counted by this binary's allocator, not timed. (Its own test
+//! binary, one test: the count is the process's, and another test's work would add to it.)
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::*;
+use stokehold::pipeline::{DeviceChoice, Pipeline, PipelineSpec};
+
+/// The system allocator, counting allocations and reallocations.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call goes to the system allocator unchanged; counting never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller keeps `GlobalAlloc::alloc`'s contract, which is System's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const FILES: usize = 128;
+const BATCH: usize = 64;
+/// Epochs taken before counting: past the GPU path's warm-up (16 batches, whose sizes its
+/// device pools settle on); the CPU path's pools settle in the first.
+const WARM_EPOCHS: usize = 9;
+const COUNTED_EPOCHS: usize = 3;
+
+/// Allocations a batch and a sample over the counted epochs of `spec` (every batch dropped
+/// before the next is asked for, as a training loop does).
+fn allocations(mut spec: PipelineSpec) -> (f64, f64) {
+    spec.settings.epochs = Some((WARM_EPOCHS + COUNTED_EPOCHS) as u64);
+    let per_epoch = FILES / BATCH;
+    let mut p = Pipeline::new(spec).unwrap();
+    for _ in 0..WARM_EPOCHS * per_epoch {
+        drop(p.next_batch().unwrap().unwrap());
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let mut images = 0;
+    for _ in 0..COUNTED_EPOCHS * per_epoch {
+        images += p.next_batch().unwrap().unwrap().len();
+    }
+    let n = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64;
+    assert_eq!(images, COUNTED_EPOCHS * FILES, "every sample delivered");
+    (n / (COUNTED_EPOCHS * per_epoch) as f64, n / images as f64)
+}
+
+fn photos(dir: &Path) {
+    for i in 0..FILES {
+        let (w, h) = (400 + (i as u16 % 7) * 16, 300 + (i as u16 % 5) * 12);
+        write_jpeg(&dir.join(format!("img_{i:03}.jpg")), w, h, i as u8);
+    }
+}
+
+#[test]
+fn a_pipeline_allocates_next_to_nothing_a_sample_in_the_steady_state() {
+    // The emulated device's time rather than its pixels: its own work (memory checks, its
+    // stand-in for nvJPEG) is not the pipeline's. Set before any thread runs.
+    std::env::set_var("STOKEHOLD_EMU_MODEL", "h100");
+    let d = tempfile::tempdir().unwrap();
+    photos(d.path());
+    let cpu = spec_for("resnet50-train.toml", d.path(), BATCH, 2, 1);
+    let mut gpu = spec_for("resnet50-train.toml", d.path(), BATCH, 2, 1);
+    gpu.settings.device = DeviceChoice::Emu;
+    // Before: 15 a sample on the CPU path (file buffers and their reference counts, paths,
+    // header tables, operator values, libjpeg's box), 23 on the GPU path. Now a batch's own
+    // (its sample records, labels, messages) and, on the GPU path, a sample's boxed
+    // preparation.
+    for (what, spec, most) in [("CPU path", cpu, 1.5), ("GPU path (emulated)", gpu, 5.0)] {
+        let (a_batch, a_sample) = allocations(spec);
+        eprintln!("{what}: {a_batch:.1} allocations a batch of {BATCH}, {a_sample:.2} a sample");
+        assert!(
+            a_sample <= most,
+            "{what}: {a_sample:.2} allocations a sample ({a_batch:.1} a batch of {BATCH}) in the \
+             steady state, more than {most}"
+        );
+    }
+}
