@@ -258,7 +258,8 @@ pub fn encoded(capacity: usize) -> Arc<Vec<u8>> {
 /// Gives back the bytes of an encoded sample, and their reference count, once nothing else
 /// holds them (else whoever lets go of them last may give them back).
 pub fn recycle_encoded(mut shared: Arc<Vec<u8>>) {
-    // A weak reference could upgrade later: only what no one else can reach is kept.
+    // A weak reference could upgrade later: only what no one else can reach is kept. (Two
+    // holders letting go at once may both see the other: the buffer is then freed.)
     let Some(bytes) = Arc::get_mut(&mut shared) else {
         return;
     };

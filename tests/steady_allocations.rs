@@ -46,21 +46,32 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-const FILES: usize = 128;
-const BATCH: usize = 64;
-/// Epochs taken before counting: past the GPU path's warm-up (16 batches, whose sizes its
-/// device pools settle on); the CPU path's pools settle in the first.
-const WARM_EPOCHS: usize = 9;
+const FILES: usize = 256;
+const BATCH: usize = 128;
+/// Epochs taken before counting at least (the CPU path's pools settle in the first), and at
+/// most, waiting for the GPU path's own warm-up to end (its device pools' sizes settled).
+const WARM_EPOCHS: usize = 2;
+const MAX_WARM_EPOCHS: usize = 40;
 const COUNTED_EPOCHS: usize = 3;
 
 /// Allocations a batch and a sample over the counted epochs of `spec` (every batch dropped
 /// before the next is asked for, as a training loop does).
 fn allocations(mut spec: PipelineSpec) -> (f64, f64) {
-    spec.settings.epochs = Some((WARM_EPOCHS + COUNTED_EPOCHS) as u64);
+    // Epochs without end: the counted ones are replaced by others read ahead, as in training.
+    spec.settings.epochs = None;
     let per_epoch = FILES / BATCH;
     let mut p = Pipeline::new(spec).unwrap();
-    for _ in 0..WARM_EPOCHS * per_epoch {
-        drop(p.next_batch().unwrap().unwrap());
+    let warm = |p: &Pipeline| p.stats().gpu.is_none_or(|g| g.after_warm_up.is_some());
+    let mut epochs = 0;
+    while epochs < WARM_EPOCHS || !warm(&p) {
+        assert!(
+            epochs < MAX_WARM_EPOCHS,
+            "the pipeline's warm-up never ended"
+        );
+        for _ in 0..per_epoch {
+            drop(p.next_batch().unwrap().unwrap());
+        }
+        epochs += 1;
     }
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let mut images = 0;

@@ -42,7 +42,7 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 static WAITING: AtomicBool = AtomicBool::new(false);
 /// The logger's effective level (a Python level number: it passes on lines at least this
 /// severe), read from Python at each flush.
-static WANTED: AtomicU32 = AtomicU32::new(20);
+static WANTED: AtomicU32 = AtomicU32::new(30);
 
 /// Whether a `stokehold` command runs in this process, and its log.
 static COMMAND: AtomicBool = AtomicBool::new(false);
@@ -156,7 +156,7 @@ pub fn hand_on(py: Python<'_>) -> PyResult<()> {
                 "{dropped} more stokehold log lines were left out: more than {QUEUE_LIMIT} \
                  were written between two batches"
             );
-            logger.call_method1("log", (30u8, text))?;
+            logger.call_method1("log", (30u32, text))?;
         }
         Ok(())
     })();
@@ -186,8 +186,12 @@ fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// Reads the level the logger passes on now (its own or an ancestor's), so that lines it
 /// would drop are not formatted and queued.
 fn refresh_level(py: Python<'_>) -> PyResult<()> {
-    let level: u32 = logger(py)?.call_method0("getEffectiveLevel")?.extract()?;
-    WANTED.store(level, Ordering::Relaxed);
+    let level: i64 = logger(py)?.call_method0("getEffectiveLevel")?.extract()?;
+    // A negative level (which Python accepts) lets everything through, as NOTSET does.
+    WANTED.store(
+        level.clamp(0, i64::from(u32::MAX)) as u32,
+        Ordering::Relaxed,
+    );
     Ok(())
 }
 

@@ -39,8 +39,13 @@ pub fn read_file_shared(path: &Path, max_bytes: u64) -> Result<Arc<Vec<u8>>, Sam
     let (file, len) = open_checked(path, max_bytes)?;
     let mut buf = crate::scratch::encoded(len + 1);
     let bytes = Arc::get_mut(&mut buf).expect("a buffer from the pools is shared with no one");
-    read_checked(file, max_bytes, bytes)?;
-    Ok(buf)
+    match read_checked(file, max_bytes, bytes) {
+        Ok(()) => Ok(buf),
+        Err(e) => {
+            crate::scratch::recycle_encoded(buf);
+            Err(e)
+        }
+    }
 }
 
 /// The file opened, with its size: a regular file within `max_bytes`.

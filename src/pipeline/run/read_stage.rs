@@ -117,7 +117,8 @@ impl ReadStage {
             }
             let first = Instant::now();
             let most = self.hold.most();
-            let mut held = LoadedGroup::with_capacity(most);
+            // Room for more once a second sample comes: one alone is held in place.
+            let mut held = LoadedGroup::new();
             let more = loop {
                 let Some(item) = self.next_loaded() else {
                     break false;
@@ -126,6 +127,9 @@ impl ReadStage {
                 // An epoch's last samples go at once: the next step may wait (a shard's
                 // shuffle buffer filling).
                 let epoch_end = matches!(item, Loaded::EpochEnd { .. });
+                if held.len() == 1 {
+                    held.reserve(most.saturating_sub(1));
+                }
                 held.push(item);
                 if epoch_end || held.len() >= most || first.elapsed() >= self.hold_for {
                     break true;
