@@ -5,46 +5,14 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
+use stokehold::cli::heap::{Counter, CountingAllocator};
 use stokehold::pipeline::{DeviceChoice, Pipeline, PipelineSpec};
 
-/// The system allocator, counting allocations and reallocations.
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call goes to the system allocator unchanged; counting never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller keeps `GlobalAlloc::alloc`'s contract, which is System's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator, which is System's, with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const FILES: usize = 256;
 const BATCH: usize = 128;
@@ -73,12 +41,13 @@ fn allocations(mut spec: PipelineSpec) -> (f64, f64) {
         }
         epochs += 1;
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let counter = Counter::start().expect("the counting allocator is this binary's");
+    let before = counter.read();
     let mut images = 0;
     for _ in 0..COUNTED_EPOCHS * per_epoch {
         images += p.next_batch().unwrap().unwrap().len();
     }
-    let n = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64;
+    let n = (counter.read() - before) as f64;
     assert_eq!(images, COUNTED_EPOCHS * FILES, "every sample delivered");
     (n / (COUNTED_EPOCHS * per_epoch) as f64, n / images as f64)
 }

@@ -33,12 +33,15 @@ pub fn note_allocation() {
     }
 }
 
-/// Heap allocations counted since [`Counter::start`].
-pub(crate) struct Counter;
+/// Heap allocations counted while it lives (by every thread of the process), where the
+/// program's allocator is [`CountingAllocator`]: what `bench --stats` reads, and a test's
+/// count of a pipeline's steady state.
+#[derive(Debug)]
+pub struct Counter;
 
 impl Counter {
     /// Turns counting on; None where no allocator calls [`note_allocation`].
-    pub(crate) fn start() -> Option<Counter> {
+    pub fn start() -> Option<Counter> {
         COUNTING.fetch_add(1, Ordering::Relaxed);
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         // An allocation the optimiser can't remove: the allocator counts it or none counts.
@@ -51,7 +54,7 @@ impl Counter {
     }
 
     /// Allocations and reallocations counted so far (by every thread of the process).
-    pub(crate) fn read(&self) -> u64 {
+    pub fn read(&self) -> u64 {
         ALLOCATIONS.load(Ordering::Relaxed)
     }
 }
